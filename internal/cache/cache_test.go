@@ -1,0 +1,139 @@
+package cache
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (f *fakeClock) now() time.Time { return f.t }
+
+func TestCache(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		run     func(c *Cache[string], clk *fakeClock)
+		key     string
+		want    string
+		wantHit bool
+	}{
+		{
+			name:    "hit before deadline",
+			run:     func(c *Cache[string], clk *fakeClock) { c.Add(NewKey("a"), "A", start.Add(time.Minute)) },
+			key:     "a",
+			want:    "A",
+			wantHit: true,
+		},
+		{
+			name: "miss at deadline",
+			run: func(c *Cache[string], clk *fakeClock) {
+				c.Add(NewKey("a"), "A", start.Add(time.Minute))
+				clk.t = start.Add(time.Minute)
+			},
+			key: "a",
+		},
+		{
+			name: "already expired is not stored",
+			run:  func(c *Cache[string], clk *fakeClock) { c.Add(NewKey("a"), "A", start) },
+			key:  "a",
+		},
+		{
+			name: "removed",
+			run: func(c *Cache[string], clk *fakeClock) {
+				c.Add(NewKey("a"), "A", start.Add(time.Minute))
+				c.Remove(NewKey("a"))
+			},
+			key: "a",
+		},
+		{
+			name: "remove func",
+			run: func(c *Cache[string], clk *fakeClock) {
+				c.Add(NewKey("a"), "A", start.Add(time.Minute))
+				c.Add(NewKey("b"), "B", start.Add(time.Minute))
+				if n := c.RemoveFunc(func(v string) bool { return v == "A" }); n != 1 {
+					panic(fmt.Sprint("removed ", n))
+				}
+			},
+			key: "a",
+		},
+		{
+			name: "other entries survive remove func",
+			run: func(c *Cache[string], clk *fakeClock) {
+				c.Add(NewKey("a"), "A", start.Add(time.Minute))
+				c.Add(NewKey("b"), "B", start.Add(time.Minute))
+				c.RemoveFunc(func(v string) bool { return v == "A" })
+			},
+			key:     "b",
+			want:    "B",
+			wantHit: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &fakeClock{t: start}
+			c, err := New[string](10, clk.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.run(c, clk)
+			got, ok := c.Get(NewKey(tt.key))
+			if ok != tt.wantHit || got != tt.want {
+				t.Fatalf("Get = %q, %v; want %q, %v", got, ok, tt.want, tt.wantHit)
+			}
+		})
+	}
+}
+
+func TestCacheEvictsAtBound(t *testing.T) {
+	c, err := New[int](3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour)
+	for i := range 5 {
+		c.Add(NewKey(fmt.Sprint(i)), i, exp)
+	}
+	if c.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", c.Len())
+	}
+	if _, ok := c.Get(NewKey("0")); ok {
+		t.Fatal("oldest entry survived eviction")
+	}
+	if v, ok := c.Get(NewKey("4")); !ok || v != 4 {
+		t.Fatal("newest entry missing")
+	}
+	s := c.Stats()
+	if s.Evictions != 2 || s.Hits != 1 || s.Misses != 1 || s.Size != 3 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+func TestNewKeySeparatesParts(t *testing.T) {
+	if NewKey("ab", "c") == NewKey("a", "bc") {
+		t.Fatal("keys of different part splits collide")
+	}
+	if NewKey("a", "b") != NewKey("a", "b") {
+		t.Fatal("key is not deterministic")
+	}
+}
+
+func BenchmarkGetHit(b *testing.B) {
+	c, _ := New[int](1000, nil)
+	k := NewKey("token", "route")
+	c.Add(k, 1, time.Now().Add(time.Hour))
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Get(k)
+	}
+}
+
+func ExampleCache() {
+	c, _ := New[string](100, nil)
+	k := NewKey("route-a", "<token digest input>")
+	c.Add(k, "alice", time.Now().Add(time.Minute))
+	v, ok := c.Get(k)
+	fmt.Println(v, ok)
+	// Output: alice true
+}

@@ -1,0 +1,204 @@
+// Package config owns the service's configuration file: its YAML schema, the
+// strict decoding of it (an unknown key is an error naming the key and its
+// line), the built-in default used when no file is given, and validation that
+// reports every problem at once. It holds plain data; the check package
+// compiles it into the runtime structures that serve requests.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// File is the whole configuration.
+type File struct {
+	Issuers  []Issuer `yaml:"issuers"`
+	Routes   []Route  `yaml:"routes"`
+	Cache    Cache    `yaml:"cache"`
+	Identity Identity `yaml:"identity"`
+}
+
+// Issuer is one trusted token issuer and where its keys come from: exactly one
+// of an HMAC secret (secret_env, secret_file or secret), jwks_url, jwks_file or
+// discovery.
+type Issuer struct {
+	Name       string   `yaml:"name"`
+	Issuer     string   `yaml:"issuer"`
+	Algorithms []string `yaml:"algorithms"`
+
+	SecretEnv  string `yaml:"secret_env"`
+	SecretFile string `yaml:"secret_file"`
+	Secret     string `yaml:"secret"`
+
+	JWKSURL   string `yaml:"jwks_url"`
+	JWKSFile  string `yaml:"jwks_file"`
+	Discovery bool   `yaml:"discovery"`
+
+	Leeway             Duration `yaml:"leeway"`
+	Type               string   `yaml:"type"`
+	RefreshInterval    Duration `yaml:"refresh_interval"`
+	UnknownKIDInterval Duration `yaml:"unknown_kid_interval"`
+}
+
+// Route is a class of requests with one authentication policy.
+type Route struct {
+	Name string `yaml:"name"`
+	// Default makes this the route for requests that match no other.
+	Default    bool     `yaml:"default"`
+	Hosts      []string `yaml:"hosts"`
+	PathPrefix string   `yaml:"path_prefix"`
+
+	Issuers   []string `yaml:"issuers"`
+	Audiences []string `yaml:"audiences"`
+	Scopes    []string `yaml:"scopes"`
+	// PublicPaths pass without a token: exact paths, or prefixes ending in *.
+	PublicPaths []string `yaml:"public_paths"`
+	// ResourceMetadata is the RFC 9728 protected resource metadata URL named
+	// in challenges. When empty it is derived from the request's host.
+	ResourceMetadata string `yaml:"resource_metadata"`
+	// ForwardAuthorization keeps the inbound Authorization header on the
+	// upstream request; by default it is removed.
+	ForwardAuthorization bool          `yaml:"forward_authorization"`
+	Credentials          Credentials   `yaml:"credentials"`
+	ClaimHeaders         []ClaimHeader `yaml:"claim_headers"`
+}
+
+// Credentials names where else than Authorization: Bearer a token may come from.
+type Credentials struct {
+	Header string `yaml:"header"`
+	Cookie string `yaml:"cookie"`
+}
+
+// ClaimHeader copies a claim into an upstream request header.
+type ClaimHeader struct {
+	Claim  string `yaml:"claim"`
+	Header string `yaml:"header"`
+}
+
+// Cache bounds the verdict cache.
+type Cache struct {
+	MaxEntries  int      `yaml:"max_entries"`
+	NegativeTTL Duration `yaml:"negative_ttl"`
+}
+
+// Identity names the claims and headers that carry who the caller is.
+type Identity struct {
+	UserClaim     string `yaml:"user_claim"`
+	SessionClaim  string `yaml:"session_claim"`
+	UserHeader    string `yaml:"user_header"`
+	SessionHeader string `yaml:"session_header"`
+	// MaxHeaderValue bounds a header value built from a claim.
+	MaxHeaderValue int `yaml:"max_header_value"`
+}
+
+// Defaults applied where a field is left empty.
+const (
+	DefaultMaxEntries     = 100_000
+	DefaultNegativeTTL    = 10 * time.Second
+	DefaultUserClaim      = "sub"
+	DefaultSessionClaim   = "session_id"
+	DefaultUserHeader     = "x-user-id"
+	DefaultSessionHeader  = "x-session-id"
+	DefaultMaxHeaderValue = 1024
+	DefaultLeeway         = 30 * time.Second
+)
+
+// Duration is a time.Duration written as "30s", "5m".
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: invalid duration %q", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Load reads, strictly decodes, defaults and validates the file at path.
+func Load(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(b)
+}
+
+// Parse strictly decodes, defaults and validates a YAML document. Every
+// problem found is returned at once, joined.
+func Parse(b []byte) (*File, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			errs := make([]error, 0, len(te.Errors))
+			for _, e := range te.Errors {
+				errs = append(errs, errors.New(e))
+			}
+			return nil, errors.Join(errs...)
+		}
+		return nil, err
+	}
+	f.applyDefaults()
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+func (f *File) applyDefaults() {
+	if f.Cache.MaxEntries == 0 {
+		f.Cache.MaxEntries = DefaultMaxEntries
+	}
+	if f.Cache.NegativeTTL == 0 {
+		f.Cache.NegativeTTL = Duration(DefaultNegativeTTL)
+	}
+	id := &f.Identity
+	setDefault(&id.UserClaim, DefaultUserClaim)
+	setDefault(&id.SessionClaim, DefaultSessionClaim)
+	setDefault(&id.UserHeader, DefaultUserHeader)
+	setDefault(&id.SessionHeader, DefaultSessionHeader)
+	id.UserHeader = strings.ToLower(id.UserHeader)
+	id.SessionHeader = strings.ToLower(id.SessionHeader)
+	if id.MaxHeaderValue == 0 {
+		id.MaxHeaderValue = DefaultMaxHeaderValue
+	}
+	for i := range f.Issuers {
+		if f.Issuers[i].Leeway == 0 {
+			f.Issuers[i].Leeway = Duration(DefaultLeeway)
+		}
+	}
+	for i := range f.Routes {
+		r := &f.Routes[i]
+		for j := range r.ClaimHeaders {
+			r.ClaimHeaders[j].Header = strings.ToLower(r.ClaimHeaders[j].Header)
+		}
+		r.Credentials.Header = strings.ToLower(r.Credentials.Header)
+		for j := range r.Hosts {
+			r.Hosts[j] = strings.ToLower(r.Hosts[j])
+		}
+	}
+}
+
+func setDefault(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}

@@ -1,0 +1,151 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFull(t *testing.T) {
+	f, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Identity.UserHeader; got != "x-user-id" {
+		t.Errorf("user header = %q, want lower-cased x-user-id", got)
+	}
+	if got := f.Identity.SessionClaim; got != DefaultSessionClaim {
+		t.Errorf("session claim default = %q", got)
+	}
+	if got := f.Cache.NegativeTTL.D(); got != 3*time.Second {
+		t.Errorf("negative ttl = %v", got)
+	}
+	if got := f.Issuers[1].Leeway.D(); got != DefaultLeeway {
+		t.Errorf("default leeway = %v", got)
+	}
+	r := f.Routes[0]
+	if r.Hosts[1] != "*.mcp.example.com" || r.ClaimHeaders[0].Header != "x-user-email" || r.Credentials.Cookie != "session" {
+		t.Errorf("route decoded wrong: %+v", r)
+	}
+	if !f.Routes[1].Default {
+		t.Error("default route flag lost")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	const base = `issuers: [{name: a, secret: s}]
+routes: [{name: r, issuers: [a]}]
+`
+	tests := []struct {
+		name string
+		doc  string
+		want []string // every substring must appear in the error
+	}{
+		{
+			name: "unknown key names key and line",
+			doc:  "issuers: [{name: a, secret: s}]\nroutes:\n  - name: r\n    issuers: [a]\n    isuers: [b]\n",
+			want: []string{"line 5", "isuers"},
+		},
+		{
+			name: "several unknown keys reported at once",
+			doc:  "issuers: [{name: a, secret: s, colour: red}]\nroutes: [{name: r, issuers: [a], size: 2}]\n",
+			want: []string{"line 1", "colour", "line 2", "size"},
+		},
+		{
+			name: "bad duration",
+			doc:  base + "cache: {negative_ttl: soon}\n",
+			want: []string{"invalid duration", "soon"},
+		},
+		{
+			name: "empty document",
+			doc:  "",
+			want: []string{"at least one issuer", "at least one route"},
+		},
+		{
+			name: "alg none",
+			doc:  "issuers: [{name: a, secret: s, algorithms: [none]}]\nroutes: [{name: r, issuers: [a]}]\n",
+			want: []string{"none is never accepted"},
+		},
+		{
+			name: "hmac alg with public keys and asymmetric alg with secret",
+			doc:  "issuers: [{name: a, jwks_file: k.json, algorithms: [HS256]}, {name: b, secret: s, algorithms: [RS256]}]\nroutes: [{name: r, issuers: [a, b]}]\n",
+			want: []string{"HMAC algorithm HS256 needs an HMAC secret", "RS256 needs a public key source"},
+		},
+		{
+			name: "two key sources",
+			doc:  "issuers: [{name: a, secret: s, jwks_file: k.json}]\nroutes: [{name: r, issuers: [a]}]\n",
+			want: []string{"exactly one key source"},
+		},
+		{
+			name: "unknown issuer and duplicate names and two defaults",
+			doc:  "issuers: [{name: a, secret: s}, {name: a, secret: t}]\nroutes: [{name: r, issuers: [b], default: true}, {name: r, issuers: [a], default: true}]\n",
+			want: []string{`unknown issuer "b"`, "duplicate issuer name", "duplicate route name", "at most one route"},
+		},
+		{
+			name: "bad header names",
+			doc:  base + "identity: {user_header: 'x user', session_header: x-envoy-session}\n",
+			want: []string{`"x user" is not a valid header name`, `"x-envoy-session" cannot be used`},
+		},
+		{
+			name: "claim header clashes with identity header",
+			doc:  "issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], claim_headers: [{claim: email, header: x-user-id}]}]\n",
+			want: []string{"already set by the service"},
+		},
+		{
+			name: "bad paths hosts and urls",
+			doc:  "issuers: [{name: a, jwks_url: 'ftp://x'}, {name: b, discovery: true}]\nroutes: [{name: r, issuers: [a, b], path_prefix: mcp, hosts: ['a/b'], public_paths: ['/a*b'], resource_metadata: nope}]\n",
+			want: []string{"not an http(s) URL", "discovery needs issuer", "must start with /", "neither a host name", "may only end in *"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDefault(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         map[string]string
+		wantAlg     string
+		wantWarning bool
+		wantErr     bool
+	}{
+		{name: "no secret warns", env: nil, wantAlg: "HS256", wantWarning: true},
+		{name: "secret from env", env: map[string]string{"JWT_SECRET": "s3cret"}, wantAlg: "HS256"},
+		{name: "algorithm from env", env: map[string]string{"JWT_SECRET": "s", "JWT_ALGORITHM": "hs512"}, wantAlg: "HS512"},
+		{name: "asymmetric algorithm refused", env: map[string]string{"JWT_ALGORITHM": "RS256"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, warns, err := Default(func(k string) string { return tt.env[k] })
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v", err)
+			}
+			if err != nil {
+				return
+			}
+			if got := f.Issuers[0].Algorithms[0]; got != tt.wantAlg {
+				t.Errorf("alg = %s, want %s", got, tt.wantAlg)
+			}
+			if (len(warns) > 0) != tt.wantWarning {
+				t.Errorf("warnings = %v", warns)
+			}
+			if tt.wantWarning && f.Issuers[0].Secret != DevSecret {
+				t.Error("development secret not used")
+			}
+			if !f.Routes[0].Default || len(f.Routes[0].Audiences) != 0 || f.Issuers[0].Issuer != "" {
+				t.Errorf("default route should be a catch-all with no aud/iss: %+v", f.Routes[0])
+			}
+		})
+	}
+}

@@ -1,0 +1,238 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Algorithms the service verifies.
+var (
+	hmacAlgorithms       = []string{"HS256", "HS384", "HS512"}
+	asymmetricAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+)
+
+// IsHMAC reports whether alg is one of the HMAC algorithms.
+func IsHMAC(alg string) bool { return contains(hmacAlgorithms, alg) }
+
+// Validate reports every problem in f at once.
+func (f *File) Validate() error {
+	var v validator
+	if len(f.Issuers) == 0 {
+		v.add("issuers: at least one issuer is required")
+	}
+	if len(f.Routes) == 0 {
+		v.add("routes: at least one route is required")
+	}
+	issuers := map[string]bool{}
+	for i, is := range f.Issuers {
+		p := fmt.Sprintf("issuers[%d]", i)
+		if is.Name != "" {
+			p = fmt.Sprintf("issuers[%d] (%s)", i, is.Name)
+		}
+		v.issuer(p, is)
+		if is.Name != "" {
+			if issuers[is.Name] {
+				v.add("%s: duplicate issuer name", p)
+			}
+			issuers[is.Name] = true
+		}
+	}
+	routes := map[string]bool{}
+	defaults := 0
+	for i, r := range f.Routes {
+		p := fmt.Sprintf("routes[%d]", i)
+		if r.Name != "" {
+			p = fmt.Sprintf("routes[%d] (%s)", i, r.Name)
+		}
+		v.route(p, r, issuers, f.Identity)
+		if r.Name != "" {
+			if routes[r.Name] {
+				v.add("%s: duplicate route name", p)
+			}
+			routes[r.Name] = true
+		}
+		if r.Default {
+			defaults++
+		}
+	}
+	if defaults > 1 {
+		v.add("routes: at most one route may be the default")
+	}
+	id := f.Identity
+	v.headerName("identity.user_header", id.UserHeader)
+	v.headerName("identity.session_header", id.SessionHeader)
+	if id.UserHeader == id.SessionHeader {
+		v.add("identity: user_header and session_header must differ")
+	}
+	if id.MaxHeaderValue < 0 || id.MaxHeaderValue > 8192 {
+		v.add("identity.max_header_value: must be between 1 and 8192")
+	}
+	if f.Cache.MaxEntries < 0 {
+		v.add("cache.max_entries: must be positive")
+	}
+	if f.Cache.NegativeTTL < 0 {
+		v.add("cache.negative_ttl: must not be negative")
+	}
+	return v.err()
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) add(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf(format, args...))
+}
+
+func (v *validator) err() error { return errors.Join(v.errs...) }
+
+func (v *validator) issuer(p string, is Issuer) {
+	if is.Name == "" {
+		v.add("%s: name is required", p)
+	}
+	sources := 0
+	for _, set := range []bool{is.SecretEnv != "" || is.SecretFile != "" || is.Secret != "", is.JWKSURL != "", is.JWKSFile != "", is.Discovery} {
+		if set {
+			sources++
+		}
+	}
+	if sources != 1 {
+		v.add("%s: exactly one key source is required (secret_env, secret_file or secret; jwks_url; jwks_file; discovery)", p)
+	}
+	if n := btoi(is.SecretEnv != "") + btoi(is.SecretFile != "") + btoi(is.Secret != ""); n > 1 {
+		v.add("%s: give the HMAC secret once (secret_env, secret_file or secret)", p)
+	}
+	hmac := is.SecretEnv != "" || is.SecretFile != "" || is.Secret != ""
+	for _, alg := range is.Algorithms {
+		switch {
+		case strings.EqualFold(alg, "none"):
+			v.add("%s: algorithm none is never accepted", p)
+		case contains(hmacAlgorithms, alg):
+			if !hmac {
+				v.add("%s: HMAC algorithm %s needs an HMAC secret, not a public key source", p, alg)
+			}
+		case contains(asymmetricAlgorithms, alg):
+			if hmac {
+				v.add("%s: algorithm %s needs a public key source (jwks_url, jwks_file or discovery), not a secret", p, alg)
+			}
+		default:
+			v.add("%s: unknown algorithm %q", p, alg)
+		}
+	}
+	if is.JWKSURL != "" {
+		v.url(p+".jwks_url", is.JWKSURL)
+	}
+	if is.Discovery {
+		if is.Issuer == "" {
+			v.add("%s: discovery needs issuer (the URL discovery starts from)", p)
+		} else {
+			v.url(p+".issuer", is.Issuer)
+		}
+	}
+	if is.Leeway < 0 || is.Leeway.D().Hours() > 1 {
+		v.add("%s.leeway: must be between 0 and 1h", p)
+	}
+	if is.RefreshInterval < 0 || is.UnknownKIDInterval < 0 {
+		v.add("%s: intervals must not be negative", p)
+	}
+}
+
+func (v *validator) route(p string, r Route, issuers map[string]bool, id Identity) {
+	if r.Name == "" {
+		v.add("%s: name is required", p)
+	}
+	if len(r.Issuers) == 0 {
+		v.add("%s.issuers: at least one issuer is required", p)
+	}
+	for _, name := range r.Issuers {
+		if !issuers[name] {
+			v.add("%s.issuers: unknown issuer %q", p, name)
+		}
+	}
+	for _, h := range r.Hosts {
+		host := strings.TrimPrefix(h, "*.")
+		if host == "" || strings.ContainsAny(host, "*/ ") {
+			v.add("%s.hosts: %q is neither a host name nor *.suffix", p, h)
+		}
+	}
+	if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
+		v.add("%s.path_prefix: must start with /", p)
+	}
+	for _, pp := range r.PublicPaths {
+		if !strings.HasPrefix(pp, "/") || strings.Contains(strings.TrimSuffix(pp, "*"), "*") {
+			v.add("%s.public_paths: %q must start with / and may only end in *", p, pp)
+		}
+	}
+	if r.ResourceMetadata != "" {
+		v.url(p+".resource_metadata", r.ResourceMetadata)
+	}
+	if r.Credentials.Header != "" {
+		v.headerName(p+".credentials.header", r.Credentials.Header)
+	}
+	if r.Credentials.Cookie != "" && !isToken(r.Credentials.Cookie) {
+		v.add("%s.credentials.cookie: %q is not a valid cookie name", p, r.Credentials.Cookie)
+	}
+	seen := map[string]bool{id.UserHeader: true, id.SessionHeader: true}
+	for i, ch := range r.ClaimHeaders {
+		q := fmt.Sprintf("%s.claim_headers[%d]", p, i)
+		if ch.Claim == "" {
+			v.add("%s.claim: is required", q)
+		}
+		v.headerName(q+".header", ch.Header)
+		if seen[ch.Header] {
+			v.add("%s.header: %q is already set by the service", q, ch.Header)
+		}
+		seen[ch.Header] = true
+	}
+}
+
+// headerName refuses names Envoy would reject or that must not be set by
+// this service: pseudo-headers, host, authorization and Envoy's own.
+func (v *validator) headerName(p, name string) {
+	switch {
+	case name == "":
+		v.add("%s: header name is required", p)
+	case !isToken(name):
+		v.add("%s: %q is not a valid header name", p, name)
+	case name == "host" || name == "authorization" || name == "cookie" || strings.HasPrefix(name, "x-envoy-"):
+		v.add("%s: %q cannot be used", p, name)
+	}
+}
+
+func (v *validator) url(p, s string) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		v.add("%s: %q is not an http(s) URL", p, s)
+	}
+}
+
+// isToken reports whether s is an RFC 9110 token (header and cookie names).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,107 @@
+// Package credential finds the bearer token in a request: the Authorization
+// header (RFC 6750, scheme case-insensitive) first, then a route's alternative
+// header or cookie. It only locates and checks the syntax of the token; it
+// never verifies or logs it.
+package credential
+
+import (
+	"errors"
+	"strings"
+)
+
+// MaxTokenSize bounds a token; larger ones are refused before any parsing.
+const MaxTokenSize = 16 << 10
+
+// Errors a caller turns into denials.
+var (
+	ErrMissing   = errors.New("no bearer token")
+	ErrMalformed = errors.New("malformed bearer token")
+	ErrTooLarge  = errors.New("bearer token too large")
+)
+
+// Source says where else a route accepts the token.
+type Source struct {
+	Header string // lower-case header name holding the bare token or "Bearer <token>"
+	Cookie string // cookie name holding the bare token
+}
+
+// Headers reads a lower-case request header.
+type Headers interface {
+	Get(name string) string
+}
+
+// Find returns the token. A present but unusable Authorization header is an
+// error, not a reason to look elsewhere: the header always wins.
+func Find(h Headers, src Source) (string, error) {
+	if v := h.Get("authorization"); v != "" {
+		tok, ok := parseBearer(v)
+		if !ok {
+			return "", ErrMissing // another scheme (Basic, ...): not ours
+		}
+		return check(tok)
+	}
+	if src.Header != "" {
+		if v := strings.TrimSpace(h.Get(src.Header)); v != "" {
+			if tok, ok := parseBearer(v); ok {
+				return check(tok)
+			}
+			return check(v)
+		}
+	}
+	if src.Cookie != "" {
+		if v, ok := cookie(h.Get("cookie"), src.Cookie); ok {
+			return check(v)
+		}
+	}
+	return "", ErrMissing
+}
+
+// parseBearer splits "Bearer <token>", the scheme matched case-insensitively.
+func parseBearer(v string) (string, bool) {
+	const scheme = "bearer"
+	if len(v) < len(scheme)+1 || !strings.EqualFold(v[:len(scheme)], scheme) || (v[len(scheme)] != ' ' && v[len(scheme)] != '\t') {
+		return "", false
+	}
+	return strings.TrimLeft(v[len(scheme):], " \t"), true
+}
+
+// check enforces the size bound and the RFC 6750 b64token syntax:
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func check(tok string) (string, error) {
+	tok = strings.TrimRight(tok, " \t")
+	if tok == "" {
+		return "", ErrMalformed
+	}
+	if len(tok) > MaxTokenSize {
+		return "", ErrTooLarge
+	}
+	pad := false
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		switch {
+		case c == '=':
+			pad = true
+		case pad:
+			return "", ErrMalformed
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
+		default:
+			return "", ErrMalformed
+		}
+	}
+	return tok, nil
+}
+
+// cookie finds name in a Cookie header ("a=1; b=2"; Envoy joins repeated
+// Cookie headers with "; ").
+func cookie(header, name string) (string, bool) {
+	for header != "" {
+		var part string
+		part, header, _ = strings.Cut(header, ";")
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if ok && k == name {
+			return strings.Trim(v, `"`), true
+		}
+	}
+	return "", false
+}

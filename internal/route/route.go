@@ -1,0 +1,109 @@
+// Package route matches a request to the route whose policy applies to it: by
+// the route name Envoy passes in context_extensions when there is one, else by
+// host (exact or *.suffix) and path prefix, first match in configuration
+// order (as Envoy matches its own routes), else the default route.
+package route
+
+import "strings"
+
+// Matcher is one route's match criteria.
+type Matcher struct {
+	Name       string
+	Hosts      []string // lower-case; exact or "*.suffix"; empty matches any host
+	PathPrefix string   // "" or "/" matches any path
+}
+
+// Table finds routes. It is immutable once built and safe for concurrent use.
+type Table[R any] struct {
+	byName   map[string]R
+	ordered  []entry[R]
+	fallback *R
+}
+
+type entry[R any] struct {
+	m     Matcher
+	route R
+}
+
+// NewTable builds a table of routes in order; routes[fallback] (when
+// fallback is a valid index) is returned for requests that match no route.
+func NewTable[R any](matchers []Matcher, routes []R, fallback int) *Table[R] {
+	t := &Table[R]{byName: make(map[string]R, len(routes))}
+	if fallback >= 0 && fallback < len(routes) {
+		t.fallback = &routes[fallback]
+	}
+	for i, m := range matchers {
+		t.byName[m.Name] = routes[i]
+		t.ordered = append(t.ordered, entry[R]{m: m, route: routes[i]})
+	}
+	return t
+}
+
+// ByName returns the route with the given name, as named by Envoy's
+// per-route context_extensions.
+func (t *Table[R]) ByName(name string) (R, bool) {
+	r, ok := t.byName[name]
+	return r, ok
+}
+
+// Match returns the first route whose host and path match, else the fallback.
+// host may carry a port; path may carry a query string.
+func (t *Table[R]) Match(host, path string) (R, bool) {
+	host = stripPort(host)
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	for i := range t.ordered {
+		e := &t.ordered[i]
+		if hostMatches(e.m.Hosts, host) && PathHasPrefix(path, e.m.PathPrefix) {
+			return e.route, true
+		}
+	}
+	if t.fallback != nil {
+		return *t.fallback, true
+	}
+	var zero R
+	return zero, false
+}
+
+func hostMatches(patterns []string, host string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if suffix, ok := strings.CutPrefix(p, "*"); ok {
+			// "*.example.com" matches "a.example.com", not "example.com".
+			if len(host) > len(suffix) && hasSuffixFold(host, suffix) {
+				return true
+			}
+		} else if strings.EqualFold(host, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// PathHasPrefix reports whether path is prefix or lies below it, on segment
+// boundaries: "/mcp" matches "/mcp" and "/mcp/x", not "/mcpx".
+func PathHasPrefix(path, prefix string) bool {
+	if prefix == "" || prefix == "/" {
+		return true
+	}
+	if !strings.HasPrefix(path, prefix) {
+		return false
+	}
+	return len(path) == len(prefix) || prefix[len(prefix)-1] == '/' || path[len(prefix)] == '/'
+}
+
+func hasSuffixFold(s, suffix string) bool {
+	return strings.EqualFold(s[len(s)-len(suffix):], suffix)
+}
+
+// stripPort removes a trailing :port, keeping IPv6 literals intact.
+func stripPort(host string) string {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 || strings.IndexByte(host[i:], ']') >= 0 {
+		return host
+	}
+	return host[:i]
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the end-to-end tests use, when missing.
+# Go modules come through the module proxy on the first build.
+set -euo pipefail
+need=()
+for pkg in "$@"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing ${need[*]}; run as root or install them" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
