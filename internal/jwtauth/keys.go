@@ -1,0 +1,150 @@
+package jwtauth
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// verificationKey is one usable public key of a key set.
+type verificationKey struct {
+	kid  string
+	key  any    // *rsa.PublicKey, *ecdsa.PublicKey or ed25519.PublicKey
+	algs algSet // the algorithms this key may verify: its type, narrowed by the JWK's own "alg"
+}
+
+// keySet is an immutable snapshot of an issuer's public keys. A refresh
+// builds a new one and swaps it in whole, so Verify reads it without locks.
+type keySet struct {
+	byKID map[string][]verificationKey
+	all   []verificationKey // for tokens without a kid
+}
+
+// errNoSuchKey reports that a key set has no key for a token: the caller may
+// refetch the set and then reports ErrUnknownKey.
+var errNoSuchKey = errors.New("no such key")
+
+// find returns the key (or, when several qualify, a jwt.VerificationKeySet)
+// for a token with the given kid and algorithm. A kid the set knows whose
+// keys cannot verify alg is ErrAlgorithm: the JWK pins its algorithm.
+func (s *keySet) find(kid string, hasKID bool, alg *algorithm) (any, error) {
+	candidates := s.all
+	if hasKID {
+		var ok bool
+		if candidates, ok = s.byKID[kid]; !ok {
+			return nil, errNoSuchKey
+		}
+	}
+	var (
+		first any
+		n     int
+	)
+	for _, k := range candidates {
+		if k.algs&alg.bit != 0 {
+			if n == 0 {
+				first = k.key
+			}
+			n++
+		}
+	}
+	switch {
+	case n == 1:
+		return first, nil
+	case n > 1:
+		set := jwt.VerificationKeySet{Keys: make([]jwt.VerificationKey, 0, n)}
+		for _, k := range candidates {
+			if k.algs&alg.bit != 0 {
+				set.Keys = append(set.Keys, k.key)
+			}
+		}
+		return set, nil
+	case hasKID:
+		return nil, ErrAlgorithm
+	default:
+		return nil, errNoSuchKey
+	}
+}
+
+// size is the number of usable keys.
+func (s *keySet) size() int { return len(s.all) }
+
+// parseKeySet turns a JWK Set document into a keySet. Individual keys that
+// are unusable for signature verification (encryption keys, symmetric keys,
+// unsupported types or curves, weak RSA, malformed) are skipped and counted;
+// a document with no usable key at all is an error, so that a broken
+// publication never replaces a working key set.
+func parseKeySet(doc []byte) (set *keySet, skipped int, err error) {
+	var raw jwkset.JWKSMarshal
+	if err := json.Unmarshal(doc, &raw); err != nil {
+		return nil, 0, fmt.Errorf("decode JWK set: %w", err)
+	}
+	set = &keySet{byKID: make(map[string][]verificationKey, len(raw.Keys))}
+	for _, m := range raw.Keys {
+		k, ok := verificationKeyFrom(m)
+		if !ok {
+			skipped++
+			continue
+		}
+		set.all = append(set.all, k)
+		if k.kid != "" {
+			set.byKID[k.kid] = append(set.byKID[k.kid], k)
+		}
+	}
+	if len(set.all) == 0 {
+		return nil, skipped, fmt.Errorf("JWK set has no usable signature verification key (%d skipped)", skipped)
+	}
+	return set, skipped, nil
+}
+
+// verificationKeyFrom decodes one JWK, public part only, with jwkset and
+// decides which algorithms it may verify.
+func verificationKeyFrom(m jwkset.JWKMarshal) (verificationKey, bool) {
+	if m.USE != "" && m.USE != jwkset.UseSig {
+		return verificationKey{}, false
+	}
+	if len(m.KEYOPS) > 0 && !slices.Contains(m.KEYOPS, jwkset.KeyOpsVerify) {
+		return verificationKey{}, false
+	}
+	// Private: false decodes only the public part of asymmetric keys and
+	// refuses symmetric ("oct") keys: an HMAC secret has no place in a
+	// published key set.
+	jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{Private: false}, jwkset.JWKValidateOptions{})
+	if err != nil {
+		return verificationKey{}, false
+	}
+	var algs algSet
+	key := jwk.Key()
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		if k.N.BitLen() < minRSABits {
+			return verificationKey{}, false
+		}
+		algs = familyAlgs(familyRSA)
+	case *ecdsa.PublicKey:
+		for _, a := range supportedAlgorithms {
+			if a.family == familyEC && a.curve == k.Curve {
+				algs = a.bit
+			}
+		}
+	case ed25519.PublicKey:
+		algs = familyAlgs(familyEdDSA)
+	}
+	if m.ALG != "" {
+		a, ok := algorithmsByName[string(m.ALG)]
+		if !ok {
+			return verificationKey{}, false
+		}
+		algs &= a.bit
+	}
+	if algs == 0 {
+		return verificationKey{}, false
+	}
+	return verificationKey{kid: m.KID, key: key, algs: algs}, true
+}

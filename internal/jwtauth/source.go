@@ -1,0 +1,342 @@
+package jwtauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// maxDocumentSize bounds a JWK set or discovery document, fetched or read.
+	maxDocumentSize = 1 << 20
+	// fetchTimeout bounds one load (discovery plus JWK set fetch).
+	fetchTimeout = 10 * time.Second
+	// First retry delay after a failed load; it doubles up to the refresh
+	// interval.
+	minRetryDelay = time.Second
+)
+
+// fetchFunc returns a JWK set document.
+type fetchFunc func(ctx context.Context) ([]byte, error)
+
+// keySource is one issuer's key set and the machinery that keeps it fresh:
+// a background refresh loop and a rate-limited refetch on demand (a token
+// naming an unknown kid, or keys that never loaded). The last good key set
+// keeps serving while loads fail.
+type keySource struct {
+	issuerName         string
+	location           string // for logs: a URL, file path or issuer
+	fetch              fetchFunc
+	refreshInterval    time.Duration
+	unknownKIDInterval time.Duration
+	now                func() time.Time
+	log                *slog.Logger
+
+	keys atomic.Pointer[keySet]
+
+	// loadMu serializes loads, so a background refresh and an on-demand
+	// refetch never interleave; it also guards state the fetch keeps, such
+	// as a discovered jwks_uri.
+	loadMu sync.Mutex
+
+	mu           sync.Mutex // guards the fields below
+	lastOnDemand time.Time
+	inflight     chan struct{} // closed when the running on-demand load ends
+	closed       bool          // set by Verifier.Close before it waits for goroutines
+
+	loaded     chan struct{} // closed on the first successful load
+	loadedOnce sync.Once
+
+	lifetime context.Context // ends background work
+	wg       *sync.WaitGroup // the Verifier's, counts goroutines started here
+}
+
+// current is the latest key set, nil if none ever loaded.
+func (s *keySource) current() *keySet { return s.keys.Load() }
+
+// load fetches and parses the key set and swaps it in; on failure the
+// previous set stays.
+func (s *keySource) load(ctx context.Context) error {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+
+	doc, err := s.fetch(ctx)
+	if err == nil {
+		var (
+			set     *keySet
+			skipped int
+		)
+		set, skipped, err = parseKeySet(doc)
+		if err == nil {
+			first := s.keys.Swap(set) == nil
+			s.loadedOnce.Do(func() { close(s.loaded) })
+			level := slog.LevelDebug
+			if first {
+				level = slog.LevelInfo
+			}
+			s.log.Log(ctx, level, "jwtauth: key set loaded",
+				"issuer", s.issuerName, "source", s.location, "keys", set.size(), "skipped", skipped)
+			return nil
+		}
+	}
+	s.log.Warn("jwtauth: key set load failed",
+		"issuer", s.issuerName, "source", s.location, "serving_previous", s.current() != nil, "error", err)
+	return err
+}
+
+// run refreshes the key set until the lifetime ends: right away if it has
+// not loaded yet, then every refresh interval, retrying failures with a
+// doubling delay.
+func (s *keySource) run() {
+	var delay time.Duration
+	if s.current() != nil {
+		delay = s.refreshInterval
+	}
+	retry := minRetryDelay
+	for {
+		if !sleep(s.lifetime, delay) {
+			return
+		}
+		if err := s.load(s.lifetime); err != nil {
+			delay = min(retry, s.refreshInterval)
+			retry = min(retry*2, s.refreshInterval)
+			continue
+		}
+		delay, retry = s.refreshInterval, minRetryDelay
+	}
+}
+
+// refetch loads the key set again on behalf of a token the current set
+// cannot serve, and waits (bounded by ctx) for the result. At most one such
+// load runs per unknownKIDInterval, as measured by the injected clock;
+// callers arriving while it runs wait for it, callers arriving later within
+// the interval return at once. So a flood of tokens with random kids costs
+// one fetch per interval, while a real key rotation is picked up by the
+// first token signed with the new key.
+func (s *keySource) refetch(ctx context.Context) {
+	s.mu.Lock()
+	done := s.inflight
+	if done == nil {
+		now := s.now()
+		if s.closed || (!s.lastOnDemand.IsZero() && now.Sub(s.lastOnDemand) < s.unknownKIDInterval) {
+			s.mu.Unlock()
+			return
+		}
+		s.lastOnDemand = now
+		done = make(chan struct{})
+		s.inflight = done
+		// The load runs detached from ctx: other callers wait for it too,
+		// so one caller's cancellation must not abort it.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			_ = s.load(s.lifetime) // logged by load
+			s.mu.Lock()
+			s.inflight = nil
+			s.mu.Unlock()
+			close(done)
+		}()
+	}
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// close stops on-demand loads from starting.
+func (s *keySource) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}
+
+// sleep waits d or until ctx ends, reporting whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// fetchURL returns a fetchFunc for a JWK set at u.
+func fetchURL(client *http.Client, u string) fetchFunc {
+	return func(ctx context.Context) ([]byte, error) {
+		return get(ctx, client, u)
+	}
+}
+
+// fetchFile returns a fetchFunc that reads a JWK set file. It is re-read on
+// every load, so a rotated file is picked up at the next refresh or on the
+// next unknown kid.
+func fetchFile(path string) fetchFunc {
+	return func(context.Context) ([]byte, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return readBounded(f)
+	}
+}
+
+// fetchDiscovered returns a fetchFunc that finds the JWK set through the
+// issuer's metadata (OpenID Connect Discovery, then RFC 8414) and fetches
+// it. The jwks_uri is looked up once and kept; a later failure to fetch the
+// set looks it up again. Callers serialize calls (keySource.loadMu).
+func fetchDiscovered(client *http.Client, issuer string) fetchFunc {
+	var jwksURI string
+	return func(ctx context.Context) ([]byte, error) {
+		if jwksURI == "" {
+			u, err := discover(ctx, client, issuer)
+			if err != nil {
+				return nil, err
+			}
+			jwksURI = u
+		}
+		doc, err := get(ctx, client, jwksURI)
+		if err != nil {
+			jwksURI = ""
+		}
+		return doc, err
+	}
+}
+
+// discover returns the jwks_uri from the issuer's metadata, trying each
+// well-known location in turn.
+func discover(ctx context.Context, client *http.Client, issuer string) (string, error) {
+	var errs []error
+	for _, u := range metadataURLs(issuer) {
+		doc, err := get(ctx, client, u)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var md struct {
+			Issuer  string `json:"issuer"`
+			JWKSURI string `json:"jwks_uri"`
+		}
+		if err := json.Unmarshal(doc, &md); err != nil {
+			errs = append(errs, fmt.Errorf("%s: decode metadata: %w", u, err))
+			continue
+		}
+		// Both specifications require the document to name the issuer it
+		// was fetched for; anything else is a mix-up or a misconfiguration.
+		if md.Issuer != issuer {
+			errs = append(errs, fmt.Errorf("%s: metadata names issuer %q", u, md.Issuer))
+			continue
+		}
+		if err := checkHTTPURL(md.JWKSURI); err != nil {
+			errs = append(errs, fmt.Errorf("%s: jwks_uri: %w", u, err))
+			continue
+		}
+		return md.JWKSURI, nil
+	}
+	return "", fmt.Errorf("discovery: %w", errors.Join(errs...))
+}
+
+// metadataURLs are the metadata locations for issuer: OpenID Connect
+// Discovery appends the well-known path to the issuer; RFC 8414 inserts it
+// between the host and the issuer's path.
+func metadataURLs(issuer string) []string {
+	oidc := strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
+	u, err := url.Parse(issuer)
+	if err != nil {
+		return []string{oidc}
+	}
+	path := strings.TrimSuffix(u.Path, "/")
+	oauth := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/.well-known/oauth-authorization-server" + path}
+	return []string{oidc, oauth.String()}
+}
+
+// get fetches u and returns its body, which must be 200 and at most
+// maxDocumentSize.
+func get(ctx context.Context, client *http.Client, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		// Drain a little so the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, fmt.Errorf("GET %s: status %d", u, resp.StatusCode)
+	}
+	doc, err := readBounded(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	return doc, nil
+}
+
+// readBounded reads r to the end, refusing more than maxDocumentSize bytes.
+func readBounded(r io.Reader) ([]byte, error) {
+	doc, err := io.ReadAll(io.LimitReader(r, maxDocumentSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(doc) > maxDocumentSize {
+		return nil, fmt.Errorf("document exceeds %d bytes", maxDocumentSize)
+	}
+	return doc, nil
+}
+
+// checkHTTPURL accepts an absolute http or https URL with a host.
+func checkHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return fmt.Errorf("%q is not an http(s) URL", s)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", s)
+	}
+	return nil
+}
+
+// lookup returns the key for a token, refetching the key set (rate-limited)
+// when the current one has no key for it or never loaded.
+func (s *keySource) lookup(ctx context.Context, kid string, hasKID bool, alg *algorithm) (any, error) {
+	if set := s.current(); set != nil {
+		key, err := set.find(kid, hasKID, alg)
+		if !errors.Is(err, errNoSuchKey) {
+			return key, err
+		}
+	}
+	s.refetch(ctx)
+	set := s.current()
+	if set == nil {
+		return nil, ErrKeysUnavailable
+	}
+	key, err := set.find(kid, hasKID, alg)
+	if errors.Is(err, errNoSuchKey) {
+		return nil, ErrUnknownKey
+	}
+	return key, err
+}
