@@ -1,0 +1,202 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/envoyauthz"
+)
+
+// ServeOptions are the serve command's settings.
+type ServeOptions struct {
+	ConfigFile      string
+	GRPCAddr        string
+	AdminAddr       string
+	LogLevel        string
+	LogFormat       string
+	ShutdownTimeout time.Duration
+	// Started, when set, is called with the bound addresses once both
+	// listeners accept connections (tests listen on port 0).
+	Started func(grpcAddr, adminAddr string)
+}
+
+func serveFlags(o *ServeOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&o.ConfigFile, "config", "", "configuration file (YAML); without it the built-in default (JWT_SECRET, HS256) is used")
+	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:9191", "address of the ext_authz gRPC listener")
+	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9092", "address of the admin HTTP listener (/healthz, /readyz)")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain in-flight checks on SIGTERM")
+	return fs
+}
+
+func serveCommand(ctx context.Context, args []string, env Env) error {
+	var o ServeOptions
+	var showVersion bool
+	fs := serveFlags(&o)
+	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if showVersion {
+		fmt.Fprintln(env.Stdout, version())
+		return nil
+	}
+	return Serve(ctx, o, env)
+}
+
+// loadConfig reads the file, or builds the built-in default.
+func loadConfig(path string, env Env, log *slog.Logger) (*config.File, error) {
+	if path != "" {
+		return config.Load(path)
+	}
+	f, warnings, err := config.Default(env.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		log.Warn("INSECURE DEFAULT: " + w)
+	}
+	return f, nil
+}
+
+// Serve runs the service until ctx is done, then drains and returns nil.
+func Serve(ctx context.Context, o ServeOptions, env Env) error {
+	log, err := newLogger(env.Stderr, o.LogLevel, o.LogFormat)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(o.ConfigFile, env, log)
+	if err != nil {
+		return err
+	}
+	// Key refreshes live as long as the service, not as long as a signal
+	// context: they stop when the policy is closed.
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBackground()
+	policy, err := check.Compile(bg, cfg, check.Deps{Logger: log, Getenv: env.Getenv})
+	if err != nil {
+		return err
+	}
+	defer policy.Close()
+	pipeline, err := check.New(policy, check.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+
+	grpcLis, err := net.Listen("tcp", o.GRPCAddr)
+	if err != nil {
+		return err
+	}
+	adminLis, err := net.Listen("tcp", o.AdminAddr)
+	if err != nil {
+		grpcLis.Close()
+		return err
+	}
+
+	gs := grpc.NewServer(
+		// Envoy keeps long-lived HTTP/2 connections and pings them.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
+		// A CheckRequest carries headers and at most the buffered body.
+		grpc.MaxRecvMsgSize(8<<20),
+	)
+	authv3.RegisterAuthorizationServer(gs, envoyauthz.NewServer(pipeline))
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	setHealth := func(ready bool) {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if ready {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		hs.SetServingStatus("", st)
+		hs.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, st)
+	}
+	setHealth(pipeline.Policy().Ready())
+
+	admin := &http.Server{Handler: adminHandler(pipeline), ReadHeaderTimeout: 5 * time.Second}
+
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(grpcLis) }()
+	go func() { errc <- admin.Serve(adminLis) }()
+	log.Info("serving", slog.String("grpc_addr", grpcLis.Addr().String()), slog.String("admin_addr", adminLis.Addr().String()), slog.String("version", version()))
+	if o.Started != nil {
+		o.Started(grpcLis.Addr().String(), adminLis.Addr().String())
+	}
+
+	// Readiness flips once every key set has loaded.
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	ready := pipeline.Policy().Ready()
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-errc:
+			serveErr = err
+			break loop
+		case <-tick.C:
+			if r := pipeline.Policy().Ready(); r != ready {
+				ready = r
+				setHealth(r)
+				log.Info("readiness changed", slog.Bool("ready", r))
+			}
+		}
+	}
+
+	log.Info("shutting down: draining in-flight checks")
+	setHealth(false)
+	drained := make(chan struct{})
+	go func() { gs.GracefulStop(); close(drained) }()
+	timer := time.NewTimer(o.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-drained:
+	case <-timer.C:
+		log.Warn("drain timed out; closing remaining connections")
+		gs.Stop()
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = admin.Shutdown(shutdownCtx)
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) && !errors.Is(serveErr, grpc.ErrServerStopped) {
+		return serveErr
+	}
+	return nil
+}
+
+// adminHandler serves the operational endpoints.
+func adminHandler(pl *check.Pipeline) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !pl.Policy().Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready: key sets still loading")
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}

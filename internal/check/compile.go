@@ -1,0 +1,196 @@
+package check
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/credential"
+	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/route"
+)
+
+// TokenVerifier verifies a bearer token for a route's issuers and audiences.
+// *jwtauth.Verifier is the implementation; tests substitute counting ones.
+type TokenVerifier interface {
+	Verify(ctx context.Context, token string, issuers, audiences []string) (*jwtauth.Claims, error)
+}
+
+// Policy is a compiled configuration: immutable, safe for concurrent use, and
+// swapped whole on reload.
+type Policy struct {
+	routes      *route.Table[*Route]
+	verifier    TokenVerifier
+	ready       func() bool
+	close       func()
+	identity    config.Identity
+	negativeTTL time.Duration
+	cacheSize   int
+}
+
+// Route is one compiled route.
+type Route struct {
+	Name string
+	// keyPrefix makes cache keys of this route differ from every other
+	// route's and from this route's under a changed configuration.
+	keyPrefix            string
+	issuers              []string
+	audiences            []string
+	scopes               []string
+	scopeParam           string // scopes space-joined, for challenges
+	public               []string
+	pathPrefix           string
+	resourceMetadata     string
+	forwardAuthorization bool
+	credentials          credential.Source
+	claimHeaders         []config.ClaimHeader
+	owned                []string // every header the service sets on this route
+}
+
+// Deps are the outside world a policy is compiled against.
+type Deps struct {
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	Now        func() time.Time
+	Getenv     func(string) string
+	// Verifier replaces the JWT verifier built from the issuers (tests).
+	Verifier TokenVerifier
+}
+
+// Compile turns a validated configuration into a Policy. ctx bounds the
+// lifetime of background key refreshes; Close the policy when replacing it.
+func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Getenv == nil {
+		d.Getenv = os.Getenv
+	}
+	if d.HTTPClient == nil {
+		d.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	p := &Policy{
+		identity:    f.Identity,
+		negativeTTL: f.Cache.NegativeTTL.D(),
+		cacheSize:   f.Cache.MaxEntries,
+		ready:       func() bool { return true },
+		close:       func() {},
+	}
+	if d.Verifier != nil {
+		p.verifier = d.Verifier
+	} else {
+		specs, err := issuerSpecs(f.Issuers, d.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		v, err := jwtauth.New(ctx, specs, jwtauth.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now})
+		if err != nil {
+			return nil, err
+		}
+		p.verifier, p.ready, p.close = v, v.Ready, v.Close
+	}
+
+	issuerByName := map[string]config.Issuer{}
+	for _, is := range f.Issuers {
+		issuerByName[is.Name] = is
+	}
+	var (
+		matchers []route.Matcher
+		routes   []*Route
+		fallback = -1
+	)
+	for _, rc := range f.Routes {
+		r := compileRoute(rc, f.Identity, issuerByName)
+		matchers = append(matchers, route.Matcher{Name: rc.Name, Hosts: rc.Hosts, PathPrefix: rc.PathPrefix})
+		routes = append(routes, r)
+		if rc.Default {
+			fallback = len(routes) - 1
+		}
+	}
+	p.routes = route.NewTable(matchers, routes, fallback)
+	return p, nil
+}
+
+func compileRoute(rc config.Route, id config.Identity, issuers map[string]config.Issuer) *Route {
+	r := &Route{
+		Name:                 rc.Name,
+		issuers:              rc.Issuers,
+		audiences:            rc.Audiences,
+		scopes:               rc.Scopes,
+		scopeParam:           strings.Join(rc.Scopes, " "),
+		public:               rc.PublicPaths,
+		pathPrefix:           rc.PathPrefix,
+		resourceMetadata:     rc.ResourceMetadata,
+		forwardAuthorization: rc.ForwardAuthorization,
+		credentials:          credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
+		claimHeaders:         rc.ClaimHeaders,
+		owned:                []string{id.UserHeader, id.SessionHeader},
+	}
+	for _, ch := range rc.ClaimHeaders {
+		r.owned = append(r.owned, ch.Header)
+	}
+	// Everything a grant on this route depends on goes into the fingerprint,
+	// so a reload that changes any of it misses the old cache entries.
+	fp := []string{fmt.Sprintf("%#v", rc), fmt.Sprintf("%#v", id)}
+	for _, name := range rc.Issuers {
+		fp = append(fp, fmt.Sprintf("%#v", issuers[name]))
+	}
+	k := cache.NewKey(fp...)
+	r.keyPrefix = rc.Name + "/" + hex.EncodeToString(k[:8])
+	return r
+}
+
+// issuerSpecs resolves secrets and maps config issuers to verifier specs.
+func issuerSpecs(issuers []config.Issuer, getenv func(string) string) ([]jwtauth.IssuerSpec, error) {
+	var errs []error
+	specs := make([]jwtauth.IssuerSpec, 0, len(issuers))
+	for _, is := range issuers {
+		spec := jwtauth.IssuerSpec{
+			Name:               is.Name,
+			Issuer:             is.Issuer,
+			Algorithms:         is.Algorithms,
+			JWKSURL:            is.JWKSURL,
+			JWKSFile:           is.JWKSFile,
+			Discovery:          is.Discovery,
+			Leeway:             is.Leeway.D(),
+			Type:               is.Type,
+			RefreshInterval:    is.RefreshInterval.D(),
+			UnknownKIDInterval: is.UnknownKIDInterval.D(),
+		}
+		switch {
+		case is.SecretEnv != "":
+			s := getenv(is.SecretEnv)
+			if s == "" {
+				errs = append(errs, fmt.Errorf("issuer %s: environment variable %s is empty", is.Name, is.SecretEnv))
+			}
+			spec.Secret = []byte(s)
+		case is.SecretFile != "":
+			b, err := os.ReadFile(is.SecretFile)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("issuer %s: %w", is.Name, err))
+			}
+			spec.Secret = []byte(strings.TrimRight(string(b), "\r\n"))
+		case is.Secret != "":
+			spec.Secret = []byte(is.Secret)
+		}
+		specs = append(specs, spec)
+	}
+	return specs, errors.Join(errs...)
+}
+
+// Ready reports whether every key set has loaded.
+func (p *Policy) Ready() bool { return p.ready() }
+
+// Close stops the policy's background work.
+func (p *Policy) Close() { p.close() }

@@ -1,0 +1,200 @@
+package check
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/jwtauth"
+)
+
+// Grant is a verified caller on one route: what the cache holds instead of
+// the token. It is immutable once built.
+type Grant struct {
+	Subject  string
+	Session  string
+	Issuer   string // the configured issuer's name
+	ClientID string // azp or client_id
+	Scopes   []string
+	Expires  time.Time
+	Claims   map[string]any
+
+	// scopeOK records whether the route's required scopes are all held; a
+	// grant is per route, so this is decided once.
+	scopeOK bool
+	// set and remove are the upstream header mutations this grant always
+	// makes on its route.
+	set    []Header
+	remove []string
+
+	// rendered memoizes a front end's rendering of this grant, so that a
+	// cache hit does not rebuild the same response pieces every time.
+	rendered atomic.Pointer[any]
+}
+
+// Rendered returns build(g), computed once per grant and shared by later
+// calls. A front end keeps a value of its own type there; a value of another
+// type (a second front end) is rebuilt on every call rather than shared.
+func Rendered[T any](g *Grant, build func(*Grant) T) T {
+	if p := g.rendered.Load(); p != nil {
+		if v, ok := (*p).(T); ok {
+			return v
+		}
+		return build(g)
+	}
+	var v any = build(g)
+	g.rendered.CompareAndSwap(nil, &v)
+	return v.(T)
+}
+
+// claimError is a denial found while turning claims into headers.
+type claimError struct{ msg string }
+
+func (e *claimError) Error() string { return e.msg }
+
+// newGrant turns verified claims into a grant for route r.
+func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
+	g := &Grant{
+		Issuer:  c.IssuerName,
+		Expires: c.ExpiresAt,
+		Claims:  c.Raw,
+		Scopes:  scopes(c.Raw),
+	}
+	id := &p.identity
+	sub, ok, err := p.claimValue(c.Raw, id.UserClaim)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || sub == "" {
+		return nil, &claimError{fmt.Sprintf("token has no %s claim", id.UserClaim)}
+	}
+	g.Subject = sub
+	if g.Session, _, err = p.claimValue(c.Raw, id.SessionClaim); err != nil {
+		return nil, err
+	}
+	g.ClientID, _ = c.Raw["azp"].(string)
+	if g.ClientID == "" {
+		g.ClientID, _ = c.Raw["client_id"].(string)
+	}
+	g.scopeOK = hasAll(g.Scopes, r.scopes)
+
+	g.set = append(g.set, Header{id.UserHeader, g.Subject})
+	if g.Session != "" {
+		g.set = append(g.set, Header{id.SessionHeader, g.Session})
+	}
+	for _, ch := range r.claimHeaders {
+		v, ok, err := p.claimValue(c.Raw, ch.Claim)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			g.set = append(g.set, Header{ch.Header, v})
+		}
+	}
+	for _, name := range r.owned {
+		if !isSet(g.set, name) {
+			g.remove = append(g.remove, name)
+		}
+	}
+	if !r.forwardAuthorization {
+		g.remove = append(g.remove, "authorization")
+	}
+	return g, nil
+}
+
+// claimValue renders a claim as a header value: strings, numbers and
+// booleans as they are, arrays of those joined with ",". A value that could
+// smuggle header syntax (control bytes) or is too long is refused: the
+// caller denies the request rather than drop or mangle an identity.
+func (p *Policy) claimValue(claims map[string]any, name string) (string, bool, error) {
+	raw, ok := claims[name]
+	if !ok || raw == nil {
+		return "", false, nil
+	}
+	var s string
+	switch v := raw.(type) {
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, e := range v {
+			es, ok := scalar(e)
+			if !ok {
+				return "", false, &claimError{fmt.Sprintf("claim %s cannot be carried in a header", name)}
+			}
+			parts = append(parts, es)
+		}
+		s = strings.Join(parts, ",")
+	default:
+		if s, ok = scalar(v); !ok {
+			return "", false, &claimError{fmt.Sprintf("claim %s cannot be carried in a header", name)}
+		}
+	}
+	if len(s) > p.identity.MaxHeaderValue {
+		return "", false, &claimError{fmt.Sprintf("claim %s is too long for a header", name)}
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return "", false, &claimError{fmt.Sprintf("claim %s contains control characters", name)}
+		}
+	}
+	return s, true, nil
+}
+
+func scalar(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), true
+	case bool:
+		return strconv.FormatBool(v), true
+	}
+	return "", false
+}
+
+// scopes reads OAuth scopes from "scope" (space-separated, RFC 8693/9068) or
+// "scp" (a list or a string).
+func scopes(claims map[string]any) []string {
+	var out []string
+	add := func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, strings.Fields(v)...)
+		case []any:
+			for _, e := range v {
+				if s, ok := e.(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	add(claims["scope"])
+	add(claims["scp"])
+	return out
+}
+
+func hasAll(have, want []string) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			if h == w {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func isSet(hs []Header, name string) bool {
+	for _, h := range hs {
+		if h.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,30 @@
+package check
+
+// Request is what the pipeline needs to know about one HTTP request, taken
+// from whatever front end received it (Envoy's CheckRequest, an HTTP
+// forward-auth call). It is plain data: the pipeline never sees Envoy types.
+type Request struct {
+	Method   string
+	Scheme   string
+	Host     string // :authority, possibly with a port
+	Path     string // with the query string
+	Protocol string
+	Headers  Headers
+	// Body is the request body when the front end was given it; BodyPartial
+	// says it was cut short and must not be trusted.
+	Body        []byte
+	BodyPartial bool
+	// ContextExtensions are Envoy's per-route check settings; "route" names
+	// the route directly.
+	ContextExtensions map[string]string
+	// SourcePrincipal is the mTLS peer identity (a SPIFFE id in a mesh).
+	SourcePrincipal string
+	RequestID       string
+}
+
+// Headers are the request headers with lower-case names; repeated headers
+// joined with ",".
+type Headers map[string]string
+
+// Get returns the value of the lower-case header name.
+func (h Headers) Get(name string) string { return h[name] }

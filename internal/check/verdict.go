@@ -1,0 +1,134 @@
+package check
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Outcome is what the pipeline decided. Every outcome maps to exactly one
+// HTTP status and one machine-readable reason in the outcomes table below.
+type Outcome uint8
+
+const (
+	Allowed           Outcome = iota // authenticated and authorized
+	Public                           // a public path: no token needed
+	MissingToken                     // no credential at all
+	InvalidToken                     // malformed, expired, badly signed, wrong iss/aud, unusable claims
+	InsufficientScope                // valid token, missing scope
+	NoRoute                          // no route matches and there is no default
+	Malformed                        // the request itself is unusable
+	Unavailable                      // a dependency is down (keys never loaded): retry later
+)
+
+// outcomes is the one table mapping outcomes to what the client sees.
+var outcomes = [...]struct {
+	status int
+	reason string // metric label, log field and body "error"
+}{
+	Allowed:           {200, "allowed"},
+	Public:            {200, "public"},
+	MissingToken:      {401, "missing_token"},
+	InvalidToken:      {401, "invalid_token"},
+	InsufficientScope: {403, "insufficient_scope"},
+	NoRoute:           {403, "no_route"},
+	Malformed:         {400, "invalid_request"},
+	Unavailable:       {503, "temporarily_unavailable"},
+}
+
+// Status is the HTTP status Envoy must answer with (200 when allowed).
+func (o Outcome) Status() int { return outcomes[o].status }
+
+// String is the outcome's machine-readable reason.
+func (o Outcome) String() string { return outcomes[o].reason }
+
+// Allow reports whether the request may pass.
+func (o Outcome) Allow() bool { return o == Allowed || o == Public }
+
+// Header is one header name (lower-case) and value.
+type Header struct{ Name, Value string }
+
+// Verdict is the pipeline's answer, free of any front end's types. The slices
+// may be shared with the cache: callers must not modify them.
+type Verdict struct {
+	Outcome     Outcome
+	Route       string
+	Description string // why, safe to show the client
+	Grant       *Grant // who the caller is; nil unless the token was verified
+	CacheHit    bool   // the grant or denial came from the verdict cache
+
+	// Allowed: headers to set on the upstream request (always overwriting)
+	// and owned headers to strip from it.
+	Set    []Header
+	Remove []string
+
+	// Denied: headers for the client response and a short JSON body.
+	ResponseHeaders []Header
+	Body            []byte
+}
+
+// Status is the HTTP status of the verdict.
+func (v *Verdict) Status() int { return v.Outcome.Status() }
+
+// errorBody is the JSON a denial carries.
+type errorBody struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+	Scope       string `json:"scope,omitempty"`
+	Status      int    `json:"status"`
+}
+
+func jsonBody(o Outcome, desc, scope string) []byte {
+	b, _ := json.Marshal(errorBody{Error: o.String(), Description: desc, Scope: scope, Status: o.Status()})
+	return b
+}
+
+// challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value.
+func challenge(errCode, desc, scope, resourceMetadata string) string {
+	var b strings.Builder
+	b.WriteString("Bearer")
+	sep := " "
+	param := func(k, v string) {
+		if v == "" {
+			return
+		}
+		b.WriteString(sep)
+		b.WriteString(k)
+		b.WriteString(`="`)
+		b.WriteString(quote(v))
+		b.WriteByte('"')
+		sep = ", "
+	}
+	param("error", errCode)
+	param("error_description", desc)
+	param("scope", scope)
+	param("resource_metadata", resourceMetadata)
+	return b.String()
+}
+
+// quote makes s safe inside a quoted-string: no quotes, backslashes or
+// control bytes survive.
+func quote(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < 0x20 || c == 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			b.WriteByte(' ')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,210 @@
+// Package envoyauthz is the gRPC front end: it serves Envoy's
+// envoy.service.auth.v3.Authorization API by turning a CheckRequest into a
+// check.Request, running the pipeline, and turning the check.Verdict into the
+// CheckResponse Envoy applies. It is the only package that knows Envoy's
+// types. Every decision is answered as (CheckResponse, nil): a gRPC error
+// would let Envoy's failure_mode_allow fail open.
+package envoyauthz
+
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/extauthz/extauthz/internal/check"
+)
+
+// MetadataNamespace is where Envoy files the dynamic metadata we return.
+const MetadataNamespace = "envoy.filters.http.ext_authz"
+
+// Server implements authv3.AuthorizationServer.
+type Server struct {
+	authv3.UnimplementedAuthorizationServer
+	// pipeline is concrete, not an interface, so that the request built on
+	// the stack for it stays there.
+	pipeline *check.Pipeline
+}
+
+var _ authv3.AuthorizationServer = (*Server)(nil)
+
+// NewServer returns a Server deciding with p.
+func NewServer(p *check.Pipeline) *Server { return &Server{pipeline: p} }
+
+// Check answers one Envoy ext_authz call.
+func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	in := Input(req)
+	v := s.pipeline.Check(ctx, &in)
+	return Response(&v), nil
+}
+
+// Input extracts the plain request from Envoy's CheckRequest. It accepts the
+// merged headers map and, with encode_raw_headers, the raw header list.
+func Input(req *authv3.CheckRequest) check.Request {
+	attrs := req.GetAttributes()
+	h := attrs.GetRequest().GetHttp()
+	headers := h.GetHeaders()
+	if len(headers) == 0 && len(h.GetHeaderMap().GetHeaders()) > 0 {
+		headers = mergeRaw(h.GetHeaderMap().GetHeaders())
+	}
+	in := check.Request{
+		Method:            first(h.GetMethod(), headers[":method"]),
+		Scheme:            first(h.GetScheme(), headers[":scheme"], headers["x-forwarded-proto"]),
+		Host:              first(h.GetHost(), headers[":authority"]),
+		Path:              first(h.GetPath(), headers[":path"]),
+		Protocol:          h.GetProtocol(),
+		Headers:           headers,
+		ContextExtensions: attrs.GetContextExtensions(),
+		SourcePrincipal:   attrs.GetSource().GetPrincipal(),
+		RequestID:         headers["x-request-id"],
+	}
+	if raw := h.GetRawBody(); len(raw) > 0 {
+		in.Body = raw
+	} else if b := h.GetBody(); b != "" {
+		in.Body = []byte(b)
+	}
+	in.BodyPartial = headers["x-envoy-auth-partial-body"] == "true"
+	return in
+}
+
+// mergeRaw builds the merged map Envoy would have sent: lower-case keys,
+// repeated headers joined with ",", invalid UTF-8 replaced by "!".
+func mergeRaw(list []*corev3.HeaderValue) check.Headers {
+	m := make(check.Headers, len(list))
+	for _, hv := range list {
+		k := strings.ToLower(hv.GetKey())
+		v := string(hv.GetRawValue())
+		if v == "" {
+			v = hv.GetValue()
+		}
+		if !utf8.ValidString(v) {
+			v = strings.ToValidUTF8(v, "!")
+		}
+		if prev, ok := m[k]; ok {
+			v = prev + "," + v
+		}
+		m[k] = v
+	}
+	return m
+}
+
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Shared immutable pieces of every response: protobuf messages are safe to
+// marshal concurrently as long as nobody writes to them.
+var (
+	okStatus    = &rpcstatus.Status{Code: int32(codes.OK)}
+	appendFalse = wrapperspb.Bool(false)
+)
+
+// grpcCode is the gRPC status code of a denial with the given HTTP status.
+// Envoy only looks at OK versus not OK; the code is for logs and traces.
+func grpcCode(status int) codes.Code {
+	switch status {
+	case 400:
+		return codes.InvalidArgument
+	case 401:
+		return codes.Unauthenticated
+	case 503:
+		return codes.Unavailable
+	default:
+		return codes.PermissionDenied
+	}
+}
+
+// rendering is the Envoy form of a grant's response pieces, built once per
+// cached grant: a cache hit then costs a handful of small allocations.
+type rendering struct {
+	headers            []*corev3.HeaderValueOption
+	metaHit, metaFresh *structpb.Struct
+}
+
+// Response builds the CheckResponse for a verdict.
+func Response(v *check.Verdict) *authv3.CheckResponse {
+	if v.Outcome == check.Allowed && v.Grant != nil {
+		r := check.Rendered(v.Grant, func(*check.Grant) *rendering {
+			hit, fresh := *v, *v
+			hit.CacheHit, fresh.CacheHit = true, false
+			return &rendering{headers: headerOptions(v.Set), metaHit: metadata(&hit), metaFresh: metadata(&fresh)}
+		})
+		md := r.metaFresh
+		if v.CacheHit {
+			md = r.metaHit
+		}
+		return &authv3.CheckResponse{
+			Status: okStatus,
+			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
+				Headers:         r.headers,
+				HeadersToRemove: v.Remove,
+			}},
+			DynamicMetadata: md,
+		}
+	}
+	if v.Outcome.Allow() {
+		return &authv3.CheckResponse{
+			Status: okStatus,
+			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
+				Headers:         headerOptions(v.Set),
+				HeadersToRemove: v.Remove,
+			}},
+			DynamicMetadata: metadata(v),
+		}
+	}
+	return &authv3.CheckResponse{
+		Status: &rpcstatus.Status{Code: int32(grpcCode(v.Status())), Message: v.Outcome.String()},
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(v.Status())},
+			Headers: headerOptions(v.ResponseHeaders),
+			Body:    string(v.Body),
+		}},
+		DynamicMetadata: metadata(v),
+	}
+}
+
+// headerOptions renders headers with append explicitly false: overwrite, on
+// every Envoy version (see ENVOY-NOTES: an unset append was once treated as
+// append-if-exists).
+func headerOptions(hs []check.Header) []*corev3.HeaderValueOption {
+	if len(hs) == 0 {
+		return nil
+	}
+	opts := make([]*corev3.HeaderValueOption, len(hs))
+	vals := make([]corev3.HeaderValue, len(hs))
+	backing := make([]corev3.HeaderValueOption, len(hs))
+	for i, h := range hs {
+		vals[i].Key, vals[i].Value = h.Name, h.Value
+		backing[i].Header, backing[i].Append = &vals[i], appendFalse
+		opts[i] = &backing[i]
+	}
+	return opts
+}
+
+// metadata is the dynamic metadata for access logs and later filters.
+func metadata(v *check.Verdict) *structpb.Struct {
+	f := make(map[string]*structpb.Value, 6)
+	f["route"] = structpb.NewStringValue(v.Route)
+	f["outcome"] = structpb.NewStringValue(v.Outcome.String())
+	f["cached"] = structpb.NewBoolValue(v.CacheHit)
+	if g := v.Grant; g != nil {
+		f["user"] = structpb.NewStringValue(g.Subject)
+		f["issuer"] = structpb.NewStringValue(g.Issuer)
+		if g.Session != "" {
+			f["session"] = structpb.NewStringValue(g.Session)
+		}
+	}
+	return &structpb.Struct{Fields: f}
+}
