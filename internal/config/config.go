@@ -23,6 +23,13 @@ type File struct {
 	Routes   []Route  `yaml:"routes"`
 	Cache    Cache    `yaml:"cache"`
 	Identity Identity `yaml:"identity"`
+	Sessions Sessions `yaml:"sessions"`
+}
+
+// Sessions bounds the MCP session bindings.
+type Sessions struct {
+	MaxEntries  int      `yaml:"max_entries"`
+	IdleTimeout Duration `yaml:"idle_timeout"`
 }
 
 // Issuer is one trusted token issuer and where its keys come from: exactly one
@@ -68,6 +75,61 @@ type Route struct {
 	ForwardAuthorization bool          `yaml:"forward_authorization"`
 	Credentials          Credentials   `yaml:"credentials"`
 	ClaimHeaders         []ClaimHeader `yaml:"claim_headers"`
+
+	// Protocol is what the upstream speaks: "mcp", "a2a", "http" (no
+	// JSON-RPC awareness) or "auto" (the default: JSON-RPC aware when the
+	// body is JSON-RPC, MCP or A2A by its method).
+	Protocol string `yaml:"protocol"`
+	MCP      MCP    `yaml:"mcp"`
+	// Rules authorize JSON-RPC methods and the tools, prompts and resources
+	// they name; the first matching rule decides, DefaultAction otherwise.
+	Rules             []Rule            `yaml:"rules"`
+	DefaultAction     string            `yaml:"default_action"`
+	ProtectedResource ProtectedResource `yaml:"protected_resource"`
+}
+
+// Route protocols.
+const (
+	ProtocolAuto = "auto"
+	ProtocolMCP  = "mcp"
+	ProtocolA2A  = "a2a"
+	ProtocolHTTP = "http"
+)
+
+// MCP tunes MCP awareness on a route.
+type MCP struct {
+	// SessionBinding binds each Mcp-Session-Id to its first user (default on).
+	SessionBinding *bool `yaml:"session_binding"`
+	// TokenInMeta accepts the bearer token from params._meta.authorization or
+	// params.arguments._metadata.authorization when no header carries one.
+	TokenInMeta bool `yaml:"token_in_meta"`
+}
+
+// Rule is one authorization rule for JSON-RPC calls.
+type Rule struct {
+	Name string `yaml:"name"`
+	// Methods are JSON-RPC method globs ("tools/call", "tools/*"); A2A names
+	// match in either protocol version's spelling. Empty: every method.
+	Methods []string `yaml:"methods"`
+	// Names are globs on the tool or prompt name or the resource URI.
+	// Empty: any (including none).
+	Names []string `yaml:"names"`
+	// Scopes must all be held; Claims must each contain one of the values.
+	Scopes []string            `yaml:"scopes"`
+	Claims map[string][]string `yaml:"claims"`
+	// Action is allow (default: allow when the requirements hold) or deny.
+	Action string `yaml:"action"`
+}
+
+// ProtectedResource is the route's RFC 9728 metadata document, served at
+// /.well-known/oauth-protected-resource[path] without a token.
+type ProtectedResource struct {
+	Disabled              bool     `yaml:"disabled"`
+	Resource              string   `yaml:"resource"`
+	AuthorizationServers  []string `yaml:"authorization_servers"`
+	ScopesSupported       []string `yaml:"scopes_supported"`
+	ResourceName          string   `yaml:"resource_name"`
+	ResourceDocumentation string   `yaml:"resource_documentation"`
 }
 
 // Credentials names where else than Authorization: Bearer a token may come from.
@@ -108,6 +170,8 @@ const (
 	DefaultSessionHeader  = "x-session-id"
 	DefaultMaxHeaderValue = 1024
 	DefaultLeeway         = 30 * time.Second
+	DefaultSessions       = 100_000
+	DefaultSessionIdle    = time.Hour
 )
 
 // Duration is a time.Duration written as "30s", "5m".
@@ -170,6 +234,12 @@ func (f *File) applyDefaults() {
 	if f.Cache.NegativeTTL == 0 {
 		f.Cache.NegativeTTL = Duration(DefaultNegativeTTL)
 	}
+	if f.Sessions.MaxEntries == 0 {
+		f.Sessions.MaxEntries = DefaultSessions
+	}
+	if f.Sessions.IdleTimeout == 0 {
+		f.Sessions.IdleTimeout = Duration(DefaultSessionIdle)
+	}
 	id := &f.Identity
 	setDefault(&id.UserClaim, DefaultUserClaim)
 	setDefault(&id.SessionClaim, DefaultSessionClaim)
@@ -191,6 +261,11 @@ func (f *File) applyDefaults() {
 			r.ClaimHeaders[j].Header = strings.ToLower(r.ClaimHeaders[j].Header)
 		}
 		r.Credentials.Header = strings.ToLower(r.Credentials.Header)
+		setDefault(&r.Protocol, ProtocolAuto)
+		setDefault(&r.DefaultAction, "allow")
+		for j := range r.Rules {
+			setDefault(&r.Rules[j].Action, "allow")
+		}
 		for j := range r.Hosts {
 			r.Hosts[j] = strings.ToLower(r.Hosts[j])
 		}

@@ -31,7 +31,12 @@ func Default(getenv func(string) string) (*File, []string, error) {
 	}
 	f := &File{
 		Issuers: []Issuer{issuer},
-		Routes:  []Route{{Name: "default", Default: true, Issuers: []string{"default"}}},
+		Routes: []Route{{
+			Name: "default", Default: true, Issuers: []string{"default"},
+			// MCP and A2A awareness for any JSON-RPC body; agent cards and
+			// protected resource metadata are public (added for auto routes).
+			Protocol: ProtocolAuto,
+		}},
 	}
 	f.applyDefaults()
 	if err := f.Validate(); err != nil {

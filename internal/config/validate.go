@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
 	"strings"
 )
 
@@ -68,6 +69,9 @@ func (f *File) Validate() error {
 	}
 	if id.MaxHeaderValue < 0 || id.MaxHeaderValue > 8192 {
 		v.add("identity.max_header_value: must be between 1 and 8192")
+	}
+	if f.Sessions.MaxEntries < 0 || f.Sessions.IdleTimeout < 0 {
+		v.add("sessions: max_entries and idle_timeout must not be negative")
 	}
 	if f.Cache.MaxEntries < 0 {
 		v.add("cache.max_entries: must be positive")
@@ -171,6 +175,43 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	}
 	if r.Credentials.Cookie != "" && !isToken(r.Credentials.Cookie) {
 		v.add("%s.credentials.cookie: %q is not a valid cookie name", p, r.Credentials.Cookie)
+	}
+	switch r.Protocol {
+	case ProtocolAuto, ProtocolMCP, ProtocolA2A, ProtocolHTTP:
+	default:
+		v.add("%s.protocol: %q is not one of auto, mcp, a2a, http", p, r.Protocol)
+	}
+	if r.DefaultAction != "allow" && r.DefaultAction != "deny" {
+		v.add("%s.default_action: %q is neither allow nor deny", p, r.DefaultAction)
+	}
+	if r.Protocol == ProtocolHTTP && (len(r.Rules) > 0 || r.MCP.TokenInMeta) {
+		v.add("%s: rules and mcp settings need a JSON-RPC protocol, not http", p)
+	}
+	for i, rule := range r.Rules {
+		q := fmt.Sprintf("%s.rules[%d]", p, i)
+		if rule.Name != "" {
+			q = fmt.Sprintf("%s.rules[%d] (%s)", p, i, rule.Name)
+		}
+		if rule.Action != "allow" && rule.Action != "deny" {
+			v.add("%s.action: %q is neither allow nor deny", q, rule.Action)
+		}
+		for _, g := range append(append([]string{}, rule.Methods...), rule.Names...) {
+			if _, err := path.Match(g, ""); err != nil {
+				v.add("%s: bad glob %q", q, g)
+			}
+		}
+		for claim, values := range rule.Claims {
+			if claim == "" || len(values) == 0 {
+				v.add("%s.claims: %q needs at least one value", q, claim)
+			}
+		}
+	}
+	pr := r.ProtectedResource
+	if pr.Resource != "" {
+		v.url(p+".protected_resource.resource", pr.Resource)
+	}
+	for _, as := range pr.AuthorizationServers {
+		v.url(p+".protected_resource.authorization_servers", as)
 	}
 	seen := map[string]bool{id.UserHeader: true, id.SessionHeader: true}
 	for i, ch := range r.ClaimHeaders {

@@ -65,6 +65,10 @@ func parseBearer(v string) (string, bool) {
 	return strings.TrimLeft(v[len(scheme):], " \t"), true
 }
 
+// Check validates a token found elsewhere (for example inside a JSON-RPC
+// body) with the same syntax and size rules as a header token.
+func Check(tok string) (string, error) { return check(tok) }
+
 // check enforces the size bound and the RFC 6750 b64token syntax:
 // 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
 func check(tok string) (string, error) {

@@ -1,0 +1,173 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"unicode/utf8"
+)
+
+func FuzzParse(f *testing.F) {
+	for _, bb := range benchBodies {
+		f.Add([]byte(bb.body))
+	}
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":"x","result":{}}`,
+		`{"jsonrpc":"2.0","error":{"code":-32700,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"context_id":"c","task_id":"t"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t","taskId":"u"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"\ud83d\ude00","NAME":"x","arguments":{"_metadata":{"authorization":"t"}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"a","traceparent":"t","tracestate":"s","baggage":"b"}}}`,
+		`[{"jsonrpc":"2.0","method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":01}`, `"x"`, `[[[[]]]]`, "{\"a\":\"\xff\"}", `-0.0e-0`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := Parse(body)
+
+		// Whether a body is JSON is encoding/json's verdict, plus UTF-8.
+		isJSON := json.Valid(body) && utf8.Valid(body)
+		switch {
+		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrTooDeep):
+			return
+		case errors.Is(err, ErrParse) == isJSON:
+			t.Fatalf("Parse(%q) = %v, but json.Valid && utf8.Valid = %v", body, err, isJSON)
+		case err != nil:
+			if !reflect.DeepEqual(r, Request{}) {
+				t.Fatalf("Parse(%q) returned %#v with %v", body, r, err)
+			}
+			return
+		}
+
+		// Accepted: the strings are UTF-8, the id is a JSON id, and a
+		// request has a method.
+		for _, s := range []string{r.Method, r.Name, r.URI, r.ProtocolVersion, r.Traceparent, r.Tracestate,
+			r.Baggage, r.MetaAuthorization, r.ContextID, r.TaskID, r.ParamsID, r.ParamsTaskID} {
+			if !utf8.ValidString(s) {
+				t.Fatalf("Parse(%q): %q is not UTF-8", body, s)
+			}
+		}
+		if r.IsResponse == (r.Method != "") {
+			t.Fatalf("Parse(%q) = %#v: a request needs a method, a response none", body, r)
+		}
+		if r.ID != nil && !validID(r.ID) && string(r.ID) != "null" {
+			t.Fatalf("Parse(%q): id %q is not a JSON string, number or null", body, r.ID)
+		}
+
+		// And encoding/json, decoding into structs as a Go server would
+		// (case-insensitive keys, last duplicate wins), reads the same.
+		assertSameAsEncodingJSON(t, body, r)
+	})
+}
+
+type raw = json.RawMessage
+
+// jsonText is the string a raw value holds, "" for any other value.
+func jsonText(t *testing.T, v raw) string {
+	var s string
+	if len(v) == 0 || v[0] != '"' {
+		return ""
+	}
+	if err := json.Unmarshal(v, &s); err != nil {
+		t.Fatalf("decoding %s: %v", v, err)
+	}
+	return s
+}
+
+// decodeObject decodes v into dst when v is a JSON object.
+func decodeObject(t *testing.T, v raw, dst any) {
+	if len(v) == 0 || v[0] != '{' {
+		return
+	}
+	if err := json.Unmarshal(v, dst); err != nil {
+		t.Fatalf("decoding %s: %v", v, err)
+	}
+}
+
+func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
+	var top struct {
+		Method string `json:"method"`
+		ID     raw    `json:"id"`
+		Params raw    `json:"params"`
+	}
+	if err := json.Unmarshal(body, &top); err != nil {
+		t.Fatalf("encoding/json refuses what Parse accepted: %v: %q", err, body)
+	}
+	var params struct {
+		Name            raw `json:"name"`
+		URI             raw `json:"uri"`
+		ID              raw `json:"id"`
+		TaskID          raw `json:"taskId"`
+		Meta            raw `json:"_meta"`
+		Message         raw `json:"message"`
+		ProtocolVersion raw `json:"protocolVersion"`
+		Capabilities    raw `json:"capabilities"`
+		Arguments       raw `json:"arguments"`
+	}
+	decodeObject(t, top.Params, &params)
+	var meta map[string]raw // maps, as _meta and the arguments are
+	decodeObject(t, params.Meta, &meta)
+	var arguments, metadata map[string]raw
+	decodeObject(t, params.Arguments, &arguments)
+	decodeObject(t, arguments["_metadata"], &metadata)
+	var message struct {
+		ContextID      raw `json:"contextId"`
+		ContextIDSnake raw `json:"context_id"`
+		TaskID         raw `json:"taskId"`
+		TaskIDSnake    raw `json:"task_id"`
+	}
+	decodeObject(t, params.Message, &message)
+	type capabilities struct {
+		Elicitation raw `json:"elicitation"`
+	}
+	type elicitation struct {
+		URL raw `json:"url"`
+	}
+	var caps, metaCaps capabilities
+	var elicit, metaElicit elicitation
+	decodeObject(t, params.Capabilities, &caps)
+	decodeObject(t, caps.Elicitation, &elicit)
+	decodeObject(t, meta["io.modelcontextprotocol/clientCapabilities"], &metaCaps)
+	decodeObject(t, metaCaps.Elicitation, &metaElicit)
+	isObject := func(v raw) bool { return len(v) > 0 && v[0] == '{' }
+
+	if got.IsResponse {
+		if !bytes.Equal(got.ID, top.ID) || !reflect.DeepEqual(got, Request{ID: got.ID, IsResponse: true}) {
+			t.Fatalf("Parse(%q) = %#v; encoding/json reads id %q", body, got, top.ID)
+		}
+		return
+	}
+	want := Request{
+		Method:            top.Method,
+		ID:                got.ID, // compared raw below
+		Name:              jsonText(t, params.Name),
+		URI:               jsonText(t, params.URI),
+		ProtocolVersion:   jsonText(t, meta["io.modelcontextprotocol/protocolVersion"]),
+		ElicitationURL:    isObject(metaElicit.URL),
+		Traceparent:       jsonText(t, meta["traceparent"]),
+		Tracestate:        jsonText(t, meta["tracestate"]),
+		Baggage:           jsonText(t, meta["baggage"]),
+		MetaAuthorization: jsonText(t, meta["authorization"]),
+		ContextID:         jsonText(t, message.ContextID) + jsonText(t, message.ContextIDSnake), // never both
+		TaskID:            jsonText(t, message.TaskID) + jsonText(t, message.TaskIDSnake),
+		ParamsID:          jsonText(t, params.ID),
+		ParamsTaskID:      jsonText(t, params.TaskID),
+	}
+	if top.Method == "initialize" {
+		if want.ProtocolVersion == "" {
+			want.ProtocolVersion = jsonText(t, params.ProtocolVersion)
+		}
+		want.ElicitationURL = want.ElicitationURL || isObject(elicit.URL)
+	}
+	if want.MetaAuthorization == "" {
+		want.MetaAuthorization = jsonText(t, metadata["authorization"])
+	}
+	if !bytes.Equal(got.ID, top.ID) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Parse(%q)\n  = %#v\nencoding/json reads\n    %#v (id %q)", body, got, want, top.ID)
+	}
+}

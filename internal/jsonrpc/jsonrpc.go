@@ -1,0 +1,424 @@
+// Package jsonrpc reads the one JSON-RPC 2.0 message an MCP (streamable HTTP)
+// or A2A client POSTs, for authorization decisions: the method, the id, and
+// the few params an access rule, the identity headers or the conversation
+// lineage need. It validates the whole body as JSON in one pass but decodes
+// only those members, skipping everything else structurally. It also decodes
+// the MCP Mcp-Name header and builds JSON-RPC error bodies.
+//
+// Parse is strict where upstream decoders could read the body differently:
+//   - The body must be UTF-8 (RFC 8259); other bytes are a parse error.
+//   - A member Parse reads that appears twice, or under a key differing from
+//     the expected one only in case (Go's encoding/json would match it),
+//     makes the request invalid rather than Parse picking one. Duplicates
+//     elsewhere are not examined.
+//   - A string Parse reads that escapes an unpaired surrogate (\ud800) is
+//     invalid: no UTF-8 string can carry it faithfully.
+//
+// Null stands for an absent member, except for jsonrpc and method.
+package jsonrpc
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+)
+
+// MaxBodySize bounds the body Parse accepts.
+const MaxBodySize = 1 << 20
+
+// MaxDepth bounds the nesting of objects and arrays in the body.
+const MaxDepth = 128
+
+// Errors returned by Parse. CodeFor maps each to its JSON-RPC error code.
+var (
+	// ErrParse: the body is not JSON (RFC 8259, UTF-8) => -32700.
+	ErrParse = errors.New("jsonrpc: body is not valid JSON")
+	// ErrInvalidRequest: JSON, but not one valid JSON-RPC 2.0 message, or a
+	// member we read has the wrong type or is ambiguous => -32600.
+	ErrInvalidRequest = errors.New("jsonrpc: not a valid JSON-RPC 2.0 request")
+	// ErrBatch: a JSON array; MCP 2025-06-18 and later forbid batches => -32600.
+	ErrBatch = errors.New("jsonrpc: batch requests are not supported")
+	// ErrTooLarge: longer than MaxBodySize => -32600.
+	ErrTooLarge = errors.New("jsonrpc: body too large")
+	// ErrTooDeep: nested deeper than MaxDepth => -32600.
+	ErrTooDeep = errors.New("jsonrpc: body nested too deeply")
+)
+
+// Request is what Parse reads from a message. Every string is the decoded
+// JSON string, read whatever the method; a member that is absent, null or
+// (for methods whose schema does not define it) of another type reads as "".
+type Request struct {
+	Method string
+	// ID is the raw JSON of the id (`1`, `"abc"`, `null`), nil when absent:
+	// a notification, or an error response without id. It is echoed
+	// verbatim in error bodies. A null id, which JSON-RPC allows and MCP
+	// forbids, is accepted as `null`.
+	ID []byte
+	// IsResponse: the body is a JSON-RPC response (result or error, no
+	// method), which clients POST to answer server requests. Only ID is set.
+	IsResponse bool
+
+	Name string // params.name (tools/call, prompts/get)
+	URI  string // params.uri (resources/read, resources/subscribe, resources/unsubscribe)
+
+	// ProtocolVersion is _meta["io.modelcontextprotocol/protocolVersion"]
+	// (MCP 2026-07-28), else params.protocolVersion on initialize.
+	ProtocolVersion string
+	// ElicitationURL: the client declared URL-mode elicitation, in
+	// params.capabilities.elicitation.url (initialize) or
+	// _meta["io.modelcontextprotocol/clientCapabilities"].elicitation.url.
+	// An elicitation object without url means form mode only.
+	ElicitationURL bool
+	// Trace context carried in params._meta.
+	Traceparent, Tracestate, Baggage string
+	// MetaAuthorization is params._meta.authorization, else
+	// params.arguments._metadata.authorization: a bearer token some agent
+	// frameworks put in the tool call. It is a secret: never log it
+	// (LogValue and String leave it out).
+	MetaAuthorization string
+
+	// A2A. The message ids are also read under their proto field names
+	// (context_id, task_id), which protobuf JSON parsers accept.
+	ContextID string // params.message.contextId
+	TaskID    string // params.message.taskId
+	ParamsID  string // params.id (task operations)
+	// ParamsTaskID is params.taskId (MCP 2025-11-25 tasks/*, A2A push
+	// notification configs).
+	ParamsTaskID string
+}
+
+// IsNotification reports whether r is a request that expects no response.
+func (r Request) IsNotification() bool { return r.Method != "" && r.ID == nil }
+
+// MirroredName returns the value the MCP Mcp-Name header mirrors for r
+// (params.name for tools/call and prompts/get, params.uri for
+// resources/read) and whether the method is one that requires the header.
+func (r Request) MirroredName() (string, bool) {
+	switch r.Method {
+	case "tools/call", "prompts/get":
+		return r.Name, true
+	case "resources/read":
+		return r.URI, true
+	}
+	return "", false
+}
+
+// LogValue describes r for slog without the secret it may carry.
+func (r Request) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, 8)
+	add := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	add("method", r.Method)
+	add("id", string(r.ID))
+	if r.IsResponse {
+		attrs = append(attrs, slog.Bool("response", true))
+	}
+	add("name", r.Name)
+	add("uri", r.URI)
+	add("protocol_version", r.ProtocolVersion)
+	add("context_id", r.ContextID)
+	add("task_id", r.TaskID)
+	add("params_id", r.ParamsID)
+	add("params_task_id", r.ParamsTaskID)
+	add("traceparent", r.Traceparent)
+	if r.MetaAuthorization != "" {
+		attrs = append(attrs, slog.Bool("meta_authorization", true))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// String describes r without the secret it may carry.
+func (r Request) String() string { return r.LogValue().String() }
+
+// Parse reads one JSON-RPC message. Errors come in this order: ErrTooLarge
+// before anything is read; ErrParse or ErrTooDeep, whichever the scan of the
+// whole body meets first (so a body that is not JSON is ErrParse, whatever
+// else is wrong with it); then ErrBatch for an array; then
+// ErrInvalidRequest. A JSON-RPC response is valid and comes back with
+// IsResponse set.
+//
+// The returned Request does not alias body. Parse is safe for concurrent use.
+func Parse(body []byte) (Request, error) {
+	if len(body) > MaxBodySize {
+		return Request{}, ErrTooLarge
+	}
+	s := scanner{data: body}
+	s.ws()
+	first := s.peek()
+	var err error
+	if first == '{' {
+		err = s.object(topNode, 1)
+	} else {
+		_, err = s.value(0)
+	}
+	if err != nil {
+		return Request{}, err
+	}
+	s.ws()
+	if s.pos != len(body) {
+		return Request{}, ErrParse
+	}
+	switch first {
+	case '{':
+		return s.request()
+	case '[':
+		return Request{}, ErrBatch
+	default:
+		return Request{}, ErrInvalidRequest
+	}
+}
+
+// request checks the recorded members of a syntactically valid object and
+// decodes those the method needs.
+func (s *scanner) request() (Request, error) {
+	sp := &s.spans
+	if s.ambiguous || !s.isString(fJSONRPC, "2.0") {
+		return Request{}, ErrInvalidRequest
+	}
+	switch sp[fID].kind {
+	case absent, null, str, num:
+	default:
+		return Request{}, ErrInvalidRequest
+	}
+	id := s.raw(fID)
+	if id != nil {
+		id = append([]byte(nil), id...)
+	}
+	hasResult, hasError := sp[fResult].kind != absent, sp[fError].kind != absent
+	if sp[fMethod].kind == absent {
+		// A response: exactly one of result and error; only an error
+		// response may lack the id (it answers a message whose id could
+		// not be read).
+		if hasResult == hasError || hasError && sp[fError].kind != object || hasResult && id == nil {
+			return Request{}, ErrInvalidRequest
+		}
+		return Request{ID: id, IsResponse: true}, nil
+	}
+	if sp[fMethod].kind != str || hasResult || hasError {
+		return Request{}, ErrInvalidRequest
+	}
+	switch sp[fParams].kind {
+	case absent, null, object, array:
+	default:
+		return Request{}, ErrInvalidRequest
+	}
+
+	r, ok := s.decode()
+	if !ok || r.Method == "" || !s.typesValid(r.Method) {
+		return Request{}, ErrInvalidRequest
+	}
+	r.ID = id
+	if r.ProtocolVersion == "" && r.Method == "initialize" {
+		if r.ProtocolVersion, ok = s.text(fProtocolVersion); !ok {
+			return Request{}, ErrInvalidRequest
+		}
+	}
+	r.ElicitationURL = s.spans[fMetaElicitationURL].kind == object ||
+		r.Method == "initialize" && s.spans[fCapsElicitationURL].kind == object
+	if r.MetaAuthorization, ok = s.text(fMetaAuthorization); !ok {
+		return Request{}, ErrInvalidRequest
+	}
+	if r.MetaAuthorization == "" && s.spans[fMetadata].kind == object {
+		// Tool arguments are the tool's own: a _metadata member of another
+		// shape is not ours to refuse.
+		if r.MetaAuthorization, ok = s.text(fMetadataAuthorization); !ok {
+			return Request{}, ErrInvalidRequest
+		}
+	}
+	return r, nil
+}
+
+// decoded lists the members decode copies into the one string it
+// allocates; setString says where each goes in a Request.
+var decoded = [...]field{
+	fMethod, fName, fURI, fMetaProtocolVersion, fTraceparent, fTracestate, fBaggage,
+	fContextID, fTaskID, fContextIDSnake, fTaskIDSnake, fParamsID, fParamsTaskID,
+}
+
+func (r *Request) setString(f field, v string) {
+	switch f {
+	case fMethod:
+		r.Method = v
+	case fName:
+		r.Name = v
+	case fURI:
+		r.URI = v
+	case fMetaProtocolVersion:
+		r.ProtocolVersion = v
+	case fTraceparent:
+		r.Traceparent = v
+	case fTracestate:
+		r.Tracestate = v
+	case fBaggage:
+		r.Baggage = v
+	case fContextID, fContextIDSnake: // never both: see typesValid
+		r.ContextID = v
+	case fTaskID, fTaskIDSnake:
+		r.TaskID = v
+	case fParamsID:
+		r.ParamsID = v
+	case fParamsTaskID:
+		r.ParamsTaskID = v
+	}
+}
+
+// decode unescapes the string members listed in decoded. To keep the hot
+// path to one allocation, they share one backing array, and a known method
+// or protocol version is not copied at all. (Secrets are decoded apart, so
+// that keeping a name does not keep a token alive.) ok is false when a
+// string escapes an unpaired surrogate.
+func (s *scanner) decode() (r Request, ok bool) {
+	var copied [len(decoded)]bool
+	size := 0
+	for i, f := range decoded {
+		sp := s.spans[f]
+		if sp.kind != str {
+			continue
+		}
+		if f == fMethod || f == fMetaProtocolVersion {
+			if known, found := interned[string(s.content(f))]; found && !sp.escaped {
+				r.setString(f, known)
+				continue
+			}
+		}
+		copied[i] = true
+		size += int(sp.end - sp.start)
+	}
+	if size == 0 {
+		return r, true
+	}
+	var stack [512]byte
+	buf := stack[:0]
+	if size > len(stack) {
+		buf = make([]byte, 0, size)
+	}
+	var ends [len(decoded)]int // ends[i]: where decoded[i] ends in buf
+	ok = true
+	for i, f := range decoded {
+		if copied[i] {
+			var good bool
+			buf, good = unescape(buf, s.content(f))
+			ok = ok && good
+		}
+		ends[i] = len(buf)
+	}
+	if !ok {
+		return Request{}, false
+	}
+	all := string(buf)
+	start := 0
+	for i, f := range decoded {
+		if copied[i] {
+			r.setString(f, all[start:ends[i]])
+		}
+		start = ends[i]
+	}
+	return r, true
+}
+
+// typesValid checks the types of the members the method's schema defines.
+// Null always stands for absent.
+func (s *scanner) typesValid(method string) bool {
+	// MCP reserves _meta and the keys read from it, whatever the method.
+	if !s.is(fMeta, object) || !s.is(fMetaProtocolVersion, str) ||
+		!s.is(fMetaClientCapabilities, object) || !s.is(fMetaElicitation, object) ||
+		!s.is(fMetaElicitationURL, object) || !s.is(fTraceparent, str) ||
+		!s.is(fTracestate, str) || !s.is(fBaggage, str) || !s.is(fMetaAuthorization, str) {
+		return false
+	}
+	// Both spellings of one A2A field would let two decoders read different ids.
+	if s.present(fContextID) && s.present(fContextIDSnake) ||
+		s.present(fTaskID) && s.present(fTaskIDSnake) {
+		return false
+	}
+	switch method {
+	case "tools/call", "prompts/get":
+		return s.is(fName, str) && s.is(fArguments, object)
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		return s.is(fURI, str)
+	case "initialize":
+		return s.is(fProtocolVersion, str) && s.is(fCapabilities, object) &&
+			s.is(fCapsElicitation, object) && s.is(fCapsElicitationURL, object)
+	}
+	canonical, isA2A := ClassifyA2A(method)
+	if isA2A || strings.HasPrefix(method, "tasks/") {
+		if !s.is(fParamsID, str) || !s.is(fParamsTaskID, str) {
+			return false
+		}
+	}
+	if canonical == "SendMessage" || canonical == "SendStreamingMessage" {
+		return s.is(fMessage, object) && s.is(fContextID, str) && s.is(fContextIDSnake, str) &&
+			s.is(fTaskID, str) && s.is(fTaskIDSnake, str)
+	}
+	return true
+}
+
+// is reports whether f is absent, null or of kind k.
+func (s *scanner) is(f field, k kind) bool {
+	switch s.spans[f].kind {
+	case absent, null, k:
+		return true
+	}
+	return false
+}
+
+// present reports whether f holds a value other than null.
+func (s *scanner) present(f field) bool {
+	k := s.spans[f].kind
+	return k != absent && k != null
+}
+
+// raw returns the raw JSON of f, nil when absent.
+func (s *scanner) raw(f field) []byte {
+	sp := s.spans[f]
+	if sp.kind == absent {
+		return nil
+	}
+	return s.data[sp.start:sp.end]
+}
+
+// content returns the bytes between the quotes of string f, nil otherwise.
+func (s *scanner) content(f field) []byte {
+	sp := s.spans[f]
+	if sp.kind != str {
+		return nil
+	}
+	return s.data[sp.start+1 : sp.end-1]
+}
+
+// isString reports whether f is the string want.
+func (s *scanner) isString(f field, want string) bool {
+	c := s.content(f)
+	if c == nil {
+		return false
+	}
+	if !s.spans[f].escaped {
+		return string(c) == want
+	}
+	var buf [16]byte
+	got, ok := unescape(buf[:0], c)
+	return ok && string(got) == want
+}
+
+// text decodes string f into its own allocation ("" when f is not a
+// string). ok is false when it escapes an unpaired surrogate.
+func (s *scanner) text(f field) (string, bool) {
+	c := s.content(f)
+	if len(c) == 0 {
+		return "", true
+	}
+	if !s.spans[f].escaped {
+		if known, found := interned[string(c)]; found {
+			return known, true
+		}
+		return string(c), true
+	}
+	b, ok := unescape(make([]byte, 0, len(c)), c)
+	if !ok {
+		return "", false
+	}
+	return string(b), true
+}

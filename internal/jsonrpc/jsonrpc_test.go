@@ -1,0 +1,456 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want Request
+	}{
+		{
+			name: "initialize 2025-06-18, form elicitation only",
+			body: `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",
+				"capabilities":{"roots":{"listChanged":true},"sampling":{},"elicitation":{}},
+				"clientInfo":{"name":"ExampleClient","title":"Example Client","version":"1.0.0"}}}`,
+			want: Request{Method: "initialize", ID: []byte(`0`), ProtocolVersion: "2025-06-18"},
+		},
+		{
+			name: "initialize 2025-11-25 with URL elicitation",
+			body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",
+				"capabilities":{"elicitation":{"form":{},"url":{}},"tasks":{"requests":{}}},
+				"clientInfo":{"name":"c","version":"1"}}}`,
+			want: Request{Method: "initialize", ID: []byte(`1`), ProtocolVersion: "2025-11-25", ElicitationURL: true},
+		},
+		{
+			name: "initialize with capabilities before protocolVersion and method last",
+			body: `{"params":{"capabilities":{"elicitation":{"url":{}}},"protocolVersion":"2025-11-25"},"id":"i","jsonrpc":"2.0","method":"initialize"}`,
+			want: Request{Method: "initialize", ID: []byte(`"i"`), ProtocolVersion: "2025-11-25", ElicitationURL: true},
+		},
+		{
+			name: "capabilities outside initialize are not the client's",
+			body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}}}}`,
+			want: Request{Method: "tools/list", ID: []byte(`1`)},
+		},
+		{
+			name: "notifications/initialized",
+			body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+			want: Request{Method: "notifications/initialized"},
+		},
+		{
+			name: "tools/list with cursor",
+			body: `{"jsonrpc":"2.0","id":"list-1","method":"tools/list","params":{"cursor":"eyJwYWdlIjoyfQ=="}}`,
+			want: Request{Method: "tools/list", ID: []byte(`"list-1"`)},
+		},
+		{
+			name: "tools/call with _meta (2026-07-28)",
+			body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_weather",
+				"arguments":{"location":"Seattle, WA","units":["c","f"]},
+				"_meta":{"progressToken":"p-1","io.modelcontextprotocol/protocolVersion":"2026-07-28",
+					"io.modelcontextprotocol/clientInfo":{"name":"ExampleClient","version":"1.0.0"},
+					"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{},"url":{}}},
+					"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+					"tracestate":"rojo=00f067aa0ba902b7","baggage":"userId=alice"}}}`,
+			want: Request{
+				Method: "tools/call", ID: []byte(`7`), Name: "get_weather", ProtocolVersion: "2026-07-28",
+				ElicitationURL: true,
+				Traceparent:    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+				Tracestate:     "rojo=00f067aa0ba902b7", Baggage: "userId=alice",
+			},
+		},
+		{
+			name: "tools/call with empty clientCapabilities",
+			body: `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			want: Request{Method: "tools/call", ID: []byte(`8`), Name: "t", ProtocolVersion: "2026-07-28"},
+		},
+		{
+			name: "tools/call with arguments._metadata.authorization",
+			body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"write_file",
+				"arguments":{"path":"a.txt","_metadata":{"authorization":"Bearer abc.def.ghi","user":"u"}}}}`,
+			want: Request{Method: "tools/call", ID: []byte(`3`), Name: "write_file", MetaAuthorization: "Bearer abc.def.ghi"},
+		},
+		{
+			name: "_meta.authorization wins over arguments._metadata",
+			body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"w",
+				"arguments":{"_metadata":{"authorization":"second"}},"_meta":{"authorization":"first"}}}`,
+			want: Request{Method: "tools/call", ID: []byte(`3`), Name: "w", MetaAuthorization: "first"},
+		},
+		{
+			name: "a _metadata argument of another shape is the tool's business",
+			body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"w","arguments":{"_metadata":"x"}}}`,
+			want: Request{Method: "tools/call", ID: []byte(`3`), Name: "w"},
+		},
+		{
+			name: "resources/read",
+			body: `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///projects/myapp/config.json"}}`,
+			want: Request{Method: "resources/read", ID: []byte(`2`), URI: "file:///projects/myapp/config.json"},
+		},
+		{
+			name: "prompts/get",
+			body: `{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"code_review","arguments":{"code":"x"}}}`,
+			want: Request{Method: "prompts/get", ID: []byte(`4`), Name: "code_review"},
+		},
+		{
+			name: "A2A v0.3 message/send",
+			body: `{"jsonrpc":"2.0","id":"req-001","method":"message/send","params":{"message":{"role":"user",
+				"parts":[{"kind":"text","text":"Process order #12345"}],"messageId":"msg-123",
+				"contextId":"ctx-456","taskId":"task-789"},"configuration":{"blocking":true}}}`,
+			want: Request{Method: "message/send", ID: []byte(`"req-001"`), ContextID: "ctx-456", TaskID: "task-789"},
+		},
+		{
+			name: "A2A v1.0 SendMessage",
+			body: `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-1",
+				"contextId":"ctx-1","role":"ROLE_USER","parts":[{"text":"hi"}]},"metadata":{}}}`,
+			want: Request{Method: "SendMessage", ID: []byte(`1`), ContextID: "ctx-1"},
+		},
+		{
+			name: "A2A v1.0 SendMessage with proto field names",
+			body: `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"message_id":"m-1",
+				"context_id":"ctx-1","task_id":"t-1","role":"ROLE_USER","parts":[]}}}`,
+			want: Request{Method: "SendMessage", ID: []byte(`1`), ContextID: "ctx-1", TaskID: "t-1"},
+		},
+		{
+			name: "A2A message without ids",
+			body: `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"role":"user","parts":[],"messageId":"m","contextId":null}}}`,
+			want: Request{Method: "message/stream", ID: []byte(`1`)},
+		},
+		{
+			name: "A2A tasks/get",
+			body: `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"id":"task-789","historyLength":10}}`,
+			want: Request{Method: "tasks/get", ID: []byte(`5`), ParamsID: "task-789"},
+		},
+		{
+			name: "MCP tasks/get",
+			body: `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":"786512e2-9e0d-44bd-8f29-789f320fe840"}}`,
+			want: Request{Method: "tasks/get", ID: []byte(`5`), ParamsTaskID: "786512e2-9e0d-44bd-8f29-789f320fe840"},
+		},
+		{
+			name: "A2A v1.0 GetTaskPushNotificationConfig",
+			body: `{"jsonrpc":"2.0","id":6,"method":"GetTaskPushNotificationConfig","params":{"taskId":"t-1","id":"cfg-1"}}`,
+			want: Request{Method: "GetTaskPushNotificationConfig", ID: []byte(`6`), ParamsID: "cfg-1", ParamsTaskID: "t-1"},
+		},
+		{
+			name: "notification with params",
+			body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"123","reason":"User requested cancellation"}}`,
+			want: Request{Method: "notifications/cancelled"},
+		},
+		{
+			name: "result response",
+			body: `{"jsonrpc":"2.0","id":"srv-1","result":{"action":"accept","content":{"name":"x"}}}`,
+			want: Request{ID: []byte(`"srv-1"`), IsResponse: true},
+		},
+		{
+			name: "result response with null result",
+			body: `{"jsonrpc":"2.0","id":9,"result":null}`,
+			want: Request{ID: []byte(`9`), IsResponse: true},
+		},
+		{
+			name: "error response without id",
+			body: `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request"}}`,
+			want: Request{IsResponse: true},
+		},
+		{
+			name: "error response with null id",
+			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`,
+			want: Request{ID: []byte(`null`), IsResponse: true},
+		},
+		{
+			name: "escaped strings are decoded, the id is echoed raw",
+			body: `{"jsonrpc":"2\u002e0","id":"a\"b\u00e9","method":"tools\/call","params":{"n\u0061me":"get\u005fweather\t\u00e9\ud83d\ude00",
+				"_meta":{"traceparent":"00-\u0030"}}}`,
+			want: Request{Method: "tools/call", ID: []byte(`"a\"b\u00e9"`), Name: "get_weather\té😀", Traceparent: "00-0"},
+		},
+		{
+			name: "raw UTF-8 and unusual whitespace",
+			body: " \r\n\t{ \"jsonrpc\" : \"2.0\" ,\n\"id\":-1.5e+3,\"method\":\"prompts/get\",\"params\":{\"name\":\"résumé ✓\"} }\n",
+			want: Request{Method: "prompts/get", ID: []byte(`-1.5e+3`), Name: "résumé ✓"},
+		},
+		{
+			name: "unknown members, null and array params",
+			body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":null,"extra":{"method":"tools/call","params":{"name":"x"}}}`,
+			want: Request{Method: "ping", ID: []byte(`1`)},
+		},
+		{
+			name: "positional params",
+			body: `{"jsonrpc":"2.0","id":1,"method":"custom/op","params":["tools/call",{"name":"x"}]}`,
+			want: Request{Method: "custom/op", ID: []byte(`1`)},
+		},
+		{
+			name: "nulls read as absent",
+			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":null,"arguments":null,"_meta":null}}`,
+			want: Request{Method: "tools/call", ID: []byte(`1`)},
+		},
+		{
+			name: "unpaired surrogate where it is not read",
+			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"q":"\ud800"}}}`,
+			want: Request{Method: "tools/call", ID: []byte(`1`), Name: "n"},
+		},
+		{
+			name: "duplicates where they are not read",
+			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"q":1,"q":2,"Q":3}}}`,
+			want: Request{Method: "tools/call", ID: []byte(`1`), Name: "n"},
+		},
+		{
+			name: "types of members a method does not define are not checked",
+			body: `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"u","name":{"first":"a"}}}`,
+			want: Request{Method: "resources/read", ID: []byte(`1`), URI: "u"},
+		},
+		{
+			name: "long strings spill out of the stack buffer",
+			body: `{"jsonrpc":"2.0","id":1,"method":"` + strings.Repeat("m", 600) + `","params":{"name":"` + strings.Repeat("n", 700) + `"}}`,
+			want: Request{Method: strings.Repeat("m", 600), ID: []byte(`1`), Name: strings.Repeat("n", 700)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.body))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Parse:\n got %#v\nwant %#v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	const ok = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n"}}`
+	if _, err := Parse([]byte(ok)); err != nil {
+		t.Fatalf("the base body must parse: %v", err)
+	}
+	tests := []struct {
+		name string
+		body string
+		want error
+	}{
+		{"empty", ``, ErrParse},
+		{"only whitespace", " \n", ErrParse},
+		{"not JSON", `hello`, ErrParse},
+		{"truncated", ok[:len(ok)-1], ErrParse},
+		{"trailing garbage", ok + `x`, ErrParse},
+		{"two objects", ok + ok, ErrParse},
+		{"trailing comma", `{"jsonrpc":"2.0","method":"ping",}`, ErrParse},
+		{"single quotes", `{'jsonrpc':'2.0'}`, ErrParse},
+		{"unquoted key", `{jsonrpc:"2.0"}`, ErrParse},
+		{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"method\":\"p\xffing\"}", ErrParse},
+		{"invalid UTF-8 in a skipped value", "{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"x\":\"\xc3\"}", ErrParse},
+		{"UTF-8 encoded surrogate", "{\"jsonrpc\":\"2.0\",\"method\":\"\xed\xa0\x80\"}", ErrParse},
+		{"byte order mark", "\xef\xbb\xbf" + ok, ErrParse},
+		{"control character in string", "{\"jsonrpc\":\"2.0\",\"method\":\"a\nb\"}", ErrParse},
+		{"bad escape", `{"jsonrpc":"2.0","method":"\x41"}`, ErrParse},
+		{"short unicode escape", `{"jsonrpc":"2.0","method":"\u00g1"}`, ErrParse},
+		{"leading zero", `{"jsonrpc":"2.0","method":"ping","id":01}`, ErrParse},
+		{"bare minus", `{"jsonrpc":"2.0","method":"ping","id":-}`, ErrParse},
+		{"dangling fraction", `{"jsonrpc":"2.0","method":"ping","id":1.}`, ErrParse},
+		{"dangling exponent", `{"jsonrpc":"2.0","method":"ping","id":1e+}`, ErrParse},
+		{"plus sign", `{"jsonrpc":"2.0","method":"ping","id":+1}`, ErrParse},
+		{"bad literal", `{"jsonrpc":"2.0","method":"ping","x":nul}`, ErrParse},
+		{"literal with suffix", `{"jsonrpc":"2.0","method":"ping","x":truex}`, ErrParse},
+		{"NaN", `{"jsonrpc":"2.0","method":"ping","x":NaN}`, ErrParse},
+		{"missing colon", `{"jsonrpc" "2.0"}`, ErrParse},
+		{"unclosed array deep in arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"a":[1,2}}}`, ErrParse},
+		{"syntax error wins over invalid request", `{"jsonrpc":"1.0","method":5,"x":[}`, ErrParse},
+
+		{"batch", `[` + ok + `,` + ok + `]`, ErrBatch},
+		{"empty batch", `[]`, ErrBatch},
+		{"malformed batch", `[` + ok + `,]`, ErrParse},
+
+		{"string", `"tools/call"`, ErrInvalidRequest},
+		{"number", `1`, ErrInvalidRequest},
+		{"null", `null`, ErrInvalidRequest},
+		{"empty object", `{}`, ErrInvalidRequest},
+		{"missing jsonrpc", `{"id":1,"method":"ping"}`, ErrInvalidRequest},
+		{"wrong jsonrpc version", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, ErrInvalidRequest},
+		{"jsonrpc as number", `{"jsonrpc":2.0,"id":1,"method":"ping"}`, ErrInvalidRequest},
+		{"method not a string", `{"jsonrpc":"2.0","id":1,"method":5}`, ErrInvalidRequest},
+		{"method null", `{"jsonrpc":"2.0","id":1,"method":null}`, ErrInvalidRequest},
+		{"empty method", `{"jsonrpc":"2.0","id":1,"method":""}`, ErrInvalidRequest},
+		{"id object", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, ErrInvalidRequest},
+		{"id array", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, ErrInvalidRequest},
+		{"id bool", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, ErrInvalidRequest},
+		{"params string", `{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}`, ErrInvalidRequest},
+		{"params number", `{"jsonrpc":"2.0","id":1,"method":"ping","params":1}`, ErrInvalidRequest},
+		{"neither method nor result", `{"jsonrpc":"2.0","id":1}`, ErrInvalidRequest},
+		{"result and error", `{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}`, ErrInvalidRequest},
+		{"result without id", `{"jsonrpc":"2.0","result":{}}`, ErrInvalidRequest},
+		{"error not an object", `{"jsonrpc":"2.0","id":1,"error":"bad"}`, ErrInvalidRequest},
+		{"method and result", `{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}`, ErrInvalidRequest},
+
+		{"tools/call name not a string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}`, ErrInvalidRequest},
+		{"tools/call arguments not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":"x"}}`, ErrInvalidRequest},
+		{"prompts/get name not a string", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":["n"]}}`, ErrInvalidRequest},
+		{"resources/read uri not a string", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":{}}}`, ErrInvalidRequest},
+		{"initialize protocolVersion not a string", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":20250618}}`, ErrInvalidRequest},
+		{"initialize capabilities not an object", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":[]}}`, ErrInvalidRequest},
+		{"initialize elicitation not an object", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":true}}}`, ErrInvalidRequest},
+		{"initialize elicitation.url not an object", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":{"url":true}}}}`, ErrInvalidRequest},
+		{"_meta not an object", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":"x"}}`, ErrInvalidRequest},
+		{"_meta protocolVersion not a string", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":1}}}`, ErrInvalidRequest},
+		{"_meta clientCapabilities not an object", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":"all"}}}`, ErrInvalidRequest},
+		{"_meta elicitation.url not an object", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"url":1}}}}}`, ErrInvalidRequest},
+		{"_meta traceparent not a string", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"traceparent":{}}}}`, ErrInvalidRequest},
+		{"_meta authorization not a string", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":["Bearer x"]}}}`, ErrInvalidRequest},
+		{"A2A message not an object", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":"hi"}}`, ErrInvalidRequest},
+		{"A2A contextId not a string", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"contextId":1}}}`, ErrInvalidRequest},
+		{"A2A task id not a string", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":7}}`, ErrInvalidRequest},
+		{"MCP taskId not a string", `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":7}}`, ErrInvalidRequest},
+
+		{"duplicate method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}`, ErrInvalidRequest},
+		{"duplicate jsonrpc", `{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"ping"}`, ErrInvalidRequest},
+		{"duplicate params", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"params":{"name":"b"}}`, ErrInvalidRequest},
+		{"duplicate name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"allowed","name":"forbidden"}}`, ErrInvalidRequest},
+		{"duplicate name, one escaped", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"allowed","n\u0061me":"forbidden"}}`, ErrInvalidRequest},
+		{"duplicate _meta authorization", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"a","authorization":"b"}}}`, ErrInvalidRequest},
+		{"duplicate contextId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"contextId":"a","contextId":"b"}}}`, ErrInvalidRequest},
+		{"both spellings of contextId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"contextId":"a","context_id":"b"}}}`, ErrInvalidRequest},
+		{"both spellings of taskId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"taskId":"a","task_id":"b"}}}`, ErrInvalidRequest},
+		{"case variant of method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call"}`, ErrInvalidRequest},
+		{"case variant of name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"allowed","NAME":"forbidden"}}`, ErrInvalidRequest},
+		{"Kelvin sign variant of taskId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"tas\u212aId":"t"}}}`, ErrInvalidRequest},
+		{"long s variant of params", `{"jsonrpc":"2.0","id":1,"method":"tools/call","param\u017f":{"name":"x"}}`, ErrInvalidRequest},
+		{"unpaired surrogate in name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a\ud800b"}}`, ErrInvalidRequest},
+		{"unpaired low surrogate in method", `{"jsonrpc":"2.0","id":1,"method":"\udc00"}`, ErrInvalidRequest},
+		{"reversed surrogate pair", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\ude00\ud83d"}}`, ErrInvalidRequest},
+		{"unpaired surrogate in token", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"\ud800"}}}`, ErrInvalidRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.body))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Parse(%q) = %#v, %v; want %v", tt.body, got, err, tt.want)
+			}
+			if !reflect.DeepEqual(got, Request{}) {
+				t.Errorf("Parse returned %#v with its error", got)
+			}
+		})
+	}
+}
+
+func TestParseSizeBound(t *testing.T) {
+	const base = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"blob":""}}}`
+	pad := func(n int) []byte {
+		// Grow the blob argument until the body is n bytes.
+		b := []byte(base)
+		i := bytes.Index(b, []byte(`""`)) + 1
+		return append(b[:i:i], append(bytes.Repeat([]byte{'x'}, n-len(base)), b[i:]...)...)
+	}
+	atLimit := pad(MaxBodySize)
+	if len(atLimit) != MaxBodySize {
+		t.Fatalf("test body is %d bytes, want %d", len(atLimit), MaxBodySize)
+	}
+	if r, err := Parse(atLimit); err != nil || r.Name != "n" {
+		t.Errorf("Parse(MaxBodySize bytes) = %v, %v; want the request", r, err)
+	}
+	if _, err := Parse(pad(MaxBodySize + 1)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Parse(MaxBodySize+1 bytes) = %v, want ErrTooLarge", err)
+	}
+}
+
+func TestParseDepthBound(t *testing.T) {
+	// The top-level object is depth 1 and params depth 2: n arrays in
+	// params reach depth n+2.
+	nested := func(n int) []byte {
+		return []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"a":` +
+			strings.Repeat("[", n-3) + strings.Repeat("]", n-3) + `}}}`)
+	}
+	if _, err := Parse(nested(MaxDepth)); err != nil {
+		t.Errorf("Parse(depth %d) = %v, want nil", MaxDepth, err)
+	}
+	if _, err := Parse(nested(MaxDepth + 1)); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("Parse(depth %d) = %v, want ErrTooDeep", MaxDepth+1, err)
+	}
+	// Deep enough to exhaust an unbounded recursive parser's stack.
+	for _, open := range []string{"[", `{"a":`, `{"jsonrpc":"2.0","method":"m","params":`} {
+		if _, err := Parse([]byte(strings.Repeat(open, MaxBodySize/len(open)))); !errors.Is(err, ErrTooDeep) {
+			t.Errorf("Parse(%q repeated) = %v, want ErrTooDeep", open, err)
+		}
+	}
+}
+
+func TestParseDoesNotAliasBody(t *testing.T) {
+	body := []byte(`{"jsonrpc":"2.0","id":"abc","method":"x/custom","params":{"name":"tool","_meta":{"authorization":"tok"}}}`)
+	r, err := Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Request{Method: "x/custom", ID: []byte(`"abc"`), Name: "tool", MetaAuthorization: "tok"}
+	for i := range body {
+		body[i] = 'X'
+	}
+	if !reflect.DeepEqual(r, want) {
+		t.Errorf("after overwriting the body: %#v, want %#v", r, want)
+	}
+}
+
+func TestIsNotification(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want bool
+	}{
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, true},
+		{"request", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, false},
+		{"request with null id", `{"jsonrpc":"2.0","id":null,"method":"ping"}`, false},
+		{"error response without id", `{"jsonrpc":"2.0","error":{"code":1,"message":"m"}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Parse([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.IsNotification(); got != tt.want {
+				t.Errorf("IsNotification() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMirroredName(t *testing.T) {
+	tests := []struct {
+		name     string
+		r        Request
+		want     string
+		required bool
+	}{
+		{"tools/call", Request{Method: "tools/call", Name: "t", URI: "u"}, "t", true},
+		{"prompts/get", Request{Method: "prompts/get", Name: "p"}, "p", true},
+		{"resources/read", Request{Method: "resources/read", Name: "n", URI: "file:///a"}, "file:///a", true},
+		{"tools/list", Request{Method: "tools/list", Name: "n"}, "", false},
+		{"response", Request{IsResponse: true}, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, required := tt.r.MirroredName()
+			if got != tt.want || required != tt.required {
+				t.Errorf("MirroredName() = %q, %v; want %q, %v", got, required, tt.want, tt.required)
+			}
+		})
+	}
+}
+
+func TestLogValueLeavesOutTheToken(t *testing.T) {
+	const token = "eyJhbGciOiJIUzI1NiJ9.secret.sig"
+	r, err := Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"authorization":"Bearer ` + token + `"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("check", "request", r)
+	for _, out := range []string{buf.String(), r.String()} {
+		if strings.Contains(out, token) {
+			t.Errorf("output holds the token: %s", out)
+		}
+		if !strings.Contains(out, "tools/call") || !strings.Contains(out, "meta_authorization") {
+			t.Errorf("output lacks the request: %s", out)
+		}
+	}
+}

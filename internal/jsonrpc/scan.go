@@ -1,0 +1,533 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// The scanner validates a whole JSON document in one pass (RFC 8259, the
+// rules of encoding/json plus a UTF-8 requirement) and, on the way, records
+// where the few members an authorization decision needs sit in the body. It
+// never builds maps or decodes values it does not need: unknown members are
+// skipped structurally, and the recorded strings are unescaped afterwards,
+// once the method tells which of them matter.
+
+// kind is the JSON type of a recorded value.
+type kind uint8
+
+const (
+	absent kind = iota // member not present
+	null
+	str
+	num
+	boolean
+	object
+	array
+)
+
+// field names one recorded member, by its path from the top-level object.
+type field uint8
+
+const (
+	fJSONRPC field = iota
+	fMethod
+	fID
+	fParams
+	fResult
+	fError
+
+	// params.*
+	fName
+	fURI
+	fMeta
+	fProtocolVersion // params.protocolVersion (initialize)
+	fCapabilities    // params.capabilities (initialize)
+	fCapsElicitation
+	fCapsElicitationURL
+	fArguments
+	fMetadata              // params.arguments._metadata
+	fMetadataAuthorization // params.arguments._metadata.authorization
+	fMessage               // params.message (A2A)
+	fContextID
+	fContextIDSnake // context_id: the proto field name, which protobuf JSON parsers also accept
+	fTaskID
+	fTaskIDSnake
+	fParamsID     // params.id (A2A task operations)
+	fParamsTaskID // params.taskId (MCP tasks, A2A push notification configs)
+
+	// params._meta.*
+	fMetaProtocolVersion
+	fMetaClientCapabilities
+	fMetaElicitation
+	fMetaElicitationURL
+	fTraceparent
+	fTracestate
+	fBaggage
+	fMetaAuthorization
+
+	numFields
+)
+
+// member is one key of an object the scanner looks into.
+type member struct {
+	key   string
+	field field
+	child *node // looked into when the value is an object
+}
+
+// node describes an object the scanner looks into.
+type node struct {
+	members []member
+	// fold: the object is decoded into a struct by some upstream (Go's
+	// encoding/json matches struct keys case-insensitively, last one wins),
+	// so a key that differs from one of ours only in case is ambiguous.
+	// Map-like objects (_meta, tool arguments) are matched exactly.
+	fold bool
+}
+
+var (
+	elicitationNode = &node{fold: true, members: []member{
+		{key: "url", field: fCapsElicitationURL},
+	}}
+	capabilitiesNode = &node{fold: true, members: []member{
+		{key: "elicitation", field: fCapsElicitation, child: elicitationNode},
+	}}
+	metaElicitationNode = &node{fold: true, members: []member{
+		{key: "url", field: fMetaElicitationURL},
+	}}
+	metaCapabilitiesNode = &node{fold: true, members: []member{
+		{key: "elicitation", field: fMetaElicitation, child: metaElicitationNode},
+	}}
+	metaNode = &node{members: []member{
+		{key: "io.modelcontextprotocol/protocolVersion", field: fMetaProtocolVersion},
+		{key: "io.modelcontextprotocol/clientCapabilities", field: fMetaClientCapabilities, child: metaCapabilitiesNode},
+		{key: "traceparent", field: fTraceparent},
+		{key: "tracestate", field: fTracestate},
+		{key: "baggage", field: fBaggage},
+		{key: "authorization", field: fMetaAuthorization},
+	}}
+	metadataNode = &node{members: []member{
+		{key: "authorization", field: fMetadataAuthorization},
+	}}
+	argumentsNode = &node{members: []member{
+		{key: "_metadata", field: fMetadata, child: metadataNode},
+	}}
+	messageNode = &node{fold: true, members: []member{
+		{key: "contextId", field: fContextID},
+		{key: "context_id", field: fContextIDSnake},
+		{key: "taskId", field: fTaskID},
+		{key: "task_id", field: fTaskIDSnake},
+	}}
+	paramsNode = &node{fold: true, members: []member{
+		{key: "name", field: fName},
+		{key: "uri", field: fURI},
+		{key: "_meta", field: fMeta, child: metaNode},
+		{key: "protocolVersion", field: fProtocolVersion},
+		{key: "capabilities", field: fCapabilities, child: capabilitiesNode},
+		{key: "arguments", field: fArguments, child: argumentsNode},
+		{key: "message", field: fMessage, child: messageNode},
+		{key: "id", field: fParamsID},
+		{key: "taskId", field: fParamsTaskID},
+	}}
+	topNode = &node{fold: true, members: []member{
+		{key: "jsonrpc", field: fJSONRPC},
+		{key: "method", field: fMethod},
+		{key: "id", field: fID},
+		{key: "params", field: fParams, child: paramsNode},
+		{key: "result", field: fResult},
+		{key: "error", field: fError},
+	}}
+)
+
+// maxKeyLen bounds the unescaped key compared with ours: the longest is 42
+// bytes, and case folding can at most triple a key's length (K is 3 bytes).
+const maxKeyLen = 128
+
+// span is where a recorded value sits: data[start:end] is its raw JSON,
+// quotes included for a string.
+type span struct {
+	start, end int32
+	kind       kind
+	escaped    bool // a string holding backslash escapes
+}
+
+type scanner struct {
+	data    []byte
+	pos     int
+	escaped bool // set by str: the last string scanned held an escape
+	// ambiguous: a recorded member appeared twice, or a key differed from
+	// one of ours only in case. Upstream decoders disagree on such input
+	// (first wins, last wins, case-insensitive), so it is refused.
+	ambiguous bool
+	spans     [numFields]span
+}
+
+// plain marks the bytes that stand for themselves inside a JSON string and
+// need no further check: printable ASCII except '"' and '\\'.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func (s *scanner) peek() byte {
+	if s.pos < len(s.data) {
+		return s.data[s.pos]
+	}
+	return 0
+}
+
+func (s *scanner) ws() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one value at s.pos (no leading whitespace) nested at depth.
+func (s *scanner) value(depth int) (kind, error) {
+	switch c := s.peek(); {
+	case c == '{':
+		return object, s.object(nil, depth+1)
+	case c == '[':
+		return array, s.array(depth + 1)
+	case c == '"':
+		return str, s.str()
+	case c == 't':
+		return boolean, s.literal("true")
+	case c == 'f':
+		return boolean, s.literal("false")
+	case c == 'n':
+		return null, s.literal("null")
+	case c == '-' || isDigit(c):
+		return num, s.number()
+	default:
+		return absent, ErrParse
+	}
+}
+
+// object scans an object at s.pos. With a node, it records the members the
+// node names; without one, it only validates.
+func (s *scanner) object(n *node, depth int) error {
+	if depth > MaxDepth {
+		return ErrTooDeep
+	}
+	s.pos++ // '{'
+	s.ws()
+	if s.peek() == '}' {
+		s.pos++
+		return nil
+	}
+	for {
+		if s.peek() != '"' {
+			return ErrParse
+		}
+		keyStart := s.pos + 1
+		if err := s.str(); err != nil {
+			return err
+		}
+		key, keyEscaped := s.data[keyStart:s.pos-1], s.escaped
+		s.ws()
+		if s.peek() != ':' {
+			return ErrParse
+		}
+		s.pos++
+		s.ws()
+		var err error
+		if m := s.match(n, key, keyEscaped); m != nil {
+			err = s.record(m, depth)
+		} else {
+			_, err = s.value(depth)
+		}
+		if err != nil {
+			return err
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.pos++
+			s.ws()
+		case '}':
+			s.pos++
+			return nil
+		default:
+			return ErrParse
+		}
+	}
+}
+
+// match returns the member of n that key names, nil when none does.
+func (s *scanner) match(n *node, key []byte, escaped bool) *member {
+	if n == nil {
+		return nil
+	}
+	if escaped {
+		if len(key) > 6*maxKeyLen { // an escape is at most 6 bytes for 1
+			return nil
+		}
+		var buf [maxKeyLen]byte
+		k, _ := unescape(buf[:0], key)
+		if len(k) > maxKeyLen {
+			return nil
+		}
+		key = k
+	}
+	for i := range n.members {
+		if string(key) == n.members[i].key {
+			return &n.members[i]
+		}
+	}
+	if n.fold {
+		for i := range n.members {
+			if bytes.EqualFold(key, []byte(n.members[i].key)) {
+				s.ambiguous = true
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// record scans the value of member m and records where it is.
+func (s *scanner) record(m *member, depth int) error {
+	sp := &s.spans[m.field]
+	if sp.kind != absent {
+		s.ambiguous = true // duplicate key
+	}
+	start := s.pos
+	var k kind
+	var err error
+	if m.child != nil && s.peek() == '{' {
+		k, err = object, s.object(m.child, depth+1)
+	} else {
+		k, err = s.value(depth)
+	}
+	if err != nil {
+		return err
+	}
+	*sp = span{start: int32(start), end: int32(s.pos), kind: k, escaped: k == str && s.escaped}
+	return nil
+}
+
+func (s *scanner) array(depth int) error {
+	if depth > MaxDepth {
+		return ErrTooDeep
+	}
+	s.pos++ // '['
+	s.ws()
+	if s.peek() == ']' {
+		s.pos++
+		return nil
+	}
+	for {
+		if _, err := s.value(depth); err != nil {
+			return err
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.pos++
+			s.ws()
+		case ']':
+			s.pos++
+			return nil
+		default:
+			return ErrParse
+		}
+	}
+}
+
+// str scans a string at s.pos, its opening quote. It accepts exactly what
+// encoding/json accepts, except that the bytes must be valid UTF-8.
+func (s *scanner) str() error {
+	d := s.data
+	i := s.pos + 1
+	s.escaped = false
+	for {
+		i = skipPlain(d, i)
+		if i >= len(d) {
+			return ErrParse
+		}
+		switch c := d[i]; {
+		case plain[c]:
+			i++
+		case c == '"':
+			s.pos = i + 1
+			return nil
+		case c == '\\':
+			s.escaped = true
+			if i+1 >= len(d) {
+				return ErrParse
+			}
+			switch d[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(d) || !isHex(d[i+2]) || !isHex(d[i+3]) || !isHex(d[i+4]) || !isHex(d[i+5]) {
+					return ErrParse
+				}
+				i += 6
+			default:
+				return ErrParse
+			}
+		case c < 0x20:
+			return ErrParse
+		default: // a multi-byte UTF-8 sequence, or invalid
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size == 1 {
+				return ErrParse
+			}
+			i += size
+		}
+	}
+}
+
+// skipPlain returns the index of the first byte from i on that is not
+// plain, eight bytes at a time: long string values (tool arguments) are
+// most of what a body holds.
+func skipPlain(d []byte, i int) int {
+	const (
+		ones = 0x0101010101010101
+		high = 0x8080808080808080
+	)
+	for i+8 <= len(d) {
+		x := binary.LittleEndian.Uint64(d[i:])
+		// The high bit of a byte of m is set where the byte is below 0x20,
+		// is '"' or '\\' (the XOR makes it zero, and zero minus one
+		// borrows), or is 0x80 or above. A borrow only reaches later
+		// bytes, so the lowest flagged byte is the first such byte.
+		m := ((x - 0x20*ones) | ((x ^ '"'*ones) - ones) | ((x ^ '\\'*ones) - ones) | x) & high
+		if m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	return i
+}
+
+func (s *scanner) number() error {
+	d, i := s.data, s.pos
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && isDigit(d[i]):
+		i = digits(d, i)
+	default:
+		return ErrParse
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || !isDigit(d[i]) {
+			return ErrParse
+		}
+		i = digits(d, i)
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || !isDigit(d[i]) {
+			return ErrParse
+		}
+		i = digits(d, i)
+	}
+	s.pos = i
+	return nil
+}
+
+func digits(d []byte, i int) int {
+	for i < len(d) && isDigit(d[i]) {
+		i++
+	}
+	return i
+}
+
+func (s *scanner) literal(lit string) error {
+	if !bytes.HasPrefix(s.data[s.pos:], []byte(lit)) {
+		return ErrParse
+	}
+	s.pos += len(lit)
+	return nil
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func hexVal(c byte) rune {
+	switch {
+	case c <= '9':
+		return rune(c - '0')
+	case c >= 'a':
+		return rune(c - 'a' + 10)
+	default:
+		return rune(c - 'A' + 10)
+	}
+}
+
+func hex4(b []byte) rune {
+	return hexVal(b[0])<<12 | hexVal(b[1])<<8 | hexVal(b[2])<<4 | hexVal(b[3])
+}
+
+// unescape appends the decoded content of a string the scanner accepted
+// (src excludes the quotes). ok is false when src escapes an unpaired
+// surrogate, which no UTF-8 string can carry; it is then decoded as U+FFFD,
+// as encoding/json does.
+func unescape(dst, src []byte) (out []byte, ok bool) {
+	ok = true
+	for i := 0; i < len(src); {
+		j := bytes.IndexByte(src[i:], '\\')
+		if j < 0 {
+			return append(dst, src[i:]...), ok
+		}
+		dst = append(dst, src[i:i+j]...)
+		i += j
+		switch c := src[i+1]; c {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := hex4(src[i+2 : i+6])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				r2 := utf8.RuneError
+				if i+6 <= len(src) && src[i] == '\\' && src[i+1] == 'u' {
+					r2 = utf16.DecodeRune(r, hex4(src[i+2:i+6]))
+				}
+				if r2 == utf8.RuneError {
+					ok = false
+				} else {
+					i += 6 // the low half of the pair
+				}
+				r = r2
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, c)
+		}
+		i += 2
+	}
+	return dst, ok
+}
