@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,8 @@ type Policy struct {
 	identity    config.Identity
 	negativeTTL time.Duration
 	cacheSize   int
+	sessionsMax int
+	sessionIdle time.Duration
 }
 
 // Route is one compiled route.
@@ -53,6 +56,15 @@ type Route struct {
 	credentials          credential.Source
 	claimHeaders         []config.ClaimHeader
 	owned                []string // every header the service sets on this route
+
+	protocol       string // ProtoMCP, ProtoA2A, ProtoHTTP, or "" (auto)
+	rules          []rule
+	defaultDeny    bool
+	sessionBinding bool
+	tokenInMeta    bool
+	resource       config.ProtectedResource
+	issuerURLs     []string // iss of the route's issuers, for authorization_servers
+	allScopes      []string // route and rule scopes, for scopes_supported
 }
 
 // Deps are the outside world a policy is compiled against.
@@ -84,6 +96,8 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		identity:    f.Identity,
 		negativeTTL: f.Cache.NegativeTTL.D(),
 		cacheSize:   f.Cache.MaxEntries,
+		sessionsMax: f.Sessions.MaxEntries,
+		sessionIdle: f.Sessions.IdleTimeout.D(),
 		ready:       func() bool { return true },
 		close:       func() {},
 	}
@@ -129,13 +143,48 @@ func compileRoute(rc config.Route, id config.Identity, issuers map[string]config
 		audiences:            rc.Audiences,
 		scopes:               rc.Scopes,
 		scopeParam:           strings.Join(rc.Scopes, " "),
-		public:               rc.PublicPaths,
+		public:               slices.Clone(rc.PublicPaths),
 		pathPrefix:           rc.PathPrefix,
 		resourceMetadata:     rc.ResourceMetadata,
 		forwardAuthorization: rc.ForwardAuthorization,
 		credentials:          credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
 		claimHeaders:         rc.ClaimHeaders,
 		owned:                []string{id.UserHeader, id.SessionHeader},
+		rules:                compileRules(rc.Rules),
+		defaultDeny:          rc.DefaultAction == "deny",
+		sessionBinding:       rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
+		tokenInMeta:          rc.MCP.TokenInMeta,
+		resource:             rc.ProtectedResource,
+	}
+	switch rc.Protocol {
+	case config.ProtocolMCP:
+		r.protocol = ProtoMCP
+	case config.ProtocolA2A:
+		r.protocol = ProtoA2A
+	case config.ProtocolHTTP:
+		r.protocol = ProtoHTTP
+	}
+	if rc.Protocol != config.ProtocolHTTP && rc.Protocol != config.ProtocolMCP {
+		// A2A agent cards are public wherever an agent may be served.
+		for _, card := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
+			r.public = append(r.public, card)
+			if prefix := strings.TrimSuffix(rc.PathPrefix, "/"); prefix != "" {
+				r.public = append(r.public, prefix+card)
+			}
+		}
+	}
+	for _, name := range rc.Issuers {
+		if u := issuers[name].Issuer; u != "" && !slices.Contains(r.issuerURLs, u) {
+			r.issuerURLs = append(r.issuerURLs, u)
+		}
+	}
+	r.allScopes = append(r.allScopes, rc.Scopes...)
+	for _, rule := range rc.Rules {
+		for _, sc := range rule.Scopes {
+			if !slices.Contains(r.allScopes, sc) {
+				r.allScopes = append(r.allScopes, sc)
+			}
+		}
 	}
 	for _, ch := range rc.ClaimHeaders {
 		r.owned = append(r.owned, ch.Header)
@@ -188,6 +237,8 @@ func issuerSpecs(issuers []config.Issuer, getenv func(string) string) ([]jwtauth
 	}
 	return specs, errors.Join(errs...)
 }
+
+func (r *Route) hasRules() bool { return len(r.rules) > 0 || r.defaultDeny }
 
 // Ready reports whether every key set has loaded.
 func (p *Policy) Ready() bool { return p.ready() }

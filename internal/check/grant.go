@@ -13,6 +13,7 @@ import (
 // Grant is a verified caller on one route: what the cache holds instead of
 // the token. It is immutable once built.
 type Grant struct {
+	Route    string // the route this grant was made on
 	Subject  string
 	Session  string
 	Issuer   string // the configured issuer's name
@@ -33,6 +34,10 @@ type Grant struct {
 	// cache hit does not rebuild the same response pieces every time.
 	rendered atomic.Pointer[any]
 }
+
+// Headers are the identity headers this grant sets upstream; every allowed
+// verdict of the grant starts its Set with them.
+func (g *Grant) Headers() []Header { return g.set }
 
 // Rendered returns build(g), computed once per grant and shared by later
 // calls. A front end keeps a value of its own type there; a value of another
@@ -57,6 +62,7 @@ func (e *claimError) Error() string { return e.msg }
 // newGrant turns verified claims into a grant for route r.
 func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	g := &Grant{
+		Route:   r.Name,
 		Issuer:  c.IssuerName,
 		Expires: c.ExpiresAt,
 		Claims:  c.Raw,

@@ -20,16 +20,19 @@ import (
 
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/credential"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/session"
 )
 
 // Pipeline decides requests under the current policy. It is safe for
 // concurrent use; the policy can be swapped while it serves.
 type Pipeline struct {
-	policy atomic.Pointer[Policy]
-	cache  *cache.Cache[*cached]
-	log    *slog.Logger
-	now    func() time.Time
+	policy   atomic.Pointer[Policy]
+	cache    *cache.Cache[*cached]
+	sessions *session.Store
+	log      *slog.Logger
+	now      func() time.Time
 }
 
 // cached is a verdict cache entry: a grant, or a denial that will not change
@@ -58,7 +61,11 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Pipeline{cache: c, log: o.Logger, now: o.Now}
+	sessions, err := session.New(p.sessionsMax, p.sessionIdle, o.Now)
+	if err != nil {
+		return nil, err
+	}
+	pl := &Pipeline{cache: c, sessions: sessions, log: o.Logger, now: o.Now}
 	pl.policy.Store(p)
 	return pl, nil
 }
@@ -87,26 +94,38 @@ func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
 	if ctx.Err() != nil && v.Outcome.Allow() {
 		// The caller gave up mid-check; never hand back an allow we could
 		// not finish deciding.
-		v = p.deny(req, nil, Unavailable, "check cancelled")
+		v = p.deny(req, nil, nil, denial{outcome: Unavailable, desc: "check cancelled"})
 	}
 	pl.logDecision(ctx, req, &v)
 	return v
 }
 
 func (pl *Pipeline) decide(ctx context.Context, p *Policy, req *Request) Verdict {
+	if v, ok := p.protectedResource(req); ok {
+		return v
+	}
 	r, ok := p.route(req)
 	if !ok {
-		return p.deny(req, nil, NoRoute, "no route for this request")
+		return p.deny(req, nil, nil, denial{outcome: NoRoute, desc: "no route for this request"})
 	}
 	if r.isPublic(req.Path) {
 		return Verdict{Outcome: Public, Route: r.Name, Remove: r.publicRemove()}
 	}
+	call, bad := readCall(r, req)
+	if bad != nil {
+		return p.deny(req, r, &call, denial{outcome: Malformed, desc: bad.desc, rpcCode: bad.code})
+	}
+
 	token, err := credential.Find(req.Headers, r.credentials)
+	if errors.Is(err, credential.ErrMissing) && r.tokenInMeta && call.metaToken != "" {
+		// Opt-in: some agent frameworks put the token in the tool call.
+		token, err = credential.Check(metaBearer(call.metaToken))
+	}
 	switch {
 	case errors.Is(err, credential.ErrMissing):
-		return p.deny(req, r, MissingToken, "")
+		return p.deny(req, r, &call, denial{outcome: MissingToken})
 	case err != nil:
-		return p.deny(req, r, InvalidToken, err.Error())
+		return p.deny(req, r, &call, denial{outcome: InvalidToken, desc: err.Error()})
 	}
 
 	key := cacheKey(r.keyPrefix, token)
@@ -115,22 +134,58 @@ func (pl *Pipeline) decide(ctx context.Context, p *Policy, req *Request) Verdict
 		entry = pl.verify(ctx, p, r, token)
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.
-			return p.deny(req, r, Unavailable, entry.description)
+			return p.deny(req, r, &call, denial{outcome: Unavailable, desc: entry.description})
 		}
 		pl.cache.Add(key, entry, pl.expiry(p, entry))
 	}
 	if entry.grant == nil {
-		v := p.deny(req, r, entry.outcome, entry.description)
+		v := p.deny(req, r, &call, denial{outcome: entry.outcome, desc: entry.description})
 		v.CacheHit = hit
 		return v
 	}
 	g := entry.grant
-	if !g.scopeOK {
-		v := p.deny(req, r, InsufficientScope, "the token lacks a required scope")
+	denyAs := func(d denial) Verdict {
+		v := p.deny(req, r, &call, d)
 		v.Grant, v.CacheHit = g, hit
 		return v
 	}
-	return Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
+	if !g.scopeOK {
+		return denyAs(denial{outcome: InsufficientScope, desc: "the token lacks a required scope", scope: r.scopeParam})
+	}
+
+	switch {
+	case call.Method != "":
+		if o, desc, scope := r.authorize(g, call.Method, call.Name); o != Allowed {
+			return denyAs(denial{outcome: o, desc: desc, scope: scope})
+		}
+	case req.Method == "POST" && call.Protocol != "" && !call.Body && r.hasRules():
+		// Rules cannot be applied to a call nobody can name: fail closed.
+		return denyAs(denial{outcome: Malformed, desc: "the JSON-RPC method is unknown: send the body to ext_authz or the Mcp-Method header", rpcCode: jsonrpc.CodeInvalidRequest})
+	}
+
+	if call.Protocol == ProtoMCP && call.MCPSession != "" && r.sessionBinding {
+		if d, ok := pl.bindSession(ctx, r, req, &call, g); !ok {
+			return denyAs(d)
+		}
+	}
+	return Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Call: call, Set: g.set, Remove: g.remove}
+}
+
+// bindSession enforces that an MCP session is used only by the user who
+// first used it; DELETE ends the binding.
+func (pl *Pipeline) bindSession(ctx context.Context, r *Route, req *Request, call *Call, g *Grant) (denial, bool) {
+	key := session.Key(r.Name, call.MCPSession)
+	if req.Method == "DELETE" {
+		if pl.sessions.End(key, g.Subject) {
+			return denial{}, true
+		}
+	} else if _, owned := pl.sessions.Bind(key, g.Subject); owned {
+		return denial{}, true
+	}
+	pl.log.LogAttrs(ctx, slog.LevelWarn, "session hijack attempt",
+		slog.String("route", r.Name), slog.String("user", g.Subject),
+		slog.String("request_id", req.RequestID), slog.String("method", req.Method))
+	return denial{outcome: SessionConflict, desc: "this MCP session belongs to another user"}, false
 }
 
 // verify runs the expensive part: signature and claims, then the grant.
@@ -242,48 +297,42 @@ func pathOnly(p string) string {
 	return p
 }
 
-// deny builds a denial verdict with its challenge and body.
-func (p *Policy) deny(req *Request, r *Route, o Outcome, desc string) Verdict {
-	v := Verdict{Outcome: o, Description: desc}
-	var scope, metadata string
+// denial is a decision against the request, before it is dressed up.
+type denial struct {
+	outcome Outcome
+	desc    string
+	scope   string // for insufficient_scope: what is needed
+	rpcCode int    // JSON-RPC error code; 0 picks the outcome's
+}
+
+// deny builds a denial verdict with its challenge and body: a JSON-RPC error
+// response carrying the request's id for JSON-RPC calls, a small JSON
+// document otherwise.
+func (p *Policy) deny(req *Request, r *Route, call *Call, d denial) Verdict {
+	v := Verdict{Outcome: d.outcome, Description: d.desc}
+	var routeScope, metadata string
 	if r != nil {
 		v.Route = r.Name
-		scope = r.scopeParam
+		routeScope = r.scopeParam
 		metadata = r.metadataURL(req)
 	}
-	switch o {
+	switch d.outcome {
 	case MissingToken:
 		// RFC 6750 section 3.1: no error code when no credential was sent.
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{"www-authenticate", challenge("", "", scope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{"www-authenticate", challenge("", "", routeScope, metadata)})
 	case InvalidToken:
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{"www-authenticate", challenge("invalid_token", desc, scope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{"www-authenticate", challenge("invalid_token", d.desc, routeScope, metadata)})
 	case InsufficientScope:
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{"www-authenticate", challenge("insufficient_scope", desc, scope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{"www-authenticate", challenge("insufficient_scope", d.desc, d.scope, metadata)})
 	case Unavailable:
 		v.ResponseHeaders = append(v.ResponseHeaders, Header{"retry-after", "5"})
 	}
-	if o == InsufficientScope {
-		v.Body = jsonBody(o, desc, scope)
+	if call != nil && call.jsonRPC() {
+		v.Call = *call
+		v.Body = rpcErrorBody(call.ID, d)
 	} else {
-		v.Body = jsonBody(o, desc, "")
+		v.Body = jsonBody(d.outcome, d.desc, d.scope)
 	}
 	v.ResponseHeaders = append(v.ResponseHeaders, Header{"content-type", "application/json"})
 	return v
-}
-
-// metadataURL is the RFC 9728 protected resource metadata URL of the route:
-// configured, or derived from the request's origin with the route's path
-// inserted after the well-known prefix.
-func (r *Route) metadataURL(req *Request) string {
-	if r.resourceMetadata != "" {
-		return r.resourceMetadata
-	}
-	if req.Host == "" {
-		return ""
-	}
-	scheme := req.Scheme
-	if scheme == "" {
-		scheme = "https"
-	}
-	return scheme + "://" + req.Host + "/.well-known/oauth-protected-resource" + strings.TrimSuffix(r.pathPrefix, "/")
 }

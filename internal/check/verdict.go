@@ -3,6 +3,8 @@ package check
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // Outcome is what the pipeline decided. Every outcome maps to exactly one
@@ -18,6 +20,9 @@ const (
 	NoRoute                          // no route matches and there is no default
 	Malformed                        // the request itself is unusable
 	Unavailable                      // a dependency is down (keys never loaded): retry later
+	Forbidden                        // a rule refuses the call
+	SessionConflict                  // the MCP session belongs to another user
+	ResourceMetadata                 // answered directly: the protected resource metadata document
 )
 
 // outcomes is the one table mapping outcomes to what the client sees.
@@ -33,6 +38,9 @@ var outcomes = [...]struct {
 	NoRoute:           {403, "no_route"},
 	Malformed:         {400, "invalid_request"},
 	Unavailable:       {503, "temporarily_unavailable"},
+	Forbidden:         {403, "forbidden"},
+	SessionConflict:   {403, "session_conflict"},
+	ResourceMetadata:  {200, "resource_metadata"},
 }
 
 // Status is the HTTP status Envoy must answer with (200 when allowed).
@@ -55,6 +63,7 @@ type Verdict struct {
 	Description string // why, safe to show the client
 	Grant       *Grant // who the caller is; nil unless the token was verified
 	CacheHit    bool   // the grant or denial came from the verdict cache
+	Call        Call   // the JSON-RPC call, when the request is one
 
 	// Allowed: headers to set on the upstream request (always overwriting)
 	// and owned headers to strip from it.
@@ -80,6 +89,38 @@ type errorBody struct {
 func jsonBody(o Outcome, desc, scope string) []byte {
 	b, _ := json.Marshal(errorBody{Error: o.String(), Description: desc, Scope: scope, Status: o.Status()})
 	return b
+}
+
+// rpcErrorBody is the JSON-RPC error response for a denial, so that MCP and
+// A2A clients can match it to their request by id.
+func rpcErrorBody(id []byte, d denial) []byte {
+	code, msg := d.rpcCode, d.desc
+	if code == 0 {
+		// Authentication and authorization denials have no JSON-RPC code of
+		// their own: the implementation-defined server error, with the OAuth
+		// error in data.
+		code = -32000
+		msg = rpcMessages[d.outcome]
+	}
+	data := struct {
+		Status      int    `json:"status"`
+		Error       string `json:"error"`
+		Description string `json:"error_description,omitempty"`
+		Scope       string `json:"scope,omitempty"`
+	}{d.outcome.Status(), d.outcome.String(), d.desc, d.scope}
+	return jsonrpc.ErrorBody(id, code, msg, data)
+}
+
+var rpcMessages = [...]string{
+	MissingToken:      "Unauthorized: a bearer token is required",
+	InvalidToken:      "Unauthorized: the bearer token is not valid",
+	InsufficientScope: "Forbidden: insufficient scope",
+	NoRoute:           "Forbidden",
+	Malformed:         "Invalid Request",
+	Unavailable:       "Service temporarily unavailable",
+	Forbidden:         "Forbidden",
+	SessionConflict:   "Forbidden: session belongs to another user",
+	ResourceMetadata:  "",
 }
 
 // challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value.

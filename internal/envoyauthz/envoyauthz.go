@@ -133,14 +133,30 @@ type rendering struct {
 	metaHit, metaFresh *structpb.Struct
 }
 
+// renderGrant builds a grant's rendering once. The grant's own headers are
+// always a verdict's first headers (see check.Verdict.Set).
+func renderGrant(g *check.Grant) *rendering {
+	v := check.Verdict{Outcome: check.Allowed, Grant: g, Route: g.Route}
+	hit, fresh := v, v
+	hit.CacheHit = true
+	return &rendering{headers: headerOptions(g.Headers()), metaHit: metadata(&hit), metaFresh: metadata(&fresh)}
+}
+
+// withExtra returns the grant's rendered headers followed by the verdict's
+// per-request ones (set beyond the grant's), sharing the rendered prefix.
+func withExtra(rendered []*corev3.HeaderValueOption, set []check.Header) []*corev3.HeaderValueOption {
+	if len(set) == len(rendered) {
+		return rendered
+	}
+	out := make([]*corev3.HeaderValueOption, 0, len(set))
+	out = append(out, rendered...)
+	return append(out, headerOptions(set[len(rendered):])...)
+}
+
 // Response builds the CheckResponse for a verdict.
 func Response(v *check.Verdict) *authv3.CheckResponse {
-	if v.Outcome == check.Allowed && v.Grant != nil {
-		r := check.Rendered(v.Grant, func(*check.Grant) *rendering {
-			hit, fresh := *v, *v
-			hit.CacheHit, fresh.CacheHit = true, false
-			return &rendering{headers: headerOptions(v.Set), metaHit: metadata(&hit), metaFresh: metadata(&fresh)}
-		})
+	if v.Outcome == check.Allowed && v.Grant != nil && v.Call.Protocol == "" {
+		r := check.Rendered(v.Grant, renderGrant)
 		md := r.metaFresh
 		if v.CacheHit {
 			md = r.metaHit
@@ -148,17 +164,21 @@ func Response(v *check.Verdict) *authv3.CheckResponse {
 		return &authv3.CheckResponse{
 			Status: okStatus,
 			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-				Headers:         r.headers,
+				Headers:         withExtra(r.headers, v.Set),
 				HeadersToRemove: v.Remove,
 			}},
 			DynamicMetadata: md,
 		}
 	}
 	if v.Outcome.Allow() {
+		var headers []*corev3.HeaderValueOption
+		if v.Grant != nil {
+			headers = check.Rendered(v.Grant, renderGrant).headers
+		}
 		return &authv3.CheckResponse{
 			Status: okStatus,
 			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-				Headers:         headerOptions(v.Set),
+				Headers:         withExtra(headers, v.Set),
 				HeadersToRemove: v.Remove,
 			}},
 			DynamicMetadata: metadata(v),
@@ -205,6 +225,19 @@ func metadata(v *check.Verdict) *structpb.Struct {
 		if g.Session != "" {
 			f["session"] = structpb.NewStringValue(g.Session)
 		}
+	}
+	if c := &v.Call; c.Protocol != "" {
+		f["protocol"] = structpb.NewStringValue(c.Protocol)
+		put := func(k, val string) {
+			if val != "" {
+				f[k] = structpb.NewStringValue(val)
+			}
+		}
+		put("method", c.Method)
+		put("name", c.Name)
+		put("mcp_session", c.MCPSession)
+		put("a2a_context_id", c.ContextID)
+		put("a2a_task_id", c.TaskID)
 	}
 	return &structpb.Struct{Fields: f}
 }

@@ -1,0 +1,101 @@
+package check
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// wellKnownResource is the RFC 9728 well-known prefix; the resource's path,
+// if any, follows it.
+const wellKnownResource = "/.well-known/oauth-protected-resource"
+
+// resourceDocument is the RFC 9728 protected resource metadata.
+type resourceDocument struct {
+	Resource               string   `json:"resource"`
+	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
+	ScopesSupported        []string `json:"scopes_supported,omitempty"`
+	BearerMethodsSupported []string `json:"bearer_methods_supported"`
+	ResourceName           string   `json:"resource_name,omitempty"`
+	ResourceDocumentation  string   `json:"resource_documentation,omitempty"`
+}
+
+// protectedResource answers GET /.well-known/oauth-protected-resource[path]
+// for the route serving path, so MCP servers need no code for discovery.
+func (p *Policy) protectedResource(req *Request) (Verdict, bool) {
+	if req.Method != "GET" && req.Method != "HEAD" {
+		return Verdict{}, false
+	}
+	path := pathOnly(req.Path)
+	rest, ok := strings.CutPrefix(path, wellKnownResource)
+	if !ok || (rest != "" && rest[0] != '/') {
+		return Verdict{}, false
+	}
+	if rest == "" {
+		rest = "/"
+	}
+	var r *Route
+	if name := req.ContextExtensions["route"]; name != "" {
+		r, ok = p.routes.ByName(name)
+	} else {
+		r, ok = p.routes.Match(req.Host, rest)
+	}
+	if !ok || r.resource.Disabled {
+		return Verdict{}, false
+	}
+	doc := resourceDocument{
+		Resource:               r.resourceURL(req),
+		AuthorizationServers:   r.resource.AuthorizationServers,
+		ScopesSupported:        r.resource.ScopesSupported,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           r.resource.ResourceName,
+		ResourceDocumentation:  r.resource.ResourceDocumentation,
+	}
+	if len(doc.AuthorizationServers) == 0 {
+		doc.AuthorizationServers = r.issuerURLs
+	}
+	if len(doc.ScopesSupported) == 0 {
+		doc.ScopesSupported = r.allScopes
+	}
+	body, _ := json.Marshal(doc)
+	return Verdict{
+		Outcome: ResourceMetadata,
+		Route:   r.Name,
+		Body:    body,
+		ResponseHeaders: []Header{
+			{"content-type", "application/json"},
+			{"cache-control", "public, max-age=300"},
+			// Browser-based MCP clients fetch this cross-origin.
+			{"access-control-allow-origin", "*"},
+		},
+	}, true
+}
+
+// resourceURL is the route's resource identifier: configured, or the
+// request's origin with the route's path prefix.
+func (r *Route) resourceURL(req *Request) string {
+	if r.resource.Resource != "" {
+		return r.resource.Resource
+	}
+	return r.origin(req) + strings.TrimSuffix(r.pathPrefix, "/")
+}
+
+// metadataURL is the RFC 9728 protected resource metadata URL named in
+// challenges: configured, or derived like resourceURL with the path
+// inserted after the well-known prefix.
+func (r *Route) metadataURL(req *Request) string {
+	if r.resourceMetadata != "" {
+		return r.resourceMetadata
+	}
+	if req.Host == "" {
+		return ""
+	}
+	return r.origin(req) + wellKnownResource + strings.TrimSuffix(r.pathPrefix, "/")
+}
+
+func (r *Route) origin(req *Request) string {
+	scheme := req.Scheme
+	if scheme != "http" && scheme != "https" {
+		scheme = "https"
+	}
+	return scheme + "://" + req.Host
+}

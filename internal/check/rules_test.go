@@ -1,0 +1,77 @@
+package check
+
+import "testing"
+
+func TestGlob(t *testing.T) {
+	tests := []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"delete_*", "delete_file", true},
+		{"delete_*", "delete_", true},
+		{"delete_*", "undelete_file", false},
+		{"tools/*", "tools/call", true},
+		{"tools/*", "prompts/get", false},
+		{"file:///home/*", "file:///home/a/b/c", true},
+		{"*", "", true},
+		{"a?c", "abc", true},
+		{"a?c", "ac", false},
+		{"*_admin_*", "x_admin_y", true},
+		{"exact", "exact", true},
+		{"exact", "exactly", false},
+		{"**", "anything/at/all", true},
+	}
+	for _, tt := range tests {
+		if got := glob(tt.pattern, tt.s); got != tt.want {
+			t.Errorf("glob(%q, %q) = %v, want %v", tt.pattern, tt.s, got, tt.want)
+		}
+	}
+}
+
+func FuzzGlob(f *testing.F) {
+	f.Add("a*b?c", "axxbyc")
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		if glob(pattern, s) && len(s) == 0 && len(pattern) > 0 {
+			for i := 0; i < len(pattern); i++ {
+				if pattern[i] != '*' {
+					t.Fatalf("%q matched the empty string", pattern)
+				}
+			}
+		}
+		if !glob(s, s) && !containsWildcard(s) {
+			t.Fatalf("%q does not match itself", s)
+		}
+	})
+}
+
+func containsWildcard(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '*' || s[i] == '?' {
+			return true
+		}
+	}
+	return false
+}
+
+func TestClaimHasAny(t *testing.T) {
+	tests := []struct {
+		name  string
+		claim any
+		want  bool
+	}{
+		{"string equal", "admins", true},
+		{"string other", "users", false},
+		{"list contains", []any{"eng", "admins"}, true},
+		{"list lacks", []any{"eng"}, false},
+		{"number", 42.0, true},
+		{"absent", nil, false},
+		{"object", map[string]any{"admins": true}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := claimHasAny(tt.claim, []string{"admins", "42"}); got != tt.want {
+				t.Fatalf("got %v", got)
+			}
+		})
+	}
+}
