@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -29,6 +30,8 @@ type ServeOptions struct {
 	LogLevel        string
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener.
+	Pprof bool
 	// Started, when set, is called with the bound addresses once both
 	// listeners accept connections (tests listen on port 0).
 	Started func(grpcAddr, adminAddr string)
@@ -42,6 +45,7 @@ func serveFlags(o *ServeOptions) *flag.FlagSet {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain in-flight checks on SIGTERM")
+	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go profiling endpoints under /debug/pprof/ on the admin listener")
 	return fs
 }
 
@@ -129,7 +133,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	}
 	setHealth(pipeline.Policy().Ready())
 
-	admin := &http.Server{Handler: adminHandler(pipeline), ReadHeaderTimeout: 5 * time.Second}
+	admin := &http.Server{Handler: adminHandler(pipeline, o.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(grpcLis) }()
@@ -183,8 +187,15 @@ loop:
 }
 
 // adminHandler serves the operational endpoints.
-func adminHandler(pl *check.Pipeline) http.Handler {
+func adminHandler(pl *check.Pipeline, profiling bool) http.Handler {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")

@@ -1,8 +1,10 @@
 package check
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/route"
 )
 
@@ -37,6 +40,10 @@ type Policy struct {
 	cacheSize   int
 	sessionsMax int
 	sessionIdle time.Duration
+
+	lineageNames   lineage.Names
+	signer         *lineage.Signer         // nil unless configured
+	signedVerifier *lineage.SignedVerifier // nil unless peers or a signer
 }
 
 // Route is one compiled route.
@@ -56,6 +63,7 @@ type Route struct {
 	credentials          credential.Source
 	claimHeaders         []config.ClaimHeader
 	owned                []string // every header the service sets on this route
+	identityOwned        []string // owned headers a grant sets or strips (lineage does its own)
 
 	protocol       string // ProtoMCP, ProtoA2A, ProtoHTTP, or "" (auto)
 	rules          []rule
@@ -65,6 +73,11 @@ type Route struct {
 	resource       config.ProtectedResource
 	issuerURLs     []string // iss of the route's issuers, for authorization_servers
 	allScopes      []string // route and rule scopes, for scopes_supported
+
+	lineageOff  bool
+	maxDepth    int
+	trust       *lineage.Trust
+	signLineage bool
 }
 
 // Deps are the outside world a policy is compiled against.
@@ -115,6 +128,10 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		p.verifier, p.ready, p.close = v, v.Ready, v.Close
 	}
 
+	if err := p.compileLineage(f, d); err != nil {
+		p.close()
+		return nil, err
+	}
 	issuerByName := map[string]config.Issuer{}
 	for _, is := range f.Issuers {
 		issuerByName[is.Name] = is
@@ -125,7 +142,11 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		fallback = -1
 	)
 	for _, rc := range f.Routes {
-		r := compileRoute(rc, f.Identity, issuerByName)
+		r, err := p.compileRoute(rc, f, issuerByName)
+		if err != nil {
+			p.close()
+			return nil, err
+		}
 		matchers = append(matchers, route.Matcher{Name: rc.Name, Hosts: rc.Hosts, PathPrefix: rc.PathPrefix})
 		routes = append(routes, r)
 		if rc.Default {
@@ -136,7 +157,8 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 	return p, nil
 }
 
-func compileRoute(rc config.Route, id config.Identity, issuers map[string]config.Issuer) *Route {
+func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[string]config.Issuer) (*Route, error) {
+	id := f.Identity
 	r := &Route{
 		Name:                 rc.Name,
 		issuers:              rc.Issuers,
@@ -189,16 +211,96 @@ func compileRoute(rc config.Route, id config.Identity, issuers map[string]config
 	for _, ch := range rc.ClaimHeaders {
 		r.owned = append(r.owned, ch.Header)
 	}
+	r.lineageOff = rc.Lineage.Disabled
+	r.identityOwned = slices.Clone(r.owned)
+	// Lineage headers are the service's too, set or stripped on every route.
+	for _, name := range p.lineageNames.Owned() {
+		if !slices.Contains(r.owned, name) {
+			r.owned = append(r.owned, name)
+			if r.lineageOff {
+				r.identityOwned = append(r.identityOwned, name)
+			}
+		}
+	}
+	r.maxDepth = cmp.Or(rc.Lineage.MaxDepth, f.Lineage.MaxDepth)
+	r.signLineage = rc.Lineage.Sign
+	trust := f.Lineage.Trust
+	if rc.Lineage.Trust != nil {
+		trust = *rc.Lineage.Trust
+	}
+	t, err := lineage.NewTrust(lineage.TrustConfig{All: trust.All, Issuers: trust.Issuers, ClientIDs: trust.ClientIDs, Principals: trust.Principals})
+	if err != nil {
+		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
+	}
+	r.trust = t
 	// Everything a grant on this route depends on goes into the fingerprint,
 	// so a reload that changes any of it misses the old cache entries.
-	fp := []string{fmt.Sprintf("%#v", rc), fmt.Sprintf("%#v", id)}
+	fp := []string{fingerprint(rc), fingerprint(id), fingerprint(f.Lineage)}
 	for _, name := range rc.Issuers {
-		fp = append(fp, fmt.Sprintf("%#v", issuers[name]))
+		fp = append(fp, fingerprint(issuers[name]))
 	}
 	k := cache.NewKey(fp...)
 	r.keyPrefix = rc.Name + "/" + hex.EncodeToString(k[:8])
-	return r
+	return r, nil
 }
+
+// fingerprint renders a configuration value for hashing (JSON follows
+// pointers, so equal configurations give equal fingerprints).
+func fingerprint(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%#v", v)
+	}
+	return string(b)
+}
+
+// compileLineage sets the header names and builds the signer and the
+// verifier of peers' signed lineage.
+func (p *Policy) compileLineage(f *config.File, d Deps) error {
+	l := f.Lineage
+	n := lineage.DefaultNames()
+	if l.Preset == "kagent" {
+		n = lineage.KagentNames()
+	}
+	n.User, n.Session = f.Identity.UserHeader, f.Identity.SessionHeader
+	for _, o := range []struct {
+		dst *string
+		v   string
+	}{{&n.Root, l.Headers.Root}, {&n.Parent, l.Headers.Parent}, {&n.Depth, l.Headers.Depth}, {&n.ActorChain, l.Headers.ActorChain}, {&n.Signed, l.Headers.Signed}} {
+		if o.v != "" {
+			*o.dst = strings.ToLower(o.v)
+		}
+	}
+	if err := n.Validate(); err != nil {
+		return err
+	}
+	p.lineageNames = n
+	if l.Signing.KeyFile != "" {
+		s, err := lineage.NewSigner(lineage.SignerOptions{KeyFile: l.Signing.KeyFile, Issuer: l.Signing.Issuer, TTL: l.Signing.TTL.D(), Now: d.Now, Logger: d.Logger})
+		if err != nil {
+			return err
+		}
+		p.signer = s
+	}
+	if len(l.Peers) > 0 || p.signer != nil {
+		peers := make([]lineage.Peer, 0, len(l.Peers))
+		for _, pc := range l.Peers {
+			peers = append(peers, lineage.Peer{Issuer: pc.Issuer, JWKSURL: pc.JWKSURL, JWKSFile: pc.JWKSFile})
+		}
+		v, err := lineage.NewSignedVerifier(lineage.VerifierOptions{Peers: peers, Local: p.signer, Client: d.HTTPClient, Now: d.Now, Logger: d.Logger})
+		if err != nil {
+			return err
+		}
+		p.signedVerifier = v
+		closeKeys := p.close
+		p.close = func() { v.Close(); closeKeys() }
+	}
+	return nil
+}
+
+// Signer is the lineage token signer, nil unless configured; its JWKS is
+// served on the admin listener.
+func (p *Policy) Signer() *lineage.Signer { return p.signer }
 
 // issuerSpecs resolves secrets and maps config issuers to verifier specs.
 func issuerSpecs(issuers []config.Issuer, getenv func(string) string) ([]jwtauth.IssuerSpec, error) {

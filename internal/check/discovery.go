@@ -62,10 +62,10 @@ func (p *Policy) protectedResource(req *Request) (Verdict, bool) {
 		Route:   r.Name,
 		Body:    body,
 		ResponseHeaders: []Header{
-			{"content-type", "application/json"},
-			{"cache-control", "public, max-age=300"},
+			{Name: "content-type", Value: "application/json"},
+			{Name: "cache-control", Value: "public, max-age=300"},
 			// Browser-based MCP clients fetch this cross-origin.
-			{"access-control-allow-origin", "*"},
+			{Name: "access-control-allow-origin", Value: "*"},
 		},
 	}, true
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/lineage"
 )
 
 // Grant is a verified caller on one route: what the cache holds instead of
@@ -21,6 +22,9 @@ type Grant struct {
 	Scopes   []string
 	Expires  time.Time
 	Claims   map[string]any
+	// Actors is the RFC 8693 act chain, outermost first: the signed truth
+	// about who is acting for the subject.
+	Actors []string
 
 	// scopeOK records whether the route's required scopes are all held; a
 	// grant is per route, so this is decided once.
@@ -67,6 +71,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		Expires: c.ExpiresAt,
 		Claims:  c.Raw,
 		Scopes:  scopes(c.Raw),
+		Actors:  lineage.ActChain(c.Raw),
 	}
 	id := &p.identity
 	sub, ok, err := p.claimValue(c.Raw, id.UserClaim)
@@ -86,9 +91,9 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	}
 	g.scopeOK = hasAll(g.Scopes, r.scopes)
 
-	g.set = append(g.set, Header{id.UserHeader, g.Subject})
+	g.set = append(g.set, Header{Name: id.UserHeader, Value: g.Subject})
 	if g.Session != "" {
-		g.set = append(g.set, Header{id.SessionHeader, g.Session})
+		g.set = append(g.set, Header{Name: id.SessionHeader, Value: g.Session})
 	}
 	for _, ch := range r.claimHeaders {
 		v, ok, err := p.claimValue(c.Raw, ch.Claim)
@@ -96,10 +101,10 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			return nil, err
 		}
 		if ok {
-			g.set = append(g.set, Header{ch.Header, v})
+			g.set = append(g.set, Header{Name: ch.Header, Value: v})
 		}
 	}
-	for _, name := range r.owned {
+	for _, name := range r.identityOwned {
 		if !isSet(g.set, name) {
 			g.remove = append(g.remove, name)
 		}

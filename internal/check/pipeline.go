@@ -22,6 +22,7 @@ import (
 	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/session"
 )
 
@@ -168,7 +169,48 @@ func (pl *Pipeline) decide(ctx context.Context, p *Policy, req *Request) Verdict
 			return denyAs(d)
 		}
 	}
-	return Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Call: call, Set: g.set, Remove: g.remove}
+	v := Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Call: call, Set: g.set, Remove: g.remove}
+	if !r.lineageOff {
+		if d, ok := pl.applyLineage(ctx, p, r, req, &call, g, &v); !ok {
+			return denyAs(d)
+		}
+	}
+	return v
+}
+
+// applyLineage derives the request's place in its conversation and adds the
+// lineage headers to the verdict.
+func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *Request, call *Call, g *Grant, v *Verdict) (denial, bool) {
+	in := p.lineageNames.Inbound(req.Headers)
+	trusted := r.trust.Trusted(lineage.Caller{IssuerName: g.Issuer, ClientID: g.ClientID, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal})
+	var carried *lineage.Carried
+	if in.Signed != "" && p.signedVerifier != nil {
+		c, err := p.signedVerifier.Verify(ctx, in.Signed, g.Subject)
+		if err == nil {
+			carried = &c
+		} else {
+			pl.log.LogAttrs(ctx, slog.LevelInfo, "signed lineage rejected", slog.String("route", r.Name), slog.String("request_id", req.RequestID), slog.String("error", err.Error()))
+		}
+	}
+	res, err := lineage.Derive(in, lineage.Facts{ContextID: call.ContextID, MCPSessionID: call.MCPSession, TokenSessionID: g.Session, ActChain: g.Actors},
+		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth})
+	switch {
+	case errors.Is(err, lineage.ErrTooDeep):
+		return denial{outcome: TooDeep, desc: "the delegation chain is deeper than this route allows"}, false
+	case err != nil:
+		return denial{outcome: Malformed, desc: "malformed lineage header", rpcCode: jsonrpc.CodeInvalidRequest}, false
+	}
+	if r.signLineage && p.signer != nil {
+		if res.Signed, err = p.signer.Sign(&res, g.Subject, g.Session); err != nil {
+			// A missing signature only costs the next hop its proof.
+			pl.log.LogAttrs(ctx, slog.LevelWarn, "signing lineage failed", slog.String("route", r.Name), slog.String("error", err.Error()))
+		}
+	}
+	// The grant's slices are shared by every request: full slice
+	// expressions make the appends copy.
+	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
+	v.Lineage = res
+	return denial{}, true
 }
 
 // bindSession enforces that an MCP session is used only by the user who
@@ -319,13 +361,13 @@ func (p *Policy) deny(req *Request, r *Route, call *Call, d denial) Verdict {
 	switch d.outcome {
 	case MissingToken:
 		// RFC 6750 section 3.1: no error code when no credential was sent.
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{"www-authenticate", challenge("", "", routeScope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("", "", routeScope, metadata)})
 	case InvalidToken:
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{"www-authenticate", challenge("invalid_token", d.desc, routeScope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("invalid_token", d.desc, routeScope, metadata)})
 	case InsufficientScope:
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{"www-authenticate", challenge("insufficient_scope", d.desc, d.scope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("insufficient_scope", d.desc, d.scope, metadata)})
 	case Unavailable:
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{"retry-after", "5"})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "retry-after", Value: "5"})
 	}
 	if call != nil && call.jsonRPC() {
 		v.Call = *call
@@ -333,6 +375,6 @@ func (p *Policy) deny(req *Request, r *Route, call *Call, d denial) Verdict {
 	} else {
 		v.Body = jsonBody(d.outcome, d.desc, d.scope)
 	}
-	v.ResponseHeaders = append(v.ResponseHeaders, Header{"content-type", "application/json"})
+	v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "content-type", Value: "application/json"})
 	return v
 }

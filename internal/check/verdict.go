@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/lineage"
 )
 
 // Outcome is what the pipeline decided. Every outcome maps to exactly one
@@ -23,6 +24,7 @@ const (
 	Forbidden                        // a rule refuses the call
 	SessionConflict                  // the MCP session belongs to another user
 	ResourceMetadata                 // answered directly: the protected resource metadata document
+	TooDeep                          // the delegation chain is deeper than the route allows
 )
 
 // outcomes is the one table mapping outcomes to what the client sees.
@@ -41,6 +43,7 @@ var outcomes = [...]struct {
 	Forbidden:         {403, "forbidden"},
 	SessionConflict:   {403, "session_conflict"},
 	ResourceMetadata:  {200, "resource_metadata"},
+	TooDeep:           {403, "delegation_too_deep"},
 }
 
 // Status is the HTTP status Envoy must answer with (200 when allowed).
@@ -52,8 +55,9 @@ func (o Outcome) String() string { return outcomes[o].reason }
 // Allow reports whether the request may pass.
 func (o Outcome) Allow() bool { return o == Allowed || o == Public }
 
-// Header is one header name (lower-case) and value.
-type Header struct{ Name, Value string }
+// Header is one header name (lower-case) and value; the same type as the
+// lineage package's, so that lineage appends to a verdict's headers.
+type Header = lineage.Header
 
 // Verdict is the pipeline's answer, free of any front end's types. The slices
 // may be shared with the cache: callers must not modify them.
@@ -64,6 +68,9 @@ type Verdict struct {
 	Grant       *Grant // who the caller is; nil unless the token was verified
 	CacheHit    bool   // the grant or denial came from the verdict cache
 	Call        Call   // the JSON-RPC call, when the request is one
+	// Lineage is the request's place in its conversation (allowed requests
+	// on routes with lineage).
+	Lineage lineage.Result
 
 	// Allowed: headers to set on the upstream request (always overwriting)
 	// and owned headers to strip from it.
@@ -121,6 +128,7 @@ var rpcMessages = [...]string{
 	Forbidden:         "Forbidden",
 	SessionConflict:   "Forbidden: session belongs to another user",
 	ResourceMetadata:  "",
+	TooDeep:           "Forbidden: delegation chain too deep",
 }
 
 // challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value.

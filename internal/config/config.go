@@ -24,6 +24,66 @@ type File struct {
 	Cache    Cache    `yaml:"cache"`
 	Identity Identity `yaml:"identity"`
 	Sessions Sessions `yaml:"sessions"`
+	Lineage  Lineage  `yaml:"lineage"`
+}
+
+// Lineage configures the conversation lineage headers and whom to believe
+// about them.
+type Lineage struct {
+	// Preset picks header names: "default" (x-root-context-id, ...) or
+	// "kagent" (x-kagent-root-context-id, x-kagent-parent-context-id).
+	Preset  string         `yaml:"preset"`
+	Headers LineageHeaders `yaml:"headers"`
+	// MaxDepth refuses deeper delegation chains (default 8).
+	MaxDepth int          `yaml:"max_depth"`
+	Trust    LineageTrust `yaml:"trust"`
+	// Signing mints a short-lived JWT carrying the lineage for the next hop.
+	Signing LineageSigning `yaml:"signing"`
+	// Peers are other services whose signed lineage tokens are accepted.
+	Peers []LineagePeer `yaml:"peers"`
+}
+
+// LineageHeaders override single header names of the preset.
+type LineageHeaders struct {
+	Root       string `yaml:"root"`
+	Parent     string `yaml:"parent"`
+	Depth      string `yaml:"depth"`
+	ActorChain string `yaml:"actor_chain"`
+	Signed     string `yaml:"signed"`
+}
+
+// LineageTrust says whose inbound lineage headers are kept: tokens of these
+// issuers or client ids (azp / client_id), mTLS peers with these principals
+// (exact SPIFFE ids, or prefixes ending in /*), or everybody. Tokens with an
+// act claim are always trusted.
+type LineageTrust struct {
+	All        bool     `yaml:"all"`
+	Issuers    []string `yaml:"issuers"`
+	ClientIDs  []string `yaml:"client_ids"`
+	Principals []string `yaml:"principals"`
+}
+
+// LineageSigning is the key the service signs lineage tokens with.
+type LineageSigning struct {
+	KeyFile string   `yaml:"key_file"` // PEM, Ed25519 or P-256; replace the file to rotate
+	Issuer  string   `yaml:"issuer"`
+	TTL     Duration `yaml:"ttl"`
+}
+
+// LineagePeer is another service's lineage signing key set.
+type LineagePeer struct {
+	Issuer   string `yaml:"issuer"`
+	JWKSURL  string `yaml:"jwks_url"`
+	JWKSFile string `yaml:"jwks_file"`
+}
+
+// RouteLineage overrides lineage settings for one route.
+type RouteLineage struct {
+	Disabled bool          `yaml:"disabled"`
+	MaxDepth int           `yaml:"max_depth"`
+	Trust    *LineageTrust `yaml:"trust"`
+	// Sign sets a signed lineage token on upstream requests of this route.
+	Sign bool `yaml:"sign"`
 }
 
 // Sessions bounds the MCP session bindings.
@@ -86,6 +146,7 @@ type Route struct {
 	Rules             []Rule            `yaml:"rules"`
 	DefaultAction     string            `yaml:"default_action"`
 	ProtectedResource ProtectedResource `yaml:"protected_resource"`
+	Lineage           RouteLineage      `yaml:"lineage"`
 }
 
 // Route protocols.
@@ -172,6 +233,7 @@ const (
 	DefaultLeeway         = 30 * time.Second
 	DefaultSessions       = 100_000
 	DefaultSessionIdle    = time.Hour
+	DefaultMaxDepth       = 8
 )
 
 // Duration is a time.Duration written as "30s", "5m".
@@ -239,6 +301,10 @@ func (f *File) applyDefaults() {
 	}
 	if f.Sessions.IdleTimeout == 0 {
 		f.Sessions.IdleTimeout = Duration(DefaultSessionIdle)
+	}
+	setDefault(&f.Lineage.Preset, "default")
+	if f.Lineage.MaxDepth == 0 {
+		f.Lineage.MaxDepth = DefaultMaxDepth
 	}
 	id := &f.Identity
 	setDefault(&id.UserClaim, DefaultUserClaim)

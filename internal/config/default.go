@@ -38,6 +38,8 @@ func Default(getenv func(string) string) (*File, []string, error) {
 			Protocol: ProtocolAuto,
 		}},
 	}
+	// Every authenticated caller may continue a conversation's lineage.
+	f.Lineage.Trust.All = true
 	f.applyDefaults()
 	if err := f.Validate(); err != nil {
 		return nil, nil, err

@@ -73,6 +73,7 @@ func (f *File) Validate() error {
 	if f.Sessions.MaxEntries < 0 || f.Sessions.IdleTimeout < 0 {
 		v.add("sessions: max_entries and idle_timeout must not be negative")
 	}
+	v.lineage(f.Lineage, f.Routes)
 	if f.Cache.MaxEntries < 0 {
 		v.add("cache.max_entries: must be positive")
 	}
@@ -276,4 +277,39 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+func (v *validator) lineage(l Lineage, routes []Route) {
+	if l.Preset != "default" && l.Preset != "kagent" {
+		v.add("lineage.preset: %q is neither default nor kagent", l.Preset)
+	}
+	for name, h := range map[string]string{"root": l.Headers.Root, "parent": l.Headers.Parent, "depth": l.Headers.Depth, "actor_chain": l.Headers.ActorChain, "signed": l.Headers.Signed} {
+		if h != "" {
+			v.headerName("lineage.headers."+name, strings.ToLower(h))
+		}
+	}
+	if l.MaxDepth < 0 || l.MaxDepth > 64 {
+		v.add("lineage.max_depth: must be between 1 and 64")
+	}
+	signs := false
+	for i, r := range routes {
+		if r.Lineage.MaxDepth < 0 || r.Lineage.MaxDepth > 64 {
+			v.add("routes[%d].lineage.max_depth: must be between 1 and 64", i)
+		}
+		signs = signs || r.Lineage.Sign
+	}
+	if signs && l.Signing.KeyFile == "" {
+		v.add("lineage.signing.key_file: required when a route signs lineage")
+	}
+	if l.Signing.KeyFile != "" && l.Signing.Issuer == "" {
+		v.add("lineage.signing.issuer: required with a key file")
+	}
+	for i, p := range l.Peers {
+		if p.Issuer == "" || (p.JWKSURL == "") == (p.JWKSFile == "") {
+			v.add("lineage.peers[%d]: needs issuer and exactly one of jwks_url, jwks_file", i)
+		}
+		if p.JWKSURL != "" {
+			v.url(fmt.Sprintf("lineage.peers[%d].jwks_url", i), p.JWKSURL)
+		}
+	}
 }

@@ -79,22 +79,27 @@ func check(tok string) (string, error) {
 	if len(tok) > MaxTokenSize {
 		return "", ErrTooLarge
 	}
-	pad := false
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		switch {
-		case c == '=':
-			pad = true
-		case pad:
-			return "", ErrMalformed
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
-			c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
-		default:
-			return "", ErrMalformed
-		}
+	// b64token characters, then only trailing "=" padding.
+	i := 0
+	for i < len(tok) && b64token[tok[i]] {
+		i++
+	}
+	for i < len(tok) && tok[i] == '=' {
+		i++
+	}
+	if i != len(tok) {
+		return "", ErrMalformed
 	}
 	return tok, nil
 }
+
+// b64token marks the characters of RFC 6750's b64token other than "=".
+var b64token = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~+/", byte(c)) >= 0
+	}
+	return t
+}()
 
 // cookie finds name in a Cookie header ("a=1; b=2"; Envoy joins repeated
 // Cookie headers with "; ").

@@ -127,19 +127,26 @@ func grpcCode(status int) codes.Code {
 }
 
 // rendering is the Envoy form of a grant's response pieces, built once per
-// cached grant: a cache hit then costs a handful of small allocations.
+// cached grant so that a cache hit rebuilds only what varies per request.
 type rendering struct {
-	headers            []*corev3.HeaderValueOption
-	metaHit, metaFresh *structpb.Struct
+	headers []*corev3.HeaderValueOption
+	// fields are the grant's metadata values, shared by its responses.
+	fields map[string]*structpb.Value
 }
 
 // renderGrant builds a grant's rendering once. The grant's own headers are
-// always a verdict's first headers (see check.Verdict.Set).
+// always a verdict's first headers (see check.Grant.Headers).
 func renderGrant(g *check.Grant) *rendering {
-	v := check.Verdict{Outcome: check.Allowed, Grant: g, Route: g.Route}
-	hit, fresh := v, v
-	hit.CacheHit = true
-	return &rendering{headers: headerOptions(g.Headers()), metaHit: metadata(&hit), metaFresh: metadata(&fresh)}
+	f := map[string]*structpb.Value{
+		"route":   structpb.NewStringValue(g.Route),
+		"outcome": structpb.NewStringValue(check.Allowed.String()),
+		"user":    structpb.NewStringValue(g.Subject),
+		"issuer":  structpb.NewStringValue(g.Issuer),
+	}
+	if g.Session != "" {
+		f["session"] = structpb.NewStringValue(g.Session)
+	}
+	return &rendering{headers: headerOptions(g.Headers()), fields: f}
 }
 
 // withExtra returns the grant's rendered headers followed by the verdict's
@@ -155,30 +162,22 @@ func withExtra(rendered []*corev3.HeaderValueOption, set []check.Header) []*core
 
 // Response builds the CheckResponse for a verdict.
 func Response(v *check.Verdict) *authv3.CheckResponse {
-	if v.Outcome == check.Allowed && v.Grant != nil && v.Call.Protocol == "" {
+	if v.Outcome == check.Allowed && v.Grant != nil {
 		r := check.Rendered(v.Grant, renderGrant)
-		md := r.metaFresh
-		if v.CacheHit {
-			md = r.metaHit
-		}
 		return &authv3.CheckResponse{
 			Status: okStatus,
 			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
 				Headers:         withExtra(r.headers, v.Set),
 				HeadersToRemove: v.Remove,
 			}},
-			DynamicMetadata: md,
+			DynamicMetadata: metadataWith(r.fields, v),
 		}
 	}
 	if v.Outcome.Allow() {
-		var headers []*corev3.HeaderValueOption
-		if v.Grant != nil {
-			headers = check.Rendered(v.Grant, renderGrant).headers
-		}
 		return &authv3.CheckResponse{
 			Status: okStatus,
 			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-				Headers:         withExtra(headers, v.Set),
+				Headers:         headerOptions(v.Set),
 				HeadersToRemove: v.Remove,
 			}},
 			DynamicMetadata: metadata(v),
@@ -213,12 +212,23 @@ func headerOptions(hs []check.Header) []*corev3.HeaderValueOption {
 	return opts
 }
 
+// Shared metadata values: read-only, safe to reference from many responses.
+var (
+	cachedTrue  = structpb.NewBoolValue(true)
+	cachedFalse = structpb.NewBoolValue(false)
+	depths      = func() (d [16]*structpb.Value) {
+		for i := range d {
+			d[i] = structpb.NewNumberValue(float64(i))
+		}
+		return d
+	}()
+)
+
 // metadata is the dynamic metadata for access logs and later filters.
 func metadata(v *check.Verdict) *structpb.Struct {
-	f := make(map[string]*structpb.Value, 6)
+	f := make(map[string]*structpb.Value, 8)
 	f["route"] = structpb.NewStringValue(v.Route)
 	f["outcome"] = structpb.NewStringValue(v.Outcome.String())
-	f["cached"] = structpb.NewBoolValue(v.CacheHit)
 	if g := v.Grant; g != nil {
 		f["user"] = structpb.NewStringValue(g.Subject)
 		f["issuer"] = structpb.NewStringValue(g.Issuer)
@@ -226,18 +236,62 @@ func metadata(v *check.Verdict) *structpb.Struct {
 			f["session"] = structpb.NewStringValue(g.Session)
 		}
 	}
+	return metadataWith(f, v)
+}
+
+// metadataWith adds the per-request fields to base (copied when shared).
+func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.Struct {
+	// Size the map exactly: up to 8 entries fit one map group, which keeps the
+	// common allowed response at a couple of allocations.
+	n := len(base) + 1
 	if c := &v.Call; c.Protocol != "" {
-		f["protocol"] = structpb.NewStringValue(c.Protocol)
-		put := func(k, val string) {
-			if val != "" {
-				f[k] = structpb.NewStringValue(val)
-			}
+		n += 1 + nonEmpty(c.Method, c.Name, c.MCPSession, c.ContextID, c.TaskID)
+	}
+	if l := &v.Lineage; l.Root != "" {
+		n += 2 + nonEmpty(l.Parent) + min(len(l.ActorChain), 1)
+	}
+	f := make(map[string]*structpb.Value, n)
+	for k, val := range base {
+		f[k] = val
+	}
+	f["cached"] = cachedFalse
+	if v.CacheHit {
+		f["cached"] = cachedTrue
+	}
+	put := func(k, val string) {
+		if val != "" {
+			f[k] = structpb.NewStringValue(val)
 		}
+	}
+	if c := &v.Call; c.Protocol != "" {
+		put("protocol", c.Protocol)
 		put("method", c.Method)
 		put("name", c.Name)
 		put("mcp_session", c.MCPSession)
 		put("a2a_context_id", c.ContextID)
 		put("a2a_task_id", c.TaskID)
 	}
+	if l := &v.Lineage; l.Root != "" {
+		put("root_context_id", l.Root)
+		put("parent_context_id", l.Parent)
+		if l.Depth < len(depths) {
+			f["lineage_depth"] = depths[l.Depth]
+		} else {
+			f["lineage_depth"] = structpb.NewNumberValue(float64(l.Depth))
+		}
+		if len(l.ActorChain) > 0 {
+			put("actor_chain", strings.Join(l.ActorChain, ","))
+		}
+	}
 	return &structpb.Struct{Fields: f}
+}
+
+func nonEmpty(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }

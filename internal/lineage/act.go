@@ -1,0 +1,41 @@
+package lineage
+
+// ActChain returns the subjects of the RFC 8693 act claim in verified token
+// claims, outermost (the current actor) first:
+//
+//	{"sub":"alice","act":{"sub":"agent-b","act":{"sub":"agent-a"}}} -> [agent-b agent-a]
+//
+// It follows at most MaxActors levels. A level that is not an object ends the
+// chain; a level whose sub is missing or unusable in a header (see ValidID)
+// is skipped. The result is nil when there is no act claim. It allocates, so
+// compute it once per verified token, not per request.
+func ActChain(claims map[string]any) []string {
+	first, _ := claims["act"].(map[string]any)
+	n := 0
+	for act, i := first, 0; act != nil && i < MaxActors; i++ {
+		if actor(act) != "" {
+			n++
+		}
+		act, _ = act["act"].(map[string]any)
+	}
+	if n == 0 {
+		return nil
+	}
+	chain := make([]string, 0, n)
+	for act, i := first, 0; act != nil && i < MaxActors; i++ {
+		if sub := actor(act); sub != "" {
+			chain = append(chain, sub)
+		}
+		act, _ = act["act"].(map[string]any)
+	}
+	return chain
+}
+
+// actor is the usable subject of one act level, or "".
+func actor(act map[string]any) string {
+	sub, _ := act["sub"].(string)
+	if !ValidID(sub) {
+		return ""
+	}
+	return sub
+}

@@ -1,0 +1,146 @@
+package lineage
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata")
+
+// epoch is the fake clock's start: a fixed time keeps tokens reproducible.
+var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: epoch} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// logBuffer collects log output, safe for the goroutines that log.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\n got %s\nwant %s", name, got, want)
+	}
+}
+
+// newKeyPEM returns a fresh private key of the given kind as PEM.
+func newKeyPEM(t testing.TB, kind string) []byte {
+	t.Helper()
+	var key any
+	switch kind {
+	case "ed25519":
+		_, k, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key = k
+	case "es256":
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key = k
+	default:
+		t.Fatalf("unknown key kind %q", kind)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+// replaceFile swaps path for a new file with data, as a deployment would:
+// write aside, then rename over.
+func replaceFile(t testing.TB, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeFile writes data to a new file in a test directory.
+func writeFile(t testing.TB, name string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// testSigner is a signer on testdata/ed25519.pem with a fake clock.
+func testSigner(t testing.TB, clock *fakeClock, issuer string) *Signer {
+	t.Helper()
+	s, err := NewSigner(SignerOptions{
+		KeyFile: filepath.Join("testdata", "ed25519.pem"),
+		Issuer:  issuer,
+		TTL:     time.Minute,
+		Now:     clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
