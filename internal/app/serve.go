@@ -200,6 +200,15 @@ func adminHandler(pl *check.Pipeline, profiling bool) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
+	// The public keys of signed lineage tokens, for the next hops' proxies.
+	mux.HandleFunc("GET /.well-known/lineage-jwks.json", func(w http.ResponseWriter, r *http.Request) {
+		s := pl.Policy().Signer()
+		if s == nil {
+			http.Error(w, "lineage signing is not configured", http.StatusNotFound)
+			return
+		}
+		s.Handler().ServeHTTP(w, r)
+	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if !pl.Policy().Ready() {
