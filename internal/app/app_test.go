@@ -66,12 +66,18 @@ func (b *syncBuffer) String() string {
 
 func startServer(t *testing.T, vars map[string]string, configFile string) *server {
 	t.Helper()
+	return startServerWith(t, vars, ServeOptions{ConfigFile: configFile})
+}
+
+func startServerWith(t *testing.T, vars map[string]string, o ServeOptions) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	logs := newSyncBuffer()
-	o := ServeOptions{ConfigFile: configFile, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", LogLevel: "debug", LogFormat: "json",
-		ShutdownTimeout: 5 * time.Second, Started: func(g, a string) { started <- [2]string{g, a} }}
+	o.GRPCAddr, o.AdminAddr, o.LogLevel, o.LogFormat = "127.0.0.1:0", "127.0.0.1:0", "debug", "json"
+	o.ShutdownTimeout = 5 * time.Second
+	o.Started = func(g, a string) { started <- [2]string{g, a} }
 	go func() { done <- Serve(ctx, o, env(vars, io.Discard, logs)) }()
 	var addrs [2]string
 	select {

@@ -9,6 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -17,9 +20,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
+	"github.com/extauthz/extauthz/internal/metrics"
 )
 
 // ServeOptions are the serve command's settings.
@@ -30,6 +35,9 @@ type ServeOptions struct {
 	LogLevel        string
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// WatchInterval is how often the configuration file is checked for
+	// changes (0: not watched; SIGHUP still reloads).
+	WatchInterval time.Duration
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener.
 	Pprof bool
 	// Started, when set, is called with the bound addresses once both
@@ -45,6 +53,7 @@ func serveFlags(o *ServeOptions) *flag.FlagSet {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain in-flight checks on SIGTERM")
+	fs.DurationVar(&o.WatchInterval, "watch-interval", time.Second, "how often to check the configuration file for changes (0 disables; SIGHUP always reloads)")
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go profiling endpoints under /debug/pprof/ on the admin listener")
 	return fs
 }
@@ -64,19 +73,28 @@ func serveCommand(ctx context.Context, args []string, env Env) error {
 	return Serve(ctx, o, env)
 }
 
-// loadConfig reads the file, or builds the built-in default.
-func loadConfig(path string, env Env, log *slog.Logger) (*config.File, error) {
+// loadConfig reads the file, or builds the built-in default; raw is the
+// file's content (nil for the default).
+func loadConfig(path string, env Env, log *slog.Logger) (f *config.File, raw []byte, err error) {
 	if path != "" {
-		return config.Load(path)
+		raw, err = os.ReadFile(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		f, err = config.Parse(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s:\n%w", path, err)
+		}
+		return f, raw, nil
 	}
 	f, warnings, err := config.Default(env.Getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, w := range warnings {
 		log.Warn("INSECURE DEFAULT: " + w)
 	}
-	return f, nil
+	return f, nil, nil
 }
 
 // Serve runs the service until ctx is done, then drains and returns nil.
@@ -85,23 +103,41 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(o.ConfigFile, env, log)
+	cfg, raw, err := loadConfig(o.ConfigFile, env, log)
 	if err != nil {
 		return err
 	}
+	m := metrics.New()
 	// Key refreshes live as long as the service, not as long as a signal
 	// context: they stop when the policy is closed.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBackground()
-	policy, err := check.Compile(bg, cfg, check.Deps{Logger: log, Getenv: env.Getenv})
+	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch}
+	policy, err := check.Compile(bg, cfg, deps)
 	if err != nil {
 		return err
 	}
-	defer policy.Close()
-	pipeline, err := check.New(policy, check.Options{Logger: log})
+	pipeline, err := check.New(policy, check.Options{Logger: log, Observer: m})
 	if err != nil {
+		policy.Close()
 		return err
 	}
+	defer func() { pipeline.Policy().Close() }()
+	m.Cache("verdicts", pipeline.CacheStats)
+	m.Cache("sessions", func() cache.Stats { return cache.Stats{Size: pipeline.SessionCount()} })
+	m.Reloaded(nil)
+
+	var reload *reloader
+	if o.ConfigFile != "" {
+		reload = &reloader{path: o.ConfigFile, pipeline: pipeline, deps: deps, metrics: m, log: log, lifetime: bg, grace: 10 * time.Second}
+		reload.remember(raw)
+		if o.WatchInterval > 0 {
+			go reload.watch(bg, o.WatchInterval)
+		}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	grpcLis, err := net.Listen("tcp", o.GRPCAddr)
 	if err != nil {
@@ -133,7 +169,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	}
 	setHealth(pipeline.Policy().Ready())
 
-	admin := &http.Server{Handler: adminHandler(pipeline, o.Pprof), ReadHeaderTimeout: 5 * time.Second}
+	admin := &http.Server{Handler: adminHandler(pipeline, m, o.Pprof), ReadHeaderTimeout: 5 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(grpcLis) }()
@@ -156,6 +192,12 @@ loop:
 		case err := <-errc:
 			serveErr = err
 			break loop
+		case <-hup:
+			if reload == nil {
+				log.Info("SIGHUP ignored: running on the built-in default, no file to reload")
+				continue
+			}
+			_ = reload.reload(true)
 		case <-tick.C:
 			if r := pipeline.Policy().Ready(); r != ready {
 				ready = r
@@ -187,8 +229,9 @@ loop:
 }
 
 // adminHandler serves the operational endpoints.
-func adminHandler(pl *check.Pipeline, profiling bool) http.Handler {
+func adminHandler(pl *check.Pipeline, m *metrics.Metrics, profiling bool) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -536,3 +536,99 @@ func TestReloadKeepsOnlyUnchangedRoutes(t *testing.T) {
 		t.Fatalf("changed route answered from the old cache: %v hit=%v", v.Outcome, v.CacheHit)
 	}
 }
+
+func TestExplainHasNoSideEffects(t *testing.T) {
+	f := newFixture(t, "")
+	counter := &countingVerifier{TokenVerifier: f.pl.Policy().verifier}
+	f.pl.Policy().verifier = counter
+	tok := f.hs(t, nil)
+	req := func(sess string) *Request {
+		return agentReq(Headers{"authorization": "Bearer " + tok, "mcp-session-id": sess})
+	}
+	for range 2 {
+		v, steps := f.pl.Explain(context.Background(), req("s-1"))
+		if v.Outcome != Allowed {
+			t.Fatalf("explain: %v", v.Outcome)
+		}
+		names := []string{}
+		for _, s := range steps {
+			names = append(names, s.Name)
+		}
+		want := "route credential identity session lineage verdict"
+		if got := strings.Join(names, " "); !strings.Contains(got, "route") || !strings.HasSuffix(got, "verdict") || !strings.Contains(got, "identity") {
+			t.Fatalf("steps %q, want like %q", got, want)
+		}
+	}
+	if counter.n.Load() != 2 {
+		t.Fatalf("explain verified %d times; it must not fill the cache", counter.n.Load())
+	}
+	if f.pl.sessions.Len() != 0 {
+		t.Fatal("explain bound a session")
+	}
+	// A real check binds; explaining another user's use then reports the conflict.
+	f.pl.Check(context.Background(), req("s-1"))
+	other := agentReq(Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"sub": "bob"}), "mcp-session-id": "s-1"})
+	if v, _ := f.pl.Explain(context.Background(), other); v.Outcome != SessionConflict {
+		t.Fatalf("explain of a hijack: %v", v.Outcome)
+	}
+	if b, _ := f.pl.sessions.Lookup("agent\x00s-1"); b.Subject != "alice" {
+		t.Fatal("explain changed the binding")
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	doc := "issuers: [{name: a, secret: " + secret + "}]\nroutes: [{name: r, default: true, issuers: [a], scopes: [x], dry_run: true}]\n"
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []Outcome
+	obs := observerFunc(func(route string, o Outcome) { seen = append(seen, o) })
+	p, err := Compile(t.Context(), cfg, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, _ := New(p, Options{Observer: obs})
+	now := func(c jwt.MapClaims) string {
+		base := jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()}
+		for k, v := range c {
+			base[k] = v
+		}
+		return testHS(t, base)
+	}
+	tests := []struct {
+		name    string
+		headers Headers
+		real    Outcome
+		header  string
+		user    string
+	}{
+		{"would deny a missing token", Headers{"x-user-id": "mallory"}, MissingToken, "would deny: missing_token (401)", ""},
+		{"would deny a missing scope", Headers{"authorization": "Bearer " + now(nil)}, InsufficientScope, "would deny: insufficient_scope (403): the token lacks a required scope", ""},
+		{"allowed passes as usual", Headers{"authorization": "Bearer " + now(jwt.MapClaims{"scope": "x"})}, Allowed, "allowed", "alice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen = nil
+			v := pl.Check(context.Background(), &Request{Method: "GET", Path: "/", Headers: tt.headers})
+			if !v.Outcome.Allow() {
+				t.Fatalf("dry run denied: %v", v.Outcome)
+			}
+			if len(seen) != 1 || seen[0] != tt.real {
+				t.Fatalf("counted %v, want the real outcome %v", seen, tt.real)
+			}
+			set, remove := upstream(v)
+			if set[DryRunHeader] != tt.header {
+				t.Errorf("%s = %q, want %q", DryRunHeader, set[DryRunHeader], tt.header)
+			}
+			if set["x-user-id"] != tt.user || (tt.user == "" && !has(remove, "x-user-id")) {
+				t.Errorf("identity on a would-deny request: set=%v remove=%v", set, remove)
+			}
+		})
+	}
+}
+
+type observerFunc func(route string, o Outcome)
+
+func (f observerFunc) Checked(route string, o Outcome, _ time.Duration) { f(route, o) }
+func (f observerFunc) SessionConflict(string)                           {}

@@ -40,6 +40,7 @@ type Policy struct {
 	cacheSize   int
 	sessionsMax int
 	sessionIdle time.Duration
+	limits      config.Limits
 
 	lineageNames   lineage.Names
 	signer         *lineage.Signer         // nil unless configured
@@ -74,6 +75,7 @@ type Route struct {
 	issuerURLs     []string // iss of the route's issuers, for authorization_servers
 	allScopes      []string // route and rule scopes, for scopes_supported
 
+	dryRun      bool
 	lineageOff  bool
 	maxDepth    int
 	trust       *lineage.Trust
@@ -88,6 +90,8 @@ type Deps struct {
 	Getenv     func(string) string
 	// Verifier replaces the JWT verifier built from the issuers (tests).
 	Verifier TokenVerifier
+	// OnJWKSFetch is told about every key set load (metrics).
+	OnJWKSFetch func(issuer string, err error)
 }
 
 // Compile turns a validated configuration into a Policy. ctx bounds the
@@ -111,6 +115,7 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		cacheSize:   f.Cache.MaxEntries,
 		sessionsMax: f.Sessions.MaxEntries,
 		sessionIdle: f.Sessions.IdleTimeout.D(),
+		limits:      f.Limits,
 		ready:       func() bool { return true },
 		close:       func() {},
 	}
@@ -121,7 +126,7 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		v, err := jwtauth.New(ctx, specs, jwtauth.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now})
+		v, err := jwtauth.New(ctx, specs, jwtauth.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now, OnFetch: d.OnJWKSFetch})
 		if err != nil {
 			return nil, err
 		}
@@ -212,6 +217,7 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		r.owned = append(r.owned, ch.Header)
 	}
 	r.lineageOff = rc.Lineage.Disabled
+	r.dryRun = rc.DryRun
 	r.identityOwned = slices.Clone(r.owned)
 	// Lineage headers are the service's too, set or stripped on every route.
 	for _, name := range p.lineageNames.Owned() {
@@ -341,6 +347,9 @@ func issuerSpecs(issuers []config.Issuer, getenv func(string) string) ([]jwtauth
 }
 
 func (r *Route) hasRules() bool { return len(r.rules) > 0 || r.defaultDeny }
+
+// Limits are the overload limits of this policy.
+func (p *Policy) Limits() config.Limits { return p.limits }
 
 // Ready reports whether every key set has loaded.
 func (p *Policy) Ready() bool { return p.ready() }

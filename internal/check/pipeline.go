@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -34,11 +35,20 @@ type Pipeline struct {
 	sessions *session.Store
 	log      *slog.Logger
 	now      func() time.Time
+	observer Observer
+}
+
+// Observer is told about every decision (metrics). Implementations must be
+// cheap and safe for concurrent use: they run on the hot path.
+type Observer interface {
+	Checked(route string, o Outcome, took time.Duration)
+	SessionConflict(route string)
 }
 
 // cached is a verdict cache entry: a grant, or a denial that will not change
 // for a while (an expired or badly signed token stays so).
 type cached struct {
+	routeKey    string // the route's key prefix, to drop entries of changed routes
 	grant       *Grant
 	outcome     Outcome
 	description string
@@ -46,8 +56,9 @@ type cached struct {
 
 // Options configure a Pipeline.
 type Options struct {
-	Logger *slog.Logger
-	Now    func() time.Time
+	Logger   *slog.Logger
+	Now      func() time.Time
+	Observer Observer
 }
 
 // New returns a pipeline serving p.
@@ -66,7 +77,7 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Pipeline{cache: c, sessions: sessions, log: o.Logger, now: o.Now}
+	pl := &Pipeline{cache: c, sessions: sessions, log: o.Logger, now: o.Now, observer: o.Observer}
 	pl.policy.Store(p)
 	return pl, nil
 }
@@ -79,8 +90,25 @@ func (pl *Pipeline) Swap(p *Policy) *Policy {
 	if p.cacheSize != old.cacheSize {
 		pl.cache.Resize(p.cacheSize)
 	}
+	// Entries of routes that changed can never be hit again: free them.
+	live := make(map[string]bool)
+	for _, r := range p.routes.All() {
+		live[r.keyPrefix] = true
+	}
+	pl.cache.RemoveFunc(func(e *cached) bool { return !live[e.routeKey] })
 	return old
 }
+
+// Observe records a decision made outside the pipeline (an overload
+// refusal in a front end).
+func (pl *Pipeline) Observe(route string, o Outcome) {
+	if pl.observer != nil {
+		pl.observer.Checked(route, o, 0)
+	}
+}
+
+// SessionCount is the number of MCP session bindings held.
+func (pl *Pipeline) SessionCount() int { return pl.sessions.Len() }
 
 // Policy returns the policy in force.
 func (pl *Pipeline) Policy() *Policy { return pl.policy.Load() }
@@ -90,31 +118,85 @@ func (pl *Pipeline) CacheStats() cache.Stats { return pl.cache.Stats() }
 
 // Check decides one request.
 func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
+	start := pl.now()
 	p := pl.policy.Load()
-	v := pl.decide(ctx, p, req)
+	e := evaluation{pl: pl, p: p, req: req}
+	v := e.decide(ctx)
 	if ctx.Err() != nil && v.Outcome.Allow() {
 		// The caller gave up mid-check; never hand back an allow we could
 		// not finish deciding.
 		v = p.deny(req, nil, nil, denial{outcome: Unavailable, desc: "check cancelled"})
 	}
 	pl.logDecision(ctx, req, &v)
+	if pl.observer != nil {
+		pl.observer.Checked(v.Route, v.Outcome, pl.now().Sub(start))
+	}
+	if e.route != nil && e.route.dryRun {
+		v = e.route.dryRunVerdict(v)
+	}
 	return v
 }
 
-func (pl *Pipeline) decide(ctx context.Context, p *Policy, req *Request) Verdict {
+// Step is one stage of a decision, as Explain reports it.
+type Step struct {
+	Name    string // route, credential, identity, scopes, rules, session, lineage, ...
+	Outcome string // what the stage concluded
+	Detail  string
+}
+
+// Explain decides req like Check but without side effects (no cache
+// entries written, no session bound or ended, nothing logged or counted)
+// and reports every stage. A dry-run route's verdict is the real decision.
+func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step) {
+	var steps []Step
+	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, steps: &steps, readOnly: true}
+	v := e.decide(ctx)
+	e.step("verdict", v.Outcome.String(), fmt.Sprintf("HTTP %d %s", v.Status(), v.Description))
+	return v, steps
+}
+
+// evaluation is one decision in progress.
+type evaluation struct {
+	pl    *Pipeline
+	p     *Policy
+	req   *Request
+	route *Route
+	// steps, when not nil, records each stage (Explain).
+	steps *[]Step
+	// readOnly leaves the cache and the session bindings untouched.
+	readOnly bool
+}
+
+func (e *evaluation) step(name, outcome, detail string) {
+	if e.steps != nil {
+		*e.steps = append(*e.steps, Step{Name: name, Outcome: outcome, Detail: detail})
+	}
+}
+
+func (e *evaluation) decide(ctx context.Context) Verdict {
+	pl, p, req := e.pl, e.p, e.req
 	if v, ok := p.protectedResource(req); ok {
+		e.step("discovery", "answered", "protected resource metadata of route "+v.Route)
 		return v
 	}
 	r, ok := p.route(req)
 	if !ok {
+		e.step("route", "none", "no route matches host "+req.Host+" and path "+pathOnly(req.Path))
 		return p.deny(req, nil, nil, denial{outcome: NoRoute, desc: "no route for this request"})
 	}
+	e.route = r
+	e.step("route", r.Name, routeReason(req))
 	if r.isPublic(req.Path) {
+		e.step("public", "yes", "public path: no token needed")
 		return Verdict{Outcome: Public, Route: r.Name, Remove: r.publicRemove()}
 	}
 	call, bad := readCall(r, req)
 	if bad != nil {
+		e.step("jsonrpc", "malformed", bad.desc)
 		return p.deny(req, r, &call, denial{outcome: Malformed, desc: bad.desc, rpcCode: bad.code})
+	}
+	if call.Protocol != "" {
+		e.step("jsonrpc", call.Protocol, fmt.Sprintf("method %q name %q (from body: %v)", call.Method, call.Name, call.Body))
 	}
 
 	token, err := credential.Find(req.Headers, r.credentials)
@@ -124,58 +206,139 @@ func (pl *Pipeline) decide(ctx context.Context, p *Policy, req *Request) Verdict
 	}
 	switch {
 	case errors.Is(err, credential.ErrMissing):
+		e.step("credential", "missing", "no bearer token")
 		return p.deny(req, r, &call, denial{outcome: MissingToken})
 	case err != nil:
+		e.step("credential", "invalid", err.Error())
 		return p.deny(req, r, &call, denial{outcome: InvalidToken, desc: err.Error()})
 	}
+	e.step("credential", "found", fmt.Sprintf("bearer token of %d bytes", len(token)))
 
 	key := cacheKey(r.keyPrefix, token)
 	entry, hit := pl.cache.Get(key)
 	if !hit {
 		entry = pl.verify(ctx, p, r, token)
+		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.
+			e.step("identity", "unavailable", entry.description)
 			return p.deny(req, r, &call, denial{outcome: Unavailable, desc: entry.description})
 		}
-		pl.cache.Add(key, entry, pl.expiry(p, entry))
+		if !e.readOnly {
+			pl.cache.Add(key, entry, pl.expiry(p, entry))
+		}
 	}
 	if entry.grant == nil {
+		e.step("identity", "invalid", fmt.Sprintf("%s (cached: %v)", entry.description, hit))
 		v := p.deny(req, r, &call, denial{outcome: entry.outcome, desc: entry.description})
 		v.CacheHit = hit
 		return v
 	}
 	g := entry.grant
+	e.step("identity", g.Subject, fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit))
 	denyAs := func(d denial) Verdict {
 		v := p.deny(req, r, &call, d)
 		v.Grant, v.CacheHit = g, hit
 		return v
 	}
 	if !g.scopeOK {
+		e.step("scopes", "insufficient", "route requires "+r.scopeParam)
 		return denyAs(denial{outcome: InsufficientScope, desc: "the token lacks a required scope", scope: r.scopeParam})
 	}
 
 	switch {
 	case call.Method != "":
-		if o, desc, scope := r.authorize(g, call.Method, call.Name); o != Allowed {
+		o, desc, scope := r.authorize(g, call.Method, call.Name)
+		e.step("rules", o.String(), desc)
+		if o != Allowed {
 			return denyAs(denial{outcome: o, desc: desc, scope: scope})
 		}
 	case req.Method == "POST" && call.Protocol != "" && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
+		e.step("rules", "unknown method", "no trusted body and no Mcp-Method header")
 		return denyAs(denial{outcome: Malformed, desc: "the JSON-RPC method is unknown: send the body to ext_authz or the Mcp-Method header", rpcCode: jsonrpc.CodeInvalidRequest})
 	}
 
 	if call.Protocol == ProtoMCP && call.MCPSession != "" && r.sessionBinding {
-		if d, ok := pl.bindSession(ctx, r, req, &call, g); !ok {
+		d, ok := e.bindSession(ctx, r, &call, g)
+		if !ok {
+			e.step("session", "conflict", d.desc)
 			return denyAs(d)
 		}
+		e.step("session", "bound", "MCP session belongs to "+g.Subject)
 	}
 	v := Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Call: call, Set: g.set, Remove: g.remove}
 	if !r.lineageOff {
 		if d, ok := pl.applyLineage(ctx, p, r, req, &call, g, &v); !ok {
+			e.step("lineage", d.outcome.String(), d.desc)
 			return denyAs(d)
 		}
+		e.step("lineage", "derived", fmt.Sprintf("root %q parent %q depth %d actors %v (trusted: %v)", v.Lineage.Root, v.Lineage.Parent, v.Lineage.Depth, v.Lineage.ActorChain, v.Lineage.Trusted))
 	}
 	return v
+}
+
+// DryRunHeader tells the upstream of a dry-run route what the decision
+// would have been.
+const DryRunHeader = "x-extauthz-dry-run"
+
+// dryRunVerdict lets a decided request pass: allowed ones as they are, denied
+// ones without any identity, both with the decision in DryRunHeader. Direct
+// answers (protected resource metadata) are kept.
+func (r *Route) dryRunVerdict(v Verdict) Verdict {
+	switch {
+	case v.Outcome == ResourceMetadata:
+		return v
+	case v.Outcome.Allow():
+		v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: DryRunHeader, Value: v.Outcome.String()})
+		return v
+	}
+	would := fmt.Sprintf("would deny: %s (%d)", v.Outcome, v.Status())
+	if v.Description != "" {
+		would += ": " + v.Description
+	}
+	return Verdict{
+		Outcome: DryRun, Route: v.Route, Description: would, CacheHit: v.CacheHit, Call: v.Call,
+		Set:    []Header{{Name: DryRunHeader, Value: quote(would)}},
+		Remove: r.publicRemove(),
+	}
+}
+
+func routeReason(req *Request) string {
+	if name := req.ContextExtensions["route"]; name != "" {
+		return "named by context_extensions"
+	}
+	return "matched host " + req.Host + " and path " + pathOnly(req.Path)
+}
+
+// bindSession enforces that an MCP session is used only by the user who
+// first used it; DELETE ends the binding.
+func (e *evaluation) bindSession(ctx context.Context, r *Route, call *Call, g *Grant) (denial, bool) {
+	pl, req := e.pl, e.req
+	key := session.Key(r.Name, call.MCPSession)
+	switch {
+	case e.readOnly:
+		if b, ok := pl.sessions.Lookup(key); !ok || b.Subject == g.Subject {
+			return denial{}, true
+		}
+	case req.Method == "DELETE":
+		if pl.sessions.End(key, g.Subject) {
+			return denial{}, true
+		}
+	default:
+		if _, owned := pl.sessions.Bind(key, g.Subject); owned {
+			return denial{}, true
+		}
+	}
+	if !e.readOnly {
+		pl.log.LogAttrs(ctx, slog.LevelWarn, "session hijack attempt",
+			slog.String("route", r.Name), slog.String("user", g.Subject),
+			slog.String("request_id", req.RequestID), slog.String("method", req.Method))
+		if pl.observer != nil {
+			pl.observer.SessionConflict(r.Name)
+		}
+	}
+	return denial{outcome: SessionConflict, desc: "this MCP session belongs to another user"}, false
 }
 
 // applyLineage derives the request's place in its conversation and adds the
@@ -211,23 +374,6 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
 	v.Lineage = res
 	return denial{}, true
-}
-
-// bindSession enforces that an MCP session is used only by the user who
-// first used it; DELETE ends the binding.
-func (pl *Pipeline) bindSession(ctx context.Context, r *Route, req *Request, call *Call, g *Grant) (denial, bool) {
-	key := session.Key(r.Name, call.MCPSession)
-	if req.Method == "DELETE" {
-		if pl.sessions.End(key, g.Subject) {
-			return denial{}, true
-		}
-	} else if _, owned := pl.sessions.Bind(key, g.Subject); owned {
-		return denial{}, true
-	}
-	pl.log.LogAttrs(ctx, slog.LevelWarn, "session hijack attempt",
-		slog.String("route", r.Name), slog.String("user", g.Subject),
-		slog.String("request_id", req.RequestID), slog.String("method", req.Method))
-	return denial{outcome: SessionConflict, desc: "this MCP session belongs to another user"}, false
 }
 
 // verify runs the expensive part: signature and claims, then the grant.

@@ -25,6 +25,8 @@ const (
 	SessionConflict                  // the MCP session belongs to another user
 	ResourceMetadata                 // answered directly: the protected resource metadata document
 	TooDeep                          // the delegation chain is deeper than the route allows
+	DryRun                           // a dry-run route let a request pass that would have been denied
+	Overloaded                       // too many checks in progress: answered at once, fail closed
 )
 
 // outcomes is the one table mapping outcomes to what the client sees.
@@ -44,6 +46,8 @@ var outcomes = [...]struct {
 	SessionConflict:   {403, "session_conflict"},
 	ResourceMetadata:  {200, "resource_metadata"},
 	TooDeep:           {403, "delegation_too_deep"},
+	DryRun:            {200, "dry_run"},
+	Overloaded:        {503, "overloaded"},
 }
 
 // Status is the HTTP status Envoy must answer with (200 when allowed).
@@ -53,7 +57,7 @@ func (o Outcome) Status() int { return outcomes[o].status }
 func (o Outcome) String() string { return outcomes[o].reason }
 
 // Allow reports whether the request may pass.
-func (o Outcome) Allow() bool { return o == Allowed || o == Public }
+func (o Outcome) Allow() bool { return o == Allowed || o == Public || o == DryRun }
 
 // Header is one header name (lower-case) and value; the same type as the
 // lineage package's, so that lineage appends to a verdict's headers.
@@ -80,10 +84,17 @@ type Verdict struct {
 	// Denied: headers for the client response and a short JSON body.
 	ResponseHeaders []Header
 	Body            []byte
+
+	status int // overrides the outcome's status (configured overload status)
 }
 
 // Status is the HTTP status of the verdict.
-func (v *Verdict) Status() int { return v.Outcome.Status() }
+func (v *Verdict) Status() int {
+	if v.status != 0 {
+		return v.status
+	}
+	return v.Outcome.Status()
+}
 
 // errorBody is the JSON a denial carries.
 type errorBody struct {
@@ -96,6 +107,15 @@ type errorBody struct {
 func jsonBody(o Outcome, desc, scope string) []byte {
 	b, _ := json.Marshal(errorBody{Error: o.String(), Description: desc, Scope: scope, Status: o.Status()})
 	return b
+}
+
+// OverloadVerdict is the answer to a check refused for lack of capacity,
+// with the configured status (503 unless set otherwise).
+func OverloadVerdict(status int) Verdict {
+	return Verdict{
+		Outcome: Overloaded, Description: "too many checks in progress", Body: jsonBody(Overloaded, "too many checks in progress", ""), status: status,
+		ResponseHeaders: []Header{{Name: "retry-after", Value: "1"}, {Name: "content-type", Value: "application/json"}},
+	}
 }
 
 // rpcErrorBody is the JSON-RPC error response for a denial, so that MCP and
@@ -129,6 +149,8 @@ var rpcMessages = [...]string{
 	SessionConflict:   "Forbidden: session belongs to another user",
 	ResourceMetadata:  "",
 	TooDeep:           "Forbidden: delegation chain too deep",
+	DryRun:            "",
+	Overloaded:        "Service overloaded",
 }
 
 // challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value.

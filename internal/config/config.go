@@ -25,6 +25,15 @@ type File struct {
 	Identity Identity `yaml:"identity"`
 	Sessions Sessions `yaml:"sessions"`
 	Lineage  Lineage  `yaml:"lineage"`
+	Limits   Limits   `yaml:"limits"`
+}
+
+// Limits protect the service under overload.
+type Limits struct {
+	// MaxConcurrentChecks bounds checks in progress; beyond it a check is
+	// answered at once with OverloadStatus (fail closed) instead of queueing.
+	MaxConcurrentChecks int `yaml:"max_concurrent_checks"`
+	OverloadStatus      int `yaml:"overload_status"`
 }
 
 // Lineage configures the conversation lineage headers and whom to believe
@@ -147,6 +156,9 @@ type Route struct {
 	DefaultAction     string            `yaml:"default_action"`
 	ProtectedResource ProtectedResource `yaml:"protected_resource"`
 	Lineage           RouteLineage      `yaml:"lineage"`
+	// DryRun decides, logs and counts as usual but lets every request pass,
+	// telling the upstream the decision in the x-extauthz-dry-run header.
+	DryRun bool `yaml:"dry_run"`
 }
 
 // Route protocols.
@@ -234,6 +246,7 @@ const (
 	DefaultSessions       = 100_000
 	DefaultSessionIdle    = time.Hour
 	DefaultMaxDepth       = 8
+	DefaultMaxConcurrent  = 1024
 )
 
 // Duration is a time.Duration written as "30s", "5m".
@@ -301,6 +314,12 @@ func (f *File) applyDefaults() {
 	}
 	if f.Sessions.IdleTimeout == 0 {
 		f.Sessions.IdleTimeout = Duration(DefaultSessionIdle)
+	}
+	if f.Limits.MaxConcurrentChecks == 0 {
+		f.Limits.MaxConcurrentChecks = DefaultMaxConcurrent
+	}
+	if f.Limits.OverloadStatus == 0 {
+		f.Limits.OverloadStatus = 503
 	}
 	setDefault(&f.Lineage.Preset, "default")
 	if f.Lineage.MaxDepth == 0 {

@@ -74,6 +74,12 @@ func (f *File) Validate() error {
 		v.add("sessions: max_entries and idle_timeout must not be negative")
 	}
 	v.lineage(f.Lineage, f.Routes)
+	if f.Limits.MaxConcurrentChecks < 0 {
+		v.add("limits.max_concurrent_checks: must not be negative")
+	}
+	if s := f.Limits.OverloadStatus; s != 429 && (s < 500 || s > 599) && s != 403 {
+		v.add("limits.overload_status: %d is not 403, 429 or 5xx", s)
+	}
 	if f.Cache.MaxEntries < 0 {
 		v.add("cache.max_entries: must be positive")
 	}

@@ -9,6 +9,7 @@ package envoyauthz
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -31,6 +32,7 @@ type Server struct {
 	// pipeline is concrete, not an interface, so that the request built on
 	// the stack for it stays there.
 	pipeline *check.Pipeline
+	inflight atomic.Int64
 }
 
 var _ authv3.AuthorizationServer = (*Server)(nil)
@@ -40,6 +42,15 @@ func NewServer(p *check.Pipeline) *Server { return &Server{pipeline: p} }
 
 // Check answers one Envoy ext_authz call.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	limits := s.pipeline.Policy().Limits()
+	n := s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	if limits.MaxConcurrentChecks > 0 && n > int64(limits.MaxConcurrentChecks) {
+		// Shed load: answer at once, closed, rather than queue without bound.
+		v := check.OverloadVerdict(limits.OverloadStatus)
+		s.pipeline.Observe("", check.Overloaded)
+		return Response(&v), nil
+	}
 	in := Input(req)
 	v := s.pipeline.Check(ctx, &in)
 	return Response(&v), nil

@@ -41,6 +41,7 @@ type keySource struct {
 	unknownKIDInterval time.Duration
 	now                func() time.Time
 	log                *slog.Logger
+	onFetch            func(issuer string, err error) // may be nil
 
 	keys atomic.Pointer[keySet]
 
@@ -73,6 +74,11 @@ func (s *keySource) load(ctx context.Context) error {
 	defer cancel()
 
 	doc, err := s.fetch(ctx)
+	defer func() {
+		if s.onFetch != nil {
+			s.onFetch(s.issuerName, err)
+		}
+	}()
 	if err == nil {
 		var (
 			set     *keySet

@@ -36,6 +36,9 @@ type Options struct {
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 	Now        func() time.Time
+	// OnFetch, when set, is told about every key set load (err nil on
+	// success), for metrics. It must be cheap and safe for concurrent use.
+	OnFetch func(issuer string, err error)
 }
 
 // Claims are a verified token's claims.
@@ -114,6 +117,7 @@ func New(ctx context.Context, specs []IssuerSpec, opts Options) (*Verifier, erro
 			unknownKIDInterval: cmpOr(spec.UnknownKIDInterval, defaultUnknownKIDInterval),
 			now:                now,
 			log:                log,
+			onFetch:            opts.OnFetch,
 			loaded:             make(chan struct{}),
 			lifetime:           lifetime,
 			wg:                 &v.wg,

@@ -39,6 +39,15 @@ func NewTable[R any](matchers []Matcher, routes []R, fallback int) *Table[R] {
 	return t
 }
 
+// All returns every route in order.
+func (t *Table[R]) All() []R {
+	out := make([]R, len(t.ordered))
+	for i, e := range t.ordered {
+		out[i] = e.route
+	}
+	return out
+}
+
 // ByName returns the route with the given name, as named by Envoy's
 // per-route context_extensions.
 func (t *Table[R]) ByName(name string) (R, bool) {

@@ -1,0 +1,163 @@
+// Package metrics exposes what the service decides and how its caches and
+// dependencies behave, in the Prometheus exposition format. Labels are
+// bounded: routes, outcomes, issuers, caches and results come from the
+// configuration or fixed lists, never from users or tokens.
+package metrics
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/check"
+)
+
+const namespace = "extauthz"
+
+// Metrics holds the service's collectors in a registry of its own.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	checks      *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	hijacks     *prometheus.CounterVec
+	jwksFetches *prometheus.CounterVec
+	reloads     *prometheus.CounterVec
+	generation  prometheus.Gauge
+	stsCalls    *prometheus.CounterVec
+	stsLatency  prometheus.Histogram
+
+	// handles caches the children of checks and latency per route and
+	// outcome, so the hot path skips the label lookup.
+	handles sync.Map // checkKey -> *checkHandles
+}
+
+type checkKey struct {
+	route   string
+	outcome check.Outcome
+}
+
+type checkHandles struct {
+	count   prometheus.Counter
+	latency prometheus.Observer
+}
+
+var _ check.Observer = (*Metrics)(nil)
+
+// New registers the collectors, with the Go runtime and process ones.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "checks_total",
+			Help: "Decisions by route and outcome (allowed, public, and each denial reason).",
+		}, []string{"route", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "check_duration_seconds",
+			Help:    "Time to decide one request, by route.",
+			Buckets: []float64{.000005, .00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"route"}),
+		hijacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "session_hijack_attempts_total",
+			Help: "Requests presenting an MCP session bound to another user.",
+		}, []string{"route"}),
+		jwksFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "jwks_fetches_total",
+			Help: "Key set loads by issuer and result (ok, error).",
+		}, []string{"issuer", "result"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "config_reloads_total",
+			Help: "Configuration reloads by result (ok, error).",
+		}, []string{"result"}),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_generation",
+			Help: "How many configurations have been loaded since start.",
+		}),
+		stsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "sts_calls_total",
+			Help: "Token exchange calls by result (ok, or the error kind).",
+		}, []string{"result"}),
+		stsLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "sts_call_duration_seconds",
+			Help:    "Token exchange call latency.",
+			Buckets: prometheus.DefBuckets,
+		}),
+	}
+	m.reg.MustRegister(m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the exposition.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Checked counts one decision.
+func (m *Metrics) Checked(route string, o check.Outcome, took time.Duration) {
+	k := checkKey{route, o}
+	h, ok := m.handles.Load(k)
+	if !ok {
+		h, _ = m.handles.LoadOrStore(k, &checkHandles{
+			count:   m.checks.WithLabelValues(route, o.String()),
+			latency: m.latency.WithLabelValues(route),
+		})
+	}
+	ch := h.(*checkHandles)
+	ch.count.Inc()
+	ch.latency.Observe(took.Seconds())
+}
+
+// SessionConflict counts a session hijack attempt.
+func (m *Metrics) SessionConflict(route string) { m.hijacks.WithLabelValues(route).Inc() }
+
+// JWKSFetch counts a key set load.
+func (m *Metrics) JWKSFetch(issuer string, err error) {
+	m.jwksFetches.WithLabelValues(issuer, result(err)).Inc()
+}
+
+// Reloaded counts a configuration reload.
+func (m *Metrics) Reloaded(err error) {
+	m.reloads.WithLabelValues(result(err)).Inc()
+	if err == nil {
+		m.generation.Inc()
+	}
+}
+
+// STSCall counts a token exchange call; kind is "ok" or the error kind.
+func (m *Metrics) STSCall(kind string, took time.Duration) {
+	m.stsCalls.WithLabelValues(kind).Inc()
+	m.stsLatency.Observe(took.Seconds())
+}
+
+// Cache exposes a cache's counters under the label cache=name; stats is
+// read at scrape time, so the hot path pays nothing.
+func (m *Metrics) Cache(name string, stats func() cache.Stats) {
+	labels := prometheus.Labels{"cache": name}
+	counter := func(metric, help string, v func(cache.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: metric, Help: help, ConstLabels: labels},
+			func() float64 { return float64(v(stats())) })
+	}
+	m.reg.MustRegister(
+		counter("cache_hits_total", "Cache lookups answered.", func(s cache.Stats) uint64 { return s.Hits }),
+		counter("cache_misses_total", "Cache lookups not answered.", func(s cache.Stats) uint64 { return s.Misses }),
+		counter("cache_evictions_total", "Entries removed by the bound, expiry or invalidation.", func(s cache.Stats) uint64 { return s.Evictions }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "cache_entries", Help: "Entries held.", ConstLabels: labels},
+			func() float64 { return float64(stats().Size) }),
+	)
+}
+
+// Registry is the registry, for collectors of other packages.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
