@@ -30,6 +30,9 @@ func Main(ctx context.Context, args []string, env Env) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		if errors.Is(err, errDenied) {
+			return 1 // the decision is already printed
+		}
 		fmt.Fprintf(env.Stderr, "extauthz: %v\n", err)
 		var ue usageError
 		if errors.As(err, &ue) {
@@ -57,6 +60,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		return validateCommand(ctx, args, env)
 	case "token":
 		return tokenCommand(args, env)
+	case "check":
+		return checkCommand(ctx, args, env)
 	case "version":
 		fmt.Fprintln(env.Stdout, version())
 		return nil
@@ -76,6 +81,8 @@ Usage:
   extauthz [serve] [flags]            serve ext_authz v3 (gRPC) and the admin endpoints
   extauthz validate --config FILE     check a configuration file
   extauthz token --sub USER [flags]   print a token the built-in default accepts
+  extauthz check [--config FILE] REQUEST.json
+                                      decide a CheckRequest offline and show every step
   extauthz version                    print the version
 
 Run "extauthz COMMAND -h" for a command's flags.
