@@ -25,6 +25,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/metrics"
+	"github.com/extauthz/extauthz/internal/tracing"
 )
 
 // ServeOptions are the serve command's settings.
@@ -97,6 +98,14 @@ func loadConfig(path string, env Env, log *slog.Logger) (f *config.File, raw []b
 	return f, nil, nil
 }
 
+func tracingConfig(t config.Tracing) tracing.Config {
+	ratio := 1.0
+	if t.SampleRatio != nil {
+		ratio = *t.SampleRatio
+	}
+	return tracing.Config{Endpoint: t.OTLPEndpoint, Insecure: t.Insecure, SampleRatio: ratio, ServiceName: t.ServiceName, Version: version()}
+}
+
 // Serve runs the service until ctx is done, then drains and returns nil.
 func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	log, err := newLogger(env.Stderr, o.LogLevel, o.LogFormat)
@@ -108,11 +117,23 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		return err
 	}
 	m := metrics.New()
+	tr, err := tracing.New(ctx, tracingConfig(cfg.Tracing))
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tr.Shutdown(sctx)
+	}()
+	// One HTTP client for JWKS, discovery and token exchange, traced when
+	// tracing is on.
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: tr.Transport(http.DefaultTransport)}
 	// Key refreshes live as long as the service, not as long as a signal
 	// context: they stop when the policy is closed.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBackground()
-	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch}
+	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, HTTPClient: httpClient}
 	policy, err := check.Compile(bg, cfg, deps)
 	if err != nil {
 		return err
@@ -156,7 +177,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		// A CheckRequest carries headers and at most the buffered body.
 		grpc.MaxRecvMsgSize(8<<20),
 	)
-	authv3.RegisterAuthorizationServer(gs, envoyauthz.NewServer(pipeline))
+	authv3.RegisterAuthorizationServer(gs, envoyauthz.NewServer(pipeline, tr))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	setHealth := func(ready bool) {

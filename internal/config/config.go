@@ -26,6 +26,16 @@ type File struct {
 	Sessions Sessions `yaml:"sessions"`
 	Lineage  Lineage  `yaml:"lineage"`
 	Limits   Limits   `yaml:"limits"`
+	Tracing  Tracing  `yaml:"tracing"`
+}
+
+// Tracing sends OpenTelemetry spans to an OTLP/gRPC collector; off unless
+// otlp_endpoint is set. Read at start only.
+type Tracing struct {
+	OTLPEndpoint string   `yaml:"otlp_endpoint"`
+	Insecure     bool     `yaml:"insecure"`
+	SampleRatio  *float64 `yaml:"sample_ratio"` // default 1
+	ServiceName  string   `yaml:"service_name"`
 }
 
 // Limits protect the service under overload.

@@ -74,6 +74,9 @@ func (f *File) Validate() error {
 		v.add("sessions: max_entries and idle_timeout must not be negative")
 	}
 	v.lineage(f.Lineage, f.Routes)
+	if r := f.Tracing.SampleRatio; r != nil && (*r < 0 || *r > 1) {
+		v.add("tracing.sample_ratio: must be between 0 and 1")
+	}
 	if f.Limits.MaxConcurrentChecks < 0 {
 		v.add("limits.max_concurrent_checks: must not be negative")
 	}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/tracing"
 )
 
 // MetadataNamespace is where Envoy files the dynamic metadata we return.
@@ -33,12 +34,15 @@ type Server struct {
 	// the stack for it stays there.
 	pipeline *check.Pipeline
 	inflight atomic.Int64
+	tracing  *tracing.Tracing // nil: off
 }
 
 var _ authv3.AuthorizationServer = (*Server)(nil)
 
-// NewServer returns a Server deciding with p.
-func NewServer(p *check.Pipeline) *Server { return &Server{pipeline: p} }
+// NewServer returns a Server deciding with p; t (nil for off) traces checks.
+func NewServer(p *check.Pipeline, t *tracing.Tracing) *Server {
+	return &Server{pipeline: p, tracing: t}
+}
 
 // Check answers one Envoy ext_authz call.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
@@ -52,7 +56,17 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		return Response(&v), nil
 	}
 	in := Input(req)
+	if s.tracing == nil {
+		v := s.pipeline.Check(ctx, &in)
+		return Response(&v), nil
+	}
+	ctx, span := s.tracing.StartCheck(ctx, in.Headers)
 	v := s.pipeline.Check(ctx, &in)
+	var user string
+	if v.Grant != nil {
+		user = v.Grant.Subject
+	}
+	tracing.EndCheck(span, v.Route, v.Outcome.String(), v.Status(), user)
 	return Response(&v), nil
 }
 

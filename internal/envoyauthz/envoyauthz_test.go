@@ -195,7 +195,7 @@ cache: {max_entries: 1000000}
 		}
 		return c
 	}
-	return NewServer(pl), map[string]func(int) string{
+	return NewServer(pl, nil), map[string]func(int) string{
 		"HS256": func(i int) string { return testtoken.HMAC(b, "HS256", secret, claims(i, "")) },
 		"RS256": func(i int) string { return rs.Sign(b, claims(i, "https://idp.example.com/rsa")) },
 		"ES256": func(i int) string { return es.Sign(b, claims(i, "https://idp.example.com/ec")) },

@@ -77,7 +77,7 @@ func newProtoFixture(t *testing.T) *protoFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &protoFixture{srv: envoyauthz.NewServer(pl)}
+	return &protoFixture{srv: envoyauthz.NewServer(pl, nil)}
 }
 
 func token(t testing.TB, sub string, extra jwt.MapClaims) string {
