@@ -151,7 +151,9 @@ func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step)
 	var steps []Step
 	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, steps: &steps, readOnly: true}
 	v := e.decide(ctx)
-	e.step("verdict", v.Outcome.String(), fmt.Sprintf("HTTP %d %s", v.Status(), v.Description))
+	if e.steps != nil {
+		e.step("verdict", v.Outcome.String(), fmt.Sprintf("HTTP %d %s", v.Status(), v.Description))
+	}
 	return v, steps
 }
 
@@ -167,6 +169,8 @@ type evaluation struct {
 	readOnly bool
 }
 
+// step records a stage. Callers that build the detail check e.steps first,
+// so that the hot path formats nothing.
 func (e *evaluation) step(name, outcome, detail string) {
 	if e.steps != nil {
 		*e.steps = append(*e.steps, Step{Name: name, Outcome: outcome, Detail: detail})
@@ -176,16 +180,22 @@ func (e *evaluation) step(name, outcome, detail string) {
 func (e *evaluation) decide(ctx context.Context) Verdict {
 	pl, p, req := e.pl, e.p, e.req
 	if v, ok := p.protectedResource(req); ok {
-		e.step("discovery", "answered", "protected resource metadata of route "+v.Route)
+		if e.steps != nil {
+			e.step("discovery", "answered", "protected resource metadata of route "+v.Route)
+		}
 		return v
 	}
 	r, ok := p.route(req)
 	if !ok {
-		e.step("route", "none", "no route matches host "+req.Host+" and path "+pathOnly(req.Path))
+		if e.steps != nil {
+			e.step("route", "none", "no route matches host "+req.Host+" and path "+pathOnly(req.Path))
+		}
 		return p.deny(req, nil, nil, denial{outcome: NoRoute, desc: "no route for this request"})
 	}
 	e.route = r
-	e.step("route", r.Name, routeReason(req))
+	if e.steps != nil {
+		e.step("route", r.Name, routeReason(req))
+	}
 	if r.isPublic(req.Path) {
 		e.step("public", "yes", "public path: no token needed")
 		return Verdict{Outcome: Public, Route: r.Name, Remove: r.publicRemove()}
@@ -196,7 +206,9 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		return p.deny(req, r, &call, denial{outcome: Malformed, desc: bad.desc, rpcCode: bad.code})
 	}
 	if call.Protocol != "" {
-		e.step("jsonrpc", call.Protocol, fmt.Sprintf("method %q name %q (from body: %v)", call.Method, call.Name, call.Body))
+		if e.steps != nil {
+			e.step("jsonrpc", call.Protocol, fmt.Sprintf("method %q name %q (from body: %v)", call.Method, call.Name, call.Body))
+		}
 	}
 
 	token, err := credential.Find(req.Headers, r.credentials)
@@ -209,10 +221,14 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		e.step("credential", "missing", "no bearer token")
 		return p.deny(req, r, &call, denial{outcome: MissingToken})
 	case err != nil:
-		e.step("credential", "invalid", err.Error())
+		if e.steps != nil {
+			e.step("credential", "invalid", err.Error())
+		}
 		return p.deny(req, r, &call, denial{outcome: InvalidToken, desc: err.Error()})
 	}
-	e.step("credential", "found", fmt.Sprintf("bearer token of %d bytes", len(token)))
+	if e.steps != nil {
+		e.step("credential", "found", fmt.Sprintf("bearer token of %d bytes", len(token)))
+	}
 
 	key := cacheKey(r.keyPrefix, token)
 	entry, hit := pl.cache.Get(key)
@@ -229,27 +245,35 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		}
 	}
 	if entry.grant == nil {
-		e.step("identity", "invalid", fmt.Sprintf("%s (cached: %v)", entry.description, hit))
+		if e.steps != nil {
+			e.step("identity", "invalid", fmt.Sprintf("%s (cached: %v)", entry.description, hit))
+		}
 		v := p.deny(req, r, &call, denial{outcome: entry.outcome, desc: entry.description})
 		v.CacheHit = hit
 		return v
 	}
 	g := entry.grant
-	e.step("identity", g.Subject, fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit))
+	if e.steps != nil {
+		e.step("identity", g.Subject, fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit))
+	}
 	denyAs := func(d denial) Verdict {
 		v := p.deny(req, r, &call, d)
 		v.Grant, v.CacheHit = g, hit
 		return v
 	}
 	if !g.scopeOK {
-		e.step("scopes", "insufficient", "route requires "+r.scopeParam)
+		if e.steps != nil {
+			e.step("scopes", "insufficient", "route requires "+r.scopeParam)
+		}
 		return denyAs(denial{outcome: InsufficientScope, desc: "the token lacks a required scope", scope: r.scopeParam})
 	}
 
 	switch {
 	case call.Method != "":
 		o, desc, scope := r.authorize(g, call.Method, call.Name)
-		e.step("rules", o.String(), desc)
+		if e.steps != nil {
+			e.step("rules", o.String(), desc)
+		}
 		if o != Allowed {
 			return denyAs(denial{outcome: o, desc: desc, scope: scope})
 		}
@@ -265,15 +289,21 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 			e.step("session", "conflict", d.desc)
 			return denyAs(d)
 		}
-		e.step("session", "bound", "MCP session belongs to "+g.Subject)
+		if e.steps != nil {
+			e.step("session", "bound", "MCP session belongs to "+g.Subject)
+		}
 	}
 	v := Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Call: call, Set: g.set, Remove: g.remove}
 	if !r.lineageOff {
 		if d, ok := pl.applyLineage(ctx, p, r, req, &call, g, &v); !ok {
-			e.step("lineage", d.outcome.String(), d.desc)
+			if e.steps != nil {
+				e.step("lineage", d.outcome.String(), d.desc)
+			}
 			return denyAs(d)
 		}
-		e.step("lineage", "derived", fmt.Sprintf("root %q parent %q depth %d actors %v (trusted: %v)", v.Lineage.Root, v.Lineage.Parent, v.Lineage.Depth, v.Lineage.ActorChain, v.Lineage.Trusted))
+		if e.steps != nil {
+			e.step("lineage", "derived", fmt.Sprintf("root %q parent %q depth %d actors %v (trusted: %v)", v.Lineage.Root, v.Lineage.Parent, v.Lineage.Depth, v.Lineage.ActorChain, v.Lineage.Trusted))
+		}
 	}
 	return v
 }
