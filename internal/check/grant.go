@@ -37,6 +37,16 @@ type Grant struct {
 	// rendered memoizes a front end's rendering of this grant, so that a
 	// cache hit does not rebuild the same response pieces every time.
 	rendered atomic.Pointer[any]
+	// lineage memoizes the headers of the last lineage derived for this
+	// grant: a conversation's requests repeat it.
+	lineage atomic.Pointer[lineageMemo]
+}
+
+// lineageMemo is one lineage result with the header mutations it makes.
+type lineageMemo struct {
+	res    lineage.Result
+	set    []Header
+	remove []string
 }
 
 // Headers are the identity headers this grant sets upstream; every allowed

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -399,11 +400,24 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 			pl.log.LogAttrs(ctx, slog.LevelWarn, "signing lineage failed", slog.String("route", r.Name), slog.String("error", err.Error()))
 		}
 	}
+	v.Lineage = res
+	if m := g.lineage.Load(); m != nil && sameLineage(&m.res, &res) {
+		v.Set, v.Remove, v.Lineage = m.set, m.remove, m.res
+		return denial{}, true
+	}
 	// The grant's slices are shared by every request: full slice
 	// expressions make the appends copy.
 	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
-	v.Lineage = res
+	if res.Signed == "" { // a signed token is new on every request
+		g.lineage.Store(&lineageMemo{res: res, set: v.Set, remove: v.Remove})
+	}
 	return denial{}, true
+}
+
+// sameLineage reports whether two results make the same headers.
+func sameLineage(a, b *lineage.Result) bool {
+	return a.Root == b.Root && a.Parent == b.Parent && a.Depth == b.Depth && a.Context == b.Context &&
+		a.Trusted == b.Trusted && a.FromSigned == b.FromSigned && a.Signed == b.Signed && slices.Equal(a.ActorChain, b.ActorChain)
 }
 
 // verify runs the expensive part: signature and claims, then the grant.

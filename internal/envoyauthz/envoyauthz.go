@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -80,15 +81,18 @@ func Input(req *authv3.CheckRequest) check.Request {
 		headers = mergeRaw(h.GetHeaderMap().GetHeaders())
 	}
 	in := check.Request{
-		Method:            first(h.GetMethod(), headers[":method"]),
-		Scheme:            first(h.GetScheme(), headers[":scheme"], headers["x-forwarded-proto"]),
-		Host:              first(h.GetHost(), headers[":authority"]),
-		Path:              first(h.GetPath(), headers[":path"]),
+		Method:            orHeader(h.GetMethod(), headers, ":method"),
+		Scheme:            orHeader(h.GetScheme(), headers, ":scheme"),
+		Host:              orHeader(h.GetHost(), headers, ":authority"),
+		Path:              orHeader(h.GetPath(), headers, ":path"),
 		Protocol:          h.GetProtocol(),
 		Headers:           headers,
 		ContextExtensions: attrs.GetContextExtensions(),
 		SourcePrincipal:   attrs.GetSource().GetPrincipal(),
 		RequestID:         headers["x-request-id"],
+	}
+	if in.Scheme == "" {
+		in.Scheme = headers["x-forwarded-proto"]
 	}
 	if raw := h.GetRawBody(); len(raw) > 0 {
 		in.Body = raw
@@ -120,13 +124,13 @@ func mergeRaw(list []*corev3.HeaderValue) check.Headers {
 	return m
 }
 
-func first(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
+// orHeader is v, or when Envoy left the attribute empty (older versions,
+// raw header maps) the pseudo-header.
+func orHeader(v string, headers check.Headers, name string) string {
+	if v != "" {
+		return v
 	}
-	return ""
+	return headers[name]
 }
 
 // Shared immutable pieces of every response: protobuf messages are safe to
@@ -157,6 +161,32 @@ type rendering struct {
 	headers []*corev3.HeaderValueOption
 	// fields are the grant's metadata values, shared by its responses.
 	fields map[string]*structpb.Value
+	// last is the grant's last response: repeated requests of one
+	// conversation get the same answer, shared (read-only) between them.
+	last atomic.Pointer[lastResponse]
+}
+
+// lastResponse is a response with what it was built from. The pipeline
+// hands out the same Set and Remove slices for the same lineage, so slice
+// identity stands for their content.
+type lastResponse struct {
+	set      *check.Header
+	remove   *string
+	setLen   int
+	cacheHit bool
+	call     check.Call
+	resp     *authv3.CheckResponse
+}
+
+func (l *lastResponse) matches(v *check.Verdict) bool {
+	return l.setLen == len(v.Set) && l.set == unsafe.SliceData(v.Set) && l.remove == unsafe.SliceData(v.Remove) &&
+		l.cacheHit == v.CacheHit && sameCall(&l.call, &v.Call)
+}
+
+// sameCall compares what the metadata shows of a call (not its id).
+func sameCall(a, b *check.Call) bool {
+	return a.Protocol == b.Protocol && a.Method == b.Method && a.Name == b.Name &&
+		a.MCPSession == b.MCPSession && a.ContextID == b.ContextID && a.TaskID == b.TaskID
 }
 
 // renderGrant builds a grant's rendering once. The grant's own headers are
@@ -189,7 +219,10 @@ func withExtra(rendered []*corev3.HeaderValueOption, set []check.Header) []*core
 func Response(v *check.Verdict) *authv3.CheckResponse {
 	if v.Outcome == check.Allowed && v.Grant != nil {
 		r := check.Rendered(v.Grant, renderGrant)
-		return &authv3.CheckResponse{
+		if l := r.last.Load(); l != nil && l.matches(v) {
+			return l.resp
+		}
+		resp := &authv3.CheckResponse{
 			Status: okStatus,
 			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
 				Headers:         withExtra(r.headers, v.Set),
@@ -197,6 +230,11 @@ func Response(v *check.Verdict) *authv3.CheckResponse {
 			}},
 			DynamicMetadata: metadataWith(r.fields, v),
 		}
+		call := v.Call
+		call.ID = nil
+		r.last.Store(&lastResponse{set: unsafe.SliceData(v.Set), remove: unsafe.SliceData(v.Remove), setLen: len(v.Set),
+			cacheHit: v.CacheHit, call: call, resp: resp})
+		return resp
 	}
 	if v.Outcome.Allow() {
 		return &authv3.CheckResponse{
