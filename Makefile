@@ -9,11 +9,15 @@ BENCHTIME ?= 1s
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+# Debian packages the tests use: nginx for the end-to-end tests through a
+# real proxy, protoc for the generated-code check.
+DEB_PACKAGES := nginx protobuf-compiler libprotobuf-dev
 
 .PHONY: deps
 deps: ## Install the system packages the tests need (Debian; idempotent).
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh $(DEB_PACKAGES)
 
 .PHONY: build
 build: ## Build bin/extauthz and bin/extauthz-loadtest.
@@ -24,8 +28,10 @@ build: ## Build bin/extauthz and bin/extauthz-loadtest.
 run: ## Run the service on its built-in defaults (JWT_SECRET, HS256).
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/extauthz serve --log-format text
 
+include mk/proto.mk
+
 .PHONY: test
-test: deps ## Run every test with the race detector (what CI runs).
+test: deps proto-check ## Run every test with the race detector (what CI runs).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...

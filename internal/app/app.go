@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+
+	"github.com/extauthz/extauthz/internal/adminapi"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/app.Version=v1.2.3".
@@ -62,6 +64,15 @@ func run(ctx context.Context, args []string, env Env) error {
 		return tokenCommand(args, env)
 	case "check":
 		return checkCommand(ctx, args, env)
+	case "admin":
+		err := adminapi.RunCLI(ctx, args, env.Stdout, env.Stderr)
+		switch {
+		case errors.Is(err, adminapi.ErrUsage):
+			return usageError{err}
+		case errors.Is(err, adminapi.ErrDenied):
+			return errDenied
+		}
+		return err
 	case "version":
 		fmt.Fprintln(env.Stdout, version())
 		return nil
@@ -83,6 +94,8 @@ Usage:
   extauthz token --sub USER [flags]   print a token the built-in default accepts
   extauthz check [--config FILE] REQUEST.json
                                       decide a CheckRequest offline and show every step
+  extauthz admin [--addr H:P] invalidate-session ID | invalidate-subject SUB | explain REQUEST.json | stats
+                                      call the admin API of a running service
   extauthz version                    print the version
 
 Run "extauthz COMMAND -h" for a command's flags.

@@ -20,12 +20,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/extauthz/extauthz/internal/adminapi"
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/metrics"
 	"github.com/extauthz/extauthz/internal/tracing"
+	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
 
 // ServeOptions are the serve command's settings.
@@ -50,7 +52,7 @@ func serveFlags(o *ServeOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config", "", "configuration file (YAML); without it the built-in default (JWT_SECRET, HS256) is used")
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:9191", "address of the ext_authz gRPC listener")
-	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9092", "address of the admin HTTP listener (/healthz, /readyz)")
+	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9092", "address of the admin listener: /healthz, /readyz, /metrics and the admin gRPC API")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain in-flight checks on SIGTERM")
@@ -190,7 +192,14 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	}
 	setHealth(pipeline.Policy().Ready())
 
-	admin := &http.Server{Handler: adminHandler(pipeline, m, o.Pprof), ReadHeaderTimeout: 5 * time.Second}
+	// The admin gRPC API shares the admin listener, never the ext_authz one.
+	adminGS := grpc.NewServer(grpc.MaxRecvMsgSize(8 << 20))
+	adminv1.RegisterAdminServiceServer(adminGS, adminapi.NewServer(&adminBackend{pipeline: pipeline, started: time.Now()}, adminapi.Options{Logger: log}))
+	admin := &http.Server{
+		Handler:           adminapi.Handler(adminGS, adminHandler(pipeline, m, o.Pprof)),
+		Protocols:         adminapi.Protocols(),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
 
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(grpcLis) }()
@@ -243,6 +252,7 @@ loop:
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = admin.Shutdown(shutdownCtx)
+	adminGS.Stop()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) && !errors.Is(serveErr, grpc.ErrServerStopped) {
 		return serveErr
 	}

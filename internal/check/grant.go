@@ -21,6 +21,7 @@ type Grant struct {
 	ClientID string // azp or client_id
 	Scopes   []string
 	Expires  time.Time
+	IssuedAt time.Time // zero when the token has no iat
 	Claims   map[string]any
 	// Actors is the RFC 8693 act chain, outermost first: the signed truth
 	// about who is acting for the subject.
@@ -76,12 +77,13 @@ func (e *claimError) Error() string { return e.msg }
 // newGrant turns verified claims into a grant for route r.
 func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	g := &Grant{
-		Route:   r.Name,
-		Issuer:  c.IssuerName,
-		Expires: c.ExpiresAt,
-		Claims:  c.Raw,
-		Scopes:  scopes(c.Raw),
-		Actors:  lineage.ActChain(c.Raw),
+		Route:    r.Name,
+		Issuer:   c.IssuerName,
+		Expires:  c.ExpiresAt,
+		IssuedAt: c.IssuedAt,
+		Claims:   c.Raw,
+		Scopes:   scopes(c.Raw),
+		Actors:   lineage.ActChain(c.Raw),
 	}
 	id := &p.identity
 	sub, ok, err := p.claimValue(c.Raw, id.UserClaim)

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,7 +38,19 @@ type Pipeline struct {
 	log      *slog.Logger
 	now      func() time.Time
 	observer Observer
+
+	// revoked maps a subject to when it was revoked: its tokens issued
+	// before then are refused. Copied on write (revocations are rare), read
+	// on every check.
+	revoked    atomic.Pointer[map[string]time.Time]
+	revokeMu   sync.Mutex
+	generation atomic.Uint64
+	loadedAt   atomic.Int64
 }
+
+// RevocationTTL is how long a revocation is remembered: longer than any
+// access token should live.
+const RevocationTTL = 24 * time.Hour
 
 // Observer is told about every decision (metrics). Implementations must be
 // cheap and safe for concurrent use: they run on the hot path.
@@ -80,6 +93,8 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	}
 	pl := &Pipeline{cache: c, sessions: sessions, log: o.Logger, now: o.Now, observer: o.Observer}
 	pl.policy.Store(p)
+	pl.generation.Store(1)
+	pl.loadedAt.Store(o.Now().UnixNano())
 	return pl, nil
 }
 
@@ -88,6 +103,8 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 // everything a grant depends on.
 func (pl *Pipeline) Swap(p *Policy) *Policy {
 	old := pl.policy.Swap(p)
+	pl.generation.Add(1)
+	pl.loadedAt.Store(pl.now().UnixNano())
 	if p.cacheSize != old.cacheSize {
 		pl.cache.Resize(p.cacheSize)
 	}
@@ -98,6 +115,56 @@ func (pl *Pipeline) Swap(p *Policy) *Policy {
 	}
 	pl.cache.RemoveFunc(func(e *cached) bool { return !live[e.routeKey] })
 	return old
+}
+
+// Generation counts the policies loaded (1 at start) and says when the
+// current one was.
+func (pl *Pipeline) Generation() (uint64, time.Time) {
+	return pl.generation.Load(), time.Unix(0, pl.loadedAt.Load())
+}
+
+// Invalidated is what an invalidation dropped.
+type Invalidated struct{ Verdicts, SessionBindings int }
+
+// InvalidateSession drops the cached verdicts of tokens of a session (the
+// session claim) and the MCP session bindings with that id.
+func (pl *Pipeline) InvalidateSession(id string) Invalidated {
+	return Invalidated{
+		Verdicts:        pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Session == id }),
+		SessionBindings: pl.sessions.RemoveSession(id),
+	}
+}
+
+// RevokeSubject refuses the subject's tokens issued until now, drops its
+// cached verdicts and its MCP session bindings.
+func (pl *Pipeline) RevokeSubject(subject string) Invalidated {
+	now := pl.now()
+	pl.revokeMu.Lock()
+	next := map[string]time.Time{subject: now}
+	if cur := pl.revoked.Load(); cur != nil {
+		for s, at := range *cur {
+			if now.Sub(at) < RevocationTTL && s != subject {
+				next[s] = at
+			}
+		}
+	}
+	pl.revoked.Store(&next)
+	pl.revokeMu.Unlock()
+	return Invalidated{
+		Verdicts:        pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Subject == subject }),
+		SessionBindings: pl.sessions.RemoveSubject(subject),
+	}
+}
+
+// isRevoked reports whether g's token was issued before its subject was
+// revoked. A token without iat counts as issued at the epoch.
+func (pl *Pipeline) isRevoked(g *Grant) bool {
+	m := pl.revoked.Load()
+	if m == nil || len(*m) == 0 {
+		return false
+	}
+	at, ok := (*m)[g.Subject]
+	return ok && !g.IssuedAt.After(at) && pl.now().Sub(at) < RevocationTTL
 }
 
 // Observe records a decision made outside the pipeline (an overload
@@ -254,6 +321,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		return v
 	}
 	g := entry.grant
+	if pl.isRevoked(g) {
+		e.step("identity", "revoked", "the subject was revoked after this token was issued")
+		return p.deny(req, r, &call, denial{outcome: InvalidToken, desc: "token is revoked"})
+	}
 	if e.steps != nil {
 		e.step("identity", g.Subject, fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit))
 	}

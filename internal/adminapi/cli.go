@@ -1,0 +1,280 @@
+package adminapi
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
+)
+
+// DefaultAddr is the admin listener the CLI calls unless told otherwise; it
+// is the serve command's default --admin-addr.
+const DefaultAddr = "127.0.0.1:9092"
+
+var (
+	// ErrDenied is returned by `explain` after printing the explanation when
+	// the request would be denied, so that the exit status says so.
+	ErrDenied = errors.New("the request would be denied")
+	// ErrUsage is matched (errors.Is) by errors in how the command was
+	// called: unknown command or flag, missing or extra arguments.
+	ErrUsage = errors.New("usage error")
+)
+
+const usageText = `Usage: extauthz admin [--addr HOST:PORT] [--timeout D] COMMAND [ARGS]
+
+Commands:
+  invalidate-session SESSION   drop cached verdicts, exchanged tokens, session
+                               bindings and pending elicitations of a session
+  invalidate-subject USER      the same for every session of a user (revocation)
+  explain [--json] REQUEST.json
+                               decide a CheckRequest (protojson) without side
+                               effects; exits non-zero when it would be denied
+  stats [--json]               cache counters, configuration, uptime, version
+
+Flags (before or after COMMAND):
+  --addr HOST:PORT   the service's admin listener (default ` + DefaultAddr + `)
+  --timeout D        give up after D (default 10s)
+`
+
+// RunCLI runs `extauthz admin` with args (what follows "admin"), printing
+// results to stdout and usage to stderr. It returns nil on success,
+// flag.ErrHelp after printing help, an error matching ErrUsage when called
+// wrongly, an error matching ErrDenied when an explained request would be
+// denied, and any other error when the call failed (status.Code tells the
+// gRPC code).
+func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := &cli{addr: DefaultAddr, timeout: 10 * time.Second, stdout: stdout}
+	fs := c.flagSet("admin")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	args = fs.Args()
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return usageErrorf("admin: a command is required")
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "invalidate-session", "invalidate-subject":
+		return c.invalidate(ctx, cmd, args)
+	case "explain":
+		return c.explain(ctx, args)
+	case "stats":
+		return c.stats(ctx, args)
+	case "help":
+		fmt.Fprint(stdout, usageText)
+		return nil
+	}
+	fmt.Fprint(stderr, usageText)
+	return usageErrorf("admin: unknown command %q", cmd)
+}
+
+type cli struct {
+	addr    string
+	timeout time.Duration
+	json    bool
+	stdout  io.Writer
+}
+
+// flagSet returns a flag set with the flags every command accepts.
+func (c *cli) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.addr, "addr", c.addr, "the service's admin listener")
+	fs.DurationVar(&c.timeout, "timeout", c.timeout, "give up after this long")
+	return fs
+}
+
+// parse parses args and checks the common flags' values.
+func (c *cli) parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(c.stdout, usageText)
+			return err
+		}
+		return usageErrorf("%s: %v", fs.Name(), err)
+	}
+	if _, _, err := net.SplitHostPort(c.addr); err != nil {
+		return usageErrorf("%s: --addr: %v", fs.Name(), err)
+	}
+	if c.timeout <= 0 {
+		return usageErrorf("%s: --timeout must be positive", fs.Name())
+	}
+	return nil
+}
+
+// operand parses a command's flags and returns its one operand.
+func (c *cli) operand(fs *flag.FlagSet, args []string, what string) (string, error) {
+	if err := c.parse(fs, args); err != nil {
+		return "", err
+	}
+	switch fs.NArg() {
+	case 0:
+		return "", usageErrorf("%s: %s is required", fs.Name(), what)
+	case 1:
+		if fs.Arg(0) == "" {
+			return "", usageErrorf("%s: %s is empty", fs.Name(), what)
+		}
+		return fs.Arg(0), nil
+	}
+	return "", usageErrorf("%s: unexpected arguments: %s", fs.Name(), strings.Join(fs.Args()[1:], " "))
+}
+
+func (c *cli) invalidate(ctx context.Context, cmd string, args []string) error {
+	subject := cmd == "invalidate-subject"
+	what := "SESSION"
+	if subject {
+		what = "USER"
+	}
+	id, err := c.operand(c.flagSet("admin "+cmd), args, what)
+	if err != nil {
+		return err
+	}
+	var d *adminv1.Dropped
+	err = c.call(ctx, cmd, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		if subject {
+			resp, err := ac.InvalidateSubject(ctx, &adminv1.InvalidateSubjectRequest{Subject: id})
+			d = resp.GetDropped()
+			return err
+		}
+		resp, err := ac.InvalidateSession(ctx, &adminv1.InvalidateSessionRequest{SessionId: id})
+		d = resp.GetDropped()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	kind := "session"
+	if subject {
+		kind = "user"
+	}
+	return printDropped(c.stdout, kind, id, d)
+}
+
+func (c *cli) explain(ctx context.Context, args []string) error {
+	fs := c.flagSet("admin explain")
+	fs.BoolVar(&c.json, "json", false, "print the whole ExplainResponse as protojson")
+	file, err := c.operand(fs, args, "REQUEST.json")
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("admin explain: %w", err)
+	}
+	req, err := parseCheckRequest(data)
+	if err != nil {
+		return fmt.Errorf("admin explain: %s: %w", file, err)
+	}
+	packed, err := anypb.New(req)
+	if err != nil {
+		return fmt.Errorf("admin explain: %w", err)
+	}
+	var resp *adminv1.ExplainResponse
+	err = c.call(ctx, "explain", func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		var err error
+		resp, err = ac.Explain(ctx, &adminv1.ExplainRequest{CheckRequest: packed})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		err = writeJSON(c.stdout, resp)
+	} else {
+		err = printExplanation(c.stdout, resp)
+	}
+	if err != nil {
+		return fmt.Errorf("admin explain: %w", err)
+	}
+	if !resp.GetAllowed() {
+		return fmt.Errorf("%w: %d %s", ErrDenied, resp.GetHttpStatus(), resp.GetOutcome())
+	}
+	return nil
+}
+
+func (c *cli) stats(ctx context.Context, args []string) error {
+	fs := c.flagSet("admin stats")
+	fs.BoolVar(&c.json, "json", false, "print the StatsResponse as protojson")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("admin stats: unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var resp *adminv1.StatsResponse
+	err := c.call(ctx, "stats", func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		var err error
+		resp, err = ac.Stats(ctx, &adminv1.StatsRequest{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return writeJSON(c.stdout, resp)
+	}
+	return printStats(c.stdout, resp)
+}
+
+// call connects to the admin listener and runs one call with the timeout.
+func (c *cli) call(ctx context.Context, cmd string, fn func(context.Context, adminv1.AdminServiceClient) error) error {
+	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("admin %s: %w", cmd, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := fn(ctx, adminv1.NewAdminServiceClient(conn)); err != nil {
+		return &rpcError{cmd: cmd, addr: c.addr, st: status.Convert(err)}
+	}
+	return nil
+}
+
+// parseCheckRequest reads a CheckRequest in protojson, strictly: an unknown
+// field is an error, not silently dropped.
+func parseCheckRequest(data []byte) (*authv3.CheckRequest, error) {
+	req := new(authv3.CheckRequest)
+	if err := protojson.Unmarshal(data, req); err != nil {
+		return nil, fmt.Errorf("not a protojson envoy.service.auth.v3.CheckRequest: %w", err)
+	}
+	return req, nil
+}
+
+// rpcError is a failed call; status.Code and status.FromError see its code.
+type rpcError struct {
+	cmd, addr string
+	st        *status.Status
+}
+
+func (e *rpcError) Error() string {
+	return fmt.Sprintf("admin %s: %s: %s: %s", e.cmd, e.addr, e.st.Code(), e.st.Message())
+}
+
+// GRPCStatus lets the status package read the call's status.
+func (e *rpcError) GRPCStatus() *status.Status { return e.st }
+
+// usageError is a mistake in how the command was called; it matches ErrUsage.
+type usageError struct{ msg string }
+
+func usageErrorf(format string, a ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, a...)}
+}
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == ErrUsage }

@@ -1,0 +1,55 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+
+	"github.com/extauthz/extauthz/internal/adminapi"
+	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/envoyauthz"
+)
+
+// adminBackend serves the admin API from the running pipeline.
+type adminBackend struct {
+	pipeline *check.Pipeline
+	started  time.Time
+}
+
+var _ adminapi.Backend = (*adminBackend)(nil)
+
+func (b *adminBackend) InvalidateSession(_ context.Context, session string) (adminapi.Counts, error) {
+	d := b.pipeline.InvalidateSession(session)
+	return adminapi.Counts{Verdicts: d.Verdicts, SessionBindings: d.SessionBindings}, nil
+}
+
+func (b *adminBackend) InvalidateSubject(_ context.Context, subject string) (adminapi.Counts, error) {
+	d := b.pipeline.RevokeSubject(subject)
+	return adminapi.Counts{Verdicts: d.Verdicts, SessionBindings: d.SessionBindings}, nil
+}
+
+func (b *adminBackend) Explain(ctx context.Context, req *authv3.CheckRequest) (adminapi.Explanation, error) {
+	in := envoyauthz.Input(req)
+	v, steps := b.pipeline.Explain(ctx, &in)
+	e := adminapi.Explanation{
+		Route: v.Route, Outcome: v.Outcome.String(), Allowed: v.Outcome.Allow(), HTTPStatus: v.Status(),
+		Description: v.Description, Response: envoyauthz.Response(&v),
+	}
+	for _, s := range steps {
+		e.Steps = append(e.Steps, adminapi.Step{Name: s.Name, Outcome: s.Outcome, Detail: s.Detail})
+	}
+	return e, nil
+}
+
+func (b *adminBackend) Stats(context.Context) (adminapi.Stats, error) {
+	gen, loaded := b.pipeline.Generation()
+	v := b.pipeline.CacheStats()
+	return adminapi.Stats{
+		Version: version(), StartedAt: b.started, ConfigGeneration: gen, ConfigLoadedAt: loaded,
+		Caches: []adminapi.CacheStats{
+			{Name: adminapi.CacheVerdicts, Hits: v.Hits, Misses: v.Misses, Evictions: v.Evictions, Size: v.Size},
+			{Name: adminapi.CacheSessions, Size: b.pipeline.SessionCount()},
+		},
+	}, nil
+}
