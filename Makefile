@@ -12,8 +12,9 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # Debian packages the tests use: nginx for the end-to-end tests through a
-# real proxy, protoc for the generated-code check.
-DEB_PACKAGES := nginx protobuf-compiler libprotobuf-dev
+# real proxy, protoc for the generated-code check, redis-server for the
+# shared-state tier.
+DEB_PACKAGES := nginx protobuf-compiler libprotobuf-dev redis-server
 
 .PHONY: deps
 deps: ## Install the system packages the tests need (Debian; idempotent).

@@ -77,7 +77,7 @@ func startServerWith(t *testing.T, vars map[string]string, o ServeOptions) *serv
 	logs := newSyncBuffer()
 	o.GRPCAddr, o.AdminAddr, o.LogLevel, o.LogFormat = "127.0.0.1:0", "127.0.0.1:0", "debug", "json"
 	o.ShutdownTimeout = 5 * time.Second
-	o.Started = func(g, a string) { started <- [2]string{g, a} }
+	o.Started = func(a Addrs) { started <- [2]string{a.GRPC, a.Admin} }
 	go func() { done <- Serve(ctx, o, env(vars, io.Discard, logs)) }()
 	var addrs [2]string
 	select {

@@ -25,10 +25,15 @@ import (
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
+	"github.com/extauthz/extauthz/internal/httpauthz"
 	"github.com/extauthz/extauthz/internal/metrics"
 	"github.com/extauthz/extauthz/internal/tracing"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
+
+// Addrs are the addresses the service listens on ("" for a front end
+// that is off).
+type Addrs struct{ GRPC, Admin, HTTP string }
 
 // ServeOptions are the serve command's settings.
 type ServeOptions struct {
@@ -38,14 +43,20 @@ type ServeOptions struct {
 	LogLevel        string
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// HTTPAddr serves the HTTP forward-auth front end (nginx auth_request,
+	// Traefik ForwardAuth, Caddy forward_auth, Envoy http_service); "" is off.
+	HTTPAddr       string
+	HTTPConvention string
+	HTTPTrusted    string
+	HTTPPathPrefix string
 	// WatchInterval is how often the configuration file is checked for
 	// changes (0: not watched; SIGHUP still reloads).
 	WatchInterval time.Duration
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener.
 	Pprof bool
-	// Started, when set, is called with the bound addresses once both
+	// Started, when set, is called with the bound addresses once the
 	// listeners accept connections (tests listen on port 0).
-	Started func(grpcAddr, adminAddr string)
+	Started func(Addrs)
 }
 
 func serveFlags(o *ServeOptions) *flag.FlagSet {
@@ -56,6 +67,10 @@ func serveFlags(o *ServeOptions) *flag.FlagSet {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain in-flight checks on SIGTERM")
+	fs.StringVar(&o.HTTPAddr, "http-addr", "", "address of the HTTP forward-auth front end (nginx auth_request, Traefik, Caddy, Envoy http_service); off when empty")
+	fs.StringVar(&o.HTTPConvention, "http-convention", "auto", "how the HTTP front end learns the original request: auto, nginx, forwarded (Traefik, Caddy), envoy")
+	fs.StringVar(&o.HTTPTrusted, "http-trusted-proxies", "127.0.0.0/8,::1/128", "comma-separated addresses or CIDRs whose forwarding headers the HTTP front end believes")
+	fs.StringVar(&o.HTTPPathPrefix, "http-path-prefix", "", "path prefix Envoy's http_service puts before the original path (stripped)")
 	fs.DurationVar(&o.WatchInterval, "watch-interval", time.Second, "how often to check the configuration file for changes (0 disables; SIGHUP always reloads)")
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go profiling endpoints under /debug/pprof/ on the admin listener")
 	return fs
@@ -162,6 +177,19 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	var httpFront http.Handler
+	if o.HTTPAddr != "" {
+		conv, err := httpauthz.ParseConvention(o.HTTPConvention)
+		if err != nil {
+			return usageError{fmt.Errorf("--http-convention: %w", err)}
+		}
+		trusted, err := httpauthz.ParseTrustedProxies(o.HTTPTrusted)
+		if err != nil {
+			return usageError{fmt.Errorf("--http-trusted-proxies: %w", err)}
+		}
+		httpFront = httpauthz.NewHandler(pipeline, httpauthz.Options{Convention: conv, TrustedProxies: trusted, PathPrefix: o.HTTPPathPrefix, Logger: log})
+	}
+
 	grpcLis, err := net.Listen("tcp", o.GRPCAddr)
 	if err != nil {
 		return err
@@ -201,12 +229,26 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- gs.Serve(grpcLis) }()
 	go func() { errc <- admin.Serve(adminLis) }()
-	log.Info("serving", slog.String("grpc_addr", grpcLis.Addr().String()), slog.String("admin_addr", adminLis.Addr().String()), slog.String("version", version()))
+	var front *http.Server
+	httpAddr := ""
+	if httpFront != nil {
+		httpLis, err := net.Listen("tcp", o.HTTPAddr)
+		if err != nil {
+			gs.Stop()
+			admin.Close()
+			return err
+		}
+		httpAddr = httpLis.Addr().String()
+		front = &http.Server{Handler: httpFront, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+		go func() { errc <- front.Serve(httpLis) }()
+	}
+	log.Info("serving", slog.String("grpc_addr", grpcLis.Addr().String()), slog.String("admin_addr", adminLis.Addr().String()),
+		slog.String("http_addr", httpAddr), slog.String("version", version()))
 	if o.Started != nil {
-		o.Started(grpcLis.Addr().String(), adminLis.Addr().String())
+		o.Started(Addrs{GRPC: grpcLis.Addr().String(), Admin: adminLis.Addr().String(), HTTP: httpAddr})
 	}
 
 	// Readiness flips once every key set has loaded.
@@ -252,6 +294,9 @@ loop:
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = admin.Shutdown(shutdownCtx)
+	if front != nil {
+		_ = front.Shutdown(shutdownCtx)
+	}
 	adminGS.Stop()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) && !errors.Is(serveErr, grpc.ErrServerStopped) {
 		return serveErr

@@ -61,6 +61,9 @@ func (p *Policy) protectedResource(req *Request) (Verdict, bool) {
 		Outcome: ResourceMetadata,
 		Route:   r.Name,
 		Body:    body,
+		// A forward-auth proxy treats the 200 as an allow: nobody is
+		// authenticated, so strip every identity header.
+		Remove: r.publicRemove(),
 		ResponseHeaders: []Header{
 			{Name: "content-type", Value: "application/json"},
 			{Name: "cache-control", Value: "public, max-age=300"},

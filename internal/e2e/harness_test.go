@@ -1,0 +1,501 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/app"
+	"github.com/extauthz/extauthz/internal/testpeers"
+	"github.com/extauthz/extauthz/internal/testtoken"
+)
+
+const secret = "e2e-test-secret-of-sufficient-length-0123456789"
+
+// The virtual hosts nginx serves; every client dials nginx whatever the
+// host, so no name needs to resolve.
+const (
+	mcpHost    = "mcp.e2e.test"
+	agentAHost = "agent-a.e2e.test"
+	agentBHost = "agent-b.e2e.test"
+)
+
+// serviceConfig routes each virtual host; every authenticated caller may
+// continue a conversation's lineage.
+const serviceConfig = `
+issuers:
+  - {name: e2e, algorithms: [HS256], secret: ` + secret + `}
+lineage:
+  trust: {all: true}
+routes:
+  - name: mcp
+    hosts: [` + mcpHost + `]
+    protocol: mcp
+    issuers: [e2e]
+  - name: agents
+    hosts: [` + agentAHost + `, ` + agentBHost + `]
+    protocol: a2a
+    issuers: [e2e]
+`
+
+// ownedHeaders are the identity and lineage headers the service sets or
+// strips; nginx copies each from the auth answer, so an absent one removes a
+// client's copy.
+var ownedHeaders = []string{
+	"X-User-Id", "X-Session-Id", "X-Root-Context-Id", "X-Parent-Context-Id",
+	"X-Lineage-Depth", "X-Actor-Chain", "X-Lineage-Token",
+}
+
+// nginxBinary finds nginx, or skips the test when it is absent outside CI.
+func nginxBinary(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/sbin/nginx", "nginx"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("nginx is not installed, and CI=true requires the end-to-end tests to run (apt-get install nginx)")
+	}
+	t.Skip("nginx is not installed: install it (apt-get install nginx) to run the end-to-end tests")
+	return ""
+}
+
+// testContext bounds a test's protocol calls so that a broken hop fails
+// the test instead of hanging it.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// env is one end-to-end setup: nginx in front of the MCP server and two A2A
+// agents, asking the service's HTTP front end about every request.
+type env struct {
+	nginxAddr string // 127.0.0.1:port
+	port      string
+
+	mu        sync.Mutex
+	toolCalls []testpeers.ToolCall
+}
+
+// envOptions shape the agents.
+type envOptions struct {
+	// hopToken is the token agent A sends to agent B; none when empty.
+	hopToken string
+	// forward builds agent A's headers to agent B; testpeers.KagentForward
+	// when nil.
+	forward func(inbound http.Header, contextID string) http.Header
+}
+
+// start brings up the service, the peers and nginx, all on loopback.
+func start(t *testing.T, o envOptions) *env {
+	t.Helper()
+	bin := nginxBinary(t)
+	e := &env{}
+
+	serviceAddr := startService(t)
+
+	// The upstreams listen before nginx starts; agent A learns nginx's port
+	// (its next hop) only once nginx runs.
+	mcpSrv := httptest.NewUnstartedServer(testpeers.NewMCPServer(testpeers.MCPOptions{
+		OnToolCall: func(c testpeers.ToolCall) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.toolCalls = append(e.toolCalls, c)
+		},
+	}))
+	agentB := httptest.NewUnstartedServer(testpeers.NewA2AAgent(testpeers.A2AOptions{Name: "agent-b"}))
+	agentA := httptest.NewUnstartedServer(nil)
+	for _, s := range []*httptest.Server{mcpSrv, agentB, agentA} {
+		t.Cleanup(s.Close)
+	}
+
+	e.startNginx(t, bin, map[string]string{
+		mcpHost:    mcpSrv.Listener.Addr().String(),
+		agentAHost: agentA.Listener.Addr().String(),
+		agentBHost: agentB.Listener.Addr().String(),
+	}, serviceAddr)
+
+	agentA.Config.Handler = testpeers.NewA2AAgent(testpeers.A2AOptions{
+		Name: "agent-a",
+		Next: &testpeers.NextHop{
+			URL:        e.url(agentBHost, "/"),
+			HTTPClient: e.client(t, o.hopToken, nil, nil),
+			Forward:    o.forward,
+		},
+	})
+	for _, s := range []*httptest.Server{mcpSrv, agentB, agentA} {
+		s.Start()
+	}
+	return e
+}
+
+// startService runs the real service (app.Serve) with its HTTP front end on
+// 127.0.0.1 and returns that front end's address.
+func startService(t *testing.T) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "extauthz.yaml")
+	if err := os.WriteFile(cfg, []byte(serviceConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan app.Addrs, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Serve(ctx, app.ServeOptions{
+			ConfigFile: cfg, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+			HTTPConvention: "auto", HTTPTrusted: "127.0.0.1/32", LogLevel: "warn", LogFormat: "text",
+			ShutdownTimeout: 5 * time.Second, Started: func(a app.Addrs) { started <- a },
+		}, app.Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("service did not stop")
+		}
+	})
+	select {
+	case a := <-started:
+		return a.HTTP
+	case err := <-done:
+		t.Fatalf("service: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("service did not start")
+	}
+	return ""
+}
+
+// url is an address on nginx under a virtual host.
+func (e *env) url(host, path string) string {
+	return "http://" + host + ":" + e.port + path
+}
+
+// calls returns the tool calls the MCP server received.
+func (e *env) calls() []testpeers.ToolCall {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]testpeers.ToolCall(nil), e.toolCalls...)
+}
+
+// client returns an HTTP client that reaches every virtual host through
+// nginx, sends token (when not empty) and the extra headers, and records
+// the answers in log (when not nil).
+func (e *env) client(t *testing.T, token string, extra http.Header, log *responseLog) *http.Client {
+	dial := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", e.nginxAddr)
+		},
+		MaxIdleConnsPerHost: 4,
+	}
+	t.Cleanup(dial.CloseIdleConnections)
+	var base http.RoundTripper = dial
+	if log != nil {
+		base = &recordingTransport{base: dial, log: log}
+	}
+	return &http.Client{Transport: &testpeers.BearerTransport{Token: testpeers.StaticToken(token), Header: extra, Base: base}}
+}
+
+// startNginx writes the configuration and runs nginx in the foreground
+// until the test ends. The port is picked free and handed to nginx, so
+// another process may take it in between: a failed start is retried with
+// another port.
+func (e *env) startNginx(t *testing.T, bin string, upstreams map[string]string, service string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, sub := range []string{"tmp", "logs"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const attempts = 3
+	var lastErr error
+	for range attempts {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := nginxConfig(dir, port, upstreams, service)
+		path := filepath.Join(dir, "nginx.conf")
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.port, e.nginxAddr = port, "127.0.0.1:"+port
+		if lastErr = e.runNginx(t, bin, dir, path); lastErr == nil {
+			return
+		}
+	}
+	t.Fatalf("nginx did not start after %d attempts: %v\nconfig:\n%s", attempts, lastErr, readFile(filepath.Join(dir, "nginx.conf")))
+}
+
+// runNginx starts nginx and waits until it answers its readiness location.
+func (e *env) runNginx(t *testing.T, bin, dir, conf string) error {
+	var out syncBuffer
+	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-g", "daemon off;")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		// Only the master we started: it takes its workers down with it.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+
+	probe := &http.Client{Timeout: time.Second}
+	const tries = 200 // at 25 ms apart: five seconds for nginx to come up
+	for range tries {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("nginx exited (%v): %s%s", err, out.String(), readFile(filepath.Join(dir, "logs", "error.log")))
+		default:
+		}
+		res, err := probe.Get("http://" + e.nginxAddr + "/_e2e_ready")
+		if err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusNoContent && res.Header.Get("X-E2e-Ready") == dir {
+				t.Cleanup(func() {
+					stop()
+					if t.Failed() {
+						t.Logf("nginx error log:\n%s", readFile(filepath.Join(dir, "logs", "error.log")))
+					}
+				})
+				return nil
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	stop()
+	return errors.New("nginx did not answer its readiness location")
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	return port, err
+}
+
+// nginxConfig is nginx in front of each upstream by virtual host, asking the
+// service (auth_request) about every request except protected resource
+// metadata, which the service answers itself.
+func nginxConfig(dir, port string, upstreams map[string]string, service string) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	if os.Geteuid() == 0 {
+		// Workers would run as nobody, who cannot use the test's directory.
+		p("user root;")
+	}
+	p("worker_processes 1;")
+	p("pid %s;", filepath.Join(dir, "nginx.pid"))
+	p("error_log %s info;", filepath.Join(dir, "logs", "error.log"))
+	p("events { worker_connections 256; }")
+	p("http {")
+	p("  access_log %s;", filepath.Join(dir, "logs", "access.log"))
+	for _, kind := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		p("  %s_temp_path %s;", kind, filepath.Join(dir, "tmp", kind))
+	}
+	p("  upstream extauthz { server %s; }", service)
+	p("  server {")
+	p("    listen 127.0.0.1:%s default_server;", port)
+	p("    location = /_e2e_ready { add_header X-E2E-Ready %q; return 204; }", dir)
+	p("    location / { return 404; }")
+	p("  }")
+	for _, host := range []string{mcpHost, agentAHost, agentBHost} {
+		p("  server {")
+		p("    listen 127.0.0.1:%s;", port)
+		p("    server_name %s;", host)
+		b.WriteString(nginxServer(upstreams[host]))
+		p("  }")
+	}
+	p("}")
+	return b.String()
+}
+
+// nginxServer is the body of a server block protecting upstream: the
+// pattern the httpauthz package documents.
+func nginxServer(upstream string) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, "    "+format+"\n", args...) }
+	p("location = /_extauthz {")
+	p("  internal;")
+	p("  proxy_pass http://extauthz/check;")
+	p("  proxy_pass_request_body off;")
+	p(`  proxy_set_header Content-Length "";`)
+	p("  proxy_set_header X-Original-Method $request_method;")
+	p("  proxy_set_header X-Original-URI $request_uri;")
+	p("  proxy_set_header X-Forwarded-Host $http_host;")
+	p("  proxy_set_header X-Forwarded-Proto $scheme;")
+	p("}")
+	p("location ^~ /.well-known/oauth-protected-resource {")
+	p("  proxy_pass http://extauthz;")
+	p("  proxy_set_header Host $http_host;")
+	p("  proxy_set_header X-Forwarded-Proto $scheme;")
+	p("}")
+	p("location / {")
+	p("  auth_request /_extauthz;")
+	p("  auth_request_set $extauthz_www_authenticate $upstream_http_www_authenticate;")
+	for _, h := range ownedHeaders {
+		v := nginxVar(h)
+		p("  auth_request_set $extauthz_%s $upstream_http_%s;", v, v)
+		// An empty value removes the header: a client's copy never passes.
+		p("  proxy_set_header %s $extauthz_%s;", h, v)
+	}
+	p(`  proxy_set_header Authorization "";`)
+	p("  proxy_set_header Host $http_host;")
+	p("  proxy_http_version 1.1;")
+	p(`  proxy_set_header Connection "";`)
+	p("  proxy_buffering off;")
+	p("  error_page 401 = @extauthz_401;")
+	p("  error_page 403 = @extauthz_403;")
+	p("  proxy_pass http://%s;", upstream)
+	p("}")
+	// nginx copies WWW-Authenticate itself on 401 only.
+	p("location @extauthz_401 {")
+	p("  default_type application/json;")
+	p(`  return 401 '{"error":"unauthorized"}';`)
+	p("}")
+	p("location @extauthz_403 {")
+	p("  add_header WWW-Authenticate $extauthz_www_authenticate always;")
+	p("  default_type application/json;")
+	p(`  return 403 '{"error":"forbidden"}';`)
+	p("}")
+	return b.String()
+}
+
+// nginxVar is a header name as nginx names its variables.
+func nginxVar(header string) string {
+	return strings.ReplaceAll(strings.ToLower(header), "-", "_")
+}
+
+func readFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// syncBuffer collects nginx's output from its own goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// responseLog records what nginx answered a client, which the SDKs do not
+// expose on errors.
+type responseLog struct {
+	mu    sync.Mutex
+	seen  []seenResponse
+	total int
+}
+
+type seenResponse struct {
+	method, path string
+	status       int
+	challenge    string // WWW-Authenticate
+}
+
+type recordingTransport struct {
+	base http.RoundTripper
+	log  *responseLog
+}
+
+func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := rt.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	rt.log.mu.Lock()
+	defer rt.log.mu.Unlock()
+	rt.log.total++
+	if len(rt.log.seen) < 100 {
+		rt.log.seen = append(rt.log.seen, seenResponse{req.Method, req.URL.Path, res.StatusCode, res.Header.Get("WWW-Authenticate")})
+	}
+	return res, nil
+}
+
+func (l *responseLog) responses() []seenResponse {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]seenResponse(nil), l.seen...)
+}
+
+// token mints an HS256 token valid for an hour; claims override (nil
+// deletes).
+func token(t *testing.T, claims jwt.MapClaims) string {
+	now := time.Now()
+	base := jwt.MapClaims{"sub": "alice", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+	for k, v := range claims {
+		if v == nil {
+			delete(base, k)
+		} else {
+			base[k] = v
+		}
+	}
+	return testtoken.HMAC(t, "HS256", secret, base)
+}
+
+// header returns the values of name an observation holds.
+func header(o testpeers.Observation, name string) []string {
+	return o.Headers.Values(name)
+}
+
+// wantHeaders checks an observation: each name has exactly the one value
+// given, or is absent when the value is "".
+func wantHeaders(t *testing.T, who string, o testpeers.Observation, want map[string]string) {
+	t.Helper()
+	for name, w := range want {
+		got := header(o, name)
+		switch {
+		case w == "" && len(got) > 0:
+			t.Errorf("%s saw %s = %q, want it absent", who, name, got)
+		case w != "" && (len(got) != 1 || got[0] != w):
+			t.Errorf("%s saw %s = %q, want %q", who, name, got, w)
+		}
+	}
+	if o.Authorization {
+		t.Errorf("%s received an Authorization header: the token passed through", who)
+	}
+}

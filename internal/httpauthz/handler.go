@@ -1,0 +1,233 @@
+package httpauthz
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"strings"
+	"sync"
+
+	"github.com/extauthz/extauthz/internal/check"
+)
+
+// RemoveHeader is the response header of an allowed check that lists, comma
+// separated, the owned headers to strip from the upstream request. It is
+// Envoy's name, so that http_service removes them by itself; other proxies
+// strip them through their configuration (see the package documentation).
+const RemoveHeader = "X-Envoy-Auth-Headers-To-Remove"
+
+// DefaultMaxBodyBytes bounds the request body read when the proxy sends one.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Options configure the handler. The zero value serves every convention to
+// loopback proxies.
+type Options struct {
+	// Convention is the proxy's way of describing the original request;
+	// Auto accepts all of them.
+	Convention Convention
+	// TrustedProxies are the peers whose forwarding headers describe the
+	// original request; nil means loopback only, an empty list nobody.
+	// From any other peer the request is taken as itself.
+	TrustedProxies []netip.Prefix
+	// PathPrefix is the http_service path_prefix Envoy puts in front of the
+	// original path; it is stripped from requests that are not described
+	// by forwarding headers.
+	PathPrefix string
+	// MaxBodyBytes bounds the body read from proxies that send it (Envoy
+	// with_request_body, Traefik forwardBody); a longer body is cut and
+	// marked partial, which the pipeline never trusts. 0 means
+	// DefaultMaxBodyBytes; negative never reads the body.
+	MaxBodyBytes int64
+	// Logger receives the handler's own refusals; the pipeline logs its
+	// decisions. nil discards.
+	Logger *slog.Logger
+}
+
+type handler struct {
+	// pipeline is concrete, not an interface, so that the request built on
+	// the stack for it stays there.
+	pipeline       *check.Pipeline
+	convention     Convention
+	trustedProxies []netip.Prefix
+	pathPrefix     string
+	maxBody        int64
+	log            *slog.Logger
+	names          canonicalNames
+}
+
+// NewHandler returns the forward-auth handler deciding with p. Every path
+// and method is a check: mount it on a listener of its own.
+func NewHandler(p *check.Pipeline, o Options) http.Handler {
+	h := &handler{
+		pipeline:       p,
+		convention:     o.Convention,
+		trustedProxies: o.TrustedProxies,
+		pathPrefix:     strings.TrimSuffix(o.PathPrefix, "/"),
+		maxBody:        o.MaxBodyBytes,
+		log:            o.Logger,
+	}
+	if h.pathPrefix != "" && h.pathPrefix[0] != '/' {
+		h.pathPrefix = "/" + h.pathPrefix
+	}
+	if h.trustedProxies == nil {
+		h.trustedProxies = loopback
+	}
+	if h.maxBody == 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.names.m = make(map[string]string)
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o, bad := h.originalRequest(r)
+	if bad != "" {
+		h.refuse(r.Context(), w, r, bad)
+		return
+	}
+	in := check.Request{
+		Method:    o.method,
+		Scheme:    o.scheme,
+		Host:      o.host,
+		Path:      o.uri,
+		Protocol:  r.Proto,
+		Headers:   headerMap(r.Header),
+		RequestID: r.Header.Get("X-Request-Id"),
+	}
+	if o.forwarded && r.URL.RawQuery != "" {
+		if route := routeParam(r.URL.RawQuery); route != "" {
+			in.ContextExtensions = map[string]string{"route": route}
+		}
+	}
+	if h.maxBody > 0 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		in.Body, in.BodyPartial = readBody(r.Body, r.ContentLength, h.maxBody)
+	}
+	if in.Headers["x-envoy-auth-partial-body"] == "true" {
+		in.BodyPartial = true
+	}
+	v := h.pipeline.Check(r.Context(), &in)
+	h.write(w, &v)
+}
+
+// write answers the proxy: 200 with the upstream headers to allow, the
+// verdict's status, headers and body to deny.
+func (h *handler) write(w http.ResponseWriter, v *check.Verdict) {
+	hdr := w.Header()
+	switch {
+	case v.Outcome.Allow():
+		h.setUpstream(hdr, v)
+		w.WriteHeader(http.StatusOK)
+	default:
+		// A ResourceMetadata verdict is a 200 with the document: a proxy
+		// takes it for an allow (see the package documentation), a client
+		// asking the service directly gets the document.
+		if len(v.Remove) > 0 {
+			hdr[RemoveHeader] = []string{strings.Join(v.Remove, ", ")}
+		}
+		for _, rh := range v.ResponseHeaders {
+			hdr[h.names.canonical(rh.Name)] = []string{rh.Value}
+		}
+		w.WriteHeader(v.Status())
+		_, _ = w.Write(v.Body)
+	}
+}
+
+// rendering is a grant's upstream headers in net/http's form, built once
+// per cached grant: canonical names and one-element value slices shared by
+// every response of the grant (net/http only reads them).
+type rendering struct {
+	keys []string
+	vals [][]string
+}
+
+func (h *handler) renderGrant(g *check.Grant) *rendering {
+	hs := g.Headers()
+	r := &rendering{keys: make([]string, len(hs)), vals: make([][]string, len(hs))}
+	for i, x := range hs {
+		r.keys[i] = h.names.canonical(x.Name)
+		r.vals[i] = []string{x.Value}
+	}
+	return r
+}
+
+// setUpstream puts the verdict's upstream mutations in the response: every
+// header to set, and RemoveHeader listing those to strip.
+func (h *handler) setUpstream(hdr http.Header, v *check.Verdict) {
+	set := v.Set
+	if g := v.Grant; g != nil && v.Outcome == check.Allowed {
+		// The grant's headers always come first (check.Grant.Headers).
+		r := check.Rendered(g, h.renderGrant)
+		if len(r.keys) <= len(set) {
+			for i, k := range r.keys {
+				hdr[k] = r.vals[i]
+			}
+			set = set[len(r.keys):]
+		}
+	}
+	n := len(set)
+	if len(v.Remove) > 0 {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	// One backing array for every per-request value.
+	vals := make([]string, n)
+	for i, s := range set {
+		vals[i] = s.Value
+		hdr[h.names.canonical(s.Name)] = vals[i : i+1 : i+1]
+	}
+	if len(v.Remove) > 0 {
+		vals[n-1] = strings.Join(v.Remove, ", ")
+		hdr[RemoveHeader] = vals[n-1 : n : n]
+	}
+}
+
+// refuse answers a forward-auth request that cannot be checked.
+func (h *handler) refuse(ctx context.Context, w http.ResponseWriter, r *http.Request, why badRequest) {
+	h.log.LogAttrs(ctx, slog.LevelInfo, "denied",
+		slog.String("outcome", check.Malformed.String()), slog.Int("status", http.StatusBadRequest),
+		slog.String("reason", string(why)), slog.String("peer", r.RemoteAddr),
+		slog.String("request_id", r.Header.Get("X-Request-Id")))
+	hdr := w.Header()
+	hdr["Content-Type"] = []string{"application/json"}
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(refusalBody(why))
+}
+
+// refusalBody is the JSON of a refusal, in the shape of the pipeline's
+// denials. The reasons are fixed strings without quotes.
+func refusalBody(why badRequest) []byte {
+	return []byte(`{"error":"invalid_request","error_description":"` + string(why) + `","status":400}`)
+}
+
+// canonicalNames memoizes canonical forms of the verdict's header names.
+// They come from the configuration, so the set is small; the bound is a
+// guard, not a working limit.
+type canonicalNames struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+const maxCanonicalNames = 1024
+
+func (c *canonicalNames) canonical(name string) string {
+	c.mu.RLock()
+	k, ok := c.m[name]
+	c.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = textproto.CanonicalMIMEHeaderKey(name)
+	c.mu.Lock()
+	if len(c.m) < maxCanonicalNames {
+		c.m[name] = k
+	}
+	c.mu.Unlock()
+	return k
+}

@@ -1,0 +1,426 @@
+package httpauthz
+
+import (
+	"bytes"
+	"flag"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+const (
+	deleteCall = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/etc"}}}`
+	echoCall   = `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+)
+
+// TestConventions drives the handler the way each proxy calls it.
+func TestConventions(t *testing.T) {
+	tok := token(t, nil)
+	noScope := token(t, jwt.MapClaims{"scope": nil})
+	expired := token(t, jwt.MapClaims{"exp": t0.Add(-time.Hour).Unix()})
+	noSession := token(t, jwt.MapClaims{"session_id": nil})
+	bearer := func(tok string) string { return "Bearer " + tok }
+	untrusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+
+	tests := []struct {
+		name   string
+		opts   Options
+		ask    ask
+		status int
+		// headers must be in the answer with these values; "" means absent.
+		headers map[string]string
+		remove  []string // must be listed in RemoveHeader
+		body    string   // substring of the body
+		golden  string   // testdata/golden file name
+	}{
+		// nginx auth_request.
+		{
+			name: "nginx: identity and lineage in the answer, forgeries listed for removal",
+			ask: ask{path: "/check", header: http.Header{
+				"X-Original-Uri": {"/mcp"}, "X-Original-Method": {"GET"}, "X-Forwarded-Host": {"files.example.com"},
+				"X-Forwarded-Proto": {"https"}, "Authorization": {bearer(tok)},
+				"X-User-Id": {"mallory"}, "X-Parent-Context-Id": {"forged"},
+			}},
+			status:  200,
+			headers: map[string]string{"X-User-Id": "alice", "X-Session-Id": "sess-42", "X-Root-Context-Id": "sess-42", "X-Lineage-Depth": "0", "X-Parent-Context-Id": ""},
+			remove:  []string{"authorization", "x-parent-context-id"},
+			golden:  "nginx-allowed.txt",
+		},
+		{
+			name: "nginx: the auth subrequest keeps the original method",
+			ask: ask{method: "POST", path: "/check", header: http.Header{
+				"X-Original-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"}, "Authorization": {bearer(tok)},
+			}},
+			status: 400,
+			body:   "Mcp-Method",
+		},
+		{
+			name: "nginx: host from Host without X-Forwarded-Host",
+			ask: ask{path: "/check", host: "files.example.com", header: http.Header{
+				"X-Original-Uri": {"/mcp"}, "Authorization": {bearer(noScope)},
+			}},
+			status:  403,
+			headers: map[string]string{"X-User-Id": ""},
+			body:    "insufficient_scope",
+		},
+		{
+			name: "nginx: missing token gets the challenge",
+			ask: ask{path: "/check", header: http.Header{
+				"X-Original-Uri": {"/mcp"}, "X-Original-Method": {"GET"}, "X-Forwarded-Host": {"files.example.com"}, "X-Forwarded-Proto": {"https"},
+			}},
+			status:  401,
+			headers: map[string]string{"Www-Authenticate": `Bearer scope="files:read", resource_metadata="https://files.example.com/.well-known/oauth-protected-resource/mcp"`},
+			golden:  "nginx-missing-token.txt",
+		},
+		{
+			name: "nginx: expired token",
+			ask: ask{path: "/check", header: http.Header{
+				"X-Original-Uri": {"/a2a"}, "X-Forwarded-Host": {"agent.example.com"}, "Authorization": {bearer(expired)},
+			}},
+			status: 401,
+			body:   "token is expired",
+		},
+		{
+			name: "nginx: forged identity without a session claim",
+			ask: ask{path: "/check", header: http.Header{
+				"X-Original-Uri": {"/a2a"}, "X-Forwarded-Host": {"agent.example.com"}, "Authorization": {bearer(noSession)},
+				"X-User-Id": {"mallory"}, "X-Session-Id": {"evil"},
+			}},
+			status:  200,
+			headers: map[string]string{"X-User-Id": "alice", "X-Session-Id": ""},
+			remove:  []string{"x-session-id", "authorization"},
+		},
+		{
+			name: "ingress-nginx: X-Original-URL",
+			ask: ask{path: "/check", header: http.Header{
+				"X-Original-Url": {"https://files.example.com/mcp?x=1"}, "X-Original-Method": {"GET"}, "Authorization": {bearer(noScope)},
+			}},
+			status:  403,
+			headers: map[string]string{"Www-Authenticate": `Bearer error="insufficient_scope", error_description="the token lacks a required scope", scope="files:read", resource_metadata="https://files.example.com/.well-known/oauth-protected-resource/mcp"`},
+		},
+
+		// Traefik ForwardAuth (forwardBody) and Caddy forward_auth.
+		{
+			name: "traefik: forwarded body with a denied tool",
+			ask: ask{path: "/", body: deleteCall, header: http.Header{
+				"X-Forwarded-Method": {"POST"}, "X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"},
+				"X-Forwarded-Proto": {"https"}, "Authorization": {bearer(tok)}, "Content-Type": {"application/json"},
+			}},
+			status: 403,
+			body:   `"id":7`,
+			golden: "traefik-denied-tool.txt",
+		},
+		{
+			name: "traefik: forwarded body with an allowed tool",
+			ask: ask{path: "/", body: echoCall, header: http.Header{
+				"X-Forwarded-Method": {"POST"}, "X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"},
+				"Authorization": {bearer(tok)},
+			}},
+			status:  200,
+			headers: map[string]string{"X-User-Id": "alice"},
+		},
+		{
+			name: "caddy: Mcp-Method and Mcp-Name name a denied tool",
+			ask: ask{path: "/", header: http.Header{
+				"X-Forwarded-Method": {"POST"}, "X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"},
+				"Mcp-Method": {"tools/call"}, "Mcp-Name": {"delete_file"}, "Authorization": {bearer(tok)},
+			}},
+			status: 403,
+			body:   "forbidden",
+		},
+		{
+			name: "caddy: Mcp-Method and Mcp-Name name an allowed tool",
+			ask: ask{path: "/", header: http.Header{
+				"X-Forwarded-Method": {"POST"}, "X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"},
+				"Mcp-Method": {"tools/call"}, "Mcp-Name": {"echo"}, "Authorization": {bearer(tok)},
+			}},
+			status:  200,
+			headers: map[string]string{"X-User-Id": "alice"},
+		},
+		{
+			name: "caddy: a POST nobody can name fails closed on a route with rules",
+			ask: ask{path: "/", header: http.Header{
+				"X-Forwarded-Method": {"POST"}, "X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"}, "Authorization": {bearer(tok)},
+			}},
+			status: 400,
+		},
+
+		// Envoy http_service: the request itself.
+		{
+			name:   "envoy: path prefix stripped, body read",
+			opts:   Options{PathPrefix: "/authz"},
+			ask:    ask{method: "POST", path: "/authz/mcp", host: "files.example.com", body: deleteCall, header: http.Header{"Authorization": {bearer(tok)}}},
+			status: 403,
+			body:   `"id":7`,
+		},
+		{
+			name:    "envoy: allowed tool",
+			opts:    Options{PathPrefix: "/authz/"},
+			ask:     ask{method: "POST", path: "/authz/mcp", host: "files.example.com", body: echoCall, header: http.Header{"Authorization": {bearer(tok)}}},
+			status:  200,
+			headers: map[string]string{"X-User-Id": "alice", "X-Session-Id": "sess-42"},
+		},
+		{
+			name:    "envoy: a path that only starts like the prefix is kept",
+			opts:    Options{PathPrefix: "authz"},
+			ask:     ask{path: "/authzpublic/x", host: "agent.example.com"},
+			status:  401,
+			headers: map[string]string{"Www-Authenticate": `Bearer resource_metadata="http://agent.example.com/.well-known/oauth-protected-resource"`},
+		},
+		{
+			name:    "untrusted peer: X-Forwarded-Proto is ignored",
+			opts:    Options{TrustedProxies: []netip.Prefix{}},
+			ask:     ask{path: "/a2a", host: "agent.example.com", header: http.Header{"X-Forwarded-Proto": {"https"}}},
+			status:  401,
+			headers: map[string]string{"Www-Authenticate": `Bearer resource_metadata="http://agent.example.com/.well-known/oauth-protected-resource"`},
+		},
+		{
+			name: "envoy: a partial body is not trusted",
+			opts: Options{PathPrefix: "/authz"},
+			ask: ask{method: "POST", path: "/authz/mcp", host: "files.example.com", body: echoCall,
+				header: http.Header{"Authorization": {bearer(tok)}, "X-Envoy-Auth-Partial-Body": {"true"}}},
+			status: 400,
+		},
+		{
+			name:   "a body over the limit is partial",
+			opts:   Options{MaxBodyBytes: 16},
+			ask:    ask{method: "POST", path: "/mcp", host: "files.example.com", body: echoCall, header: http.Header{"Authorization": {bearer(tok)}}},
+			status: 400,
+		},
+		{
+			name:   "a negative limit never reads the body",
+			opts:   Options{MaxBodyBytes: -1},
+			ask:    ask{method: "POST", path: "/mcp", host: "files.example.com", body: echoCall, header: http.Header{"Authorization": {bearer(tok)}}},
+			status: 400,
+		},
+		{
+			name:    "envoy: public path strips every owned header",
+			opts:    Options{PathPrefix: "/authz"},
+			ask:     ask{path: "/authz/public/x?y=1", host: "agent.example.com", header: http.Header{"X-User-Id": {"mallory"}}},
+			status:  200,
+			headers: map[string]string{"X-User-Id": ""},
+			remove:  []string{"x-user-id", "x-session-id", "authorization"},
+		},
+
+		// Trust.
+		{
+			name:   "trusted peer: forwarding headers describe the request",
+			ask:    ask{path: "/a2a", header: http.Header{"X-Forwarded-Uri": {"/public/x"}}},
+			status: 200,
+		},
+		{
+			name:   "untrusted peer: forwarding headers are ignored",
+			opts:   Options{TrustedProxies: untrusted},
+			ask:    ask{path: "/a2a", header: http.Header{"X-Forwarded-Uri": {"/public/x"}, "X-Original-Uri": {"/public/x"}}},
+			status: 401,
+		},
+		{
+			name:   "envoy convention ignores forwarding headers",
+			opts:   Options{Convention: Envoy},
+			ask:    ask{path: "/a2a", header: http.Header{"X-Forwarded-Uri": {"/public/x"}}},
+			status: 401,
+		},
+		{
+			name:   "auto: URIs that disagree are refused",
+			ask:    ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/public/x"}, "X-Original-Uri": {"/a2a"}}},
+			status: 400,
+			body:   "different URIs",
+		},
+		{
+			name:   "auto: X-Original-URL and X-Original-URI disagree",
+			ask:    ask{path: "/check", header: http.Header{"X-Original-Url": {"https://a.example.com/public/x"}, "X-Original-Uri": {"/a2a"}}},
+			status: 400,
+		},
+		{
+			name:   "a repeated forwarding header with two values is refused",
+			ask:    ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/a2a", "/public/x"}}},
+			status: 400,
+			body:   "repeated",
+		},
+		{
+			name: "auto: methods that disagree are refused",
+			ask: ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/a2a"}, "X-Forwarded-Method": {"GET"},
+				"X-Original-Uri": {"/a2a"}, "X-Original-Method": {"POST"}}},
+			status: 400,
+			body:   "different methods",
+		},
+		{
+			name: "auto: a stray X-Forwarded-Method does not replace nginx's method",
+			ask: ask{method: "POST", path: "/check", header: http.Header{"X-Original-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"},
+				"X-Forwarded-Method": {"GET"}, "Authorization": {bearer(tok)}}},
+			status: 400,
+			body:   "Mcp-Method",
+		},
+		{
+			name:   "auto: hosts that disagree are refused",
+			ask:    ask{path: "/check", header: http.Header{"X-Original-Url": {"https://files.example.com/mcp"}, "X-Forwarded-Host": {"other.example.com"}}},
+			status: 400,
+			body:   "different hosts",
+		},
+		{
+			name:   "nginx convention ignores X-Forwarded-Uri",
+			opts:   Options{Convention: Nginx},
+			ask:    ask{path: "/check", header: http.Header{"X-Original-Uri": {"/a2a"}, "X-Forwarded-Uri": {"/public/x"}}},
+			status: 401,
+		},
+		{
+			name:   "forwarded convention ignores X-Original-URI",
+			opts:   Options{Convention: Forwarded},
+			ask:    ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/a2a"}, "X-Original-Uri": {"/public/x"}}},
+			status: 401,
+		},
+		{
+			name:   "nginx convention requires X-Original-URI",
+			opts:   Options{Convention: Nginx},
+			ask:    ask{path: "/public/x"},
+			status: 400,
+			body:   "X-Original-URI",
+		},
+		{
+			name:   "dot segments are refused",
+			ask:    ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/public/../a2a"}}},
+			status: 400,
+			body:   "dot segments",
+		},
+		{
+			name:   "encoded dot segments are refused",
+			ask:    ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/public/%2E%2e%2fa2a"}}},
+			status: 400,
+		},
+		{
+			name:   "a URI that is not a path is refused",
+			ask:    ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"a2a"}}},
+			status: 400,
+		},
+		{
+			name:   "a malformed method is refused",
+			ask:    ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/a2a"}, "X-Forwarded-Method": {"GE(T"}}},
+			status: 400,
+		},
+		{
+			name:   "a malformed host is refused",
+			ask:    ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/a2a"}, "X-Forwarded-Host": {"evil.example.com/x"}}},
+			status: 400,
+		},
+		{
+			name: "the route query parameter names the route",
+			ask: ask{path: "/check?route=files", header: http.Header{"X-Original-Uri": {"/elsewhere"}, "X-Forwarded-Host": {"other.example.com"},
+				"Authorization": {bearer(noScope)}}},
+			status: 403,
+			body:   "insufficient_scope",
+		},
+
+		// Protected resource metadata.
+		{
+			name:    "metadata is answered at the service",
+			ask:     ask{path: "/.well-known/oauth-protected-resource/mcp", host: "files.example.com"},
+			status:  200,
+			headers: map[string]string{"Content-Type": "application/json"},
+			body:    `"resource":"http://files.example.com/mcp"`,
+			golden:  "metadata.txt",
+		},
+		{
+			name: "metadata through a forward-auth proxy is a plain allow",
+			ask: ask{path: "/check", header: http.Header{"X-Original-Uri": {"/.well-known/oauth-protected-resource/mcp"},
+				"X-Forwarded-Host": {"files.example.com"}, "X-Forwarded-Proto": {"https"}}},
+			status:  200,
+			headers: map[string]string{"X-User-Id": ""},
+			body:    `"resource":"https://files.example.com/mcp"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := serve(t, tt.opts)
+			res := tt.ask.do(t, srv)
+			var body string
+			if tt.golden != "" {
+				got := dump(t, res)
+				golden(t, tt.golden, got)
+				body = string(got)
+			} else {
+				body = readAll(t, res.Body)
+			}
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d; body %s", res.StatusCode, tt.status, body)
+			}
+			for k, want := range tt.headers {
+				got, ok := res.Header[k]
+				switch {
+				case want == "" && ok:
+					t.Errorf("%s = %q, want absent", k, got)
+				case want != "" && (len(got) != 1 || got[0] != want):
+					t.Errorf("%s = %q, want %q", k, got, want)
+				}
+			}
+			rm := removed(res)
+			for _, name := range tt.remove {
+				if !slices.Contains(rm, name) {
+					t.Errorf("%s not in %s: %v", name, RemoveHeader, rm)
+				}
+			}
+			for _, name := range rm {
+				if res.Header.Get(name) != "" {
+					t.Errorf("%s both set and listed for removal", name)
+				}
+			}
+			if !strings.Contains(body, tt.body) {
+				t.Errorf("body %s does not contain %s", body, tt.body)
+			}
+			if res.StatusCode >= 400 && res.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("denial content-type %q", res.Header.Get("Content-Type"))
+			}
+		})
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// TestRepeatedChecks: the second check of a token comes from the verdict
+// cache and the memoized rendering of its grant, yet the per-request
+// lineage still follows each request.
+func TestRepeatedChecks(t *testing.T) {
+	srv := serve(t, Options{})
+	tok := token(t, nil)
+	for _, session := range []string{"mcp-1", "mcp-2", "mcp-1"} {
+		res := ask{path: "/check", header: http.Header{
+			"X-Original-Uri": {"/mcp"}, "X-Original-Method": {"GET"}, "X-Forwarded-Host": {"files.example.com"},
+			"Authorization": {"Bearer " + tok}, "Mcp-Session-Id": {session},
+		}}.do(t, srv)
+		if res.StatusCode != 200 {
+			t.Fatalf("session %s: status %d: %s", session, res.StatusCode, readAll(t, res.Body))
+		}
+		if got := res.Header.Values("X-User-Id"); len(got) != 1 || got[0] != "alice" {
+			t.Errorf("session %s: X-User-Id %q", session, got)
+		}
+		if got := res.Header.Get("X-Root-Context-Id"); got != session {
+			t.Errorf("session %s: X-Root-Context-Id %q", session, got)
+		}
+	}
+}
