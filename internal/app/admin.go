@@ -20,13 +20,11 @@ type adminBackend struct {
 var _ adminapi.Backend = (*adminBackend)(nil)
 
 func (b *adminBackend) InvalidateSession(_ context.Context, session string) (adminapi.Counts, error) {
-	d := b.pipeline.InvalidateSession(session)
-	return adminapi.Counts{Verdicts: d.Verdicts, SessionBindings: d.SessionBindings}, nil
+	return counts(b.pipeline.InvalidateSession(session)), nil
 }
 
 func (b *adminBackend) InvalidateSubject(_ context.Context, subject string) (adminapi.Counts, error) {
-	d := b.pipeline.RevokeSubject(subject)
-	return adminapi.Counts{Verdicts: d.Verdicts, SessionBindings: d.SessionBindings}, nil
+	return counts(b.pipeline.RevokeSubject(subject)), nil
 }
 
 func (b *adminBackend) Explain(ctx context.Context, req *authv3.CheckRequest) (adminapi.Explanation, error) {
@@ -50,6 +48,17 @@ func (b *adminBackend) Stats(context.Context) (adminapi.Stats, error) {
 		Caches: []adminapi.CacheStats{
 			{Name: adminapi.CacheVerdicts, Hits: v.Hits, Misses: v.Misses, Evictions: v.Evictions, Size: v.Size},
 			{Name: adminapi.CacheSessions, Size: b.pipeline.SessionCount()},
+			{Name: adminapi.CacheElicitations, Size: b.pipeline.ElicitationCount()},
+			exchanged(b.pipeline),
 		},
 	}, nil
+}
+
+func counts(d check.Invalidated) adminapi.Counts {
+	return adminapi.Counts{Verdicts: d.Verdicts, SessionBindings: d.SessionBindings, ExchangedTokens: d.ExchangedTokens, Elicitations: d.Elicitations}
+}
+
+func exchanged(pl *check.Pipeline) adminapi.CacheStats {
+	s := exchangedStats(pl)
+	return adminapi.CacheStats{Name: adminapi.CacheExchangedTokens, Hits: s.Hits, Misses: s.Misses, Evictions: s.Evictions, Size: s.Size}
 }

@@ -115,6 +115,19 @@ func loadConfig(path string, env Env, log *slog.Logger) (f *config.File, raw []b
 	return f, nil, nil
 }
 
+// exchangedStats adds up the exchanged-token caches of the policy in force.
+func exchangedStats(pl *check.Pipeline) cache.Stats {
+	var sum cache.Stats
+	for _, ex := range pl.Policy().Exchangers() {
+		s := ex.Stats().Cache
+		sum.Hits += s.Hits
+		sum.Misses += s.Misses
+		sum.Evictions += s.Evictions
+		sum.Size += s.Size
+	}
+	return sum
+}
+
 func tracingConfig(t config.Tracing) tracing.Config {
 	ratio := 1.0
 	if t.SampleRatio != nil {
@@ -150,7 +163,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	// context: they stop when the policy is closed.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBackground()
-	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, HTTPClient: httpClient}
+	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, OnSTSCall: m.STSCall, HTTPClient: httpClient}
 	policy, err := check.Compile(bg, cfg, deps)
 	if err != nil {
 		return err
@@ -163,6 +176,8 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	defer func() { pipeline.Policy().Close() }()
 	m.Cache("verdicts", pipeline.CacheStats)
 	m.Cache("sessions", func() cache.Stats { return cache.Stats{Size: pipeline.SessionCount()} })
+	m.Cache("elicitations", func() cache.Stats { return cache.Stats{Size: pipeline.ElicitationCount()} })
+	m.Cache("exchanged_tokens", func() cache.Stats { return exchangedStats(pipeline) })
 	m.Reloaded(nil)
 
 	var reload *reloader
@@ -327,6 +342,16 @@ func adminHandler(pl *check.Pipeline, m *metrics.Metrics, profiling bool) http.H
 			return
 		}
 		s.Handler().ServeHTTP(w, r)
+	})
+	// Whatever handles the OAuth redirect of a re-authorization signals its
+	// completion here (state = the elicitation id); the user's retry then
+	// goes through.
+	mux.HandleFunc("POST /elicitations/{id}/complete", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := pl.CompleteElicitation(r.PathValue("id")); !ok {
+			http.Error(w, "no such pending elicitation", http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

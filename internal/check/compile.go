@@ -17,6 +17,7 @@ import (
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/credential"
+	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/route"
@@ -42,6 +43,9 @@ type Policy struct {
 	sessionIdle time.Duration
 	limits      config.Limits
 
+	exchangers     map[string]*exchange.Exchanger
+	elicitMax      int
+	elicitTTL      time.Duration
 	lineageNames   lineage.Names
 	signer         *lineage.Signer         // nil unless configured
 	signedVerifier *lineage.SignedVerifier // nil unless peers or a signer
@@ -80,6 +84,7 @@ type Route struct {
 	maxDepth    int
 	trust       *lineage.Trust
 	signLineage bool
+	exchange    *routeExchange // nil: the inbound token is not exchanged
 }
 
 // Deps are the outside world a policy is compiled against.
@@ -92,7 +97,12 @@ type Deps struct {
 	Verifier TokenVerifier
 	// OnJWKSFetch is told about every key set load (metrics).
 	OnJWKSFetch func(issuer string, err error)
+	// OnSTSCall is told about every token exchange call (metrics).
+	OnSTSCall func(result string, took time.Duration)
 }
+
+// Exchangers returns the policy's token exchangers by name.
+func (p *Policy) Exchangers() map[string]*exchange.Exchanger { return p.exchangers }
 
 // Compile turns a validated configuration into a Policy. ctx bounds the
 // lifetime of background key refreshes; Close the policy when replacing it.
@@ -136,6 +146,20 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 	if err := p.compileLineage(f, d); err != nil {
 		p.close()
 		return nil, err
+	}
+	exchangers, err := compileExchanges(f, d)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	p.exchangers = exchangers
+	p.elicitMax, p.elicitTTL = f.Elicitations.MaxEntries, f.Elicitations.TTL.D()
+	closeRest := p.close
+	p.close = func() {
+		for _, ex := range exchangers {
+			ex.Close()
+		}
+		closeRest()
 	}
 	issuerByName := map[string]config.Issuer{}
 	for _, is := range f.Issuers {
@@ -239,6 +263,9 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 	}
 	r.trust = t
+	if r.exchange, err = compileRouteExchange(rc.Exchange, p.exchangers); err != nil {
+		return nil, fmt.Errorf("route %s: exchange: %w", rc.Name, err)
+	}
 	// Everything a grant on this route depends on goes into the fingerprint,
 	// so a reload that changes any of it misses the old cache entries.
 	fp := []string{fingerprint(rc), fingerprint(id), fingerprint(f.Lineage)}

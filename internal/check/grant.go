@@ -41,6 +41,8 @@ type Grant struct {
 	// lineage memoizes the headers of the last lineage derived for this
 	// grant: a conversation's requests repeat it.
 	lineage atomic.Pointer[lineageMemo]
+	// exchanged memoizes the headers carrying the last exchanged token.
+	exchanged atomic.Pointer[exchangeMemo]
 }
 
 // lineageMemo is one lineage result with the header mutations it makes.

@@ -10,6 +10,7 @@
 package check
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/credential"
+	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
@@ -32,9 +34,14 @@ import (
 // Pipeline decides requests under the current policy. It is safe for
 // concurrent use; the policy can be swapped while it serves.
 type Pipeline struct {
-	policy   atomic.Pointer[Policy]
-	cache    *cache.Cache[*cached]
-	sessions *session.Store
+	policy       atomic.Pointer[Policy]
+	cache        *cache.Cache[*cached]
+	sessions     *session.Store
+	elicitations *elicit.Store
+	consents     *cache.Cache[bool]
+	// initURL remembers, per subject, whether the client's last initialize
+	// declared URL elicitation, for the session it is about to get.
+	initURL  *cache.Cache[bool]
 	log      *slog.Logger
 	now      func() time.Time
 	observer Observer
@@ -91,7 +98,16 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Pipeline{cache: c, sessions: sessions, log: o.Logger, now: o.Now, observer: o.Observer}
+	consents, err := cache.New[bool](max(p.elicitMax, 1), o.Now)
+	if err != nil {
+		return nil, err
+	}
+	initURL, err := cache.New[bool](max(p.sessionsMax, 1), o.Now)
+	if err != nil {
+		return nil, err
+	}
+	pl := &Pipeline{cache: c, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
+		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer}
 	pl.policy.Store(p)
 	pl.generation.Store(1)
 	pl.loadedAt.Store(o.Now().UnixNano())
@@ -124,15 +140,20 @@ func (pl *Pipeline) Generation() (uint64, time.Time) {
 }
 
 // Invalidated is what an invalidation dropped.
-type Invalidated struct{ Verdicts, SessionBindings int }
+type Invalidated struct{ Verdicts, SessionBindings, ExchangedTokens, Elicitations int }
 
 // InvalidateSession drops the cached verdicts of tokens of a session (the
 // session claim) and the MCP session bindings with that id.
 func (pl *Pipeline) InvalidateSession(id string) Invalidated {
-	return Invalidated{
+	d := Invalidated{
 		Verdicts:        pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Session == id }),
 		SessionBindings: pl.sessions.RemoveSession(id),
+		Elicitations:    pl.elicitations.DropSession(id),
 	}
+	for _, ex := range pl.Policy().exchangers {
+		d.ExchangedTokens += ex.DropSession(id)
+	}
+	return d
 }
 
 // RevokeSubject refuses the subject's tokens issued until now, drops its
@@ -150,10 +171,15 @@ func (pl *Pipeline) RevokeSubject(subject string) Invalidated {
 	}
 	pl.revoked.Store(&next)
 	pl.revokeMu.Unlock()
-	return Invalidated{
+	d := Invalidated{
 		Verdicts:        pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Subject == subject }),
 		SessionBindings: pl.sessions.RemoveSubject(subject),
+		Elicitations:    pl.elicitations.DropSubject(subject),
 	}
+	for _, ex := range pl.Policy().exchangers {
+		d.ExchangedTokens += ex.DropSubject(subject)
+	}
+	return d
 }
 
 // isRevoked reports whether g's token was issued before its subject was
@@ -174,6 +200,9 @@ func (pl *Pipeline) Observe(route string, o Outcome) {
 		pl.observer.Checked(route, o, 0)
 	}
 }
+
+// ElicitationCount is the number of pending elicitations.
+func (pl *Pipeline) ElicitationCount() int { return pl.elicitations.Len() }
 
 // SessionCount is the number of MCP session bindings held.
 func (pl *Pipeline) SessionCount() int { return pl.sessions.Len() }
@@ -355,6 +384,11 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		return denyAs(denial{outcome: Malformed, desc: "the JSON-RPC method is unknown: send the body to ext_authz or the Mcp-Method header", rpcCode: jsonrpc.CodeInvalidRequest})
 	}
 
+	if call.Method == "initialize" && !e.readOnly {
+		// The session id comes back in the response, which ext_authz never
+		// sees: remember the capability for the session about to be bound.
+		pl.initURL.Add(cache.NewKey(r.Name, g.Subject), call.ElicitationURL, pl.now().Add(5*time.Minute))
+	}
 	if call.Protocol == ProtoMCP && call.MCPSession != "" && r.sessionBinding {
 		d, ok := e.bindSession(ctx, r, &call, g)
 		if !ok {
@@ -375,6 +409,12 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		}
 		if e.steps != nil {
 			e.step("lineage", "derived", fmt.Sprintf("root %q parent %q depth %d actors %v (trusted: %v)", v.Lineage.Root, v.Lineage.Parent, v.Lineage.Depth, v.Lineage.ActorChain, v.Lineage.Trusted))
+		}
+	}
+	if r.exchange != nil && r.exchange.needed(&call) {
+		if d, ok := e.applyExchange(ctx, r, &call, g, token, &v); !ok {
+			d.CacheHit = hit
+			return d
 		}
 	}
 	return v
@@ -425,10 +465,18 @@ func (e *evaluation) bindSession(ctx context.Context, r *Route, call *Call, g *G
 		}
 	case req.Method == "DELETE":
 		if pl.sessions.End(key, g.Subject) {
+			// The session's exchanged tokens and pending elicitations go
+			// with it.
+			for _, ex := range e.p.exchangers {
+				ex.DropSession(call.MCPSession)
+			}
+			pl.elicitations.DropSession(call.MCPSession)
 			return denial{}, true
 		}
 	default:
-		if _, owned := pl.sessions.Bind(key, g.Subject); owned {
+		if _, owned := pl.sessions.Bind(key, g.Subject, func(b *session.Binding) {
+			b.ElicitationURL, _ = pl.initURL.Get(cache.NewKey(r.Name, g.Subject))
+		}); owned {
 			return denial{}, true
 		}
 	}

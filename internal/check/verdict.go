@@ -13,20 +13,21 @@ import (
 type Outcome uint8
 
 const (
-	Allowed           Outcome = iota // authenticated and authorized
-	Public                           // a public path: no token needed
-	MissingToken                     // no credential at all
-	InvalidToken                     // malformed, expired, badly signed, wrong iss/aud, unusable claims
-	InsufficientScope                // valid token, missing scope
-	NoRoute                          // no route matches and there is no default
-	Malformed                        // the request itself is unusable
-	Unavailable                      // a dependency is down (keys never loaded): retry later
-	Forbidden                        // a rule refuses the call
-	SessionConflict                  // the MCP session belongs to another user
-	ResourceMetadata                 // answered directly: the protected resource metadata document
-	TooDeep                          // the delegation chain is deeper than the route allows
-	DryRun                           // a dry-run route let a request pass that would have been denied
-	Overloaded                       // too many checks in progress: answered at once, fail closed
+	Allowed               Outcome = iota // authenticated and authorized
+	Public                               // a public path: no token needed
+	MissingToken                         // no credential at all
+	InvalidToken                         // malformed, expired, badly signed, wrong iss/aud, unusable claims
+	InsufficientScope                    // valid token, missing scope
+	NoRoute                              // no route matches and there is no default
+	Malformed                            // the request itself is unusable
+	Unavailable                          // a dependency is down (keys never loaded): retry later
+	Forbidden                            // a rule refuses the call
+	SessionConflict                      // the MCP session belongs to another user
+	ResourceMetadata                     // answered directly: the protected resource metadata document
+	TooDeep                              // the delegation chain is deeper than the route allows
+	DryRun                               // a dry-run route let a request pass that would have been denied
+	Overloaded                           // too many checks in progress: answered at once, fail closed
+	AuthorizationRequired                // answered directly: the user must authorize the upstream first (elicitation)
 )
 
 // outcomes is the one table mapping outcomes to what the client sees.
@@ -34,20 +35,21 @@ var outcomes = [...]struct {
 	status int
 	reason string // metric label, log field and body "error"
 }{
-	Allowed:           {200, "allowed"},
-	Public:            {200, "public"},
-	MissingToken:      {401, "missing_token"},
-	InvalidToken:      {401, "invalid_token"},
-	InsufficientScope: {403, "insufficient_scope"},
-	NoRoute:           {403, "no_route"},
-	Malformed:         {400, "invalid_request"},
-	Unavailable:       {503, "temporarily_unavailable"},
-	Forbidden:         {403, "forbidden"},
-	SessionConflict:   {403, "session_conflict"},
-	ResourceMetadata:  {200, "resource_metadata"},
-	TooDeep:           {403, "delegation_too_deep"},
-	DryRun:            {200, "dry_run"},
-	Overloaded:        {503, "overloaded"},
+	Allowed:               {200, "allowed"},
+	Public:                {200, "public"},
+	MissingToken:          {401, "missing_token"},
+	InvalidToken:          {401, "invalid_token"},
+	InsufficientScope:     {403, "insufficient_scope"},
+	NoRoute:               {403, "no_route"},
+	Malformed:             {400, "invalid_request"},
+	Unavailable:           {503, "temporarily_unavailable"},
+	Forbidden:             {403, "forbidden"},
+	SessionConflict:       {403, "session_conflict"},
+	ResourceMetadata:      {200, "resource_metadata"},
+	TooDeep:               {403, "delegation_too_deep"},
+	DryRun:                {200, "dry_run"},
+	Overloaded:            {503, "overloaded"},
+	AuthorizationRequired: {200, "authorization_required"},
 }
 
 // Status is the HTTP status Envoy must answer with (200 when allowed).
@@ -139,18 +141,19 @@ func rpcErrorBody(id []byte, d denial) []byte {
 }
 
 var rpcMessages = [...]string{
-	MissingToken:      "Unauthorized: a bearer token is required",
-	InvalidToken:      "Unauthorized: the bearer token is not valid",
-	InsufficientScope: "Forbidden: insufficient scope",
-	NoRoute:           "Forbidden",
-	Malformed:         "Invalid Request",
-	Unavailable:       "Service temporarily unavailable",
-	Forbidden:         "Forbidden",
-	SessionConflict:   "Forbidden: session belongs to another user",
-	ResourceMetadata:  "",
-	TooDeep:           "Forbidden: delegation chain too deep",
-	DryRun:            "",
-	Overloaded:        "Service overloaded",
+	MissingToken:          "Unauthorized: a bearer token is required",
+	InvalidToken:          "Unauthorized: the bearer token is not valid",
+	InsufficientScope:     "Forbidden: insufficient scope",
+	NoRoute:               "Forbidden",
+	Malformed:             "Invalid Request",
+	Unavailable:           "Service temporarily unavailable",
+	Forbidden:             "Forbidden",
+	SessionConflict:       "Forbidden: session belongs to another user",
+	ResourceMetadata:      "",
+	TooDeep:               "Forbidden: delegation chain too deep",
+	DryRun:                "",
+	Overloaded:            "Service overloaded",
+	AuthorizationRequired: "",
 }
 
 // challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value.

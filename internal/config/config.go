@@ -27,6 +27,79 @@ type File struct {
 	Lineage  Lineage  `yaml:"lineage"`
 	Limits   Limits   `yaml:"limits"`
 	Tracing  Tracing  `yaml:"tracing"`
+	// Exchanges are the security token services routes exchange tokens at.
+	Exchanges []Exchange `yaml:"exchanges"`
+	// Elicitations bounds pending re-authorizations.
+	Elicitations Elicitations `yaml:"elicitations"`
+}
+
+// Exchange is one RFC 8693 security token service and how this service
+// authenticates to it.
+type Exchange struct {
+	Name string `yaml:"name"`
+	// TokenEndpoint, or Issuer to discover it from (RFC 8414, then OIDC).
+	TokenEndpoint      string         `yaml:"token_endpoint"`
+	Issuer             string         `yaml:"issuer"`
+	ClientAuth         ExchangeClient `yaml:"client_auth"`
+	SubjectTokenType   string         `yaml:"subject_token_type"`
+	RequestedTokenType string         `yaml:"requested_token_type"`
+	ActorTokenFile     string         `yaml:"actor_token_file"`
+	ActorTokenType     string         `yaml:"actor_token_type"`
+	Timeout            Duration       `yaml:"timeout"`
+	SafetyMargin       Duration       `yaml:"safety_margin"`
+	RefreshAhead       Duration       `yaml:"refresh_ahead"`
+	BreakerFailures    int            `yaml:"breaker_failures"`
+	BreakerCooldown    Duration       `yaml:"breaker_cooldown"`
+	CacheSize          int            `yaml:"cache_size"`
+}
+
+// ExchangeClient is the client authentication at the STS.
+type ExchangeClient struct {
+	// Method: client_secret_basic (default with a secret), client_secret_post,
+	// private_key_jwt (RFC 7523) or none.
+	Method           string `yaml:"method"`
+	ClientID         string `yaml:"client_id"`
+	ClientSecretEnv  string `yaml:"client_secret_env"`
+	ClientSecretFile string `yaml:"client_secret_file"`
+	PrivateKeyFile   string `yaml:"private_key_file"`
+	KeyID            string `yaml:"key_id"`
+	Algorithm        string `yaml:"algorithm"`
+}
+
+// Elicitations bounds the pending re-authorizations.
+type Elicitations struct {
+	MaxEntries int      `yaml:"max_entries"`
+	TTL        Duration `yaml:"ttl"`
+}
+
+// RouteExchange replaces the inbound token with one issued for the upstream.
+type RouteExchange struct {
+	STS      string   `yaml:"sts"`
+	Audience []string `yaml:"audience"`
+	Resource []string `yaml:"resource"` // RFC 8707
+	Scope    string   `yaml:"scope"`
+	// Methods are the JSON-RPC methods (globs) whose requests need the
+	// exchanged token; empty: every request that is not public.
+	Methods []string `yaml:"methods"`
+	// Tools override audience, resource and scope for MCP tools/call by tool
+	// name (globs, first match), and may require the user's consent first.
+	Tools []ToolExchange `yaml:"tools"`
+	// AuthorizeURL is where a user authorizes the upstream when the STS
+	// answers interaction_required / consent_required or consent is needed;
+	// the service adds state=<elicitation id>.
+	AuthorizeURL string `yaml:"authorize_url"`
+	Message      string `yaml:"message"`
+}
+
+// ToolExchange is a per-tool override.
+type ToolExchange struct {
+	Names    []string `yaml:"names"`
+	Audience []string `yaml:"audience"`
+	Resource []string `yaml:"resource"`
+	Scope    string   `yaml:"scope"`
+	// Consent requires the user to have completed the authorization at
+	// AuthorizeURL (an elicitation) before the first call.
+	Consent bool `yaml:"consent"`
 }
 
 // Tracing sends OpenTelemetry spans to an OTLP/gRPC collector; off unless
@@ -166,6 +239,7 @@ type Route struct {
 	DefaultAction     string            `yaml:"default_action"`
 	ProtectedResource ProtectedResource `yaml:"protected_resource"`
 	Lineage           RouteLineage      `yaml:"lineage"`
+	Exchange          *RouteExchange    `yaml:"exchange"`
 	// DryRun decides, logs and counts as usual but lets every request pass,
 	// telling the upstream the decision in the x-extauthz-dry-run header.
 	DryRun bool `yaml:"dry_run"`
@@ -330,6 +404,12 @@ func (f *File) applyDefaults() {
 	}
 	if f.Limits.OverloadStatus == 0 {
 		f.Limits.OverloadStatus = 503
+	}
+	if f.Elicitations.MaxEntries == 0 {
+		f.Elicitations.MaxEntries = 10_000
+	}
+	if f.Elicitations.TTL == 0 {
+		f.Elicitations.TTL = Duration(10 * time.Minute)
 	}
 	setDefault(&f.Lineage.Preset, "default")
 	if f.Lineage.MaxDepth == 0 {

@@ -74,6 +74,64 @@ func (f *File) Validate() error {
 		v.add("sessions: max_entries and idle_timeout must not be negative")
 	}
 	v.lineage(f.Lineage, f.Routes)
+	stss := map[string]bool{}
+	for i, x := range f.Exchanges {
+		p := fmt.Sprintf("exchanges[%d]", i)
+		if x.Name == "" {
+			v.add("%s: name is required", p)
+		} else if stss[x.Name] {
+			v.add("%s: duplicate name %q", p, x.Name)
+		}
+		stss[x.Name] = true
+		if (x.TokenEndpoint == "") == (x.Issuer == "") {
+			v.add("%s: exactly one of token_endpoint and issuer (discovery) is required", p)
+		}
+		if x.TokenEndpoint != "" {
+			v.url(p+".token_endpoint", x.TokenEndpoint)
+		}
+		if x.Issuer != "" {
+			v.url(p+".issuer", x.Issuer)
+		}
+		c := x.ClientAuth
+		switch c.Method {
+		case "", "client_secret_basic", "client_secret_post", "private_key_jwt", "none":
+		default:
+			v.add("%s.client_auth.method: %q is not client_secret_basic, client_secret_post, private_key_jwt or none", p, c.Method)
+		}
+		if c.Method == "private_key_jwt" && c.PrivateKeyFile == "" {
+			v.add("%s.client_auth: private_key_jwt needs private_key_file", p)
+		}
+		if (c.Method == "client_secret_basic" || c.Method == "client_secret_post") && c.ClientSecretEnv == "" && c.ClientSecretFile == "" {
+			v.add("%s.client_auth: %s needs client_secret_env or client_secret_file", p, c.Method)
+		}
+	}
+	for i, r := range f.Routes {
+		if r.Exchange == nil {
+			continue
+		}
+		p := fmt.Sprintf("routes[%d] (%s).exchange", i, r.Name)
+		if !stss[r.Exchange.STS] {
+			v.add("%s.sts: unknown exchange %q", p, r.Exchange.STS)
+		}
+		if len(r.Exchange.Audience) == 0 && len(r.Exchange.Resource) == 0 {
+			v.add("%s: audience or resource is required", p)
+		}
+		consent := false
+		for _, t := range r.Exchange.Tools {
+			consent = consent || t.Consent
+			if len(t.Names) == 0 {
+				v.add("%s.tools: each override needs names", p)
+			}
+		}
+		if r.Exchange.AuthorizeURL != "" {
+			v.url(p+".authorize_url", r.Exchange.AuthorizeURL)
+		} else if consent {
+			v.add("%s.authorize_url: required when a tool needs consent", p)
+		}
+		if r.ForwardAuthorization {
+			v.add("routes[%d] (%s): forward_authorization cannot be combined with exchange: the inbound token never reaches the upstream", i, r.Name)
+		}
+	}
 	if r := f.Tracing.SampleRatio; r != nil && (*r < 0 || *r > 1) {
 		v.add("tracing.sample_ratio: must be between 0 and 1")
 	}

@@ -47,8 +47,8 @@ func Key(route, session string) string { return route + "\x00" + session }
 
 // Bind binds key to subject if it is unbound (or its binding expired) and
 // reports the owner. owned is true when subject owns the session; its idle
-// deadline is then extended.
-func (s *Store) Bind(key, subject string) (owner string, owned bool) {
+// deadline is then extended. init, when not nil, fills in a new binding.
+func (s *Store) Bind(key, subject string, init func(*Binding)) (owner string, owned bool) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -60,7 +60,11 @@ func (s *Store) Bind(key, subject string) (owner string, owned bool) {
 		b.idleUntil = now.Add(s.idle)
 		return subject, true
 	}
-	s.lru.Add(key, &Binding{Subject: subject, idleUntil: now.Add(s.idle)})
+	nb := &Binding{Subject: subject, idleUntil: now.Add(s.idle)}
+	if init != nil {
+		init(nb)
+	}
+	s.lru.Add(key, nb)
 	return subject, true
 }
 

@@ -30,7 +30,7 @@ func TestBind(t *testing.T) {
 	}
 	for _, st := range steps {
 		now = now.Add(st.advance)
-		owner, owned := s.Bind(k, st.subject)
+		owner, owned := s.Bind(k, st.subject, nil)
 		if owner != st.wantOwner || owned != st.wantOwned {
 			t.Fatalf("%s: Bind = %q, %v; want %q, %v", st.name, owner, owned, st.wantOwner, st.wantOwned)
 		}
@@ -43,7 +43,7 @@ func TestBind(t *testing.T) {
 func TestEnd(t *testing.T) {
 	s, _ := New(10, time.Hour, nil)
 	k := Key("r", "s")
-	s.Bind(k, "alice")
+	s.Bind(k, "alice", nil)
 	if s.End(k, "mallory") {
 		t.Fatal("another user ended the session")
 	}
@@ -53,7 +53,7 @@ func TestEnd(t *testing.T) {
 	if !s.End(k, "alice") {
 		t.Fatal("owner could not end the session")
 	}
-	if owner, owned := s.Bind(k, "mallory"); !owned || owner != "mallory" {
+	if owner, owned := s.Bind(k, "mallory", nil); !owned || owner != "mallory" {
 		t.Fatal("ended session still bound")
 	}
 }
@@ -61,10 +61,10 @@ func TestEnd(t *testing.T) {
 func TestRemoveSubjectAndSession(t *testing.T) {
 	s, _ := New(100, time.Hour, nil)
 	for i := range 5 {
-		s.Bind(Key("r", fmt.Sprint("a", i)), "alice")
+		s.Bind(Key("r", fmt.Sprint("a", i)), "alice", nil)
 	}
-	s.Bind(Key("r", "b"), "bob")
-	s.Bind(Key("r2", "b"), "bob")
+	s.Bind(Key("r", "b"), "bob", nil)
+	s.Bind(Key("r2", "b"), "bob", nil)
 	if n := s.RemoveSubject("alice"); n != 5 {
 		t.Fatalf("removed %d", n)
 	}
@@ -85,7 +85,7 @@ func TestBindIsAtomic(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if owner, owned := s.Bind(k, fmt.Sprint("user-", i)); owned {
+			if owner, owned := s.Bind(k, fmt.Sprint("user-", i), nil); owned {
 				owners <- owner
 			}
 		}()

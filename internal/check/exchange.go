@@ -1,0 +1,292 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/exchange"
+	"github.com/extauthz/extauthz/internal/session"
+)
+
+// ConsentTTL is how long a completed authorization counts as consent.
+const ConsentTTL = 12 * time.Hour
+
+// routeExchange is a route's compiled token exchange.
+type routeExchange struct {
+	ex           *exchange.Exchanger
+	target       exchange.Target
+	methods      []string
+	tools        []toolExchange
+	authorizeURL string
+	message      string
+}
+
+type toolExchange struct {
+	names   []string
+	target  exchange.Target
+	consent bool
+}
+
+// compileExchanges builds one Exchanger per configured STS.
+func compileExchanges(f *config.File, d Deps) (map[string]*exchange.Exchanger, error) {
+	out := make(map[string]*exchange.Exchanger, len(f.Exchanges))
+	var errs []error
+	for _, x := range f.Exchanges {
+		secret := ""
+		switch {
+		case x.ClientAuth.ClientSecretEnv != "":
+			if secret = d.Getenv(x.ClientAuth.ClientSecretEnv); secret == "" {
+				errs = append(errs, fmt.Errorf("exchange %s: environment variable %s is empty", x.Name, x.ClientAuth.ClientSecretEnv))
+				continue
+			}
+		case x.ClientAuth.ClientSecretFile != "":
+			b, err := os.ReadFile(x.ClientAuth.ClientSecretFile)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("exchange %s: %w", x.Name, err))
+				continue
+			}
+			secret = strings.TrimRight(string(b), "\r\n")
+		}
+		ex, err := exchange.New(exchange.Config{
+			TokenEndpoint: x.TokenEndpoint, Issuer: x.Issuer,
+			Auth: exchange.ClientAuth{Method: x.ClientAuth.Method, ClientID: x.ClientAuth.ClientID, ClientSecret: secret,
+				PrivateKeyFile: x.ClientAuth.PrivateKeyFile, KeyID: x.ClientAuth.KeyID, Algorithm: x.ClientAuth.Algorithm},
+			SubjectTokenType: x.SubjectTokenType, RequestedTokenType: x.RequestedTokenType,
+			ActorTokenFile: x.ActorTokenFile, ActorTokenType: x.ActorTokenType,
+			Timeout: x.Timeout.D(), SafetyMargin: x.SafetyMargin.D(), RefreshAhead: x.RefreshAhead.D(),
+			BreakerFailures: x.BreakerFailures, BreakerCooldown: x.BreakerCooldown.D(), CacheSize: x.CacheSize,
+		}, exchange.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now, OnCall: d.OnSTSCall})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("exchange %s: %w", x.Name, err))
+			continue
+		}
+		out[x.Name] = ex
+	}
+	if err := errors.Join(errs...); err != nil {
+		for _, ex := range out {
+			ex.Close()
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func compileRouteExchange(rc *config.RouteExchange, exchangers map[string]*exchange.Exchanger) (*routeExchange, error) {
+	if rc == nil {
+		return nil, nil
+	}
+	re := &routeExchange{
+		ex:           exchangers[rc.STS],
+		target:       exchange.Target{Audience: rc.Audience, Resource: rc.Resource, Scope: rc.Scope},
+		methods:      rc.Methods,
+		authorizeURL: rc.AuthorizeURL,
+		message:      rc.Message,
+	}
+	if re.message == "" {
+		re.message = "Authorization is required before this call can go ahead. Open the link, authorize, then retry."
+	}
+	if err := re.target.Validate(); err != nil {
+		return nil, err
+	}
+	for _, t := range rc.Tools {
+		target := re.target.Override(exchange.Target{Audience: t.Audience, Resource: t.Resource, Scope: t.Scope})
+		if err := target.Validate(); err != nil {
+			return nil, err
+		}
+		re.tools = append(re.tools, toolExchange{names: t.Names, target: target, consent: t.Consent})
+	}
+	if re.authorizeURL != "" {
+		if _, err := elicit.WithState(re.authorizeURL, "x"); err != nil {
+			return nil, err
+		}
+	}
+	return re, nil
+}
+
+// needed reports whether this request needs the exchanged token: never on
+// public paths (handled before), only for the marked methods when there are.
+func (re *routeExchange) needed(call *Call) bool {
+	if len(re.methods) == 0 {
+		return true
+	}
+	return call.Method != "" && anyGlob(re.methods, canonicalMethod(call.Method))
+}
+
+// targetFor picks the tool's override for MCP tools/call; tool is the
+// tool's name when an override applies.
+func (re *routeExchange) targetFor(call *Call) (target exchange.Target, consent bool, tool string) {
+	if call.Method == "tools/call" {
+		for _, t := range re.tools {
+			if anyGlob(t.names, call.Name) {
+				return t.target, t.consent, call.Name
+			}
+		}
+	}
+	return re.target, false, ""
+}
+
+// consentKey names what a consent or pending elicitation is for.
+func consentKey(r *Route, tool string) string {
+	if tool == "" {
+		return r.Name
+	}
+	return r.Name + "/tool:" + tool
+}
+
+// applyExchange replaces the upstream Authorization with a token issued for
+// the upstream. On failure it returns the verdict to answer with.
+func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g *Grant, token string, v *Verdict) (Verdict, bool) {
+	re := r.exchange
+	target, needsConsent, tool := re.targetFor(call)
+	if needsConsent && !e.pl.hasConsent(g.Subject, consentKey(r, tool)) {
+		e.step("exchange", "consent required", tool)
+		return e.reauthorize(r, call, g, consentKey(r, tool)), false
+	}
+	if e.readOnly {
+		e.step("exchange", "not run", "explain never calls the STS")
+		return Verdict{}, true
+	}
+	tok, err := re.ex.Exchange(ctx, token, target, exchange.Owner{Subject: g.Subject, Session: call.MCPSession})
+	if err != nil {
+		var xe *exchange.Error
+		errors.As(err, &xe)
+		kind := exchange.KindOf(err)
+		if e.steps != nil {
+			e.step("exchange", kind.String(), err.Error())
+		}
+		switch kind {
+		case exchange.InteractionRequired:
+			return e.reauthorize(r, call, g, consentKey(r, tool)), false
+		case exchange.Unauthorized:
+			return e.p.deny(e.req, r, call, denial{outcome: InvalidToken, desc: "the token cannot be exchanged for the upstream"}), false
+		case exchange.Forbidden:
+			return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "no token can be issued for the upstream"}), false
+		default:
+			d := e.p.deny(e.req, r, call, denial{outcome: Unavailable, desc: "the token service is unavailable"})
+			if xe != nil && xe.RetryAfter > 0 {
+				for i, h := range d.ResponseHeaders {
+					if h.Name == "retry-after" {
+						d.ResponseHeaders[i].Value = strconv.Itoa(int((xe.RetryAfter + time.Second - 1) / time.Second))
+					}
+				}
+			}
+			return d, false
+		}
+	}
+	if e.steps != nil {
+		e.step("exchange", "exchanged", fmt.Sprintf("token for %v %v expires %s", target.Audience, target.Resource, tok.ExpiresAt.UTC().Format(time.RFC3339)))
+	}
+	v.Set, v.Remove = withAuthorization(g, v.Set, v.Remove, tok.Authorization)
+	return Verdict{}, true
+}
+
+// withAuthorization sets the exchanged Authorization upstream (overwriting,
+// like every header) and takes it off the remove list. The slices of the
+// last exchange of this grant are reused while the token stays the same,
+// so repeated requests keep sharing one response.
+func withAuthorization(g *Grant, set []Header, remove []string, authorization string) ([]Header, []string) {
+	if m := g.exchanged.Load(); m != nil && m.authorization == authorization && sameSlice(m.base, set) {
+		return m.set, m.remove
+	}
+	out := make([]Header, 0, len(set)+1)
+	out = append(out, set...)
+	out = append(out, Header{Name: "authorization", Value: authorization})
+	rm := make([]string, 0, len(remove))
+	for _, name := range remove {
+		if name != "authorization" {
+			rm = append(rm, name)
+		}
+	}
+	g.exchanged.Store(&exchangeMemo{base: set, authorization: authorization, set: out, remove: rm})
+	return out, rm
+}
+
+func sameSlice(a, b []Header) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// exchangeMemo is the header mutations of a grant's last exchanged token.
+type exchangeMemo struct {
+	base          []Header
+	authorization string
+	set           []Header
+	remove        []string
+}
+
+// reauthorize answers a request whose upstream needs the user to authorize
+// first, in the form the client understands (seed: in-session
+// re-authorization): a URL elicitation (-32042) for MCP clients that declared
+// it, an isError tool result for other MCP tools/call, a JSON-RPC error for
+// A2A, else 403.
+func (e *evaluation) reauthorize(r *Route, call *Call, g *Grant, key string) Verdict {
+	re := r.exchange
+	if re.authorizeURL == "" || call.Protocol == "" {
+		return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
+	}
+	var pending elicit.Pending
+	if e.readOnly {
+		pending = elicit.Pending{ID: "(explain)", URL: re.authorizeURL, Subject: g.Subject}
+	} else {
+		var err error
+		if pending, err = e.pl.elicitations.Begin(g.Subject, call.MCPSession, key, re.authorizeURL); err != nil {
+			return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
+		}
+	}
+	var body []byte
+	elicitURL := call.ElicitationURL || e.pl.sessionElicitsURL(r, call)
+	switch {
+	case call.Protocol == ProtoA2A:
+		body = elicit.A2AAuthRequired(call.ID, pending, re.message)
+	case elicitURL:
+		body = elicit.URLElicitationError(call.ID, pending, re.message)
+	case call.Method == "tools/call":
+		body = elicit.ToolResultAuthRequired(call.ID, pending, re.message)
+	default:
+		return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
+	}
+	return Verdict{
+		Outcome: AuthorizationRequired, Route: r.Name, Description: "the user must authorize the upstream first",
+		Grant: g, Call: *call, Body: body,
+		ResponseHeaders: []Header{{Name: "content-type", Value: "application/json"}},
+		Remove:          r.publicRemove(),
+	}
+}
+
+// hasConsent reports whether subject completed the authorization for key.
+func (pl *Pipeline) hasConsent(subject, key string) bool {
+	_, ok := pl.consents.Get(cache.NewKey(subject, key))
+	return ok
+}
+
+// CompleteElicitation records that the user finished the authorization of
+// a pending elicitation (called back by whatever handled the OAuth
+// redirect). It returns the subject it belonged to.
+func (pl *Pipeline) CompleteElicitation(id string) (string, bool) {
+	p, ok := pl.elicitations.Get(id)
+	if !ok {
+		return "", false
+	}
+	if _, ok := pl.elicitations.Complete(id, p.Subject); !ok {
+		return "", false
+	}
+	pl.consents.Add(cache.NewKey(p.Subject, p.Key), true, pl.now().Add(ConsentTTL))
+	return p.Subject, true
+}
+
+// sessionElicitsURL reports whether the MCP session's client declared URL
+// elicitation when it initialized (MCP 2025-11-25).
+func (pl *Pipeline) sessionElicitsURL(r *Route, call *Call) bool {
+	if call.MCPSession == "" {
+		return false
+	}
+	b, ok := pl.sessions.Lookup(session.Key(r.Name, call.MCPSession))
+	return ok && b.ElicitationURL
+}

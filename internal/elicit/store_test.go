@@ -1,0 +1,266 @@
+package elicit_test
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/elicit"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Unix(1_800_000_000, 0)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+const authorize = "https://auth.example/oauth/authorize?client_id=gw&redirect_uri=https%3A%2F%2Fgw.example%2Fcb&scope=files.read+files.write"
+
+func begin(t *testing.T, s *elicit.Store, subject, session, key string) elicit.Pending {
+	t.Helper()
+	p, err := s.Begin(subject, session, key, authorize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBegin(t *testing.T) {
+	c := newClock()
+	s := elicit.New(10, 10*time.Minute, c.Now)
+	p := begin(t, s, "alice", "mcp-1", "files")
+
+	if len(p.ID) < 26 || p.Subject != "alice" || p.Session != "mcp-1" || p.Key != "files" || !p.Expires.Equal(c.Now().Add(10*time.Minute)) {
+		t.Errorf("Pending = %+v", p)
+	}
+	want := authorize + "&state=" + p.ID
+	if p.URL != want {
+		t.Errorf("URL = %s, want %s", p.URL, want)
+	}
+
+	tests := []struct {
+		name                  string
+		subject, session, key string
+		same                  bool
+	}{
+		{"same user, session and key", "alice", "mcp-1", "files", true},
+		{"another session", "alice", "mcp-2", "files", false},
+		{"another key", "alice", "mcp-1", "calendar", false},
+		{"another user", "bob", "mcp-1", "files", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := begin(t, s, tc.subject, tc.session, tc.key)
+			if (q.ID == p.ID) != tc.same {
+				t.Errorf("same elicitation = %v, want %v", q.ID == p.ID, tc.same)
+			}
+		})
+	}
+	if s.Len() != 4 {
+		t.Errorf("Len = %d, want 4", s.Len())
+	}
+}
+
+func TestBeginRenewsWhenHalfExpired(t *testing.T) {
+	c := newClock()
+	s := elicit.New(10, 10*time.Minute, c.Now)
+	p := begin(t, s, "alice", "mcp-1", "files")
+	c.Add(5 * time.Minute)
+	if q := begin(t, s, "alice", "mcp-1", "files"); q.ID != p.ID {
+		t.Fatal("replaced with half its time left")
+	}
+	c.Add(time.Second)
+	q := begin(t, s, "alice", "mcp-1", "files")
+	if q.ID == p.ID {
+		t.Fatal("not replaced with less than half its time left")
+	}
+	if _, ok := s.Get(p.ID); ok || s.Len() != 1 {
+		t.Errorf("the replaced one is still pending (Len %d)", s.Len())
+	}
+}
+
+func TestBeginRejects(t *testing.T) {
+	s := elicit.New(10, time.Minute, nil)
+	tests := []struct {
+		name, subject, url string
+		want               error
+	}{
+		{"no subject", "", authorize, elicit.ErrNoSubject},
+		{"relative URL", "alice", "/authorize", elicit.ErrAuthorizeURL},
+		{"javascript URL", "alice", "javascript:alert(1)", elicit.ErrAuthorizeURL},
+		{"no host", "alice", "https:///authorize", elicit.ErrAuthorizeURL},
+		{"unparsable", "alice", "https://auth.example/%zz", elicit.ErrAuthorizeURL},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.Begin(tc.subject, "s", "k", tc.url); !errors.Is(err, tc.want) {
+				t.Errorf("Begin error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if s.Len() != 0 {
+		t.Errorf("Len = %d after failures", s.Len())
+	}
+}
+
+func TestComplete(t *testing.T) {
+	c := newClock()
+	s := elicit.New(10, time.Minute, c.Now)
+	p := begin(t, s, "alice", "mcp-1", "files")
+	tests := []struct {
+		name, id, subject string
+		ok                bool
+	}{
+		{"unknown id", "nope", "alice", false},
+		{"another user", p.ID, "bob", false},
+		{"no user", p.ID, "", false},
+		{"the user", p.ID, "alice", true},
+		{"already completed", p.ID, "alice", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := s.Complete(tc.id, tc.subject)
+			if ok != tc.ok || (ok && got != p) {
+				t.Errorf("Complete = %+v, %v; want ok = %v", got, ok, tc.ok)
+			}
+		})
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	c := newClock()
+	s := elicit.New(10, time.Minute, c.Now)
+	p := begin(t, s, "alice", "mcp-1", "files")
+	c.Add(59 * time.Second)
+	if _, ok := s.Get(p.ID); !ok {
+		t.Fatal("gone before its time")
+	}
+	c.Add(time.Second)
+	if _, ok := s.Get(p.ID); ok {
+		t.Error("Get found an expired elicitation")
+	}
+	if _, ok := s.Complete(p.ID, "alice"); ok {
+		t.Error("Complete matched an expired elicitation")
+	}
+	if s.Len() != 0 {
+		t.Errorf("Len = %d", s.Len())
+	}
+}
+
+func TestBound(t *testing.T) {
+	c := newClock()
+	s := elicit.New(3, time.Hour, c.Now)
+	var ids []string
+	for _, user := range []string{"u1", "u2", "u3", "u4", "u5"} {
+		ids = append(ids, begin(t, s, user, "", "k").ID)
+		c.Add(time.Second)
+	}
+	if s.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", s.Len())
+	}
+	for i, id := range ids {
+		_, ok := s.Get(id)
+		if want := i >= 2; ok != want {
+			t.Errorf("elicitation %d pending = %v, want %v (oldest go first)", i, ok, want)
+		}
+	}
+}
+
+func TestDrop(t *testing.T) {
+	s := elicit.New(10, time.Hour, nil)
+	begin(t, s, "alice", "mcp-1", "files")
+	begin(t, s, "alice", "mcp-1", "calendar")
+	begin(t, s, "alice", "mcp-2", "files")
+	begin(t, s, "alice", "", "files")
+	bob := begin(t, s, "bob", "mcp-3", "files")
+	if n := s.DropSession(""); n != 0 {
+		t.Errorf(`DropSession("") = %d`, n)
+	}
+	if n := s.DropSession("mcp-1"); n != 2 {
+		t.Errorf("DropSession(mcp-1) = %d, want 2", n)
+	}
+	if n := s.DropSubject("alice"); n != 2 {
+		t.Errorf("DropSubject(alice) = %d, want 2", n)
+	}
+	if n := s.DropSubject(""); n != 0 {
+		t.Errorf(`DropSubject("") = %d`, n)
+	}
+	if _, ok := s.Get(bob.ID); !ok || s.Len() != 1 {
+		t.Errorf("bob's elicitation dropped, Len = %d", s.Len())
+	}
+}
+
+func TestWithState(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"no query", "https://auth.example/authorize", "https://auth.example/authorize?state=ID"},
+		{"empty query", "https://auth.example/authorize?", "https://auth.example/authorize?state=ID"},
+		{"query kept as written", "https://auth.example/a?b=%2F&a=1+2&flag", "https://auth.example/a?b=%2F&a=1+2&flag&state=ID"},
+		{"state replaced", "https://auth.example/a?state=old&x=1&st%61te=older", "https://auth.example/a?x=1&state=ID"},
+		{"fragment kept", "https://auth.example/a?x=1#frag", "https://auth.example/a?x=1&state=ID#frag"},
+		{"http with port", "http://127.0.0.1:8080/a", "http://127.0.0.1:8080/a?state=ID"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := elicit.WithState(tc.in, "ID")
+			if err != nil || got != tc.want {
+				t.Errorf("WithState(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+	got, err := elicit.WithState("https://auth.example/a", "a b&c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(got)
+	if u.Query().Get("state") != "a b&c" || strings.Count(got, "state=") != 1 {
+		t.Errorf("escaped state: %s", got)
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	s := elicit.New(50, time.Hour, nil)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				user := string(rune('a' + g))
+				p, err := s.Begin(user, "s", string(rune('0'+i%10)), authorize)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				s.Get(p.ID)
+				if i%7 == 0 {
+					s.Complete(p.ID, user)
+				}
+				if i%50 == 0 {
+					s.DropSubject(user)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if s.Len() > 50 {
+		t.Errorf("Len = %d beyond the bound", s.Len())
+	}
+}

@@ -1,0 +1,300 @@
+package exchange
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Token type identifiers (RFC 8693 section 3).
+const (
+	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	TokenTypeJWT         = "urn:ietf:params:oauth:token-type:jwt"
+	TokenTypeIDToken     = "urn:ietf:params:oauth:token-type:id_token"
+)
+
+// GrantTypeTokenExchange is the grant_type of an RFC 8693 request.
+const GrantTypeTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
+
+// Client authentication methods at the token endpoint (RFC 6749 section
+// 2.3.1, RFC 7523 section 2.2, RFC 8414 names).
+const (
+	AuthClientSecretBasic = "client_secret_basic"
+	AuthClientSecretPost  = "client_secret_post"
+	AuthPrivateKeyJWT     = "private_key_jwt"
+	AuthNone              = "none"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultTimeout          = 5 * time.Second
+	DefaultMaxResponseBytes = 64 << 10
+	DefaultSafetyMargin     = 30 * time.Second
+	DefaultRefreshAhead     = time.Minute
+	DefaultFallbackLifetime = time.Minute
+	DefaultNegativeTTL      = 5 * time.Second
+	DefaultBreakerFailures  = 5
+	DefaultBreakerCooldown  = 10 * time.Second
+	DefaultCacheSize        = 10_000
+)
+
+// actorCheckInterval is how often the actor token file is looked at.
+const actorCheckInterval = time.Second
+
+// ClientAuth is how this service authenticates to the STS.
+type ClientAuth struct {
+	// Method is one of the Auth* constants. Empty means client_secret_basic
+	// when ClientSecret is set, else none.
+	Method   string
+	ClientID string
+	// ClientSecret for client_secret_basic and client_secret_post. It is
+	// never logged.
+	ClientSecret string
+	// PrivateKeyFile (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC) signs the
+	// private_key_jwt client assertion. It is read once, by New.
+	PrivateKeyFile string
+	// KeyID is the assertion's kid header, "" for none.
+	KeyID string
+	// Algorithm is RS256, ES256 or EdDSA; empty picks the one matching the
+	// key (ES256 needs a P-256 key).
+	Algorithm string
+	// Audience is the assertion's aud; empty means the token endpoint URL
+	// (RFC 7523 section 3).
+	Audience string
+}
+
+// Config is one STS as a route uses it. Zero fields get the defaults.
+type Config struct {
+	// TokenEndpoint is the STS's token endpoint URL. When empty it is
+	// discovered from Issuer's metadata, first
+	// /.well-known/oauth-authorization-server (RFC 8414), then
+	// /.well-known/openid-configuration, on the first exchange.
+	TokenEndpoint string
+	Issuer        string
+	Auth          ClientAuth
+	// SubjectTokenType describes the inbound token (default access_token).
+	SubjectTokenType string
+	// RequestedTokenType is asked of the STS (default access_token).
+	RequestedTokenType string
+	// ActorTokenFile, when set, is sent as actor_token so the exchanged
+	// token names this service in act (RFC 8693 section 4.1), e.g. a
+	// Kubernetes projected service-account token. The file is looked at
+	// at most once a second and re-read when it changes.
+	ActorTokenFile string
+	ActorTokenType string // default jwt
+	// Timeout bounds one STS call (default 5s).
+	Timeout time.Duration
+	// MaxResponseBytes bounds the STS's answer (default 64 KiB).
+	MaxResponseBytes int64
+	// SafetyMargin: an exchanged token is used until it expires minus this
+	// (capped at half its lifetime), never closer to its expiry (default 30s).
+	SafetyMargin time.Duration
+	// RefreshAhead: a request that finds a cached token this close to the
+	// end of its use starts a background exchange, so no request waits on
+	// the STS under steady traffic (default 1m, capped at half the
+	// remaining use).
+	RefreshAhead time.Duration
+	// FallbackLifetime is assumed when the STS gives neither expires_in nor
+	// a readable exp (default 1m).
+	FallbackLifetime time.Duration
+	// NegativeTTL: a refusal (Unauthorized, Forbidden) is remembered this
+	// long so a client repeating a doomed request does not reach the STS
+	// each time (default 5s; negative disables). InteractionRequired is
+	// never remembered: the user retries right after authorizing.
+	NegativeTTL time.Duration
+	// BreakerFailures consecutive failures (unreachable, timeout, 5xx,
+	// 429, bad response) open the breaker: for BreakerCooldown calls fail
+	// at once as Unavailable; then one call probes the STS (defaults 5, 10s).
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// CacheSize bounds the exchanged tokens kept (default 10000).
+	CacheSize int
+}
+
+// Options are the Exchanger's dependencies. Zero values get defaults: an
+// HTTP client, a logger that discards, time.Now.
+type Options struct {
+	// HTTPClient calls the STS. It is copied and redirects are not followed:
+	// a redirected token request would carry the client credentials and the
+	// subject token elsewhere.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	Now        func() time.Time
+	// OnCall, when set, is told about every STS call: its duration and
+	// result ("ok" or the failure's Kind), for metrics.
+	OnCall func(result string, took time.Duration)
+}
+
+// Target is what the exchanged token is for: a route's default or, for an
+// MCP tools/call, a tool's override, chosen by the caller. Pass the same
+// values in the same order for the same target: they are part of the cache
+// key as given.
+type Target struct {
+	// Audience values are sent as audience parameters (logical names).
+	Audience []string
+	// Resource values are sent as resource parameters (RFC 8707: absolute
+	// URIs without fragment).
+	Resource []string
+	// Scope is space-separated, "" for none.
+	Scope string
+}
+
+// Override returns t with the fields o sets replacing t's: a tool's
+// override on top of its route's default. Compute it once, when
+// configuration is loaded.
+func (t Target) Override(o Target) Target {
+	if len(o.Audience) > 0 {
+		t.Audience = o.Audience
+	}
+	if len(o.Resource) > 0 {
+		t.Resource = o.Resource
+	}
+	if o.Scope != "" {
+		t.Scope = o.Scope
+	}
+	return t
+}
+
+// Validate checks t the way the STS would, for use when configuration is
+// loaded: resources are absolute URIs without fragment, nothing is empty.
+func (t Target) Validate() error {
+	var errs []error
+	for _, a := range t.Audience {
+		if a == "" {
+			errs = append(errs, errors.New("exchange: empty audience"))
+		}
+	}
+	for _, r := range t.Resource {
+		u, err := url.Parse(r)
+		if err != nil || !u.IsAbs() || u.Fragment != "" {
+			errs = append(errs, fmt.Errorf("exchange: resource %q is not an absolute URI without fragment", r))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Owner is whom an exchanged token belongs to, for clean-up: the user (the
+// subject token's subject) and the MCP session, "" when there is none. The
+// session is part of the cache key, so ending a session drops exactly its
+// tokens and a token never crosses sessions.
+type Owner struct {
+	Subject, Session string
+}
+
+// Token is an exchanged token.
+type Token struct {
+	Value string
+	// Authorization is "Bearer " + Value, built once for the upstream
+	// Authorization header.
+	Authorization   string
+	IssuedTokenType string
+	// Scope is the scope granted, as the STS said, else as requested.
+	Scope     string
+	ExpiresAt time.Time
+}
+
+// LogValue describes t for slog without the token.
+func (t Token) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("issued_token_type", t.IssuedTokenType),
+		slog.String("scope", t.Scope),
+		slog.Time("expires_at", t.ExpiresAt),
+	)
+}
+
+// String describes t without the token, so that printing it leaks nothing.
+func (t Token) String() string { return t.LogValue().String() }
+
+// compiled is a Config checked and with defaults applied.
+type compiled struct {
+	Config
+	endpoint *url.URL // nil when discovered
+	issuer   string
+}
+
+func compile(c Config) (compiled, error) {
+	var errs []error
+	cc := compiled{Config: c}
+	switch {
+	case c.TokenEndpoint != "":
+		u, err := httpURL(c.TokenEndpoint)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("exchange: token endpoint: %w", err))
+		}
+		cc.endpoint = u
+	case c.Issuer != "":
+		if _, err := httpURL(c.Issuer); err != nil {
+			errs = append(errs, fmt.Errorf("exchange: issuer: %w", err))
+		}
+	default:
+		errs = append(errs, errors.New("exchange: a token endpoint or an issuer to discover it from is required"))
+	}
+	cc.issuer = c.Issuer
+
+	a := &cc.Auth
+	if a.Method == "" {
+		a.Method = AuthNone
+		if a.ClientSecret != "" {
+			a.Method = AuthClientSecretBasic
+		}
+	}
+	switch a.Method {
+	case AuthClientSecretBasic, AuthClientSecretPost:
+		if a.ClientID == "" || a.ClientSecret == "" {
+			errs = append(errs, fmt.Errorf("exchange: %s needs a client id and a client secret", a.Method))
+		}
+	case AuthPrivateKeyJWT:
+		if a.ClientID == "" || a.PrivateKeyFile == "" {
+			errs = append(errs, errors.New("exchange: private_key_jwt needs a client id and a private key file"))
+		}
+	case AuthNone:
+		if a.ClientSecret != "" {
+			errs = append(errs, errors.New("exchange: a client secret is set but the method is none"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("exchange: unknown client authentication method %q (client_secret_basic, client_secret_post, private_key_jwt, none)", a.Method))
+	}
+
+	setDefault(&cc.SubjectTokenType, TokenTypeAccessToken)
+	setDefault(&cc.RequestedTokenType, TokenTypeAccessToken)
+	setDefault(&cc.ActorTokenType, TokenTypeJWT)
+	if cc.RequestedTokenType != TokenTypeAccessToken && cc.RequestedTokenType != TokenTypeJWT {
+		// The token goes upstream as a bearer token: only these two are that.
+		errs = append(errs, fmt.Errorf("exchange: requested token type %q is not usable as a bearer token (access_token, jwt)", cc.RequestedTokenType))
+	}
+	positive(&cc.Timeout, DefaultTimeout)
+	positive(&cc.MaxResponseBytes, DefaultMaxResponseBytes)
+	positive(&cc.SafetyMargin, DefaultSafetyMargin)
+	positive(&cc.RefreshAhead, DefaultRefreshAhead)
+	positive(&cc.FallbackLifetime, DefaultFallbackLifetime)
+	if cc.NegativeTTL == 0 {
+		cc.NegativeTTL = DefaultNegativeTTL
+	}
+	positive(&cc.BreakerFailures, DefaultBreakerFailures)
+	positive(&cc.BreakerCooldown, DefaultBreakerCooldown)
+	positive(&cc.CacheSize, DefaultCacheSize)
+	return cc, errors.Join(errs...)
+}
+
+func httpURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%q is not an http(s) URL without fragment", s)
+	}
+	return u, nil
+}
+
+func setDefault(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+func positive[T int | int64 | time.Duration](p *T, v T) {
+	if *p <= 0 {
+		*p = v
+	}
+}
