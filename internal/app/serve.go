@@ -215,14 +215,14 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		return err
 	}
 
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append(envoyauthz.ServerOptions(),
 		// Envoy keeps long-lived HTTP/2 connections and pings them.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 		// A CheckRequest carries headers and at most the buffered body.
 		grpc.MaxRecvMsgSize(8<<20),
-	)
-	authv3.RegisterAuthorizationServer(gs, envoyauthz.NewServer(pipeline, tr))
+	)...)
+	envoyauthz.Register(gs, envoyauthz.NewServer(pipeline, tr))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	setHealth := func(ready bool) {

@@ -47,28 +47,43 @@ func NewServer(p *check.Pipeline, t *tracing.Tracing) *Server {
 
 // Check answers one Envoy ext_authz call.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
-	limits := s.pipeline.Policy().Limits()
-	n := s.inflight.Add(1)
-	defer s.inflight.Add(-1)
-	if limits.MaxConcurrentChecks > 0 && n > int64(limits.MaxConcurrentChecks) {
-		// Shed load: answer at once, closed, rather than queue without bound.
-		v := check.OverloadVerdict(limits.OverloadStatus)
-		s.pipeline.Observe("", check.Overloaded)
+	if v, overloaded := s.shed(); overloaded {
 		return Response(&v), nil
 	}
+	defer s.inflight.Add(-1)
 	in := Input(req)
 	if s.tracing == nil {
 		v := s.pipeline.Check(ctx, &in)
 		return Response(&v), nil
 	}
+	v := s.traced(ctx, &in)
+	return Response(&v), nil
+}
+
+// shed counts a check in (the caller must count it out unless overloaded)
+// and refuses it when too many are in progress: answer at once, closed,
+// rather than queue without bound.
+func (s *Server) shed() (check.Verdict, bool) {
+	limits := s.pipeline.Policy().Limits()
+	n := s.inflight.Add(1)
+	if limits.MaxConcurrentChecks > 0 && n > int64(limits.MaxConcurrentChecks) {
+		s.inflight.Add(-1)
+		s.pipeline.Observe("", check.Overloaded)
+		return check.OverloadVerdict(limits.OverloadStatus), true
+	}
+	return check.Verdict{}, false
+}
+
+// traced decides in within a span continuing Envoy's trace.
+func (s *Server) traced(ctx context.Context, in *check.Request) check.Verdict {
 	ctx, span := s.tracing.StartCheck(ctx, in.Headers)
-	v := s.pipeline.Check(ctx, &in)
+	v := s.pipeline.Check(ctx, in)
 	var user string
 	if v.Grant != nil {
 		user = v.Grant.Subject
 	}
 	tracing.EndCheck(span, v.Route, v.Outcome.String(), v.Status(), user)
-	return Response(&v), nil
+	return v
 }
 
 // Input extracts the plain request from Envoy's CheckRequest. It accepts the
@@ -176,6 +191,7 @@ type lastResponse struct {
 	cacheHit bool
 	call     check.Call
 	resp     *authv3.CheckResponse
+	encoded  atomic.Pointer[encodedResponse]
 }
 
 func (l *lastResponse) matches(v *check.Verdict) bool {
@@ -217,10 +233,17 @@ func withExtra(rendered []*corev3.HeaderValueOption, set []check.Header) []*core
 
 // Response builds the CheckResponse for a verdict.
 func Response(v *check.Verdict) *authv3.CheckResponse {
+	resp, _ := respond(v)
+	return resp
+}
+
+// respond builds the CheckResponse for a verdict and, for an allowed one,
+// the grant's last-response record it is shared through.
+func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
 	if v.Outcome == check.Allowed && v.Grant != nil {
 		r := check.Rendered(v.Grant, renderGrant)
 		if l := r.last.Load(); l != nil && l.matches(v) {
-			return l.resp
+			return l.resp, l
 		}
 		resp := &authv3.CheckResponse{
 			Status: okStatus,
@@ -232,9 +255,10 @@ func Response(v *check.Verdict) *authv3.CheckResponse {
 		}
 		call := v.Call
 		call.ID = nil
-		r.last.Store(&lastResponse{set: unsafe.SliceData(v.Set), remove: unsafe.SliceData(v.Remove), setLen: len(v.Set),
-			cacheHit: v.CacheHit, call: call, resp: resp})
-		return resp
+		l := &lastResponse{set: unsafe.SliceData(v.Set), remove: unsafe.SliceData(v.Remove), setLen: len(v.Set),
+			cacheHit: v.CacheHit, call: call, resp: resp}
+		r.last.Store(l)
+		return resp, l
 	}
 	if v.Outcome.Allow() {
 		return &authv3.CheckResponse{
@@ -244,7 +268,7 @@ func Response(v *check.Verdict) *authv3.CheckResponse {
 				HeadersToRemove: v.Remove,
 			}},
 			DynamicMetadata: metadata(v),
-		}
+		}, nil
 	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(grpcCode(v.Status())), Message: v.Outcome.String()},
@@ -254,7 +278,7 @@ func Response(v *check.Verdict) *authv3.CheckResponse {
 			Body:    string(v.Body),
 		}},
 		DynamicMetadata: metadata(v),
-	}
+	}, nil
 }
 
 // headerOptions renders headers with append explicitly false: overwrite, on

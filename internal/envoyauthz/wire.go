@@ -1,0 +1,330 @@
+package envoyauthz
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/extauthz/extauthz/internal/check"
+)
+
+// The hot path does not build Envoy's whole CheckRequest message tree
+// (peers, addresses, metadata, timestamps, one allocation per header): it
+// reads the fields the pipeline uses straight from the wire, every string a
+// substring of one copy of the message. And a response that repeats the
+// last one of its grant is sent as the bytes already encoded for it.
+
+// Field numbers of envoy.service.auth.v3 messages, from
+// external_auth.proto and attribute_context.proto.
+const (
+	fCheckRequestAttributes = 1 // CheckRequest.attributes
+
+	fAttrSource            = 1  // AttributeContext.source
+	fAttrRequest           = 4  // AttributeContext.request
+	fAttrContextExtensions = 10 // AttributeContext.context_extensions
+
+	fPeerPrincipal = 4 // AttributeContext.Peer.principal
+
+	fRequestHTTP = 2 // AttributeContext.Request.http
+
+	fHTTPMethod    = 2
+	fHTTPHeaders   = 3
+	fHTTPPath      = 4
+	fHTTPHost      = 5
+	fHTTPScheme    = 6
+	fHTTPProtocol  = 10
+	fHTTPBody      = 11
+	fHTTPRawBody   = 12
+	fHTTPHeaderMap = 13
+
+	fHeaderMapHeaders = 1 // config.core.v3.HeaderMap.headers
+	fHeaderValueKey   = 1
+	fHeaderValueValue = 2
+	fHeaderValueRaw   = 3
+
+	fMapKey   = 1
+	fMapValue = 2
+)
+
+var errWire = errors.New("malformed CheckRequest")
+
+// wireRequest is a CheckRequest read for the pipeline only.
+type wireRequest struct {
+	in     check.Request
+	method string
+	scheme string
+	host   string
+	path   string
+	body   string
+	raw    []byte
+	rawHdr []rawHeader
+}
+
+type rawHeader struct{ key, value string }
+
+// decode reads b, which it keeps: the strings of the request point into it.
+func (w *wireRequest) decode(b []byte) error {
+	s := unsafe.String(unsafe.SliceData(b), len(b))
+	w.in.Headers = check.Headers{}
+	return fields(s, func(num protowire.Number, v string) error {
+		if num == fCheckRequestAttributes {
+			return fields(v, w.attributes)
+		}
+		return nil
+	})
+}
+
+func (w *wireRequest) attributes(num protowire.Number, v string) error {
+	switch num {
+	case fAttrSource:
+		return fields(v, func(num protowire.Number, v string) error {
+			if num == fPeerPrincipal {
+				w.in.SourcePrincipal = v
+			}
+			return nil
+		})
+	case fAttrRequest:
+		return fields(v, func(num protowire.Number, v string) error {
+			if num == fRequestHTTP {
+				return fields(v, w.http)
+			}
+			return nil
+		})
+	case fAttrContextExtensions:
+		k, val, err := mapEntry(v)
+		if err != nil {
+			return err
+		}
+		if w.in.ContextExtensions == nil {
+			w.in.ContextExtensions = map[string]string{}
+		}
+		w.in.ContextExtensions[k] = val
+	}
+	return nil
+}
+
+func (w *wireRequest) http(num protowire.Number, v string) error {
+	switch num {
+	case fHTTPMethod:
+		w.method = v
+	case fHTTPHeaders:
+		k, val, err := mapEntry(v)
+		if err != nil {
+			return err
+		}
+		w.in.Headers[k] = val
+	case fHTTPPath:
+		w.path = v
+	case fHTTPHost:
+		w.host = v
+	case fHTTPScheme:
+		w.scheme = v
+	case fHTTPProtocol:
+		w.in.Protocol = v
+	case fHTTPBody:
+		w.body = v
+	case fHTTPRawBody:
+		w.raw = unsafe.Slice(unsafe.StringData(v), len(v))
+	case fHTTPHeaderMap:
+		return fields(v, func(num protowire.Number, v string) error {
+			if num != fHeaderMapHeaders {
+				return nil
+			}
+			var h rawHeader
+			var raw string
+			err := fields(v, func(num protowire.Number, v string) error {
+				switch num {
+				case fHeaderValueKey:
+					h.key = v
+				case fHeaderValueValue:
+					h.value = v
+				case fHeaderValueRaw:
+					raw = v
+				}
+				return nil
+			})
+			if raw != "" {
+				h.value = raw
+			}
+			w.rawHdr = append(w.rawHdr, h)
+			return err
+		})
+	}
+	return nil
+}
+
+// request finishes the plain request, as Input does for a decoded message.
+func (w *wireRequest) request() *check.Request {
+	in := &w.in
+	if len(in.Headers) == 0 && len(w.rawHdr) > 0 {
+		for _, h := range w.rawHdr {
+			k, v := strings.ToLower(h.key), h.value
+			if !utf8.ValidString(v) {
+				v = strings.ToValidUTF8(v, "!")
+			}
+			if prev, ok := in.Headers[k]; ok {
+				v = prev + "," + v
+			}
+			in.Headers[k] = v
+		}
+	}
+	h := in.Headers
+	in.Method = orHeader(w.method, h, ":method")
+	in.Scheme = orHeader(w.scheme, h, ":scheme")
+	in.Host = orHeader(w.host, h, ":authority")
+	in.Path = orHeader(w.path, h, ":path")
+	if in.Scheme == "" {
+		in.Scheme = h["x-forwarded-proto"]
+	}
+	in.RequestID = h["x-request-id"]
+	switch {
+	case len(w.raw) > 0:
+		in.Body = w.raw
+	case w.body != "":
+		in.Body = unsafe.Slice(unsafe.StringData(w.body), len(w.body))
+	}
+	in.BodyPartial = h["x-envoy-auth-partial-body"] == "true"
+	return in
+}
+
+// fields calls fn with every length-delimited field of the message in s
+// and skips the others. s must stay alive: the values are substrings.
+func fields(s string, fn func(protowire.Number, string) error) error {
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	for off := 0; off < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[off:])
+		if n < 0 {
+			return errWire
+		}
+		off += n
+		if typ != protowire.BytesType {
+			n = protowire.ConsumeFieldValue(num, typ, b[off:])
+			if n < 0 {
+				return errWire
+			}
+			off += n
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b[off:])
+		if n < 0 {
+			return errWire
+		}
+		start := off + n - len(v)
+		off += n
+		if err := fn(num, s[start:start+len(v)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mapEntry(s string) (k, v string, err error) {
+	err = fields(s, func(num protowire.Number, val string) error {
+		switch num {
+		case fMapKey:
+			k = val
+		case fMapValue:
+			v = val
+		}
+		return nil
+	})
+	return k, v, err
+}
+
+// encodedResponse is a CheckResponse already in its wire form.
+type encodedResponse struct{ b []byte }
+
+// codec decodes Check requests into wireRequest and sends encodedResponse
+// bytes as they are; every other message goes through the standard proto
+// codec (the health service, errors).
+type codec struct{ proto encoding.CodecV2 }
+
+func (c codec) Name() string { return "proto" }
+
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*encodedResponse); ok {
+		return mem.BufferSlice{mem.SliceBuffer(e.b)}, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if w, ok := v.(*wireRequest); ok {
+		// One copy, owned by the request from here on.
+		return w.decode(data.Materialize())
+	}
+	return c.proto.Unmarshal(data, v)
+}
+
+// ServerOptions install the wire codec on a gRPC server that serves
+// Register.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")})}
+}
+
+// Register serves s as envoy.service.auth.v3.Authorization on gs, through
+// the wire path. gs must have been built with ServerOptions.
+func Register(gs *grpc.Server, s *Server) {
+	desc := authv3.Authorization_ServiceDesc
+	desc.HandlerType = (*any)(nil)
+	desc.Methods = []grpc.MethodDesc{{MethodName: "Check", Handler: s.handleWire}}
+	gs.RegisterService(&desc, s)
+}
+
+func (s *Server) handleWire(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	w := new(wireRequest)
+	if err := dec(w); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return s.checkWire(ctx, w), nil
+	}
+	info := &grpc.UnaryServerInfo{Server: s, FullMethod: authv3.Authorization_Check_FullMethodName}
+	return interceptor(ctx, w, info, func(ctx context.Context, req any) (any, error) {
+		return s.checkWire(ctx, req.(*wireRequest)), nil
+	})
+}
+
+// checkWire decides a wire request and answers with a response message or
+// its encoded form.
+func (s *Server) checkWire(ctx context.Context, w *wireRequest) any {
+	if v, overloaded := s.shed(); overloaded {
+		return Response(&v)
+	}
+	defer s.inflight.Add(-1)
+	in := w.request()
+	var v check.Verdict
+	if s.tracing == nil {
+		v = s.pipeline.Check(ctx, in)
+	} else {
+		v = s.traced(ctx, in)
+	}
+	resp, last := respond(&v)
+	if last != nil {
+		return last.encode()
+	}
+	return resp
+}
+
+// encode returns the response's wire form, computed once.
+func (l *lastResponse) encode() any {
+	if e := l.encoded.Load(); e != nil {
+		return e
+	}
+	b, err := proto.Marshal(l.resp)
+	if err != nil {
+		return l.resp
+	}
+	e := &encodedResponse{b: b}
+	l.encoded.Store(e)
+	return e
+}

@@ -1,0 +1,203 @@
+package envoyauthz
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testtoken"
+)
+
+// wireRequests are CheckRequests of every shape the wire decoder must read
+// exactly like the generated code.
+func wireRequests(t testing.TB) map[string]*authv3.CheckRequest {
+	out := map[string]*authv3.CheckRequest{}
+	caps, err := envoytest.Captures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range caps {
+		out["capture "+c.Name] = c.Request
+	}
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`)
+	r, _ := http.NewRequest("POST", "http://mcp.example.com/mcp?x=1", bytes.NewReader(body))
+	r.Header.Set("Authorization", "Bearer a.b.c")
+	r.Header.Add("X-Multi", "1")
+	r.Header.Add("X-Multi", "2")
+	opts := map[string]envoytest.BuildOptions{
+		"headers map with body":        {WithBody: true, MaxRequestBytes: 1 << 16},
+		"raw header map with raw body": {WithBody: true, MaxRequestBytes: 1 << 16, EncodeRawHeaders: true, PackAsBytes: true},
+		"partial body":                 {WithBody: true, MaxRequestBytes: 10, AllowPartial: true},
+		"mTLS peer and extensions":     {SourcePrincipal: "spiffe://cluster.local/ns/a/sa/b", ContextExtensions: map[string]string{"route": "r", "x": "y"}},
+	}
+	for name, o := range opts {
+		out[name] = envoytest.BuildCheckRequest(r.Clone(context.Background()), body, o)
+	}
+	return out
+}
+
+func TestWireDecodeMatchesProto(t *testing.T) {
+	for name, req := range wireRequests(t) {
+		t.Run(name, func(t *testing.T) {
+			b, err := proto.Marshal(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w wireRequest
+			if err := w.decode(bytes.Clone(b)); err != nil {
+				t.Fatal(err)
+			}
+			got := *w.request()
+			want := Input(req)
+			normalize(&got)
+			normalize(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("wire decode differs:\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+// normalize makes nil and empty equal for comparison.
+func normalize(r *check.Request) {
+	if len(r.Body) == 0 {
+		r.Body = nil
+	}
+	if len(r.ContextExtensions) == 0 {
+		r.ContextExtensions = nil
+	}
+	if len(r.Headers) == 0 {
+		r.Headers = nil
+	}
+}
+
+func FuzzWireDecode(f *testing.F) {
+	for _, req := range wireRequests(f) {
+		b, _ := proto.Marshal(req)
+		f.Add(b)
+	}
+	f.Add([]byte{0x0a, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var w wireRequest
+		werr := w.decode(bytes.Clone(b))
+		var req authv3.CheckRequest
+		perr := proto.Unmarshal(b, &req)
+		if perr != nil || werr != nil {
+			return // malformed (or invalid UTF-8 the generated code refuses): nothing to compare
+		}
+		got, want := *w.request(), Input(&req)
+		normalize(&got)
+		normalize(&want)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("wire decode differs:\n got %+v\nwant %+v", got, want)
+		}
+	})
+}
+
+// TestWirePathOverGRPC: a real gRPC client against Register; repeated checks
+// of one conversation are answered with the pre-encoded response, which must
+// decode to the same message as the first.
+func TestWirePathOverGRPC(t *testing.T) {
+	cfg, err := config.Parse([]byte("issuers: [{name: a, secret: " + secret + "}]\nroutes: [{name: r, default: true, issuers: [a]}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := check.Compile(t.Context(), cfg, check.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	pl, _ := check.New(p, check.Options{})
+	gs := grpc.NewServer(ServerOptions()...)
+	Register(gs, NewServer(pl, nil))
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	go gs.Serve(lis)
+	defer gs.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := authv3.NewAuthorizationClient(conn)
+	tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "session_id": "s1", "exp": time.Now().Add(time.Hour).Unix()})
+	var first *authv3.CheckResponse
+	for i := range 4 {
+		resp, err := client.Check(context.Background(), checkRequest(map[string]string{"authorization": "Bearer " + tok, "x-user-id": "mallory"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetStatus().GetCode() != 0 {
+			t.Fatalf("denied: %v", resp)
+		}
+		var user string
+		for _, h := range resp.GetOkResponse().GetHeaders() {
+			if h.GetHeader().GetKey() == "x-user-id" {
+				user = h.GetHeader().GetValue()
+			}
+			if h.GetAppend() == nil || h.GetAppend().GetValue() {
+				t.Fatal("append must be explicitly false")
+			}
+		}
+		if user != "alice" {
+			t.Fatalf("x-user-id %q", user)
+		}
+		switch i {
+		case 0:
+		case 1:
+			first = resp // the first cache hit; later ones are pre-encoded copies of it
+		default:
+			if !proto.Equal(resp, first) {
+				t.Fatalf("pre-encoded response differs:\n%v\n%v", resp, first)
+			}
+		}
+	}
+	// A denial and a malformed request still get clear answers.
+	resp, err := client.Check(context.Background(), checkRequest(nil))
+	if err != nil || resp.GetDeniedResponse().GetStatus().GetCode() != 401 {
+		t.Fatalf("missing token: %v %v", resp, err)
+	}
+	resp, err = client.Check(context.Background(), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{
+		Http: &authv3.AttributeContext_HttpRequest{HeaderMap: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":path", RawValue: []byte("/")}}}}}}})
+	if err != nil || resp.GetStatus().GetCode() == 0 {
+		t.Fatalf("request without a token allowed: %v %v", resp, err)
+	}
+	if !strings.Contains(resp.GetDeniedResponse().GetBody(), "missing_token") {
+		t.Fatalf("body %q", resp.GetDeniedResponse().GetBody())
+	}
+}
+
+func BenchmarkWireDecode(b *testing.B) {
+	req := checkRequest(map[string]string{"authorization": "Bearer a.b.c"})
+	enc, _ := proto.Marshal(req)
+	b.Run("wire", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var w wireRequest
+			w.decode(bytes.Clone(enc))
+			w.request()
+		}
+	})
+	b.Run("proto", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r authv3.CheckRequest
+			proto.Unmarshal(enc, &r)
+			Input(&r)
+		}
+	})
+}
