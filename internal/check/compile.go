@@ -72,6 +72,7 @@ type Route struct {
 
 	protocol       string // ProtoMCP, ProtoA2A, ProtoHTTP, or "" (auto)
 	rules          []rule
+	ruleClaims     []string // claims the rules look at
 	defaultDeny    bool
 	sessionBinding bool
 	tokenInMeta    bool
@@ -227,6 +228,13 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	for _, name := range rc.Issuers {
 		if u := issuers[name].Issuer; u != "" && !slices.Contains(r.issuerURLs, u) {
 			r.issuerURLs = append(r.issuerURLs, u)
+		}
+	}
+	for _, rule := range r.rules {
+		for _, req := range rule.claims {
+			if !slices.Contains(r.ruleClaims, req.claim) {
+				r.ruleClaims = append(r.ruleClaims, req.claim)
+			}
 		}
 	}
 	r.allScopes = append(r.allScopes, rc.Scopes...)

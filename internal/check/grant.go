@@ -22,7 +22,9 @@ type Grant struct {
 	Scopes   []string
 	Expires  time.Time
 	IssuedAt time.Time // zero when the token has no iat
-	Claims   map[string]any
+	// Claims holds only the claims the route's rules look at: a grant can
+	// sit in the cache for the token's lifetime.
+	Claims map[string]any
 	// Actors is the RFC 8693 act chain, outermost first: the signed truth
 	// about who is acting for the subject.
 	Actors []string
@@ -104,6 +106,14 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		g.ClientID, _ = c.Raw["client_id"].(string)
 	}
 	g.scopeOK = hasAll(g.Scopes, r.scopes)
+	for _, name := range r.ruleClaims {
+		if v, ok := c.Raw[name]; ok {
+			if g.Claims == nil {
+				g.Claims = make(map[string]any, len(r.ruleClaims))
+			}
+			g.Claims[name] = v
+		}
+	}
 
 	g.set = append(g.set, Header{Name: id.UserHeader, Value: g.Subject})
 	if g.Session != "" {
