@@ -7,9 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,6 +15,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/pemkey"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -44,7 +43,7 @@ func newClientAuth(a ClientAuth) (*clientAuth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exchange: reading the client private key: %w", err)
 	}
-	key, err := parsePrivateKey(pemBytes)
+	key, err := pemkey.Parse(pemBytes)
 	if err != nil {
 		return nil, fmt.Errorf("exchange: client private key file %s: %w", a.PrivateKeyFile, err)
 	}
@@ -54,39 +53,6 @@ func newClientAuth(a ClientAuth) (*clientAuth, error) {
 	}
 	ca.key, ca.signing = key, method
 	return ca, nil
-}
-
-// parsePrivateKey reads the first private key block of a PEM file.
-func parsePrivateKey(data []byte) (crypto.Signer, error) {
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			return nil, errors.New("no PEM private key found")
-		}
-		var (
-			k   any
-			err error
-		)
-		switch block.Type {
-		case "PRIVATE KEY":
-			k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-		case "RSA PRIVATE KEY":
-			k, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-		case "EC PRIVATE KEY":
-			k, err = x509.ParseECPrivateKey(block.Bytes)
-		default:
-			continue // e.g. EC PARAMETERS before the key
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parsing %s: %w", block.Type, err)
-		}
-		s, ok := k.(crypto.Signer)
-		if !ok {
-			return nil, fmt.Errorf("unsupported key type %T", k)
-		}
-		return s, nil
-	}
 }
 
 // signingMethod checks alg against the key, or picks it from the key.

@@ -6,10 +6,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/extauthz/extauthz/internal/pemkey"
 )
 
 const (
@@ -353,29 +352,11 @@ func loadSigningKey(path string) (*signingKey, error) {
 
 // parseSigningKey takes the first private key in PEM data.
 func parseSigningKey(data []byte) (*signingKey, error) {
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			return nil, errors.New("no PEM private key found")
-		}
-		var (
-			key any
-			err error
-		)
-		switch block.Type {
-		case "PRIVATE KEY":
-			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-		case "EC PRIVATE KEY":
-			key, err = x509.ParseECPrivateKey(block.Bytes)
-		default:
-			continue // e.g. EC PARAMETERS ahead of the key
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parse %s: %w", block.Type, err)
-		}
-		return newSigningKey(key)
+	key, err := pemkey.Parse(data)
+	if err != nil {
+		return nil, err
 	}
+	return newSigningKey(key)
 }
 
 // newSigningKey prepares key for signing: its algorithm, public JWK, kid and

@@ -1,8 +1,12 @@
 package lineage
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
@@ -142,7 +146,8 @@ func TestNewSignerErrors(t *testing.T) {
 		{"P-384", SignerOptions{KeyFile: filepath.Join("testdata", "p384.pem"), Issuer: "gw"}, "only P-256"},
 		{"not PEM", SignerOptions{KeyFile: writeFile(t, "k.pem", []byte("hello")), Issuer: "gw"}, "no PEM private key"},
 		{"public key only", SignerOptions{KeyFile: writeFile(t, "k.pem", pemOf("PUBLIC KEY", []byte("x"))), Issuer: "gw"}, "no PEM private key"},
-		{"RSA key", SignerOptions{KeyFile: writeFile(t, "k.pem", rsaLike), Issuer: "gw"}, "no PEM private key"},
+		{"RSA key", SignerOptions{KeyFile: writeFile(t, "k.pem", rsaLike), Issuer: "gw"}, "RSA PRIVATE KEY"},
+		{"real RSA key is not Ed25519 or P-256", SignerOptions{KeyFile: writeFile(t, "k.pem", realRSA(t)), Issuer: "gw"}, "use Ed25519 or ECDSA P-256"},
 		{"broken PKCS #8", SignerOptions{KeyFile: writeFile(t, "k.pem", pemOf("PRIVATE KEY", []byte("x"))), Issuer: "gw"}, "parse PRIVATE KEY"},
 		{"huge file", SignerOptions{KeyFile: writeFile(t, "k.pem", make([]byte, maxKeyFileSize+1)), Issuer: "gw"}, "larger than"},
 	}
@@ -420,4 +425,12 @@ func TestSignerConcurrentRotation(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+func realRSA(t *testing.T) []byte {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
 }
