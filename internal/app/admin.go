@@ -19,12 +19,12 @@ type adminBackend struct {
 
 var _ adminapi.Backend = (*adminBackend)(nil)
 
-func (b *adminBackend) InvalidateSession(_ context.Context, session string) (adminapi.Counts, error) {
-	return counts(b.pipeline.InvalidateSession(session)), nil
+func (b *adminBackend) InvalidateSession(ctx context.Context, session string) (adminapi.Counts, error) {
+	return counts(b.pipeline.InvalidateSession(ctx, session)), nil
 }
 
-func (b *adminBackend) InvalidateSubject(_ context.Context, subject string) (adminapi.Counts, error) {
-	return counts(b.pipeline.RevokeSubject(subject)), nil
+func (b *adminBackend) InvalidateSubject(ctx context.Context, subject string) (adminapi.Counts, error) {
+	return counts(b.pipeline.RevokeSubject(ctx, subject)), nil
 }
 
 func (b *adminBackend) Explain(ctx context.Context, req *authv3.CheckRequest) (adminapi.Explanation, error) {

@@ -30,6 +30,9 @@ type reloader struct {
 	// grace is how long a replaced policy stays open for checks in flight.
 	grace time.Duration
 
+	// publish, when set, tells the other replicas a new file was loaded.
+	publish func()
+
 	mu   sync.Mutex
 	last [sha256.Size]byte
 }
@@ -60,6 +63,9 @@ func (r *reloader) reload(force bool) error {
 	old := r.pipeline.Swap(p)
 	time.AfterFunc(r.grace, old.Close)
 	r.metrics.Reloaded(nil)
+	if r.publish != nil {
+		r.publish()
+	}
 	r.log.Info("configuration reloaded", slog.String("file", r.path), slog.Int("routes", len(f.Routes)), slog.Int("issuers", len(f.Issuers)))
 	return nil
 }

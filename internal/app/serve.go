@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/httpauthz"
 	"github.com/extauthz/extauthz/internal/metrics"
+	"github.com/extauthz/extauthz/internal/shared"
 	"github.com/extauthz/extauthz/internal/tracing"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
@@ -115,6 +117,34 @@ func loadConfig(path string, env Env, log *slog.Logger) (f *config.File, raw []b
 	return f, nil, nil
 }
 
+// sharedStore connects the optional Redis tier; nil when not configured.
+func sharedStore(ctx context.Context, r config.Redis, env Env, log *slog.Logger, m *metrics.Metrics) (*shared.Store, error) {
+	if len(r.Addrs) == 0 {
+		return nil, nil
+	}
+	c := shared.Config{
+		Addrs: r.Addrs, MasterName: r.MasterName, Cluster: r.Cluster, Username: r.Username, DB: r.DB,
+		TLS: r.TLS, TLSServerName: r.TLSServerName, TLSCAFile: r.TLSCAFile, InsecureSkipVerify: r.InsecureSkipVerify,
+		KeyPrefix: r.KeyPrefix, OpTimeout: r.OpTimeout.D(), FailOpen: r.FailOpen,
+	}
+	if r.PasswordEnv != "" {
+		c.Password = env.Getenv(r.PasswordEnv)
+	}
+	if r.EncryptionKeyEnv != "" {
+		key, err := base64.StdEncoding.DecodeString(env.Getenv(r.EncryptionKeyEnv))
+		if err != nil || len(key) != 32 {
+			return nil, fmt.Errorf("redis: %s must hold a base64-encoded 32-byte key", r.EncryptionKeyEnv)
+		}
+		c.EncryptionKey = key
+	}
+	shared.RouteClientLogs(log)
+	s, err := shared.New(ctx, c, shared.Options{Logger: log, Observe: m.RedisOp})
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return s, nil
+}
+
 // exchangedStats adds up the exchanged-token caches of the policy in force.
 func exchangedStats(pl *check.Pipeline) cache.Stats {
 	var sum cache.Stats
@@ -163,12 +193,19 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	// context: they stop when the policy is closed.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBackground()
-	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, OnSTSCall: m.STSCall, HTTPClient: httpClient}
+	store, err := sharedStore(bg, cfg.Redis, env, log, m)
+	if err != nil {
+		return err
+	}
+	if store != nil {
+		defer store.Close()
+	}
+	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, OnSTSCall: m.STSCall, HTTPClient: httpClient, Shared: store}
 	policy, err := check.Compile(bg, cfg, deps)
 	if err != nil {
 		return err
 	}
-	pipeline, err := check.New(policy, check.Options{Logger: log, Observer: m})
+	pipeline, err := check.New(policy, check.Options{Logger: log, Observer: m, Shared: store})
 	if err != nil {
 		policy.Close()
 		return err
@@ -187,6 +224,20 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		if o.WatchInterval > 0 {
 			go reload.watch(bg, o.WatchInterval)
 		}
+	}
+	if store != nil {
+		if reload != nil {
+			reload.publish = func() { _ = store.Publish(bg, shared.Event{Kind: shared.EventConfig, At: time.Now()}) }
+		}
+		go store.Subscribe(bg, func(ev shared.Event) {
+			pipeline.HandleEvent(bg, ev)
+			if ev.Kind == shared.EventConfig && reload != nil {
+				_ = reload.reload(false) // another replica saw a new file: look now
+			}
+		})
+	}
+	ready := func() bool {
+		return pipeline.Policy().Ready() && (store == nil || !cfg.Redis.RequiredForReady || store.Ready())
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -233,13 +284,13 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		hs.SetServingStatus("", st)
 		hs.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, st)
 	}
-	setHealth(pipeline.Policy().Ready())
+	setHealth(ready())
 
 	// The admin gRPC API shares the admin listener, never the ext_authz one.
 	adminGS := grpc.NewServer(grpc.MaxRecvMsgSize(8 << 20))
 	adminv1.RegisterAdminServiceServer(adminGS, adminapi.NewServer(&adminBackend{pipeline: pipeline, started: time.Now()}, adminapi.Options{Logger: log}))
 	admin := &http.Server{
-		Handler:           adminapi.Handler(adminGS, adminHandler(pipeline, m, o.Pprof)),
+		Handler:           adminapi.Handler(adminGS, adminHandler(pipeline, m, ready, o.Pprof)),
 		Protocols:         adminapi.Protocols(),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
@@ -269,7 +320,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	// Readiness flips once every key set has loaded.
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	ready := pipeline.Policy().Ready()
+	isReady := ready()
 	var serveErr error
 loop:
 	for {
@@ -286,8 +337,8 @@ loop:
 			}
 			_ = reload.reload(true)
 		case <-tick.C:
-			if r := pipeline.Policy().Ready(); r != ready {
-				ready = r
+			if r := ready(); r != isReady {
+				isReady = r
 				setHealth(r)
 				log.Info("readiness changed", slog.Bool("ready", r))
 			}
@@ -320,7 +371,7 @@ loop:
 }
 
 // adminHandler serves the operational endpoints.
-func adminHandler(pl *check.Pipeline, m *metrics.Metrics, profiling bool) http.Handler {
+func adminHandler(pl *check.Pipeline, m *metrics.Metrics, ready func() bool, profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	if profiling {
@@ -347,7 +398,7 @@ func adminHandler(pl *check.Pipeline, m *metrics.Metrics, profiling bool) http.H
 	// completion here (state = the elicitation id); the user's retry then
 	// goes through.
 	mux.HandleFunc("POST /elicitations/{id}/complete", func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := pl.CompleteElicitation(r.PathValue("id")); !ok {
+		if _, ok := pl.CompleteElicitation(r.Context(), r.PathValue("id")); !ok {
 			http.Error(w, "no such pending elicitation", http.StatusNotFound)
 			return
 		}
@@ -355,9 +406,9 @@ func adminHandler(pl *check.Pipeline, m *metrics.Metrics, profiling bool) http.H
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !pl.Policy().Ready() {
+		if !ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready: key sets still loading")
+			fmt.Fprintln(w, "not ready: key sets still loading or the shared store unreachable")
 			return
 		}
 		fmt.Fprintln(w, "ready")

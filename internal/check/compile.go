@@ -21,6 +21,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/route"
+	"github.com/extauthz/extauthz/internal/shared"
 )
 
 // TokenVerifier verifies a bearer token for a route's issuers and audiences.
@@ -100,6 +101,8 @@ type Deps struct {
 	OnJWKSFetch func(issuer string, err error)
 	// OnSTSCall is told about every token exchange call (metrics).
 	OnSTSCall func(result string, took time.Duration)
+	// Shared is the cross-replica tier for exchanged tokens; nil for none.
+	Shared *shared.Store
 }
 
 // Exchangers returns the policy's token exchangers by name.

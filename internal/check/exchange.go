@@ -14,6 +14,7 @@ import (
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/session"
+	"github.com/extauthz/extauthz/internal/shared"
 )
 
 // ConsentTTL is how long a completed authorization counts as consent.
@@ -63,7 +64,7 @@ func compileExchanges(f *config.File, d Deps) (map[string]*exchange.Exchanger, e
 			ActorTokenFile: x.ActorTokenFile, ActorTokenType: x.ActorTokenType,
 			Timeout: x.Timeout.D(), SafetyMargin: x.SafetyMargin.D(), RefreshAhead: x.RefreshAhead.D(),
 			BreakerFailures: x.BreakerFailures, BreakerCooldown: x.BreakerCooldown.D(), CacheSize: x.CacheSize,
-		}, exchange.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now, OnCall: d.OnSTSCall})
+		}, exchangeOptions(d))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("exchange %s: %w", x.Name, err))
 			continue
@@ -146,9 +147,9 @@ func consentKey(r *Route, tool string) string {
 func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g *Grant, token string, v *Verdict) (Verdict, bool) {
 	re := r.exchange
 	target, needsConsent, tool := re.targetFor(call)
-	if needsConsent && !e.pl.hasConsent(g.Subject, consentKey(r, tool)) {
+	if needsConsent && !e.pl.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
 		e.step("exchange", "consent required", tool)
-		return e.reauthorize(r, call, g, consentKey(r, tool)), false
+		return e.reauthorize(ctx, r, call, g, consentKey(r, tool)), false
 	}
 	if e.readOnly {
 		e.step("exchange", "not run", "explain never calls the STS")
@@ -164,7 +165,7 @@ func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g 
 		}
 		switch kind {
 		case exchange.InteractionRequired:
-			return e.reauthorize(r, call, g, consentKey(r, tool)), false
+			return e.reauthorize(ctx, r, call, g, consentKey(r, tool)), false
 		case exchange.Unauthorized:
 			return e.p.deny(e.req, r, call, denial{outcome: InvalidToken, desc: "the token cannot be exchanged for the upstream"}), false
 		case exchange.Forbidden:
@@ -226,7 +227,7 @@ type exchangeMemo struct {
 // re-authorization): a URL elicitation (-32042) for MCP clients that declared
 // it, an isError tool result for other MCP tools/call, a JSON-RPC error for
 // A2A, else 403.
-func (e *evaluation) reauthorize(r *Route, call *Call, g *Grant, key string) Verdict {
+func (e *evaluation) reauthorize(ctx context.Context, r *Route, call *Call, g *Grant, key string) Verdict {
 	re := r.exchange
 	if re.authorizeURL == "" || call.Protocol == "" {
 		return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
@@ -239,6 +240,7 @@ func (e *evaluation) reauthorize(r *Route, call *Call, g *Grant, key string) Ver
 		if pending, err = e.pl.elicitations.Begin(g.Subject, call.MCPSession, key, re.authorizeURL); err != nil {
 			return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
 		}
+		e.pl.shareElicitation(ctx, pending)
 	}
 	var body []byte
 	elicitURL := call.ElicitationURL || e.pl.sessionElicitsURL(r, call)
@@ -260,24 +262,37 @@ func (e *evaluation) reauthorize(r *Route, call *Call, g *Grant, key string) Ver
 	}
 }
 
-// hasConsent reports whether subject completed the authorization for key.
-func (pl *Pipeline) hasConsent(subject, key string) bool {
-	_, ok := pl.consents.Get(cache.NewKey(subject, key))
-	return ok
+// hasConsent reports whether subject completed the authorization for key,
+// here or on another replica.
+func (pl *Pipeline) hasConsent(ctx context.Context, subject, key string) bool {
+	if _, ok := pl.consents.Get(cache.NewKey(subject, key)); ok {
+		return true
+	}
+	if pl.shared == nil {
+		return false
+	}
+	if _, ok, err := pl.shared.GetElicitation(ctx, consentID(subject, key)); err == nil && ok {
+		pl.consents.Add(cache.NewKey(subject, key), true, pl.now().Add(ConsentTTL))
+		return true
+	}
+	return false
 }
 
 // CompleteElicitation records that the user finished the authorization of
 // a pending elicitation (called back by whatever handled the OAuth
 // redirect). It returns the subject it belonged to.
-func (pl *Pipeline) CompleteElicitation(id string) (string, bool) {
+func (pl *Pipeline) CompleteElicitation(ctx context.Context, id string) (string, bool) {
 	p, ok := pl.elicitations.Get(id)
-	if !ok {
-		return "", false
-	}
-	if _, ok := pl.elicitations.Complete(id, p.Subject); !ok {
+	if ok {
+		pl.elicitations.Complete(id, p.Subject)
+	} else if p, ok = pl.sharedElicitation(ctx, id); !ok {
 		return "", false
 	}
 	pl.consents.Add(cache.NewKey(p.Subject, p.Key), true, pl.now().Add(ConsentTTL))
+	if pl.shared != nil {
+		_ = pl.shared.DeleteElicitation(ctx, id)
+		_ = pl.shared.PutElicitation(ctx, consentID(p.Subject, p.Key), shared.Owner{Subject: p.Subject, Session: p.Session}, []byte("1"), ConsentTTL)
+	}
 	return p.Subject, true
 }
 
@@ -289,4 +304,12 @@ func (pl *Pipeline) sessionElicitsURL(r *Route, call *Call) bool {
 	}
 	b, ok := pl.sessions.Lookup(session.Key(r.Name, call.MCPSession))
 	return ok && b.ElicitationURL
+}
+
+func exchangeOptions(d Deps) exchange.Options {
+	o := exchange.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now, OnCall: d.OnSTSCall}
+	if d.Shared != nil {
+		o.Shared = sharedTokens{d.Shared}
+	}
+	return o
 }

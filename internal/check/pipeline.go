@@ -29,6 +29,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/session"
+	"github.com/extauthz/extauthz/internal/shared"
 )
 
 // Pipeline decides requests under the current policy. It is safe for
@@ -45,6 +46,9 @@ type Pipeline struct {
 	log      *slog.Logger
 	now      func() time.Time
 	observer Observer
+	// shared is the cross-replica tier; nil on a single replica.
+	shared      *shared.Store
+	sessionIdle time.Duration
 
 	// revoked maps a subject to when it was revoked: its tokens issued
 	// before then are refused. Copied on write (revocations are rare), read
@@ -80,6 +84,8 @@ type Options struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 	Observer Observer
+	// Shared is the cross-replica tier (Redis); nil on a single replica.
+	Shared *shared.Store
 }
 
 // New returns a pipeline serving p.
@@ -107,7 +113,8 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 		return nil, err
 	}
 	pl := &Pipeline{cache: c, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
-		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer}
+		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer,
+		shared: o.Shared, sessionIdle: p.sessionIdle}
 	pl.policy.Store(p)
 	pl.generation.Store(1)
 	pl.loadedAt.Store(o.Now().UnixNano())
@@ -143,8 +150,20 @@ func (pl *Pipeline) Generation() (uint64, time.Time) {
 type Invalidated struct{ Verdicts, SessionBindings, ExchangedTokens, Elicitations int }
 
 // InvalidateSession drops the cached verdicts of tokens of a session (the
-// session claim) and the MCP session bindings with that id.
-func (pl *Pipeline) InvalidateSession(id string) Invalidated {
+// session claim), the MCP session bindings with that id, and the session's
+// exchanged tokens and pending elicitations, here and (with a shared tier)
+// on every replica.
+func (pl *Pipeline) InvalidateSession(ctx context.Context, id string) Invalidated {
+	d := pl.invalidateSessionLocal(id)
+	if pl.shared != nil {
+		n, _ := pl.shared.DropSession(ctx, id)
+		d.ExchangedTokens += n
+		_ = pl.shared.Publish(ctx, shared.Event{Kind: shared.EventSession, ID: id, At: pl.now()})
+	}
+	return d
+}
+
+func (pl *Pipeline) invalidateSessionLocal(id string) Invalidated {
 	d := Invalidated{
 		Verdicts:        pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Session == id }),
 		SessionBindings: pl.sessions.RemoveSession(id),
@@ -156,21 +175,41 @@ func (pl *Pipeline) InvalidateSession(id string) Invalidated {
 	return d
 }
 
-// RevokeSubject refuses the subject's tokens issued until now, drops its
-// cached verdicts and its MCP session bindings.
-func (pl *Pipeline) RevokeSubject(subject string) Invalidated {
+// RevokeSubject refuses the subject's tokens issued until now, on cache
+// hits too, and drops its cached verdicts, session bindings, exchanged
+// tokens and elicitations, here and (with a shared tier) on every replica.
+func (pl *Pipeline) RevokeSubject(ctx context.Context, subject string) Invalidated {
+	now := pl.now()
+	pl.revokeLocal(subject, now)
+	d := pl.invalidateSubjectLocal(subject)
+	if pl.shared != nil {
+		_ = pl.shared.Revoke(ctx, subject, now)
+		n, _ := pl.shared.DropSubject(ctx, subject)
+		d.ExchangedTokens += n
+		_ = pl.shared.Publish(ctx, shared.Event{Kind: shared.EventRevoke, ID: subject, At: now})
+	}
+	return d
+}
+
+func (pl *Pipeline) revokeLocal(subject string, at time.Time) {
 	now := pl.now()
 	pl.revokeMu.Lock()
-	next := map[string]time.Time{subject: now}
+	defer pl.revokeMu.Unlock()
+	next := map[string]time.Time{}
 	if cur := pl.revoked.Load(); cur != nil {
-		for s, at := range *cur {
-			if now.Sub(at) < RevocationTTL && s != subject {
-				next[s] = at
+		for s, t := range *cur {
+			if now.Sub(t) < RevocationTTL {
+				next[s] = t
 			}
 		}
 	}
+	if prev, ok := next[subject]; !ok || at.After(prev) {
+		next[subject] = at
+	}
 	pl.revoked.Store(&next)
-	pl.revokeMu.Unlock()
+}
+
+func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {
 	d := Invalidated{
 		Verdicts:        pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Subject == subject }),
 		SessionBindings: pl.sessions.RemoveSubject(subject),
@@ -458,27 +497,37 @@ func routeReason(req *Request) string {
 func (e *evaluation) bindSession(ctx context.Context, r *Route, call *Call, g *Grant) (denial, bool) {
 	pl, req := e.pl, e.req
 	key := session.Key(r.Name, call.MCPSession)
+	var d denial
+	ok := false
 	switch {
 	case e.readOnly:
-		if b, ok := pl.sessions.Lookup(key); !ok || b.Subject == g.Subject {
-			return denial{}, true
-		}
+		b, bound := pl.sessions.Lookup(key)
+		ok = !bound || b.Subject == g.Subject
 	case req.Method == "DELETE":
-		if pl.sessions.End(key, g.Subject) {
+		if pl.shared != nil {
+			ok = pl.endShared(ctx, key, g)
+		} else {
+			ok = pl.sessions.End(key, g.Subject)
+		}
+		if ok {
 			// The session's exchanged tokens and pending elicitations go
 			// with it.
 			for _, ex := range e.p.exchangers {
 				ex.DropSession(call.MCPSession)
 			}
 			pl.elicitations.DropSession(call.MCPSession)
-			return denial{}, true
+		}
+	case pl.shared != nil:
+		if d, ok = e.bindShared(ctx, key, g); d.outcome == Unavailable {
+			return d, false
 		}
 	default:
-		if _, owned := pl.sessions.Bind(key, g.Subject, func(b *session.Binding) {
+		_, ok = pl.sessions.Bind(key, g.Subject, func(b *session.Binding) {
 			b.ElicitationURL, _ = pl.initURL.Get(cache.NewKey(r.Name, g.Subject))
-		}); owned {
-			return denial{}, true
-		}
+		})
+	}
+	if ok {
+		return denial{}, true
 	}
 	if !e.readOnly {
 		pl.log.LogAttrs(ctx, slog.LevelWarn, "session hijack attempt",

@@ -31,6 +31,34 @@ type File struct {
 	Exchanges []Exchange `yaml:"exchanges"`
 	// Elicitations bounds pending re-authorizations.
 	Elicitations Elicitations `yaml:"elicitations"`
+	// Redis, when addrs are set, shares session bindings, pending
+	// elicitations, exchanged tokens and revocations between replicas.
+	// Read at start only.
+	Redis Redis `yaml:"redis"`
+}
+
+// Redis is the optional shared tier behind the in-process caches.
+type Redis struct {
+	Addrs              []string `yaml:"addrs"`
+	MasterName         string   `yaml:"master_name"` // Sentinel
+	Cluster            bool     `yaml:"cluster"`
+	Username           string   `yaml:"username"`
+	PasswordEnv        string   `yaml:"password_env"`
+	DB                 int      `yaml:"db"`
+	TLS                bool     `yaml:"tls"`
+	TLSServerName      string   `yaml:"tls_server_name"`
+	TLSCAFile          string   `yaml:"tls_ca_file"`
+	InsecureSkipVerify bool     `yaml:"insecure_skip_verify"`
+	KeyPrefix          string   `yaml:"key_prefix"`
+	OpTimeout          Duration `yaml:"op_timeout"`
+	// EncryptionKeyEnv names an environment variable holding a base64
+	// 32-byte key: exchanged tokens are sealed with AES-256-GCM.
+	EncryptionKeyEnv string `yaml:"encryption_key_env"`
+	// FailOpen lets MCP session binding fall back to this replica alone
+	// while Redis is unreachable; by default such requests are refused 503.
+	FailOpen bool `yaml:"fail_open"`
+	// RequiredForReady makes /readyz fail while Redis is unreachable.
+	RequiredForReady bool `yaml:"required_for_ready"`
 }
 
 // Exchange is one RFC 8693 security token service and how this service

@@ -74,6 +74,14 @@ func (f *File) Validate() error {
 		v.add("sessions: max_entries and idle_timeout must not be negative")
 	}
 	v.lineage(f.Lineage, f.Routes)
+	if rd := f.Redis; len(rd.Addrs) > 0 {
+		if len(f.Exchanges) > 0 && rd.EncryptionKeyEnv == "" {
+			v.add("redis.encryption_key_env: required with exchanges: Redis never holds a usable token in clear")
+		}
+		if rd.Cluster && rd.MasterName != "" {
+			v.add("redis: cluster and master_name (Sentinel) exclude each other")
+		}
+	}
 	stss := map[string]bool{}
 	for i, x := range f.Exchanges {
 		p := fmt.Sprintf("exchanges[%d]", i)

@@ -261,7 +261,7 @@ func TestReauthorization(t *testing.T) {
 		if f.sts.Calls() != before {
 			t.Fatal("the STS was called before consent")
 		}
-		if sub, ok := f.pl.CompleteElicitation(id); !ok || sub != "alice" {
+		if sub, ok := f.pl.CompleteElicitation(t.Context(), id); !ok || sub != "alice" {
 			t.Fatalf("complete: %q %v", sub, ok)
 		}
 		res = f.mcp(t, tok, "tools/call", `{"name":"calendar_add"}`, nil)

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -126,6 +127,17 @@ type Options struct {
 	// OnCall, when set, is told about every STS call: its duration and
 	// result ("ok" or the failure's Kind), for metrics.
 	OnCall func(result string, took time.Duration)
+	// Shared, when set, is a tier behind the local cache that other
+	// replicas fill too: a local miss looks there before calling the STS,
+	// and every token obtained is put there. It must never block long
+	// (failures count as misses) and must keep values encrypted at rest.
+	Shared SharedTokens
+}
+
+// SharedTokens stores exchanged tokens across replicas under a hex digest.
+type SharedTokens interface {
+	GetToken(ctx context.Context, key string) ([]byte, bool, error)
+	PutToken(ctx context.Context, key string, o Owner, token []byte, ttl time.Duration) error
 }
 
 // Target is what the exchanged token is for: a route's default or, for an

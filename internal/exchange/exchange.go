@@ -30,6 +30,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -55,6 +57,7 @@ type Exchanger struct {
 	log      *slog.Logger
 	now      func() time.Time
 	onCall   func(result string, took time.Duration)
+	shared   SharedTokens
 	auth     *clientAuth
 	actor    *actorSource // nil without an actor token
 	cache    *cache.Cache[*entry]
@@ -69,7 +72,7 @@ type Exchanger struct {
 	closed bool
 	bg     sync.WaitGroup
 
-	hits, misses, calls, failures, refreshes, rejected atomic.Uint64
+	hits, misses, calls, failures, refreshes, rejected, sharedHits atomic.Uint64
 }
 
 // entry is a cached exchange: a token, or a remembered refusal.
@@ -124,6 +127,7 @@ func New(cfg Config, opts Options) (*Exchanger, error) {
 		breaker:  newBreaker(cc.BreakerFailures, cc.BreakerCooldown),
 		resolver: endpointResolver{issuer: cc.issuer},
 		onCall:   opts.OnCall,
+		shared:   opts.Shared,
 	}
 	if cc.ActorTokenFile != "" {
 		if e.actor, err = newActorSource(cc.ActorTokenFile, now, log); err != nil {
@@ -172,6 +176,9 @@ func (e *Exchanger) miss(ctx context.Context, k cache.Key, req *request, o Owner
 		// A flight that just finished may have filled the entry between
 		// this caller's miss and its joining.
 		if ent, ok := e.cache.Get(k); ok {
+			return ent, nil
+		}
+		if ent := e.fromShared(k, o); ent != nil {
 			return ent, nil
 		}
 		return e.flight(k, req, o), nil
@@ -253,7 +260,55 @@ func (e *Exchanger) flight(k cache.Key, req *request, o Owner) *entry {
 	ent := &entry{token: tok, owner: o}
 	ent.refreshAt.Store(refreshAt.UnixNano())
 	e.cache.Add(k, ent, deadline)
+	e.toShared(k, o, tok, deadline, refreshAt)
 	return ent
+}
+
+// sharedToken is an exchanged token as the shared tier holds it (sealed by
+// the tier).
+type sharedToken struct {
+	Value     string    `json:"v"`
+	Type      string    `json:"t,omitempty"`
+	Scope     string    `json:"s,omitempty"`
+	ExpiresAt time.Time `json:"e"`
+	Deadline  time.Time `json:"d"`
+	RefreshAt time.Time `json:"r"`
+}
+
+// fromShared looks for a token another replica obtained for key k.
+func (e *Exchanger) fromShared(k cache.Key, o Owner) *entry {
+	if e.shared == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(e.base, e.cfg.Timeout)
+	defer cancel()
+	b, ok, err := e.shared.GetToken(ctx, hex.EncodeToString(k[:]))
+	if err != nil || !ok {
+		return nil
+	}
+	var st sharedToken
+	if json.Unmarshal(b, &st) != nil || st.Value == "" || !st.Deadline.After(e.now()) {
+		return nil
+	}
+	ent := &entry{token: Token{Value: st.Value, Authorization: "Bearer " + st.Value, IssuedTokenType: st.Type, Scope: st.Scope, ExpiresAt: st.ExpiresAt}, owner: o}
+	ent.refreshAt.Store(st.RefreshAt.UnixNano())
+	e.cache.Add(k, ent, st.Deadline)
+	e.sharedHits.Add(1)
+	return ent
+}
+
+// toShared offers a new token to the other replicas.
+func (e *Exchanger) toShared(k cache.Key, o Owner, tok Token, deadline, refreshAt time.Time) {
+	if e.shared == nil {
+		return
+	}
+	b, err := json.Marshal(sharedToken{Value: tok.Value, Type: tok.IssuedTokenType, Scope: tok.Scope, ExpiresAt: tok.ExpiresAt, Deadline: deadline, RefreshAt: refreshAt})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.base, e.cfg.Timeout)
+	defer cancel()
+	_ = e.shared.PutToken(ctx, hex.EncodeToString(k[:]), o, b, deadline.Sub(e.now()))
 }
 
 // call finds the token endpoint and posts the exchange.
@@ -352,7 +407,9 @@ type Stats struct {
 	// Refreshes background refreshes that did.
 	Calls, Failures, Refreshes uint64
 	// Rejected counts calls the open breaker refused.
-	Rejected    uint64
+	Rejected uint64
+	// SharedHits are local misses the shared tier answered.
+	SharedHits  uint64
 	BreakerOpen bool
 	Cache       cache.Stats
 }
@@ -360,7 +417,7 @@ type Stats struct {
 // Stats returns the counters.
 func (e *Exchanger) Stats() Stats {
 	return Stats{
-		Hits: e.hits.Load(), Misses: e.misses.Load(),
+		Hits: e.hits.Load(), Misses: e.misses.Load(), SharedHits: e.sharedHits.Load(),
 		Calls: e.calls.Load(), Failures: e.failures.Load(), Refreshes: e.refreshes.Load(),
 		Rejected: e.rejected.Load(), BreakerOpen: e.breaker.open(),
 		Cache: e.cache.Stats(),

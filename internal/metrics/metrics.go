@@ -31,6 +31,7 @@ type Metrics struct {
 	generation  prometheus.Gauge
 	stsCalls    *prometheus.CounterVec
 	stsLatency  prometheus.Histogram
+	redisOps    *prometheus.CounterVec
 
 	// handles caches the children of checks and latency per route and
 	// outcome, so the hot path skips the label lookup.
@@ -87,8 +88,12 @@ func New() *Metrics {
 			Help:    "Token exchange call latency.",
 			Buckets: prometheus.DefBuckets,
 		}),
+		redisOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "redis_operations_total",
+			Help: "Shared-tier (Redis) operations by operation and result (ok, miss, conflict, error, timeout, ...).",
+		}, []string{"op", "result"}),
 	}
-	m.reg.MustRegister(m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
+	m.reg.MustRegister(m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -134,6 +139,9 @@ func (m *Metrics) STSCall(kind string, took time.Duration) {
 	m.stsCalls.WithLabelValues(kind).Inc()
 	m.stsLatency.Observe(took.Seconds())
 }
+
+// RedisOp counts one shared-tier operation.
+func (m *Metrics) RedisOp(op, result string) { m.redisOps.WithLabelValues(op, result).Inc() }
 
 // Cache exposes a cache's counters under the label cache=name; stats is
 // read at scrape time, so the hot path pays nothing.

@@ -18,7 +18,10 @@ type Binding struct {
 	// ElicitationURL records that the client declared URL-mode elicitation
 	// when it initialized the session (MCP 2025-11-25).
 	ElicitationURL bool
-	idleUntil      time.Time
+	// Confirmed is when a shared tier last confirmed the binding (zero
+	// without one).
+	Confirmed time.Time
+	idleUntil time.Time
 }
 
 // Store holds bindings in memory. It is safe for concurrent use.
@@ -66,6 +69,18 @@ func (s *Store) Bind(key, subject string, init func(*Binding)) (owner string, ow
 	}
 	s.lru.Add(key, nb)
 	return subject, true
+}
+
+// Put records a binding a shared tier decided, replacing the local one.
+func (s *Store) Put(key string, b Binding) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.lru.Peek(key); ok && old.Subject == b.Subject && !b.ElicitationURL {
+		b.ElicitationURL = old.ElicitationURL
+	}
+	b.idleUntil = now.Add(s.idle)
+	s.lru.Add(key, &b)
 }
 
 // Lookup returns the live binding of key.

@@ -1,0 +1,136 @@
+package check
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/exchange"
+	"github.com/extauthz/extauthz/internal/session"
+	"github.com/extauthz/extauthz/internal/shared"
+)
+
+// The shared tier (internal/shared, on Redis) sits behind the in-process
+// stores: a local hit never touches it. It holds what must be the same on
+// every replica: session bindings, pending elicitations and consents,
+// exchanged tokens (sealed) and revocations. Verdicts of plain JWT
+// validation stay local: they are cheap to recompute.
+
+// sharedTokens adapts the shared tier to the exchanger's interface.
+type sharedTokens struct{ s *shared.Store }
+
+func (a sharedTokens) GetToken(ctx context.Context, key string) ([]byte, bool, error) {
+	return a.s.GetToken(ctx, key)
+}
+
+func (a sharedTokens) PutToken(ctx context.Context, key string, o exchange.Owner, token []byte, ttl time.Duration) error {
+	return a.s.PutToken(ctx, key, shared.Owner{Subject: o.Subject, Session: o.Session}, token, ttl)
+}
+
+// bindShared binds an MCP session across replicas: the first binding wins
+// everywhere (SET NX in the shared tier). The local store answers repeat
+// requests and asks the shared tier again at half the idle time, which keeps
+// the shared binding alive. With the tier unreachable, fail closed (503) or,
+// configured, fall back to this replica alone.
+func (e *evaluation) bindShared(ctx context.Context, key string, g *Grant) (denial, bool) {
+	pl := e.pl
+	now := pl.now()
+	if b, ok := pl.sessions.Lookup(key); ok {
+		if b.Subject != g.Subject {
+			return denial{outcome: SessionConflict}, false
+		}
+		if now.Sub(b.Confirmed) < pl.sessionIdle/2 {
+			pl.sessions.Bind(key, g.Subject, nil) // extends the local idle time
+			return denial{}, true
+		}
+	}
+	owner, owned, err := pl.shared.Bind(ctx, key, g.Subject, pl.sessionIdle)
+	switch {
+	case err != nil && pl.shared.FailOpen():
+		pl.log.LogAttrs(ctx, slog.LevelWarn, "session store unavailable: binding on this replica only", slog.String("error", err.Error()))
+		if _, owned := pl.sessions.Bind(key, g.Subject, nil); owned {
+			return denial{}, true
+		}
+		return denial{outcome: SessionConflict}, false
+	case err != nil:
+		return denial{outcome: Unavailable, desc: "the session store is unavailable"}, false
+	case !owned:
+		pl.sessions.Put(key, session.Binding{Subject: owner, Confirmed: now})
+		return denial{outcome: SessionConflict}, false
+	}
+	url, _ := pl.initURL.Get(cache.NewKey(e.route.Name, g.Subject))
+	pl.sessions.Put(key, session.Binding{Subject: g.Subject, Confirmed: now, ElicitationURL: url})
+	return denial{}, true
+}
+
+// endShared ends a binding everywhere; only its owner (or nobody) may.
+func (pl *Pipeline) endShared(ctx context.Context, key string, g *Grant) bool {
+	if ok, err := pl.shared.EndBinding(ctx, key, g.Subject); err != nil || !ok {
+		return err != nil && pl.shared.FailOpen() && pl.sessions.End(key, g.Subject)
+	}
+	pl.sessions.End(key, g.Subject)
+	return true
+}
+
+// shareElicitation lets another replica complete a pending elicitation.
+func (pl *Pipeline) shareElicitation(ctx context.Context, p elicit.Pending) {
+	if pl.shared == nil {
+		return
+	}
+	if b, err := json.Marshal(p); err == nil {
+		_ = pl.shared.PutElicitation(ctx, p.ID, shared.Owner{Subject: p.Subject, Session: p.Session}, b, time.Until(p.Expires))
+	}
+}
+
+// sharedElicitation finds a pending elicitation another replica started.
+func (pl *Pipeline) sharedElicitation(ctx context.Context, id string) (elicit.Pending, bool) {
+	if pl.shared == nil {
+		return elicit.Pending{}, false
+	}
+	b, ok, err := pl.shared.GetElicitation(ctx, id)
+	if err != nil || !ok {
+		return elicit.Pending{}, false
+	}
+	var p elicit.Pending
+	if json.Unmarshal(b, &p) != nil || p.Subject == "" {
+		return elicit.Pending{}, false
+	}
+	return p, true
+}
+
+// consentID names a consent in the shared tier (stored like an
+// elicitation: a small value with a lifetime, owned by the user).
+func consentID(subject, key string) string {
+	k := cache.NewKey("consent", subject, key)
+	return "consent-" + hex.EncodeToString(k[:16])
+}
+
+// HandleEvent applies an invalidation another replica published. It never
+// publishes: each event is applied locally once.
+func (pl *Pipeline) HandleEvent(ctx context.Context, ev shared.Event) {
+	switch ev.Kind {
+	case shared.EventSession:
+		pl.invalidateSessionLocal(ev.ID)
+	case shared.EventSubject:
+		pl.invalidateSubjectLocal(ev.ID)
+	case shared.EventRevoke:
+		pl.revokeLocal(ev.ID, ev.At)
+		pl.invalidateSubjectLocal(ev.ID)
+	case shared.EventResync:
+		// Connected (again): catch up with the revocations missed meanwhile.
+		if pl.shared == nil {
+			return
+		}
+		revs, err := pl.shared.Revocations(ctx)
+		if err != nil {
+			return
+		}
+		for sub, at := range revs {
+			pl.revokeLocal(sub, at)
+		}
+	}
+}

@@ -1,0 +1,545 @@
+package shared
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		config  Config
+		wantErr string // substring; "" means valid
+	}{
+		{"standalone", Config{Addrs: []string{"127.0.0.1:6379"}}, ""},
+		{"sentinel", Config{Addrs: []string{"a:26379", "b:26379"}, MasterName: "mymaster"}, ""},
+		{"cluster", Config{Addrs: []string{"a:6379", "b:6379"}, Cluster: true}, ""},
+		{"tls with key", Config{Addrs: []string{"a:6379"}, TLS: true, TLSServerName: "redis", EncryptionKey: testKey, DecryptionKeys: [][]byte{otherKey}}, ""},
+		{"no address", Config{}, "at least one address"},
+		{"address without port", Config{Addrs: []string{"redis"}}, "address \"redis\""},
+		{"several addresses, no topology", Config{Addrs: []string{"a:1", "b:1"}}, "need cluster or master_name"},
+		{"sentinel and cluster", Config{Addrs: []string{"a:1"}, MasterName: "m", Cluster: true}, "exclude each other"},
+		{"cluster db", Config{Addrs: []string{"a:1"}, Cluster: true, DB: 2}, "database 0"},
+		{"tls settings without tls", Config{Addrs: []string{"a:1"}, TLSCAFile: "ca.pem"}, "tls is off"},
+		{"negative timeout", Config{Addrs: []string{"a:1"}, OpTimeout: -time.Second}, "must not be negative"},
+		{"short key", Config{Addrs: []string{"a:1"}, EncryptionKey: []byte("short")}, "must be 32 bytes, not 5"},
+		{"short old key", Config{Addrs: []string{"a:1"}, EncryptionKey: testKey, DecryptionKeys: [][]byte{{1}}}, "decryption key 0"},
+		{"old keys alone", Config{Addrs: []string{"a:1"}, DecryptionKeys: [][]byte{otherKey}}, "without an encryption key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.config.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestConfigStringHidesSecrets(t *testing.T) {
+	c := Config{Addrs: []string{"a:1"}, Password: "hunter2-password", EncryptionKey: []byte("0123456789abcdef0123456789abcdef")}
+	for _, s := range []string{c.String(), fmt.Sprint(c)} {
+		if strings.Contains(s, "hunter2") || strings.Contains(s, "0123456789abcdef") {
+			t.Fatalf("secret in %q", s)
+		}
+	}
+}
+
+func TestNewTLSCAFile(t *testing.T) {
+	_, err := New(t.Context(), Config{Addrs: []string{"127.0.0.1:1"}, TLS: true, TLSCAFile: "testdata/missing.pem"}, Options{})
+	if err == nil {
+		t.Fatal("New with a missing CA file succeeded")
+	}
+	_, err = New(t.Context(), Config{Addrs: []string{"127.0.0.1:1"}, TLS: true, TLSCAFile: "testdata/events.golden"}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "no PEM") {
+		t.Fatalf("New with a CA file without certificates: %v", err)
+	}
+}
+
+func TestBindFirstWinsAcrossStores(t *testing.T) {
+	r := sharedRedis(t)
+	stores := []*Store{newStore(t, r.addr, nil), newStore(t, r.addr, nil)}
+	const n = 50
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		owners = map[string]int{}
+		owned  []string
+	)
+	for i := range n {
+		wg.Go(func() {
+			subject := fmt.Sprintf("user-%d", i)
+			owner, ok, err := stores[i%2].Bind(t.Context(), "route\x00sess-race", subject, time.Minute)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("Bind(%s): %v", subject, err)
+				return
+			}
+			owners[owner]++
+			if ok {
+				owned = append(owned, subject)
+			}
+		})
+	}
+	wg.Wait()
+	if len(owned) != 1 {
+		t.Fatalf("%d subjects own the session, want exactly 1: %v", len(owned), owned)
+	}
+	if len(owners) != 1 || owners[owned[0]] != n {
+		t.Fatalf("Bind reported owners %v, want %q for all %d", owners, owned[0], n)
+	}
+}
+
+func TestBindSteps(t *testing.T) {
+	r := sharedRedis(t)
+	var obs observed
+	a := newStore(t, r.addr, func(_ *Config, o *Options) { o.Observe = obs.observe })
+	b := newStore(t, r.addr, nil)
+	const key = "files\x00sess-1"
+	type step struct {
+		name      string
+		store     *Store
+		end       bool // EndBinding instead of Bind
+		subject   string
+		wantOwner string
+		wantOK    bool
+	}
+	steps := []step{
+		{"first use binds", a, false, "alice", "alice", true},
+		{"owner again, other replica", b, false, "alice", "alice", true},
+		{"another user is refused", b, false, "mallory", "alice", false},
+		{"empty subject owns nothing", a, false, "", "", false},
+		{"another user cannot end it", b, true, "mallory", "", false},
+		{"still bound", a, false, "mallory", "alice", false},
+		{"owner ends it", b, true, "alice", "", true},
+		{"ending an unbound session is allowed", a, true, "alice", "", true},
+		{"after the end another user binds", a, false, "bob", "bob", true},
+	}
+	for _, st := range steps {
+		if st.end {
+			ok, err := st.store.EndBinding(t.Context(), key, st.subject)
+			if err != nil || ok != st.wantOK {
+				t.Fatalf("%s: EndBinding = %v, %v; want %v", st.name, ok, err, st.wantOK)
+			}
+			continue
+		}
+		owner, ok, err := st.store.Bind(t.Context(), key, st.subject, time.Minute)
+		if err != nil || owner != st.wantOwner || ok != st.wantOK {
+			t.Fatalf("%s: Bind = %q, %v, %v; want %q, %v", st.name, owner, ok, err, st.wantOwner, st.wantOK)
+		}
+	}
+	// a ran: alice binds, bob binds (ok), mallory refused (conflict), end
+	// by alice of an unbound session (ok).
+	if got := obs.count(OpBind, ResultOK); got != 2 {
+		t.Errorf("bind ok observed %d times, want 2", got)
+	}
+	if got := obs.count(OpBind, ResultConflict); got != 1 {
+		t.Errorf("bind conflict observed %d times, want 1", got)
+	}
+	if got := obs.count(OpEndBinding, ResultOK); got != 1 {
+		t.Errorf("end_binding ok observed %d times, want 1", got)
+	}
+}
+
+func TestBindIdle(t *testing.T) {
+	r := sharedRedis(t)
+	s := newStore(t, r.addr, nil)
+	raw := rawClient(t, r.addr)
+	const key = "files\x00sess-idle"
+
+	if _, ok, err := s.Bind(t.Context(), key, "alice", time.Minute); !ok || err != nil {
+		t.Fatalf("Bind = %v, %v", ok, err)
+	}
+	if _, ok, _ := s.Bind(t.Context(), key, "alice", time.Hour); !ok {
+		t.Fatal("owner refused")
+	}
+	if ttl := raw.PTTL(t.Context(), s.pBind+key).Val(); ttl <= time.Minute {
+		t.Fatalf("owner's Bind did not extend the idle deadline: PTTL %v", ttl)
+	}
+	if _, _, _ = s.Bind(t.Context(), key, "mallory", time.Hour*2); raw.PTTL(t.Context(), s.pBind+key).Val() > time.Hour {
+		t.Fatal("a refused Bind extended the binding")
+	}
+
+	const short = "files\x00sess-short"
+	if _, ok, _ := s.Bind(t.Context(), short, "alice", 200*time.Millisecond); !ok {
+		t.Fatal("Bind refused")
+	}
+	if _, ok, _ := s.Bind(t.Context(), short, "bob", 200*time.Millisecond); ok {
+		t.Fatal("bob took a live binding")
+	}
+	took := eventually(300, func() bool {
+		_, ok, err := s.Bind(t.Context(), short, "bob", time.Minute)
+		return ok && err == nil
+	})
+	if !took {
+		t.Fatal("an idle binding never expired")
+	}
+}
+
+func TestTokensAreSealed(t *testing.T) {
+	r := sharedRedis(t)
+	var obs observed
+	a := newStore(t, r.addr, nil)
+	b := newStore(t, r.addr, func(c *Config, o *Options) { o.Observe = obs.observe })
+	other := newStore(t, r.addr, func(c *Config, _ *Options) { c.EncryptionKey = otherKey })
+	rotated := newStore(t, r.addr, func(c *Config, _ *Options) {
+		c.EncryptionKey, c.DecryptionKeys = otherKey, [][]byte{testKey}
+	})
+	noKey := newStore(t, r.addr, func(c *Config, _ *Options) { c.EncryptionKey = nil })
+	raw := rawClient(t, r.addr)
+
+	token := []byte("eyJhbGciOiJSUzI1NiJ9.exchanged-token-secret.sig")
+	const key = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	if err := a.PutToken(t.Context(), key, Owner{Subject: "alice", Session: "s1"}, token, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	stored, err := raw.Get(t.Context(), a.pToken+key).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range [][]byte{token, []byte("exchanged-token-secret"), []byte("eyJhbGciOiJSUzI1NiJ9")} {
+		if bytes.Contains(stored, part) {
+			t.Fatalf("Redis holds %q in clear", part)
+		}
+	}
+	if ttl := raw.PTTL(t.Context(), a.pToken+key).Val(); ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("PTTL = %v, want (0, 1m]", ttl)
+	}
+
+	tests := []struct {
+		name   string
+		store  *Store
+		key    string
+		want   []byte
+		wantOK bool
+	}{
+		{"same key, other replica", b, key, token, true},
+		{"rotated key still reads the old one", rotated, key, token, true},
+		{"wrong key", other, key, nil, false},
+		{"absent", b, "0000", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := tt.store.GetToken(t.Context(), tt.key)
+			if err != nil || ok != tt.wantOK || !bytes.Equal(got, tt.want) {
+				t.Fatalf("GetToken = %q, %v, %v; want %q, %v", got, ok, err, tt.want, tt.wantOK)
+			}
+		})
+	}
+	if obs.count(OpGetToken, ResultOK) != 1 || obs.count(OpGetToken, ResultMiss) != 1 {
+		t.Errorf("observed %v", obs.m)
+	}
+
+	// A value moved to another key does not open there.
+	if err := raw.Set(t.Context(), a.pToken+"moved", stored, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := b.GetToken(t.Context(), "moved"); ok || err != nil || got != nil {
+		t.Fatalf("moved value: GetToken = %q, %v, %v", got, ok, err)
+	}
+	if obs.count(OpGetToken, ResultInvalid) != 1 {
+		t.Errorf("a value that does not open was not counted invalid: %v", obs.m)
+	}
+
+	// The rotated store seals with its new key, which the old one lacks.
+	if err := rotated.PutToken(t.Context(), "new", Owner{}, token, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := a.GetToken(t.Context(), "new"); ok {
+		t.Fatal("a store without the new key opened its value")
+	}
+	if _, ok, _ := other.GetToken(t.Context(), "new"); !ok {
+		t.Fatal("the new key does not open its own value")
+	}
+
+	if err := noKey.PutToken(t.Context(), key, Owner{}, token, time.Minute); !errors.Is(err, ErrNoEncryptionKey) {
+		t.Fatalf("PutToken without a key: %v", err)
+	}
+	if _, _, err := noKey.GetToken(t.Context(), key); !errors.Is(err, ErrNoEncryptionKey) {
+		t.Fatalf("GetToken without a key: %v", err)
+	}
+}
+
+func TestElicitations(t *testing.T) {
+	r := sharedRedis(t)
+	a := newStore(t, r.addr, nil)
+	b := newStore(t, r.addr, nil)
+	raw := rawClient(t, r.addr)
+	value := []byte(`{"id":"01J0ELICIT","url":"https://idp.example/authorize?state=01J0ELICIT","subject":"alice"}`)
+
+	if err := a.PutElicitation(t.Context(), "01J0ELICIT", Owner{Subject: "alice", Session: "s1"}, value, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := raw.PTTL(t.Context(), a.pElicit+"01J0ELICIT").Val(); ttl <= 9*time.Minute {
+		t.Fatalf("PTTL = %v, want about 10m", ttl)
+	}
+	got, ok, err := b.GetElicitation(t.Context(), "01J0ELICIT")
+	if err != nil || !ok || !bytes.Equal(got, value) {
+		t.Fatalf("GetElicitation = %q, %v, %v", got, ok, err)
+	}
+	if _, ok, err := b.GetElicitation(t.Context(), "unknown"); ok || err != nil {
+		t.Fatalf("GetElicitation(unknown) = %v, %v", ok, err)
+	}
+	if err := b.DeleteElicitation(t.Context(), "01J0ELICIT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := a.GetElicitation(t.Context(), "01J0ELICIT"); ok {
+		t.Fatal("deleted elicitation still there")
+	}
+	if err := b.DeleteElicitation(t.Context(), "01J0ELICIT"); err != nil {
+		t.Fatalf("deleting twice: %v", err)
+	}
+
+	short := []byte(`{"id":"short"}`)
+	if err := a.PutElicitation(t.Context(), "short", Owner{Subject: "alice"}, short, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(300, func() bool { _, ok, _ := b.GetElicitation(t.Context(), "short"); return !ok }) {
+		t.Fatal("elicitation never expired")
+	}
+}
+
+func TestDropAcrossStores(t *testing.T) {
+	r := sharedRedis(t)
+	a := newStore(t, r.addr, nil)
+	b := newStore(t, r.addr, nil)
+	ctx := t.Context()
+	put := func(kind, id string, o Owner) {
+		t.Helper()
+		var err error
+		if kind == "token" {
+			err = a.PutToken(ctx, id, o, []byte("tok-"+id), time.Minute)
+		} else {
+			err = a.PutElicitation(ctx, id, o, []byte(`{}`), time.Minute)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("token", "t-alice-s1", Owner{"alice", "s1"})
+	put("elicit", "e-alice-s1", Owner{"alice", "s1"})
+	put("token", "t-alice-s2", Owner{"alice", "s2"})
+	put("token", "t-alice", Owner{"alice", ""})
+	put("token", "t-bob-s3", Owner{"bob", "s3"})
+	put("elicit", "e-bob", Owner{"bob", ""})
+
+	present := func(kind, id string) bool {
+		t.Helper()
+		var ok bool
+		var err error
+		if kind == "token" {
+			_, ok, err = b.GetToken(ctx, id)
+		} else {
+			_, ok, err = b.GetElicitation(ctx, id)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	steps := []struct {
+		name    string
+		drop    func() (int, error)
+		want    int
+		gone    [][2]string
+		staying [][2]string
+	}{
+		{
+			"session s1", func() (int, error) { return b.DropSession(ctx, "s1") }, 2,
+			[][2]string{{"token", "t-alice-s1"}, {"elicit", "e-alice-s1"}},
+			[][2]string{{"token", "t-alice-s2"}, {"token", "t-alice"}, {"token", "t-bob-s3"}},
+		},
+		{
+			"session s1 again", func() (int, error) { return b.DropSession(ctx, "s1") }, 0,
+			nil, [][2]string{{"token", "t-alice-s2"}},
+		},
+		{
+			"subject alice", func() (int, error) { return b.DropSubject(ctx, "alice") }, 2,
+			[][2]string{{"token", "t-alice-s2"}, {"token", "t-alice"}},
+			[][2]string{{"token", "t-bob-s3"}, {"elicit", "e-bob"}},
+		},
+		{
+			"unknown session", func() (int, error) { return b.DropSession(ctx, "nope") }, 0,
+			nil, [][2]string{{"token", "t-bob-s3"}},
+		},
+		{
+			"subject bob", func() (int, error) { return a.DropSubject(ctx, "bob") }, 2,
+			[][2]string{{"token", "t-bob-s3"}, {"elicit", "e-bob"}}, nil,
+		},
+	}
+	for _, st := range steps {
+		n, err := st.drop()
+		if err != nil || n != st.want {
+			t.Fatalf("%s: dropped %d, %v; want %d", st.name, n, err, st.want)
+		}
+		for _, g := range st.gone {
+			if present(g[0], g[1]) {
+				t.Errorf("%s: %s %s still there", st.name, g[0], g[1])
+			}
+		}
+		for _, s := range st.staying {
+			if !present(s[0], s[1]) {
+				t.Errorf("%s: %s %s dropped", st.name, s[0], s[1])
+			}
+		}
+	}
+}
+
+func TestDropLargeIndex(t *testing.T) {
+	r := sharedRedis(t)
+	// A roomy OpTimeout: a thousand puts and deletes under -race on a
+	// busy machine are not what this test measures.
+	s := newStore(t, r.addr, func(c *Config, _ *Options) { c.OpTimeout = 5 * time.Second })
+	const n = dropBatch + 7 // more than one batch
+	for i := range n {
+		if err := s.PutElicitation(t.Context(), fmt.Sprint("e", i), Owner{Session: "big"}, []byte("{}"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.DropSession(t.Context(), "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != n {
+		t.Fatalf("dropped %d, want %d", got, n)
+	}
+}
+
+func TestTagIndexPrunesExpiredKeys(t *testing.T) {
+	r := sharedRedis(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s := newStore(t, r.addr, func(_ *Config, o *Options) { o.Now = func() time.Time { return now } })
+	raw := rawClient(t, r.addr)
+	tag := s.pSubject + "alice"
+
+	steps := []struct {
+		name     string
+		advance  time.Duration
+		id       string
+		ttl      time.Duration
+		wantSize int64
+		wantTTL  time.Duration // lower bound of the index's PTTL
+	}{
+		{"first", 0, "e1", time.Minute, 1, 50 * time.Second},
+		{"longer-lived keeps the index longer", 0, "e2", time.Hour, 2, 59 * time.Minute},
+		{"shorter-lived does not shorten it", 0, "e3", time.Second, 3, 59 * time.Minute},
+		{"expired members are pruned on the next add", 2 * time.Minute, "e4", time.Minute, 2, 50 * time.Minute},
+	}
+	for _, st := range steps {
+		now = now.Add(st.advance)
+		if err := s.PutElicitation(t.Context(), st.id, Owner{Subject: "alice"}, []byte("{}"), st.ttl); err != nil {
+			t.Fatal(err)
+		}
+		if got := raw.ZCard(t.Context(), tag).Val(); got != st.wantSize {
+			t.Errorf("%s: index holds %d keys, want %d", st.name, got, st.wantSize)
+		}
+		if got := raw.PTTL(t.Context(), tag).Val(); got < st.wantTTL {
+			t.Errorf("%s: index PTTL %v, want at least %v", st.name, got, st.wantTTL)
+		}
+	}
+}
+
+func TestRevocations(t *testing.T) {
+	r := sharedRedis(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	a := newStore(t, r.addr, func(_ *Config, o *Options) { o.Now = clock })
+	b := newStore(t, r.addr, func(_ *Config, o *Options) { o.Now = clock })
+	raw := rawClient(t, r.addr)
+
+	t1 := now.Add(-time.Hour)
+	revoke := []struct {
+		subject string
+		at      time.Time
+	}{
+		{"alice", t1},
+		{"alice", t1.Add(-time.Minute)}, // older: does not replace
+		{"bob", now},
+		{"carol", now.Add(-RevocationTTL - time.Minute)}, // already past
+	}
+	for _, rv := range revoke {
+		if err := a.Revoke(t.Context(), rv.subject, rv.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := b.Revocations(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Time{"alice": t1, "bob": now}
+	if len(got) != len(want) {
+		t.Fatalf("Revocations = %v, want %v", got, want)
+	}
+	for s, at := range want {
+		if !got[s].Equal(at) {
+			t.Errorf("Revocations[%s] = %v, want %v", s, got[s], at)
+		}
+	}
+	if ttl := raw.PTTL(t.Context(), a.revokeKey).Val(); ttl <= RevocationTTL-time.Minute {
+		t.Errorf("revocations key PTTL %v, want about %v", ttl, RevocationTTL)
+	}
+
+	// A day later alice's revocation is no longer reported.
+	now = now.Add(RevocationTTL - 30*time.Minute)
+	got, err = b.Revocations(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["alice"]; ok || len(got) != 1 {
+		t.Fatalf("Revocations a day later = %v, want only bob", got)
+	}
+}
+
+// lockedBuffer is a log destination the client library's goroutines may
+// write to while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestRouteClientLogs(t *testing.T) {
+	var out lockedBuffer
+	RouteClientLogs(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer redis.SetLogger(quietLogger{})
+	// Nothing listens: the client library logs its failed dials.
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil)
+	_, _, _ = s.Bind(t.Context(), "k", "alice", time.Minute)
+	routed := eventually(300, func() bool {
+		return strings.Contains(out.String(), "component=redis-client") && strings.Contains(out.String(), "failed to dial")
+	})
+	if !routed {
+		t.Fatalf("no client library message routed; got %q", out.String())
+	}
+}
