@@ -38,6 +38,7 @@ type runOptions struct {
 	jsonOut      string
 	enforce      bool
 	readyTimeout time.Duration
+	rounds       int
 }
 
 func parseRunFlags(args []string, e env) (runOptions, error) {
@@ -49,6 +50,7 @@ func parseRunFlags(args []string, e env) (runOptions, error) {
 	fs.StringVar(&o.dir, "dir", "", "directory for keys, JWKS, config and server logs (default: a temporary one, removed afterwards); with -target, the directory the setup command wrote")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time per server and scenario")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured warm-up before each measurement")
+	fs.IntVar(&o.rounds, "rounds", 3, "alternate the two servers this many times per scenario (each slice -duration/rounds), so drift in the machine's speed hits both alike")
 	fs.IntVar(&o.callers, "callers", loadtest.DefaultCallers, "concurrent callers, each with one request in flight")
 	fs.IntVar(&o.connections, "connections", loadtest.DefaultConnections, "gRPC connections the callers share")
 	fs.Uint64Var(&o.maxRequests, "max-requests", 0, "end a measurement after this many requests (0: only -duration bounds it)")
@@ -75,6 +77,9 @@ func parseRunFlags(args []string, e env) (runOptions, error) {
 	}
 	if len(o.scenarios) == 0 && len(errs) == 0 {
 		errs = append(errs, errors.New("-scenarios: none given"))
+	}
+	if o.rounds < 1 {
+		errs = append(errs, errors.New("-rounds must be at least 1"))
 	}
 	if o.duration <= 0 {
 		errs = append(errs, errors.New("-duration must be positive"))
@@ -182,7 +187,8 @@ func runCommand(ctx context.Context, args []string, e env) error {
 			MaxRequests: o.maxRequests,
 			Now:         e.now,
 		},
-		Log: log,
+		Log:    log,
+		Rounds: o.rounds,
 	}
 	rep, err := runner.Run(ctx, scenarios)
 	if err != nil {

@@ -187,6 +187,10 @@ type Runner struct {
 	// per measurement.
 	Load Config
 	Log  *slog.Logger
+	// Rounds alternates the two servers this many times per scenario, each
+	// slice lasting Duration/Rounds, and adds the slices up: a machine whose
+	// speed drifts during the run then affects both alike (default 1).
+	Rounds int
 }
 
 // Run measures each scenario in turn and returns the report. An error means
@@ -208,28 +212,84 @@ func (r *Runner) Run(ctx context.Context, scenarios []Scenario) (*Report, error)
 		Duration:    load.Duration,
 		MaxRequests: load.MaxRequests,
 	}
+	rounds := max(r.Rounds, 1)
 	for _, sc := range scenarios {
-		noop, err := r.measure(ctx, log, sc, "noop", r.NoopAddr, TokenPlan{})
+		noopTokens, err := sc.Tokens(ctx, TokenPlan{})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("scenario %s: tokens for noop: %w", sc.Name, err)
 		}
-		plan := TokenPlan{Service: true, MaxRequests: expectedRequests(noop, load)}
-		svc, err := r.measure(ctx, log, sc, "service", r.ServiceAddr, plan)
-		if err != nil {
-			return nil, err
+		var noop, svc *Result
+		var svcTokens TokenSource
+		for round := range rounds {
+			n, err := r.measure(ctx, log, sc, "noop", r.NoopAddr, noopTokens, rounds)
+			if err != nil {
+				return nil, err
+			}
+			noop = merge(noop, n)
+			if round == 0 {
+				// Sized from the first do-nothing slice, for every slice.
+				plan := TokenPlan{Service: true, MaxRequests: expectedRequests(n, load) * rounds}
+				if svcTokens, err = sc.Tokens(ctx, plan); err != nil {
+					return nil, fmt.Errorf("scenario %s: tokens for service: %w", sc.Name, err)
+				}
+			}
+			v, err := r.measure(ctx, log, sc, "service", r.ServiceAddr, svcTokens, rounds)
+			if err != nil {
+				return nil, err
+			}
+			svc = merge(svc, v)
 		}
 		rep.Scenarios = append(rep.Scenarios, Evaluate(sc, noop, svc))
 	}
 	return rep, nil
 }
 
-func (r *Runner) measure(ctx context.Context, log *slog.Logger, sc Scenario, server, addr string, plan TokenPlan) (*Result, error) {
-	tokens, err := sc.Tokens(ctx, plan)
-	if err != nil {
-		return nil, fmt.Errorf("scenario %s: tokens for %s: %w", sc.Name, server, err)
+// merge adds measurement b to a (nil: b): requests, errors and elapsed time
+// add up, latencies merge.
+func merge(a, b *Result) *Result {
+	if a == nil {
+		return b
 	}
+	out := *a
+	out.Elapsed += b.Elapsed
+	out.Requests += b.Requests
+	out.Errors += b.Errors
+	out.TokensExhausted = a.TokensExhausted || b.TokensExhausted
+	kinds := map[string]int{}
+	for i, k := range out.ErrorKinds {
+		kinds[k.Kind] = i
+	}
+	out.ErrorKinds = append([]ErrorKind(nil), a.ErrorKinds...)
+	for _, k := range b.ErrorKinds {
+		if i, ok := kinds[k.Kind]; ok {
+			out.ErrorKinds[i].Count += k.Count
+		} else {
+			out.ErrorKinds = append(out.ErrorKinds, k)
+		}
+	}
+	if out.Elapsed > 0 {
+		out.RPS = float64(out.Requests) / out.Elapsed.Seconds()
+	}
+	if a.Latency != nil && b.Latency != nil {
+		h := &Histogram{}
+		h.Merge(a.Latency)
+		h.Merge(b.Latency)
+		out.Latency = h
+		out.P50, out.P90, out.P99 = h.Quantile(0.50), h.Quantile(0.90), h.Quantile(0.99)
+		out.Max, out.Mean = h.Max(), h.Mean()
+	}
+	return &out
+}
+
+func (r *Runner) measure(ctx context.Context, log *slog.Logger, sc Scenario, server, addr string, tokens TokenSource, rounds int) (*Result, error) {
 	cfg := r.Load
 	cfg.Addr, cfg.Tokens = addr, tokens
+	if rounds > 1 {
+		cfg.Duration /= time.Duration(rounds)
+		if cfg.MaxRequests > 0 {
+			cfg.MaxRequests = max(cfg.MaxRequests/uint64(rounds), 1)
+		}
+	}
 	log.Info("measuring", slog.String("scenario", sc.Name), slog.String("server", server), slog.String("addr", addr))
 	res, err := Run(ctx, cfg)
 	if err != nil {

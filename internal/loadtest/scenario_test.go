@@ -180,3 +180,29 @@ func TestRunnerNeedsAddresses(t *testing.T) {
 		t.Error("Run without addresses succeeded")
 	}
 }
+
+func TestMergeAddsSlicesUp(t *testing.T) {
+	mk := func(reqs uint64, elapsed time.Duration, lat ...time.Duration) *Result {
+		h := &Histogram{}
+		for _, d := range lat {
+			h.Record(d)
+		}
+		return &Result{Requests: reqs, Elapsed: elapsed, RPS: float64(reqs) / elapsed.Seconds(), Latency: h,
+			Errors: 1, ErrorKinds: []ErrorKind{{Kind: "rpc Unavailable", Count: 1}}}
+	}
+	a := mk(1000, time.Second, time.Millisecond, time.Millisecond)
+	b := mk(3000, time.Second, 10*time.Millisecond, 10*time.Millisecond)
+	m := merge(merge(nil, a), b)
+	if m.Requests != 4000 || m.Elapsed != 2*time.Second || m.RPS != 2000 {
+		t.Fatalf("merged %d requests in %v = %v rps", m.Requests, m.Elapsed, m.RPS)
+	}
+	if m.Errors != 2 || len(m.ErrorKinds) != 1 || m.ErrorKinds[0].Count != 2 {
+		t.Fatalf("errors %d %+v", m.Errors, m.ErrorKinds)
+	}
+	if m.Latency.Count() != 4 || m.Max < 10*time.Millisecond || m.P50 > 11*time.Millisecond {
+		t.Fatalf("latency count %d max %v p50 %v", m.Latency.Count(), m.Max, m.P50)
+	}
+	if a.Requests != 1000 || a.Latency.Count() != 2 {
+		t.Fatal("merge changed its input")
+	}
+}
