@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -74,7 +75,9 @@ type rawHeader struct{ key, value string }
 // decode reads b, which it keeps: the strings of the request point into it.
 func (w *wireRequest) decode(b []byte) error {
 	s := unsafe.String(unsafe.SliceData(b), len(b))
-	w.in.Headers = check.Headers{}
+	if w.in.Headers == nil {
+		w.in.Headers = check.Headers{}
+	}
 	return fields(s, func(num protowire.Number, v string) error {
 		if num == fCheckRequestAttributes {
 			return fields(v, w.attributes)
@@ -280,13 +283,29 @@ func Register(gs *grpc.Server, s *Server) {
 	gs.RegisterService(&desc, s)
 }
 
+// wirePool recycles wireRequests and their header maps: nothing keeps a
+// reference to either once the check has been answered (the strings in
+// them point into the message copy, which is never recycled).
+var wirePool = sync.Pool{New: func() any { return &wireRequest{in: check.Request{Headers: make(check.Headers, 32)}} }}
+
+func (w *wireRequest) release() {
+	h := w.in.Headers
+	clear(h)
+	*w = wireRequest{rawHdr: w.rawHdr[:0]}
+	w.in.Headers = h
+	wirePool.Put(w)
+}
+
 func (s *Server) handleWire(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-	w := new(wireRequest)
+	w := wirePool.Get().(*wireRequest)
 	if err := dec(w); err != nil {
+		w.release()
 		return nil, err
 	}
 	if interceptor == nil {
-		return s.checkWire(ctx, w), nil
+		resp := s.checkWire(ctx, w)
+		w.release()
+		return resp, nil
 	}
 	info := &grpc.UnaryServerInfo{Server: s, FullMethod: authv3.Authorization_Check_FullMethodName}
 	return interceptor(ctx, w, info, func(ctx context.Context, req any) (any, error) {
