@@ -576,7 +576,7 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 	// The grant's slices are shared by every request: full slice
 	// expressions make the appends copy.
 	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
-	if res.Signed == "" { // a signed token is new on every request
+	if res.Signed == "" && v.CacheHit { // a signed token is new on every request; a grant used once needs no memo
 		g.lineage.Store(&lineageMemo{res: res, set: v.Set, remove: v.Remove})
 	}
 	return denial{}, true

@@ -240,7 +240,9 @@ func Response(v *check.Verdict) *authv3.CheckResponse {
 // respond builds the CheckResponse for a verdict and, for an allowed one,
 // the grant's last-response record it is shared through.
 func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
-	if v.Outcome == check.Allowed && v.Grant != nil {
+	// Memoize from a grant's second use on: a token seen once (a fresh token
+	// per request) then costs no memo at all.
+	if v.Outcome == check.Allowed && v.Grant != nil && v.CacheHit {
 		r := check.Rendered(v.Grant, renderGrant)
 		if l := r.last.Load(); l != nil && l.matches(v) {
 			return l.resp, l
