@@ -284,7 +284,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		grpc.MaxRecvMsgSize(8<<20),
 		// A fixed pool of workers serves the streams instead of a new
 		// goroutine (and stack growth) per check.
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
 	)...)
 	envoyauthz.Register(gs, envoyauthz.NewServer(pipeline, tr))
 	hs := health.NewServer()
