@@ -13,6 +13,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
@@ -243,5 +244,59 @@ func BenchmarkCheck(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// blockingVerifier holds every verification until released.
+type blockingVerifier struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingVerifier) Verify(ctx context.Context, _ string, _, _ []string) (*jwtauth.Claims, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return &jwtauth.Claims{IssuerName: "a", Subject: "alice", ExpiresAt: time.Now().Add(time.Hour), Raw: map[string]any{"sub": "alice"}}, nil
+}
+
+// TestOverloadIsShedFast: beyond max_concurrent_checks a check is answered
+// at once with the configured status instead of queueing.
+func TestOverloadIsShedFast(t *testing.T) {
+	cfg, err := config.Parse([]byte("issuers: [{name: a, secret: " + secret + "}]\nroutes: [{name: r, default: true, issuers: [a]}]\nlimits: {max_concurrent_checks: 1, overload_status: 429}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bv := &blockingVerifier{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	p, err := check.Compile(t.Context(), cfg, check.Deps{Verifier: bv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, _ := check.New(p, check.Options{})
+	srv := NewServer(pl, nil)
+	first := make(chan *authv3.CheckResponse, 1)
+	go func() {
+		r, _ := srv.Check(context.Background(), checkRequest(map[string]string{"authorization": "Bearer a.b.c"}))
+		first <- r
+	}()
+	<-bv.entered // the first check is in progress
+	r, err := srv.Check(context.Background(), checkRequest(map[string]string{"authorization": "Bearer d.e.f"}))
+	if err != nil || r.GetDeniedResponse().GetStatus().GetCode() != 429 || r.GetStatus().GetCode() == 0 {
+		t.Fatalf("overloaded check: %v %v", r, err)
+	}
+	var retry bool
+	for _, h := range r.GetDeniedResponse().GetHeaders() {
+		retry = retry || h.GetHeader().GetKey() == "retry-after"
+	}
+	if !retry {
+		t.Fatal("no Retry-After on an overload answer")
+	}
+	close(bv.release)
+	if r := <-first; r.GetStatus().GetCode() != 0 {
+		t.Fatalf("the check in progress was not answered normally: %v", r)
+	}
+	// Capacity is back.
+	r, _ = srv.Check(context.Background(), checkRequest(map[string]string{"authorization": "Bearer a.b.c"}))
+	if r.GetStatus().GetCode() != 0 {
+		t.Fatalf("after the overload: %v", r)
 	}
 }

@@ -275,6 +275,38 @@ func TestReauthorization(t *testing.T) {
 	})
 }
 
+// TestInitializeCapabilityRemembered: a 2025-11-25 client declares URL
+// elicitation at initialize (before it has a session id); the session it
+// then uses gets -32042 answers.
+func TestInitializeCapabilityRemembered(t *testing.T) {
+	f := newExchangeFixture(t)
+	tok := token(t, "carol", nil)
+	init := `{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"c","version":"1"}}`
+	if res := f.mcp(t, tok, "initialize", init, nil); res.status != 200 {
+		t.Fatalf("initialize: %d", res.status)
+	}
+	sess := map[string]string{"Mcp-Session-Id": "s-init", "MCP-Protocol-Version": "2025-11-25"}
+	if res := f.mcp(t, tok, "notifications/initialized", `{}`, sess); res.status != 200 {
+		t.Fatalf("initialized: %d", res.status)
+	}
+	res := f.mcp(t, tok, "tools/call", `{"name":"third_party"}`, sess)
+	var body struct {
+		Error struct{ Code int } `json:"error"`
+	}
+	if json.Unmarshal(res.body, &body); body.Error.Code != -32042 {
+		t.Fatalf("want -32042 for a session whose client declared URL elicitation: %s", res.body)
+	}
+	// A client that declared form mode only gets the tool result.
+	other := token(t, "dave", nil)
+	f.mcp(t, other, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"c","version":"1"}}`, nil)
+	sess2 := map[string]string{"Mcp-Session-Id": "s-form", "MCP-Protocol-Version": "2025-11-25"}
+	f.mcp(t, other, "notifications/initialized", `{}`, sess2)
+	res = f.mcp(t, other, "tools/call", `{"name":"third_party"}`, sess2)
+	if !strings.Contains(string(res.body), `"isError":true`) {
+		t.Fatalf("form-only client: %s", res.body)
+	}
+}
+
 // TestSessionEndDropsExchangedTokens: DELETE of an MCP session drops the
 // tokens exchanged for it.
 func TestSessionEndDropsExchangedTokens(t *testing.T) {
