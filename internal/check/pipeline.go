@@ -369,6 +369,14 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	key := cacheKey(r.keyPrefix, token)
 	entry, hit := pl.cache.Get(key)
 	if !hit {
+		// Only tokens not seen before need their syntax checked: every
+		// cached one passed this.
+		if err := credential.Syntax(token); err != nil {
+			if e.steps != nil {
+				e.step("credential", "invalid", err.Error())
+			}
+			return p.deny(req, r, &call, denial{outcome: InvalidToken, desc: err.Error()})
+		}
 		entry = pl.verify(ctx, p, r, token)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {

@@ -30,7 +30,11 @@ type Headers interface {
 	Get(name string) string
 }
 
-// Find returns the token. A present but unusable Authorization header is an
+// Find returns the token, bounded in size but not yet checked against the
+// b64token syntax: Syntax does that, and callers run it before they verify
+// a token they have not seen before (a token answered from a cache of
+// verified ones passed it already, which keeps the hot path from scanning
+// every byte twice). A present but unusable Authorization header is an
 // error, not a reason to look elsewhere: the header always wins.
 func Find(h Headers, src Source) (string, error) {
 	if v := h.Get("authorization"); v != "" {
@@ -66,11 +70,16 @@ func parseBearer(v string) (string, bool) {
 }
 
 // Check validates a token found elsewhere (for example inside a JSON-RPC
-// body) with the same syntax and size rules as a header token.
-func Check(tok string) (string, error) { return check(tok) }
+// body) with the same size and syntax rules as a header token.
+func Check(tok string) (string, error) {
+	tok, err := check(tok)
+	if err != nil {
+		return "", err
+	}
+	return tok, Syntax(tok)
+}
 
-// check enforces the size bound and the RFC 6750 b64token syntax:
-// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+// check enforces presence and the size bound.
 func check(tok string) (string, error) {
 	tok = strings.TrimRight(tok, " \t")
 	if tok == "" {
@@ -79,7 +88,12 @@ func check(tok string) (string, error) {
 	if len(tok) > MaxTokenSize {
 		return "", ErrTooLarge
 	}
-	// b64token characters, then only trailing "=" padding.
+	return tok, nil
+}
+
+// Syntax checks the RFC 6750 b64token syntax:
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func Syntax(tok string) error {
 	i := 0
 	for i < len(tok) && b64token[tok[i]] {
 		i++
@@ -87,10 +101,10 @@ func check(tok string) (string, error) {
 	for i < len(tok) && tok[i] == '=' {
 		i++
 	}
-	if i != len(tok) {
-		return "", ErrMalformed
+	if i != len(tok) || tok == "" {
+		return ErrMalformed
 	}
-	return tok, nil
+	return nil
 }
 
 // b64token marks the characters of RFC 6750's b64token other than "=".
