@@ -75,7 +75,7 @@ func tieredBind(ctx context.Context, local *localBindings, s *Store, key, subjec
 // miss. roundtrips/op is counted, not estimated.
 func BenchmarkTieredBind(b *testing.B) {
 	r := sharedRedis(b)
-	s := newStore(b, r.addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
+	s := newStore(b, r.Addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
 	var rt roundTrips
 	s.rdb.AddHook(&rt)
 	ctx := context.Background()
@@ -124,7 +124,7 @@ func BenchmarkTieredBind(b *testing.B) {
 // costs (an owner extending an existing binding, the common case).
 func BenchmarkBind(b *testing.B) {
 	r := sharedRedis(b)
-	s := newStore(b, r.addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
+	s := newStore(b, r.Addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
 	ctx := context.Background()
 	key := "files\x00bench"
 	if _, _, err := s.Bind(ctx, key, "alice", time.Minute); err != nil {
@@ -142,7 +142,7 @@ func BenchmarkBind(b *testing.B) {
 // the sealed value.
 func BenchmarkGetToken(b *testing.B) {
 	r := sharedRedis(b)
-	s := newStore(b, r.addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
+	s := newStore(b, r.Addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
 	ctx := context.Background()
 	token := make([]byte, 900) // a typical JWT
 	if err := s.PutToken(ctx, "bench", Owner{"alice", "s"}, token, time.Minute); err != nil {

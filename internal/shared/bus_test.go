@@ -90,8 +90,8 @@ func TestDecodeEvent(t *testing.T) {
 func TestBusAcrossStores(t *testing.T) {
 	r := sharedRedis(t)
 	var obsB observed
-	a := newStore(t, r.addr, func(_ *Config, o *Options) { o.ReplicaID = "replica-a" })
-	b := newStore(t, r.addr, func(_ *Config, o *Options) {
+	a := newStore(t, r.Addr, func(_ *Config, o *Options) { o.ReplicaID = "replica-a" })
+	b := newStore(t, r.Addr, func(_ *Config, o *Options) {
 		o.ReplicaID = "replica-b"
 		o.Observe = obsB.observe
 	})
@@ -103,7 +103,7 @@ func TestBusAcrossStores(t *testing.T) {
 	}
 
 	// A malformed message from elsewhere is dropped and counted.
-	raw := rawClient(t, r.addr)
+	raw := rawClient(t, r.Addr)
 	if err := raw.Publish(t.Context(), b.channel, "not an event").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -65,11 +65,11 @@ func assertAllFail(t *testing.T, s *Store, rounds int) {
 func TestRedisKilledAndRestarted(t *testing.T) {
 	r := ownRedis(t)
 	var obs observed
-	a := newStore(t, r.addr, func(_ *Config, o *Options) {
+	a := newStore(t, r.Addr, func(_ *Config, o *Options) {
 		o.ReplicaID = "a"
 		o.Observe = obs.observe
 	})
-	b := newStore(t, r.addr, func(c *Config, o *Options) {
+	b := newStore(t, r.Addr, func(c *Config, o *Options) {
 		o.ReplicaID = "b"
 		c.FailOpen = true
 	})
@@ -87,7 +87,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 		t.Fatalf("Bind = %v, %v", ok, err)
 	}
 
-	r.stop()
+	r.Kill()
 	assertAllFail(t, a, 3)
 	if !eventually(500, func() bool { return !a.Ready() }) {
 		t.Fatal("still ready with Redis gone")
@@ -96,7 +96,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 		t.Errorf("failed binds not observed: %v", obs.m)
 	}
 
-	if err := r.start(); err != nil {
+	if err := r.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	recovered := eventually(1000, func() bool {
@@ -188,7 +188,7 @@ func TestNewWithRedisDown(t *testing.T) {
 
 func TestCloseEndsSubscribe(t *testing.T) {
 	r := sharedRedis(t)
-	s, err := New(t.Context(), Config{Addrs: []string{r.addr}, KeyPrefix: prefix(t)}, Options{})
+	s, err := New(t.Context(), Config{Addrs: []string{r.Addr}, KeyPrefix: prefix(t)}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

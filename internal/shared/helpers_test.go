@@ -1,22 +1,17 @@
 package shared
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/shared/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,7 +27,7 @@ func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
 	code := m.Run()
 	if sharedServer != nil {
-		sharedServer.stop()
+		sharedServer.Kill()
 	}
 	os.Exit(code)
 }
@@ -41,22 +36,8 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// redisServer is a redis-server process of the test's own, on a port
-// chosen at run time.
-type redisServer struct {
-	addr string
-	port int
-	dir  string
-	// args replace the plain-TCP listener options (TLS); tlsConfig then
-	// reaches the server for the readiness check.
-	args      []string
-	tlsConfig *tls.Config
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has exited
-	out    bytes.Buffer
-}
+// redisServer is a redis-server process of the test's own.
+type redisServer = redistest.Server
 
 var (
 	sharedOnce   sync.Once
@@ -68,15 +49,8 @@ var (
 // own key prefix (newStore).
 func sharedRedis(t testing.TB) *redisServer {
 	t.Helper()
-	needRedis(t)
-	sharedOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "shared-redis-")
-		if err != nil {
-			sharedErr = err
-			return
-		}
-		sharedServer, sharedErr = launchRedis(dir)
-	})
+	redistest.Need(t)
+	sharedOnce.Do(func() { sharedServer, sharedErr = redistest.Launch(redistest.Options{}) })
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
 	}
@@ -84,134 +58,12 @@ func sharedRedis(t testing.TB) *redisServer {
 }
 
 // ownRedis starts a server only this test uses (and may kill).
-func ownRedis(t testing.TB) *redisServer {
-	t.Helper()
-	needRedis(t)
-	r, err := launchRedis(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.stop)
-	return r
-}
+func ownRedis(t testing.TB) *redisServer { return redistest.Start(t) }
 
-// needRedis skips the test when redis-server is not installed, except in
-// CI, where the tests must run.
-func needRedis(t testing.TB) {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not installed (install the Debian package redis-server)")
-		}
-		t.Skip("redis-server is not installed; install the Debian package redis-server to run this test")
-	}
-}
-
-func launchRedis(dir string) (*redisServer, error) {
-	return launchRedisWith(dir, nil, nil)
-}
-
-// launchRedisWith starts a server whose listener args builds for the chosen
-// port (nil: plain TCP on 127.0.0.1).
-func launchRedisWith(dir string, args func(port int) []string, tc *tls.Config) (*redisServer, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	r := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, tlsConfig: tc}
-	if args == nil {
-		r.args = []string{"--port", strconv.Itoa(port)}
-	} else {
-		r.args = args(port)
-	}
-	if err := r.start(); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// start runs redis-server on r.port and waits until it answers PING. A
-// server that exits at once (its port briefly held, e.g. by a client's
-// connection to itself while nothing listened) is started again.
-func (r *redisServer) start() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for range 20 {
-		r.out.Reset()
-		args := append([]string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", r.dir}, r.args...)
-		cmd := exec.Command("redis-server", args...)
-		cmd.Stdout = &r.out
-		cmd.Stderr = &r.out
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		exited := make(chan struct{})
-		go func() {
-			_ = cmd.Wait()
-			close(exited)
-		}()
-		for range 250 { // up to 5s
-			if pingRaw(r.addr, r.tlsConfig) {
-				r.cmd, r.exited = cmd, exited
-				return nil
-			}
-			select {
-			case <-exited:
-			case <-time.After(20 * time.Millisecond):
-				continue
-			}
-			break
-		}
-		_ = cmd.Process.Kill()
-		<-exited
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("redis-server on %s did not answer PING; its output:\n%s", r.addr, r.out.String())
-}
-
-// stop kills the server (no shutdown courtesy: this is the crash case).
-func (r *redisServer) stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	<-r.exited
-	r.cmd = nil
-}
-
-// pingRaw speaks just enough RESP to tell whether a server answers (a
-// server that wants a password first answers too).
-func pingRaw(addr string, tc *tls.Config) bool {
-	d := &net.Dialer{Timeout: 200 * time.Millisecond}
-	var c net.Conn
-	var err error
-	if tc != nil {
-		c, err = tls.DialWithDialer(d, "tcp", addr, tc)
-	} else {
-		c, err = d.Dial("tcp", addr)
-	}
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && (strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH"))
-}
+var (
+	freePort = redistest.FreePort
+	pingRaw  = redistest.Ping
+)
 
 // rawClient is a plain client for looking at what the Store wrote.
 func rawClient(t testing.TB, addr string) *redis.Client {

@@ -71,7 +71,7 @@ func TestNewTLSCAFile(t *testing.T) {
 
 func TestBindFirstWinsAcrossStores(t *testing.T) {
 	r := sharedRedis(t)
-	stores := []*Store{newStore(t, r.addr, nil), newStore(t, r.addr, nil)}
+	stores := []*Store{newStore(t, r.Addr, nil), newStore(t, r.Addr, nil)}
 	const n = 50
 	var (
 		wg     sync.WaitGroup
@@ -107,8 +107,8 @@ func TestBindFirstWinsAcrossStores(t *testing.T) {
 func TestBindSteps(t *testing.T) {
 	r := sharedRedis(t)
 	var obs observed
-	a := newStore(t, r.addr, func(_ *Config, o *Options) { o.Observe = obs.observe })
-	b := newStore(t, r.addr, nil)
+	a := newStore(t, r.Addr, func(_ *Config, o *Options) { o.Observe = obs.observe })
+	b := newStore(t, r.Addr, nil)
 	const key = "files\x00sess-1"
 	type step struct {
 		name      string
@@ -157,8 +157,8 @@ func TestBindSteps(t *testing.T) {
 
 func TestBindIdle(t *testing.T) {
 	r := sharedRedis(t)
-	s := newStore(t, r.addr, nil)
-	raw := rawClient(t, r.addr)
+	s := newStore(t, r.Addr, nil)
+	raw := rawClient(t, r.Addr)
 	const key = "files\x00sess-idle"
 
 	if _, ok, err := s.Bind(t.Context(), key, "alice", time.Minute); !ok || err != nil {
@@ -193,14 +193,14 @@ func TestBindIdle(t *testing.T) {
 func TestTokensAreSealed(t *testing.T) {
 	r := sharedRedis(t)
 	var obs observed
-	a := newStore(t, r.addr, nil)
-	b := newStore(t, r.addr, func(c *Config, o *Options) { o.Observe = obs.observe })
-	other := newStore(t, r.addr, func(c *Config, _ *Options) { c.EncryptionKey = otherKey })
-	rotated := newStore(t, r.addr, func(c *Config, _ *Options) {
+	a := newStore(t, r.Addr, nil)
+	b := newStore(t, r.Addr, func(c *Config, o *Options) { o.Observe = obs.observe })
+	other := newStore(t, r.Addr, func(c *Config, _ *Options) { c.EncryptionKey = otherKey })
+	rotated := newStore(t, r.Addr, func(c *Config, _ *Options) {
 		c.EncryptionKey, c.DecryptionKeys = otherKey, [][]byte{testKey}
 	})
-	noKey := newStore(t, r.addr, func(c *Config, _ *Options) { c.EncryptionKey = nil })
-	raw := rawClient(t, r.addr)
+	noKey := newStore(t, r.Addr, func(c *Config, _ *Options) { c.EncryptionKey = nil })
+	raw := rawClient(t, r.Addr)
 
 	token := []byte("eyJhbGciOiJSUzI1NiJ9.exchanged-token-secret.sig")
 	const key = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -277,9 +277,9 @@ func TestTokensAreSealed(t *testing.T) {
 
 func TestElicitations(t *testing.T) {
 	r := sharedRedis(t)
-	a := newStore(t, r.addr, nil)
-	b := newStore(t, r.addr, nil)
-	raw := rawClient(t, r.addr)
+	a := newStore(t, r.Addr, nil)
+	b := newStore(t, r.Addr, nil)
+	raw := rawClient(t, r.Addr)
 	value := []byte(`{"id":"01J0ELICIT","url":"https://idp.example/authorize?state=01J0ELICIT","subject":"alice"}`)
 
 	if err := a.PutElicitation(t.Context(), "01J0ELICIT", Owner{Subject: "alice", Session: "s1"}, value, 10*time.Minute); err != nil {
@@ -316,8 +316,8 @@ func TestElicitations(t *testing.T) {
 
 func TestDropAcrossStores(t *testing.T) {
 	r := sharedRedis(t)
-	a := newStore(t, r.addr, nil)
-	b := newStore(t, r.addr, nil)
+	a := newStore(t, r.Addr, nil)
+	b := newStore(t, r.Addr, nil)
 	ctx := t.Context()
 	put := func(kind, id string, o Owner) {
 		t.Helper()
@@ -405,7 +405,7 @@ func TestDropLargeIndex(t *testing.T) {
 	r := sharedRedis(t)
 	// A roomy OpTimeout: a thousand puts and deletes under -race on a
 	// busy machine are not what this test measures.
-	s := newStore(t, r.addr, func(c *Config, _ *Options) { c.OpTimeout = 5 * time.Second })
+	s := newStore(t, r.Addr, func(c *Config, _ *Options) { c.OpTimeout = 5 * time.Second })
 	const n = dropBatch + 7 // more than one batch
 	for i := range n {
 		if err := s.PutElicitation(t.Context(), fmt.Sprint("e", i), Owner{Session: "big"}, []byte("{}"), time.Minute); err != nil {
@@ -424,8 +424,8 @@ func TestDropLargeIndex(t *testing.T) {
 func TestTagIndexPrunesExpiredKeys(t *testing.T) {
 	r := sharedRedis(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	s := newStore(t, r.addr, func(_ *Config, o *Options) { o.Now = func() time.Time { return now } })
-	raw := rawClient(t, r.addr)
+	s := newStore(t, r.Addr, func(_ *Config, o *Options) { o.Now = func() time.Time { return now } })
+	raw := rawClient(t, r.Addr)
 	tag := s.pSubject + "alice"
 
 	steps := []struct {
@@ -459,9 +459,9 @@ func TestRevocations(t *testing.T) {
 	r := sharedRedis(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	a := newStore(t, r.addr, func(_ *Config, o *Options) { o.Now = clock })
-	b := newStore(t, r.addr, func(_ *Config, o *Options) { o.Now = clock })
-	raw := rawClient(t, r.addr)
+	a := newStore(t, r.Addr, func(_ *Config, o *Options) { o.Now = clock })
+	b := newStore(t, r.Addr, func(_ *Config, o *Options) { o.Now = clock })
+	raw := rawClient(t, r.Addr)
 
 	t1 := now.Add(-time.Hour)
 	revoke := []struct {

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/shared/redistest"
 )
 
 // testCA writes a CA and a server certificate for localhost and 127.0.0.1
@@ -72,7 +74,7 @@ func testCA(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 }
 
 func TestTLSAndAuth(t *testing.T) {
-	needRedis(t)
+	redistest.Need(t)
 	dir := t.TempDir()
 	caFile, certFile, keyFile := testCA(t, dir)
 	args := func(port int) []string {
@@ -84,11 +86,11 @@ func TestTLSAndAuth(t *testing.T) {
 			"--user", "app", "on", ">app-secret", "~*", "&*", "+@all",
 		}
 	}
-	r, err := launchRedisWith(dir, args, &tls.Config{InsecureSkipVerify: true})
+	r, err := redistest.Launch(redistest.Options{Dir: dir, Args: args, TLS: &tls.Config{InsecureSkipVerify: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.stop)
+	t.Cleanup(r.Kill)
 
 	tests := []struct {
 		name   string
@@ -105,7 +107,7 @@ func TestTLSAndAuth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStore(t, r.addr, func(c *Config, _ *Options) {
+			s := newStore(t, r.Addr, func(c *Config, _ *Options) {
 				c.TLS, c.TLSCAFile = true, caFile
 				c.Username, c.Password = "app", "app-secret"
 				c.OpTimeout = time.Second // TLS handshakes under -race

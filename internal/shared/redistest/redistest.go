@@ -1,25 +1,41 @@
-// Package redistest runs a throwaway redis-server on a 127.0.0.1 port
-// chosen at run time, for tests of the shared tier.
+// Package redistest runs throwaway redis-server processes on 127.0.0.1
+// ports chosen at run time, for tests of the shared tier.
 package redistest
 
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// Server is a redis-server process that the test owns and may kill.
+// Options shape a server.
+type Options struct {
+	// Dir is the server's working directory (a temporary one when empty).
+	Dir string
+	// Args replace the plain-TCP listener options for the chosen port (for
+	// example to listen with TLS); TLS then reaches the server's port for
+	// the readiness check.
+	Args func(port int) []string
+	TLS  *tls.Config
+}
+
+// Server is a redis-server process the test owns and may kill.
 type Server struct {
 	Addr string
 	port int
 	dir  string
+	args []string
+	tls  *tls.Config
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -27,9 +43,9 @@ type Server struct {
 	out    bytes.Buffer
 }
 
-// Start runs a server until the test ends. Without the binary the test is
-// skipped, except in CI (CI=true), where it fails.
-func Start(t testing.TB) *Server {
+// Need skips the test when redis-server is not installed, except in CI
+// (CI=true), where the tests must run.
+func Need(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -37,36 +53,63 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip("redis-server is not installed; install the Debian package redis-server to run this test")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+}
+
+// Start runs a plain server until the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	Need(t)
+	s, err := Launch(Options{Dir: t.TempDir()})
 	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: t.TempDir()}
-	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Kill)
 	return s
 }
 
-// Restart starts the server again on the same port and waits for PING.
+// Launch starts a server and waits until it answers; the caller kills it.
+func Launch(o Options) (*Server, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	if o.Dir == "" {
+		if o.Dir, err = os.MkdirTemp("", "redistest-"); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: o.Dir, tls: o.TLS,
+		args: []string{"--port", strconv.Itoa(port)}}
+	if o.Args != nil {
+		s.args = o.Args(port)
+	}
+	if err := s.Restart(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Port is the server's port.
+func (s *Server) Port() int { return s.port }
+
+// Restart starts the server again on its port and waits until it answers
+// PING. A server that exits at once (its port briefly held, e.g. by a
+// client's connection to itself while nothing listened) is started again.
 func (s *Server) Restart() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for range 20 {
 		s.out.Reset()
-		cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-			"--save", "", "--appendonly", "no", "--dir", s.dir)
+		args := append([]string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.dir}, s.args...)
+		cmd := exec.Command("redis-server", args...)
 		cmd.Stdout, cmd.Stderr = &s.out, &s.out
 		if err := cmd.Start(); err != nil {
 			return err
 		}
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
-		for range 250 {
-			if ping(s.Addr) {
+		for range 250 { // up to 5s
+			if Ping(s.Addr, s.tls) {
 				s.cmd, s.exited = cmd, exited
 				return nil
 			}
@@ -81,7 +124,7 @@ func (s *Server) Restart() error {
 		<-exited
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("redis-server on %s did not answer PING:\n%s", s.Addr, s.out.String())
+	return fmt.Errorf("redis-server on %s did not answer PING; its output:\n%s", s.Addr, s.out.String())
 }
 
 // Kill stops the server abruptly (the crash case).
@@ -96,16 +139,35 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
-func ping(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+// FreePort returns a port nothing listens on right now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Ping speaks just enough RESP to tell whether a server answers (one that
+// wants a password first answers too).
+func Ping(addr string, tc *tls.Config) bool {
+	d := &net.Dialer{Timeout: 200 * time.Millisecond}
+	var c net.Conn
+	var err error
+	if tc != nil {
+		c, err = tls.DialWithDialer(d, "tcp", addr, tc)
+	} else {
+		c, err = d.Dial("tcp", addr)
+	}
 	if err != nil {
 		return false
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
 		return false
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && len(line) > 0 && (line[0] == '+' || line[0] == '-')
+	return err == nil && (strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH"))
 }
