@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,7 +79,6 @@ func TestAdminAPI(t *testing.T) {
 	if code == 0 {
 		t.Fatalf("admin API answered on the ext_authz port: %s", out)
 	}
-	_ = context.Background
 }
 
 func runCmd3(t *testing.T, vars map[string]string, args ...string) (int, string) {

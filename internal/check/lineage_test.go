@@ -40,7 +40,6 @@ func pipelineFor(t *testing.T, cfg *config.File, getenv func(string) string) (*P
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{}
 	return pl, func(c jwt.MapClaims) string {
 		c2 := jwt.MapClaims{"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(), "sub": "alice", "session_id": "sess-42"}
 		for k, v := range c {
@@ -50,7 +49,6 @@ func pipelineFor(t *testing.T, cfg *config.File, getenv func(string) string) (*P
 				c2[k] = v
 			}
 		}
-		_ = f
 		return testHS(t, c2)
 	}
 }
@@ -208,13 +206,15 @@ func TestKagentPreset(t *testing.T) {
 		"authorization": "Bearer " + tok(nil), "x-kagent-parent-context-id": "caller-ctx", "x-root-context-id": "ignored",
 	}})
 	set, remove := upstream(v)
+	if !has(remove, "x-kagent-parent-context-id") && set["x-kagent-parent-context-id"] == "" {
+		t.Fatal("kagent parent neither set nor removed")
+	}
 	if set["x-kagent-root-context-id"] != "caller-ctx" || set["x-kagent-parent-context-id"] != "caller-ctx" || set["x-user-id"] != "alice" {
 		t.Fatalf("kagent names not used: %v", set)
 	}
 	if _, ok := set["x-root-context-id"]; ok {
 		t.Fatalf("default names used under the kagent preset: %v", set)
 	}
-	_ = remove
 }
 
 func writeEd25519(t *testing.T, dir string) string {

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -328,7 +327,6 @@ func TestSessionEndDropsExchangedTokens(t *testing.T) {
 	if f.sts.Calls() != 2 {
 		t.Fatalf("the ended session's exchanged token was reused: %d calls", f.sts.Calls())
 	}
-	_ = time.Now
 }
 
 // BenchmarkCheckExchanged compares a cache-hit tools/call on a route that

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/check"
@@ -482,5 +481,4 @@ func TestCapturesDecide(t *testing.T) {
 			}
 		})
 	}
-	_ = authv3.CheckRequest{}
 }
