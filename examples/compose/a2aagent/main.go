@@ -11,14 +11,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -33,20 +29,7 @@ func main() {
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
 
-	srv := &http.Server{Addr: *addr, Handler: newHandler(*publicURL, log), ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-	}()
-	log.Info("A2A agent listening", "addr", *addr, "card_url", *publicURL)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("serve", "err", err)
-		os.Exit(1)
-	}
+	whoami.Serve(*addr, newHandler(*publicURL, log), log, "A2A agent", "card_url", *publicURL)
 }
 
 func newHandler(publicURL string, log *slog.Logger) http.Handler {

@@ -15,14 +15,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -35,20 +31,7 @@ func main() {
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
 
-	srv := &http.Server{Addr: *addr, Handler: newHandler(*path, log), ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-	}()
-	log.Info("MCP server listening", "addr", *addr, "path", *path)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("serve", "err", err)
-		os.Exit(1)
-	}
+	whoami.Serve(*addr, newHandler(*path, log), log, "MCP server", "path", *path)
 }
 
 func newHandler(path string, log *slog.Logger) http.Handler {

@@ -5,10 +5,17 @@
 package whoami
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Headers are the request headers the report shows when present: the ones
@@ -79,4 +86,23 @@ func readClaims(token string) *Token {
 		return &Token{Opaque: true}
 	}
 	return &t
+}
+
+// Serve runs h on addr until SIGINT or SIGTERM, then shuts down gracefully;
+// it exits the process if the listener fails.
+func Serve(addr string, h http.Handler, log *slog.Logger, what string, attrs ...any) {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	log.Info(what+" listening", append([]any{"addr", addr}, attrs...)...)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("serve", "err", err)
+		os.Exit(1)
+	}
 }
