@@ -439,7 +439,7 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	if call.Protocol == ProtoMCP && call.MCPSession != "" && r.sessionBinding {
 		d, ok := e.bindSession(ctx, r, &call, g)
 		if !ok {
-			e.step("session", "conflict", d.desc)
+			e.step("session", d.outcome.String(), d.desc)
 			return denyAs(d)
 		}
 		if e.steps != nil {
