@@ -114,7 +114,7 @@ func TestNewKeySeparatesParts(t *testing.T) {
 	if NewKey("ab", "c") == NewKey("a", "bc") {
 		t.Fatal("keys of different part splits collide")
 	}
-	if NewKey("a", "b") != NewKey("a", "b") {
+	if a, b := NewKey("a", "b"), NewKey("a", "b"); a != b {
 		t.Fatal("key is not deterministic")
 	}
 }

@@ -60,10 +60,7 @@ func sharedRedis(t testing.TB) *redisServer {
 // ownRedis starts a server only this test uses (and may kill).
 func ownRedis(t testing.TB) *redisServer { return redistest.Start(t) }
 
-var (
-	freePort = redistest.FreePort
-	pingRaw  = redistest.Ping
-)
+var freePort = redistest.FreePort
 
 // rawClient is a plain client for looking at what the Store wrote.
 func rawClient(t testing.TB, addr string) *redis.Client {

@@ -36,7 +36,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -439,5 +438,3 @@ func resultOf(err error) string {
 func millis(d time.Duration) int64 {
 	return max(d.Milliseconds(), 1)
 }
-
-func formatMillis(d time.Duration) string { return strconv.FormatInt(millis(d), 10) }
