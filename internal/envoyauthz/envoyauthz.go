@@ -10,7 +10,6 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
-	"unicode/utf8"
 	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -86,57 +85,34 @@ func (s *Server) traced(ctx context.Context, in *check.Request) check.Verdict {
 	return v
 }
 
-// Input extracts the plain request from Envoy's CheckRequest. It accepts the
-// merged headers map and, with encode_raw_headers, the raw header list.
+// Input extracts the plain request from Envoy's decoded CheckRequest. It
+// accepts the merged headers map and, with encode_raw_headers, the raw
+// header list. It fills the same fields the wire decoder does and finishes
+// them the same way (wireRequest.request), so both paths agree.
 func Input(req *authv3.CheckRequest) check.Request {
 	attrs := req.GetAttributes()
 	h := attrs.GetRequest().GetHttp()
-	headers := h.GetHeaders()
-	if len(headers) == 0 && len(h.GetHeaderMap().GetHeaders()) > 0 {
-		headers = mergeRaw(h.GetHeaderMap().GetHeaders())
+	w := wireRequest{
+		method: h.GetMethod(), scheme: h.GetScheme(), host: h.GetHost(), path: h.GetPath(),
+		body: h.GetBody(), raw: h.GetRawBody(),
+		in: check.Request{
+			Protocol:          h.GetProtocol(),
+			Headers:           h.GetHeaders(),
+			ContextExtensions: attrs.GetContextExtensions(),
+			SourcePrincipal:   attrs.GetSource().GetPrincipal(),
+		},
 	}
-	in := check.Request{
-		Method:            orHeader(h.GetMethod(), headers, ":method"),
-		Scheme:            orHeader(h.GetScheme(), headers, ":scheme"),
-		Host:              orHeader(h.GetHost(), headers, ":authority"),
-		Path:              orHeader(h.GetPath(), headers, ":path"),
-		Protocol:          h.GetProtocol(),
-		Headers:           headers,
-		ContextExtensions: attrs.GetContextExtensions(),
-		SourcePrincipal:   attrs.GetSource().GetPrincipal(),
-		RequestID:         headers["x-request-id"],
-	}
-	if in.Scheme == "" {
-		in.Scheme = headers["x-forwarded-proto"]
-	}
-	if raw := h.GetRawBody(); len(raw) > 0 {
-		in.Body = raw
-	} else if b := h.GetBody(); b != "" {
-		in.Body = []byte(b)
-	}
-	in.BodyPartial = headers["x-envoy-auth-partial-body"] == "true"
-	return in
-}
-
-// mergeRaw builds the merged map Envoy would have sent: lower-case keys,
-// repeated headers joined with ",", invalid UTF-8 replaced by "!".
-func mergeRaw(list []*corev3.HeaderValue) check.Headers {
-	m := make(check.Headers, len(list))
-	for _, hv := range list {
-		k := strings.ToLower(hv.GetKey())
-		v := string(hv.GetRawValue())
-		if v == "" {
-			v = hv.GetValue()
+	if len(w.in.Headers) == 0 {
+		w.in.Headers = check.Headers{} // never written into the message's own map
+		for _, hv := range h.GetHeaderMap().GetHeaders() {
+			v := string(hv.GetRawValue())
+			if v == "" {
+				v = hv.GetValue()
+			}
+			w.rawHdr = append(w.rawHdr, rawHeader{key: hv.GetKey(), value: v})
 		}
-		if !utf8.ValidString(v) {
-			v = strings.ToValidUTF8(v, "!")
-		}
-		if prev, ok := m[k]; ok {
-			v = prev + "," + v
-		}
-		m[k] = v
 	}
-	return m
+	return *w.request()
 }
 
 // orHeader is v, or when Envoy left the attribute empty (older versions,

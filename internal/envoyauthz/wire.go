@@ -165,7 +165,10 @@ func (w *wireRequest) http(num protowire.Number, v string) error {
 	return nil
 }
 
-// request finishes the plain request, as Input does for a decoded message.
+// request finishes the plain request: the raw header list merged as Envoy
+// merges headers (lower-case keys, repeats joined with ",", invalid UTF-8
+// as "!"), attributes Envoy left empty taken from the pseudo-headers, the
+// body and whether it is partial.
 func (w *wireRequest) request() *check.Request {
 	in := &w.in
 	if len(in.Headers) == 0 && len(w.rawHdr) > 0 {
