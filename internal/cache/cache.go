@@ -21,8 +21,23 @@ import (
 type Key = [sha256.Size]byte
 
 // NewKey hashes parts in order, each followed by a separator byte so that
-// ("ab","c") and ("a","bc") differ.
+// ("ab","c") and ("a","bc") differ. Parts up to a couple of kilobytes in
+// all (a route and a typical token) are hashed from a stack buffer without
+// allocating: this runs on every check.
 func NewKey(parts ...string) Key {
+	var buf [2048]byte
+	n := 0
+	for _, p := range parts {
+		n += len(p) + 1
+	}
+	if n <= len(buf) {
+		b := buf[:0]
+		for _, p := range parts {
+			b = append(b, p...)
+			b = append(b, 0)
+		}
+		return sha256.Sum256(b)
+	}
 	h := sha256.New()
 	for _, p := range parts {
 		h.Write([]byte(p))

@@ -1,7 +1,9 @@
 package cache
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -107,6 +109,26 @@ func TestCacheEvictsAtBound(t *testing.T) {
 	s := c.Stats()
 	if s.Evictions != 2 || s.Hits != 1 || s.Misses != 1 || s.Size != 3 {
 		t.Fatalf("stats = %+v", s)
+	}
+}
+
+func TestNewKeyLongInputs(t *testing.T) {
+	long := strings.Repeat("t", 4000)
+	// The streaming path (long input) and the stack path hash the same bytes.
+	want := sha256.Sum256([]byte("r\x00" + long + "\x00"))
+	if NewKey("r", long) != want {
+		t.Fatal("long input hashed differently")
+	}
+	if NewKey("r", "abc") != sha256.Sum256([]byte("r\x00abc\x00")) {
+		t.Fatal("short input hashed differently")
+	}
+}
+
+func BenchmarkNewKey(b *testing.B) {
+	tok := strings.Repeat("x", 700)
+	b.ReportAllocs()
+	for b.Loop() {
+		NewKey("route/0123456789abcdef", tok)
 	}
 }
 

@@ -70,6 +70,8 @@ type Route struct {
 	claimHeaders         []config.ClaimHeader
 	owned                []string // every header the service sets on this route
 	identityOwned        []string // owned headers a grant sets or strips (lineage does its own)
+	// unauthenticatedRemove is owned plus authorization unless forwarded.
+	unauthenticatedRemove []string
 
 	protocol       string // ProtoMCP, ProtoA2A, ProtoHTTP, or "" (auto)
 	rules          []rule
@@ -274,6 +276,10 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 	}
 	r.trust = t
+	r.unauthenticatedRemove = slices.Clone(r.owned)
+	if !r.forwardAuthorization {
+		r.unauthenticatedRemove = append(r.unauthenticatedRemove, "authorization")
+	}
 	if r.exchange, err = compileRouteExchange(rc.Exchange, p.exchangers); err != nil {
 		return nil, fmt.Errorf("route %s: exchange: %w", rc.Name, err)
 	}

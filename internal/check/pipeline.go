@@ -12,7 +12,6 @@ package check
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -366,7 +365,7 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		e.step("credential", "found", fmt.Sprintf("bearer token of %d bytes", len(token)))
 	}
 
-	key := cacheKey(r.keyPrefix, token)
+	key := cache.NewKey(r.keyPrefix, token) // never the raw token
 	entry, hit := pl.cache.Get(key)
 	if !hit {
 		// Only tokens not seen before need their syntax checked: every
@@ -621,26 +620,6 @@ func (pl *Pipeline) expiry(p *Policy, e *cached) time.Time {
 	return pl.now().Add(p.negativeTTL)
 }
 
-// cacheKey hashes the route's key prefix with the token; the raw token is
-// never kept. Typical tokens are hashed from a stack buffer without
-// allocating.
-func cacheKey(prefix, token string) cache.Key {
-	var buf [2048]byte
-	if len(prefix)+1+len(token) > len(buf) {
-		h := sha256.New()
-		h.Write([]byte(prefix))
-		h.Write([]byte{0})
-		h.Write([]byte(token))
-		var k cache.Key
-		h.Sum(k[:0])
-		return k
-	}
-	b := append(buf[:0], prefix...)
-	b = append(b, 0)
-	b = append(b, token...)
-	return sha256.Sum256(b)
-}
-
 func (p *Policy) route(req *Request) (*Route, bool) {
 	if name := req.ContextExtensions["route"]; name != "" {
 		return p.routes.ByName(name)
@@ -664,14 +643,10 @@ func (r *Route) isPublic(path string) bool {
 	return false
 }
 
-// publicRemove strips every owned header from a public request: nobody is
-// authenticated, so nobody may claim to be.
-func (r *Route) publicRemove() []string {
-	if r.forwardAuthorization {
-		return r.owned
-	}
-	return append(r.owned[:len(r.owned):len(r.owned)], "authorization")
-}
+// publicRemove strips every owned header from a request nobody is
+// authenticated on (public paths, direct answers, dry-run denials): nobody
+// may claim to be anybody. Computed once per route.
+func (r *Route) publicRemove() []string { return r.unauthenticatedRemove }
 
 func (pl *Pipeline) logDecision(ctx context.Context, req *Request, v *Verdict) {
 	if v.Outcome.Allow() {
