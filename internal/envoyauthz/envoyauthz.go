@@ -223,14 +223,7 @@ func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
 		if l := r.last.Load(); l != nil && l.matches(v) {
 			return l.resp, l
 		}
-		resp := &authv3.CheckResponse{
-			Status: okStatus,
-			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-				Headers:         withExtra(r.headers, v.Set),
-				HeadersToRemove: v.Remove,
-			}},
-			DynamicMetadata: metadataWith(r.fields, v),
-		}
+		resp := okResponse(withExtra(r.headers, v.Set), v.Remove, metadataWith(r.fields, v))
 		call := v.Call
 		call.ID = nil
 		l := &lastResponse{set: unsafe.SliceData(v.Set), remove: unsafe.SliceData(v.Remove), setLen: len(v.Set),
@@ -239,14 +232,7 @@ func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
 		return resp, l
 	}
 	if v.Outcome.Allow() {
-		return &authv3.CheckResponse{
-			Status: okStatus,
-			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-				Headers:         headerOptions(v.Set),
-				HeadersToRemove: v.Remove,
-			}},
-			DynamicMetadata: metadata(v),
-		}, nil
+		return okResponse(headerOptions(v.Set), v.Remove, metadata(v)), nil
 	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(grpcCode(v.Status())), Message: v.Outcome.String()},
@@ -257,6 +243,18 @@ func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
 		}},
 		DynamicMetadata: metadata(v),
 	}, nil
+}
+
+// okResponse is an allow: headers to set upstream, owned headers to strip.
+func okResponse(set []*corev3.HeaderValueOption, remove []string, md *structpb.Struct) *authv3.CheckResponse {
+	return &authv3.CheckResponse{
+		Status: okStatus,
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
+			Headers:         set,
+			HeadersToRemove: remove,
+		}},
+		DynamicMetadata: md,
+	}
 }
 
 // headerOptions renders headers with append explicitly false: overwrite, on
