@@ -14,6 +14,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/testclock"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
@@ -21,11 +22,9 @@ const secret = "test-secret-of-sufficient-length-0123456789"
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
-type clock struct{ t atomic.Pointer[time.Time] }
+type clock = testclock.Clock
 
-func newClock() *clock           { c := &clock{}; c.set(t0); return c }
-func (c *clock) now() time.Time  { return *c.t.Load() }
-func (c *clock) set(t time.Time) { c.t.Store(&t) }
+func newClock() *clock { return testclock.New(t0) }
 
 // fixture is a pipeline over a realistic configuration.
 type fixture struct {
@@ -69,12 +68,12 @@ routes:
 		t.Fatal(err)
 	}
 	clk := newClock()
-	p, err := Compile(t.Context(), f, Deps{Now: clk.now})
+	p, err := Compile(t.Context(), f, Deps{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	pl, err := New(p, Options{Now: clk.now})
+	pl, err := New(p, Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,9 +428,9 @@ func TestCache(t *testing.T) {
 		{"second use is a hit and skips verification", func() Verdict { return check(good) }, Allowed, true, 1},
 		{"invalid token verified once", func() Verdict { return check(expired) }, InvalidToken, false, 2},
 		{"invalid token cached negatively", func() Verdict { return check(expired) }, InvalidToken, true, 2},
-		{"negative entry expires", func() Verdict { f.clock.set(t0.Add(6 * time.Second)); return check(expired) }, InvalidToken, false, 3},
-		{"grant never outlives exp", func() Verdict { f.clock.set(t0.Add(10 * time.Minute)); return check(good) }, Allowed, false, 4},
-		{"expired past the leeway", func() Verdict { f.clock.set(t0.Add(11 * time.Minute)); return check(good) }, InvalidToken, false, 5},
+		{"negative entry expires", func() Verdict { f.clock.Set(t0.Add(6 * time.Second)); return check(expired) }, InvalidToken, false, 3},
+		{"grant never outlives exp", func() Verdict { f.clock.Set(t0.Add(10 * time.Minute)); return check(good) }, Allowed, false, 4},
+		{"expired past the leeway", func() Verdict { f.clock.Set(t0.Add(11 * time.Minute)); return check(good) }, InvalidToken, false, 5},
 	}
 	for _, s := range steps {
 		v := s.do()
@@ -441,7 +440,7 @@ func TestCache(t *testing.T) {
 	}
 
 	// Eviction at the bound: three distinct valid tokens in a cache of two.
-	f.clock.set(t0)
+	f.clock.Set(t0)
 	var toks []string
 	for i := range 3 {
 		toks = append(toks, f.hs(t, jwt.MapClaims{"sub": fmt.Sprint("user-", i)}))
@@ -512,13 +511,13 @@ func TestReloadKeepsOnlyUnchangedRoutes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Compile(t.Context(), cfg, Deps{Now: clk.now})
+		p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	pl, err := New(compile(""), Options{Now: clk.now})
+	pl, err := New(compile(""), Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

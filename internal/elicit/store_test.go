@@ -9,26 +9,12 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/testclock"
 )
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{now: time.Unix(1_800_000_000, 0)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock() *clock { return testclock.New(time.Unix(1_800_000_000, 0)) }
 
 const authorize = "https://auth.example/oauth/authorize?client_id=gw&redirect_uri=https%3A%2F%2Fgw.example%2Fcb&scope=files.read+files.write"
 
@@ -81,11 +67,11 @@ func TestBeginRenewsWhenHalfExpired(t *testing.T) {
 	c := newClock()
 	s := elicit.New(10, 10*time.Minute, c.Now)
 	p := begin(t, s, "alice", "mcp-1", "files")
-	c.Add(5 * time.Minute)
+	c.Advance(5 * time.Minute)
 	if q := begin(t, s, "alice", "mcp-1", "files"); q.ID != p.ID {
 		t.Fatal("replaced with half its time left")
 	}
-	c.Add(time.Second)
+	c.Advance(time.Second)
 	q := begin(t, s, "alice", "mcp-1", "files")
 	if q.ID == p.ID {
 		t.Fatal("not replaced with less than half its time left")
@@ -147,11 +133,11 @@ func TestExpiry(t *testing.T) {
 	c := newClock()
 	s := elicit.New(10, time.Minute, c.Now)
 	p := begin(t, s, "alice", "mcp-1", "files")
-	c.Add(59 * time.Second)
+	c.Advance(59 * time.Second)
 	if _, ok := s.Get(p.ID); !ok {
 		t.Fatal("gone before its time")
 	}
-	c.Add(time.Second)
+	c.Advance(time.Second)
 	if _, ok := s.Get(p.ID); ok {
 		t.Error("Get found an expired elicitation")
 	}
@@ -169,7 +155,7 @@ func TestBound(t *testing.T) {
 	var ids []string
 	for _, user := range []string{"u1", "u2", "u3", "u4", "u5"} {
 		ids = append(ids, begin(t, s, user, "", "k").ID)
-		c.Add(time.Second)
+		c.Advance(time.Second)
 	}
 	if s.Len() != 3 {
 		t.Fatalf("Len = %d, want 3", s.Len())

@@ -87,7 +87,7 @@ func TestActorToken(t *testing.T) {
 
 	t.Run("rotated for the same identity keeps cached tokens", func(t *testing.T) {
 		rotated := af.write("system:serviceaccount:agents:gateway", "2")
-		c.Add(time.Second)
+		c.Advance(time.Second)
 		calls := sts.Calls()
 		exchangeAs("s1")
 		if sts.Calls() != calls {
@@ -106,7 +106,7 @@ func TestActorToken(t *testing.T) {
 		if sts.Calls() != calls {
 			t.Error("the file was looked at again within a second")
 		}
-		c.Add(time.Second)
+		c.Advance(time.Second)
 		claims := exchangeAs("s1")
 		if sts.Calls() != calls+1 {
 			t.Fatalf("STS calls = %d, want %d", sts.Calls(), calls+1)
@@ -120,7 +120,7 @@ func TestActorToken(t *testing.T) {
 		if err := os.Remove(af.path); err != nil {
 			t.Fatal(err)
 		}
-		c.Add(time.Second)
+		c.Advance(time.Second)
 		claims := exchangeAs("s-after-removal")
 		if act, _ := claims["act"].(map[string]any); act["sub"] != "system:serviceaccount:agents:other" {
 			t.Errorf("act = %v", claims["act"])

@@ -295,7 +295,7 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c.Add(79 * time.Second)
+	c.Advance(79 * time.Second)
 	if tok, _ := e.Exchange(ctx, subject, docsAPI, alice); tok.Value != first.Value {
 		t.Fatal("token changed before the refresh window")
 	}
@@ -306,7 +306,7 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 
 	// In the window: the request is answered from the cache while the STS
 	// is held; the refresh runs behind it.
-	c.Add(2 * time.Second)
+	c.Advance(2 * time.Second)
 	release := sts.Pause()
 	tok, err := e.Exchange(ctx, subject, docsAPI, alice)
 	if err != nil || tok.Value != first.Value {
@@ -363,7 +363,7 @@ func TestRefreshFailure(t *testing.T) {
 			if tc.failure != nil {
 				sts.SetFailure("docs-api", *tc.failure)
 			}
-			c.Add(85 * time.Second)
+			c.Advance(85 * time.Second)
 			if tok, err := e.Exchange(ctx, subject, docsAPI, alice); err != nil || tok.Value != first.Value {
 				t.Fatalf("refresh window: %v", err)
 			}
@@ -422,12 +422,12 @@ func TestCachedUntilSafetyMargin(t *testing.T) {
 	if _, err := e.Exchange(ctx, subject, docsAPI, alice); err != nil {
 		t.Fatal(err)
 	}
-	c.Add(4*time.Minute + 29*time.Second)
+	c.Advance(4*time.Minute + 29*time.Second)
 	if _, err := e.Exchange(ctx, subject, docsAPI, alice); err != nil || sts.Calls() != 1 {
 		t.Fatalf("before the margin: calls = %d, err = %v", sts.Calls(), err)
 	}
 	e.WaitBackground()
-	c.Add(time.Second)
+	c.Advance(time.Second)
 	if _, err := e.Exchange(ctx, subject, docsAPI, alice); err != nil {
 		t.Fatal(err)
 	}
@@ -593,7 +593,7 @@ func TestBreaker(t *testing.T) {
 	}
 
 	// After the cooldown one probe goes through; it fails: open again.
-	c.Add(10 * time.Second)
+	c.Advance(10 * time.Second)
 	if err := exchangeFor("probe-1"); exchange.KindOf(err) != exchange.Unavailable || sts.Calls() != 4 {
 		t.Fatalf("probe: calls = %d, err = %v", sts.Calls(), err)
 	}
@@ -602,7 +602,7 @@ func TestBreaker(t *testing.T) {
 	}
 
 	// The next probe succeeds and closes it.
-	c.Add(10 * time.Second)
+	c.Advance(10 * time.Second)
 	sts.SetFault(ststest.Fault{})
 	if err := exchangeFor("probe-2"); err != nil {
 		t.Fatal(err)
@@ -659,7 +659,7 @@ func TestNegativeCache(t *testing.T) {
 			if got := sts.Calls(); got != want {
 				t.Errorf("STS calls = %d, want %d", got, want)
 			}
-			c.Add(5 * time.Second)
+			c.Advance(5 * time.Second)
 			if _, err := e.Exchange(context.Background(), subject, docsAPI, alice); err == nil || sts.Calls() != want+1 {
 				t.Errorf("after NegativeTTL: calls = %d, err = %v", sts.Calls(), err)
 			}
@@ -827,7 +827,7 @@ func TestClose(t *testing.T) {
 	e.Close()
 	// Cached tokens are still served (here in the refresh window, from 45s
 	// to 90s), but nothing new reaches the STS.
-	c.Add(70 * time.Second)
+	c.Advance(70 * time.Second)
 	if tok, err := e.Exchange(ctx, subject, docsAPI, alice); err != nil || tok.Value != first.Value {
 		t.Fatalf("cached after Close: %v", err)
 	}

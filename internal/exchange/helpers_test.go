@@ -15,28 +15,14 @@ import (
 
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/exchange/ststest"
+	"github.com/extauthz/extauthz/internal/testclock"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
 // clock is a settable clock shared by the Exchanger and the STS.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{now: time.Unix(1_800_000_000, 0)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock() *clock { return testclock.New(time.Unix(1_800_000_000, 0)) }
 
 // subjects mints inbound tokens; the STS reads them unverified.
 var subjectKey = sync.OnceValue(func() testtoken.Key {

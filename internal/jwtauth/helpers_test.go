@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/extauthz/extauthz/internal/testclock"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -28,24 +29,9 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // clock is an injectable, advanceable clock, safe for the goroutines the
 // verifier starts.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{t: t0} }
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return testclock.New(t0) }
 
 // testKey is a signing key with the JWK metadata it is published under.
 type testKey struct {
@@ -211,7 +197,7 @@ func (s *jwksServer) serveMetadata(t testing.TB, path, issuer string) {
 // newVerifier builds a verifier on clk and closes it with the test.
 func newVerifier(t testing.TB, clk *clock, specs ...IssuerSpec) *Verifier {
 	t.Helper()
-	v, err := New(context.Background(), specs, Options{Now: clk.now})
+	v, err := New(context.Background(), specs, Options{Now: clk.Now})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

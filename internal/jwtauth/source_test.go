@@ -203,7 +203,7 @@ func TestRotationAfterInterval(t *testing.T) {
 		if s.rotate {
 			srv.setDoc(jwksDoc(t, keyA(), keyB()))
 		}
-		clk.advance(s.advance)
+		clk.Advance(s.advance)
 		if err := verify(v, rsToken(t, "b")); err != s.wantErr {
 			t.Fatalf("%s: Verify() = %v, want %v", s.name, err, s.wantErr)
 		}
@@ -234,7 +234,7 @@ func TestLastGoodKeySet(t *testing.T) {
 	for _, b := range breakages {
 		t.Run(b.name, func(t *testing.T) {
 			b.apply()
-			clk.advance(kidInterval)
+			clk.Advance(kidInterval)
 			before := srv.hits.Load()
 			// An unknown kid forces a refetch, which fails.
 			if err := verify(v, esToken(t, "unknown")); err != ErrUnknownKey {
@@ -279,7 +279,7 @@ func TestKeysUnavailable(t *testing.T) {
 	}
 
 	srv.status.Store(0)
-	clk.advance(kidInterval)
+	clk.Advance(kidInterval)
 	if err := verify(v, esToken(t, "a")); err != nil {
 		t.Fatalf("Verify() after recovery = %v", err)
 	}
@@ -300,7 +300,7 @@ func TestNewDoesNotBlock(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	v, err := New(context.Background(), []IssuerSpec{{Name: "keys", Issuer: keysIss, JWKSURL: srv.URL}}, Options{Now: newClock().now})
+	v, err := New(context.Background(), []IssuerSpec{{Name: "keys", Issuer: keysIss, JWKSURL: srv.URL}}, Options{Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestBackgroundRefresh(t *testing.T) {
 		location:           "test",
 		refreshInterval:    time.Millisecond,
 		unknownKIDInterval: kidInterval,
-		now:                newClock().now,
+		now:                newClock().Now,
 		log:                discardLogger(),
 		loaded:             make(chan struct{}),
 		lifetime:           ctx,
@@ -402,7 +402,7 @@ func TestBackgroundRefresh(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	srv := newJWKSServer(t, jwksDoc(t, keyA()))
-	v, err := New(context.Background(), []IssuerSpec{urlSpec(srv)}, Options{Now: newClock().now})
+	v, err := New(context.Background(), []IssuerSpec{urlSpec(srv)}, Options{Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,7 +204,7 @@ func TestVerifyClaims(t *testing.T) {
 		t.Errorf("Raw = %v, want session_id and n as decoded", got.Raw)
 	}
 
-	clk.advance(time.Hour)
+	clk.Advance(time.Hour)
 	if _, err := v.Verify(context.Background(), tok, nil, nil); err != ErrExpired {
 		t.Errorf("Verify() at exp = %v, want ErrExpired", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/testclock"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata")
@@ -23,24 +25,9 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata")
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = testclock.Clock
 
-func newClock() *fakeClock { return &fakeClock{t: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *fakeClock { return testclock.New(epoch) }
 
 // logBuffer collects log output, safe for the goroutines that log.
 type logBuffer struct {
