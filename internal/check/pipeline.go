@@ -649,9 +649,11 @@ func (r *Route) isPublic(path string) bool {
 func (r *Route) publicRemove() []string { return r.unauthenticatedRemove }
 
 func (pl *Pipeline) logDecision(ctx context.Context, req *Request, v *Verdict) {
-	if v.Outcome.Allow() {
+	// Allows and direct answers (metadata documents, elicitations) are
+	// routine; only denials are worth an info line.
+	if v.Outcome.Allow() || v.Status() < 400 {
 		if pl.log.Enabled(ctx, slog.LevelDebug) {
-			pl.log.LogAttrs(ctx, slog.LevelDebug, "allowed",
+			pl.log.LogAttrs(ctx, slog.LevelDebug, "decided",
 				slog.String("route", v.Route), slog.String("outcome", v.Outcome.String()),
 				slog.String("user", v.subject()), slog.Bool("cached", v.CacheHit),
 				slog.String("request_id", req.RequestID), slog.String("method", req.Method), slog.String("path", pathOnly(req.Path)))
