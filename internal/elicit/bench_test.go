@@ -10,12 +10,12 @@ import (
 // BenchmarkBegin is a repeated denial: the pending elicitation exists.
 func BenchmarkBegin(b *testing.B) {
 	s := elicit.New(1000, time.Hour, nil)
-	if _, err := s.Begin("alice", "mcp-1", "files", authorize); err != nil {
+	if _, err := s.Begin(issuer, "alice", "mcp-1", "files", authorize); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.Begin("alice", "mcp-1", "files", authorize); err != nil {
+		if _, err := s.Begin(issuer, "alice", "mcp-1", "files", authorize); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -12,27 +12,29 @@ func ExampleStore() {
 	s := elicit.New(1000, 10*time.Minute, nil)
 
 	// A tools/call needs alice to authorize Example Files first.
-	p, err := s.Begin("alice", "mcp-1", "files", "https://auth.example/authorize?client_id=gw")
+	p, err := s.Begin("idp", "alice", "mcp-1", "files", "https://auth.example/authorize?client_id=gw")
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(strings.TrimSuffix(p.URL, p.ID))
+	// The URL carries a state signed for this elicitation and alice.
+	fmt.Println(strings.TrimSuffix(p.URL, p.State), elicit.StateID(p.State) == p.ID)
 
 	// Her client declared URL elicitation: deny with -32042.
 	body := elicit.URLElicitationError([]byte(`3`), p, "Authorize Example Files to continue.")
 	fmt.Println(strings.Contains(string(body), `"code":-32042`))
 
 	// The same denial again reuses the pending elicitation.
-	again, _ := s.Begin("alice", "mcp-1", "files", "https://auth.example/authorize?client_id=gw")
+	again, _ := s.Begin("idp", "alice", "mcp-1", "files", "https://auth.example/authorize?client_id=gw")
 	fmt.Println(again.ID == p.ID)
 
-	// The third party's callback returns state=<id>; only alice completes it.
-	_, byBob := s.Complete(p.ID, "bob")
-	_, byAlice := s.Complete(p.ID, "alice")
-	fmt.Println(byBob, byAlice)
+	// The third party's callback hands the state back; the completion must
+	// present it: the id alone does not complete it.
+	_, idOnly := s.Complete(p.ID, "")
+	_, withState := s.Complete(p.ID, p.State)
+	fmt.Println(idOnly, withState)
 	// Output:
-	// https://auth.example/authorize?client_id=gw&state=
+	// https://auth.example/authorize?client_id=gw&state= true
 	// true
 	// true
-	// false true
+	// elicit: the completion carries no state <nil>
 }

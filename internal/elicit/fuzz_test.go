@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/extauthz/extauthz/internal/elicit"
 )
@@ -71,6 +72,25 @@ func FuzzAnswers(f *testing.F) {
 			if string(resp.ID) != "null" && string(resp.ID) != string(id) {
 				t.Fatalf("%s answer id = %s for %q", name, resp.ID, id)
 			}
+		}
+	})
+}
+
+// FuzzCompleteState: no state but the one issued completes an elicitation,
+// and no input makes the check panic.
+func FuzzCompleteState(f *testing.F) {
+	s := elicit.New(10, time.Hour, nil)
+	p, err := s.Begin("idp", "alice", "mcp-1", "files", authorize)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{"", p.ID, p.State, p.ID + ".", p.ID + ".1.", p.ID + ".-1.x", "..", p.State + "A", p.ID + ".9999999999999999999999.AAAA"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, state string) {
+		err := s.VerifyState(p, state)
+		if (err == nil) != (state == p.State) {
+			t.Fatalf("VerifyState(%q) = %v", state, err)
 		}
 	})
 }

@@ -5,8 +5,9 @@
 // A Store remembers pending elicitations, bounded and expiring, each bound
 // to the user from the token (and to the MCP session, for clean-up), so a
 // completion can be matched to that user later. Begin gives each one an
-// unguessable id and the authorization URL with state=<id> added, which the
-// third party's callback hands back.
+// unguessable id and the authorization URL with a signed state added
+// (state.go): the third party's callback hands it back, and a completion
+// must present it (VerifyState), so knowing an id is not enough.
 //
 // The answer builders make the HTTP 200 bodies that deny a JSON-RPC request
 // in a form each kind of client understands:
@@ -41,16 +42,24 @@ var (
 	ErrAuthorizeURL = errors.New("elicit: the authorization URL must be an absolute http(s) URL")
 )
 
+// ErrNotPending is returned by Complete for an id with no pending
+// elicitation (never begun, completed, expired or dropped).
+var ErrNotPending = errors.New("elicit: no such pending elicitation")
+
 // Pending is an elicitation waiting for the user.
 type Pending struct {
 	// ID is the elicitationId: random, unguessable, 26 characters.
 	ID string
-	// URL is the authorization URL with state=ID.
+	// URL is the authorization URL with state=State.
 	URL string
-	// Subject is the user the elicitation is for; Session the MCP session
-	// it was begun in ("" without one); Key what it is for (see Begin).
-	Subject, Session, Key string
-	Expires               time.Time
+	// State is the signed state the URL carries, bound to ID, Issuer,
+	// Subject and Expires; a completion must present it.
+	State string
+	// Issuer and Subject are the user the elicitation is for; Session the
+	// MCP session it was begun in ("" without one); Key what it is for (see
+	// Begin).
+	Issuer, Subject, Session, Key string
+	Expires                       time.Time
 }
 
 // Store holds pending elicitations. It is safe for concurrent use.
@@ -58,6 +67,7 @@ type Store struct {
 	size int
 	ttl  time.Duration
 	now  func() time.Time
+	key  stateKey // read-only after SetStateKey
 
 	mu sync.Mutex
 	// order lists entries oldest first; with one TTL for all, that is also
@@ -67,11 +77,12 @@ type Store struct {
 	byOwner map[owner]*list.Element
 }
 
-type owner struct{ subject, session, key string }
+type owner struct{ issuer, subject, session, key string }
 
 // New returns a Store of at most size pending elicitations, each kept for
 // ttl. Non-positive values get DefaultSize and DefaultTTL; now is the clock
-// (time.Now when nil).
+// (time.Now when nil). Its states are signed with a random key until
+// SetStateKey gives it one.
 func New(size int, ttl time.Duration, now func() time.Time) *Store {
 	if size <= 0 {
 		size = DefaultSize
@@ -86,26 +97,51 @@ func New(size int, ttl time.Duration, now func() time.Time) *Store {
 		size:    size,
 		ttl:     ttl,
 		now:     now,
+		key:     randomStateKey(),
 		order:   list.New(),
 		byID:    make(map[string]*list.Element),
 		byOwner: make(map[owner]*list.Element),
 	}
 }
 
-// Begin returns the pending elicitation of subject in session for key,
-// creating it if there is none. key names what is to be authorized (a
-// route, an audience); the caller picks it so that repeated denials of the
-// same request reuse one elicitation instead of piling up new ones. A
-// pending one with less than half its time left is replaced, so the user
-// is never sent to a URL about to stop working. authorizeURL is the third
-// party's authorization URL; its query is kept, and any state parameter in
-// it replaced.
-func (s *Store) Begin(subject, session, key, authorizeURL string) (Pending, error) {
+// SetStateKey makes the store sign and verify states with key (at least
+// MinStateKeyBytes): replicas that share pending elicitations must share it.
+// Call it before the store is used.
+func (s *Store) SetStateKey(key []byte) error {
+	k, err := newStateKey(key)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.key = k
+	return nil
+}
+
+// VerifyState checks that state was issued for p (the same elicitation id,
+// issuer and subject; see state.go) and has not expired. It returns
+// ErrStateMissing, ErrStateInvalid or ErrStateExpired otherwise.
+func (s *Store) VerifyState(p Pending, state string) error {
+	s.mu.Lock()
+	k := s.key
+	s.mu.Unlock()
+	return k.verify(p, state, s.now())
+}
+
+// Begin returns the pending elicitation of the user (issuer, subject) in
+// session for key, creating it if there is none. key names what is to be
+// authorized (a route, an audience); the caller picks it so that repeated
+// denials of the same request reuse one elicitation instead of piling up
+// new ones. A pending one with less than half its time left is replaced, so
+// the user is never sent to a URL about to stop working. authorizeURL is
+// the third party's authorization URL; its query is kept, and any state
+// parameter in it replaced by the signed state.
+func (s *Store) Begin(issuer, subject, session, key, authorizeURL string) (Pending, error) {
 	if subject == "" {
 		return Pending{}, ErrNoSubject
 	}
 	now := s.now()
-	o := owner{subject, session, key}
+	o := owner{issuer, subject, session, key}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,41 +153,45 @@ func (s *Store) Begin(subject, session, key, authorizeURL string) (Pending, erro
 		}
 		s.remove(el)
 	}
-	id := rand.Text()
-	u, err := WithState(authorizeURL, id)
+	p := &Pending{ID: rand.Text(), Issuer: issuer, Subject: subject, Session: session, Key: key, Expires: now.Add(s.ttl)}
+	p.State = s.key.sign(*p, p.Expires)
+	u, err := WithState(authorizeURL, p.State)
 	if err != nil {
 		return Pending{}, err
 	}
+	p.URL = u
 	for s.order.Len() >= s.size {
 		s.remove(s.order.Front())
 	}
-	p := &Pending{ID: id, URL: u, Subject: subject, Session: session, Key: key, Expires: now.Add(s.ttl)}
 	el := s.order.PushBack(p)
-	s.byID[id] = el
+	s.byID[p.ID] = el
 	s.byOwner[o] = el
 	return *p, nil
 }
 
-// Complete ends the pending elicitation id if it belongs to subject, and
-// returns it. Another user's id does not match and stays pending.
-func (s *Store) Complete(id, subject string) (Pending, bool) {
+// Complete ends the pending elicitation id when state is the one issued
+// for it (VerifyState), and returns it. It returns ErrNotPending when there
+// is no such elicitation here, and the state's error otherwise; a refused
+// completion leaves the elicitation pending.
+func (s *Store) Complete(id, state string) (Pending, error) {
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expire(s.now())
+	s.expire(now)
 	el, ok := s.byID[id]
 	if !ok {
-		return Pending{}, false
+		return Pending{}, ErrNotPending
 	}
 	p := el.Value.(*Pending)
-	if subject == "" || p.Subject != subject {
-		return Pending{}, false
+	if err := s.key.verify(*p, state, now); err != nil {
+		return Pending{}, err
 	}
 	s.remove(el)
-	return *p, true
+	return *p, nil
 }
 
 // Get returns the pending elicitation id, whoever it is for: callers
-// matching a third party's callback by state check Subject themselves.
+// completing it check the state with VerifyState.
 func (s *Store) Get(id string) (Pending, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -213,11 +253,11 @@ func (s *Store) expire(now time.Time) {
 func (s *Store) remove(el *list.Element) {
 	p := s.order.Remove(el).(*Pending)
 	delete(s.byID, p.ID)
-	delete(s.byOwner, owner{p.Subject, p.Session, p.Key})
+	delete(s.byOwner, owner{p.Issuer, p.Subject, p.Session, p.Key})
 }
 
 // WithState returns authorizeURL with its state parameters replaced by
-// state=id. The rest of the query is kept as written, and so is the
+// state=id (the signed state, for Begin). The rest of the query is kept as written, and so is the
 // fragment. The URL must be absolute http or https with a host.
 func WithState(authorizeURL, id string) (string, error) {
 	u, err := url.Parse(authorizeURL)

@@ -16,11 +16,13 @@ type clock = testclock.Clock
 
 func newClock() *clock { return testclock.New(time.Unix(1_800_000_000, 0)) }
 
+const issuer = "idp"
+
 const authorize = "https://auth.example/oauth/authorize?client_id=gw&redirect_uri=https%3A%2F%2Fgw.example%2Fcb&scope=files.read+files.write"
 
 func begin(t *testing.T, s *elicit.Store, subject, session, key string) elicit.Pending {
 	t.Helper()
-	p, err := s.Begin(subject, session, key, authorize)
+	p, err := s.Begin(issuer, subject, session, key, authorize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +37,10 @@ func TestBegin(t *testing.T) {
 	if len(p.ID) < 26 || p.Subject != "alice" || p.Session != "mcp-1" || p.Key != "files" || !p.Expires.Equal(c.Now().Add(10*time.Minute)) {
 		t.Errorf("Pending = %+v", p)
 	}
-	want := authorize + "&state=" + p.ID
+	if p.Issuer != issuer || elicit.StateID(p.State) != p.ID {
+		t.Errorf("Pending = %+v", p)
+	}
+	want := authorize + "&state=" + p.State
 	if p.URL != want {
 		t.Errorf("URL = %s, want %s", p.URL, want)
 	}
@@ -95,7 +100,7 @@ func TestBeginRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := s.Begin(tc.subject, "s", "k", tc.url); !errors.Is(err, tc.want) {
+			if _, err := s.Begin(issuer, tc.subject, "s", "k", tc.url); !errors.Is(err, tc.want) {
 				t.Errorf("Begin error = %v, want %v", err, tc.want)
 			}
 		})
@@ -109,23 +114,67 @@ func TestComplete(t *testing.T) {
 	c := newClock()
 	s := elicit.New(10, time.Minute, c.Now)
 	p := begin(t, s, "alice", "mcp-1", "files")
+	bob := begin(t, s, "bob", "mcp-2", "files")
 	tests := []struct {
-		name, id, subject string
-		ok                bool
+		name, id, state string
+		want            error
 	}{
-		{"unknown id", "nope", "alice", false},
-		{"another user", p.ID, "bob", false},
-		{"no user", p.ID, "", false},
-		{"the user", p.ID, "alice", true},
-		{"already completed", p.ID, "alice", false},
+		{"unknown id", "nope", p.State, elicit.ErrNotPending},
+		{"no state", p.ID, "", elicit.ErrStateMissing},
+		{"the id as the state", p.ID, p.ID, elicit.ErrStateInvalid},
+		{"another user's state", p.ID, bob.State, elicit.ErrStateInvalid},
+		{"another user's signature under this id", p.ID, p.ID + bob.State[len(bob.ID):], elicit.ErrStateInvalid},
+		{"a later expiry", p.ID, p.ID + ".99999999999." + strings.SplitN(p.State, ".", 3)[2], elicit.ErrStateInvalid},
+		{"a truncated signature", p.ID, p.State[:len(p.State)-1], elicit.ErrStateInvalid},
+		{"the user's state", p.ID, p.State, nil},
+		{"already completed", p.ID, p.State, elicit.ErrNotPending},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := s.Complete(tc.id, tc.subject)
-			if ok != tc.ok || (ok && got != p) {
-				t.Errorf("Complete = %+v, %v; want ok = %v", got, ok, tc.ok)
+			got, err := s.Complete(tc.id, tc.state)
+			if !errors.Is(err, tc.want) || (err == nil && got != p) {
+				t.Errorf("Complete = %+v, %v; want %v", got, err, tc.want)
 			}
 		})
+	}
+	if _, ok := s.Get(bob.ID); !ok {
+		t.Error("refused completions ended bob's elicitation")
+	}
+}
+
+// TestStateBindsTheIssuer: the same subject from another issuer is another
+// user, and a state signed with another key verifies nowhere.
+func TestStateBindsTheIssuer(t *testing.T) {
+	c := newClock()
+	s := elicit.New(10, time.Minute, c.Now)
+	if err := s.SetStateKey([]byte("0123456789abcdef0123456789abcdef")); err != nil {
+		t.Fatal(err)
+	}
+	p := begin(t, s, "alice", "mcp-1", "files")
+	other := p
+	other.Issuer = "another-idp"
+	if err := s.VerifyState(other, p.State); !errors.Is(err, elicit.ErrStateInvalid) {
+		t.Errorf("another issuer's alice: %v", err)
+	}
+	if err := s.VerifyState(p, p.State); err != nil {
+		t.Errorf("the state it issued: %v", err)
+	}
+	replica := elicit.New(10, time.Minute, c.Now)
+	if err := replica.VerifyState(p, p.State); !errors.Is(err, elicit.ErrStateInvalid) {
+		t.Errorf("a replica with another key accepted it: %v", err)
+	}
+	if err := replica.SetStateKey([]byte("0123456789abcdef0123456789abcdef")); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.VerifyState(p, p.State); err != nil {
+		t.Errorf("a replica with the same key: %v", err)
+	}
+	if err := replica.SetStateKey([]byte("short")); !errors.Is(err, elicit.ErrStateKey) {
+		t.Errorf("short key: %v", err)
+	}
+	c.Advance(time.Minute)
+	if err := replica.VerifyState(p, p.State); !errors.Is(err, elicit.ErrStateExpired) {
+		t.Errorf("after its expiry: %v", err)
 	}
 }
 
@@ -141,8 +190,8 @@ func TestExpiry(t *testing.T) {
 	if _, ok := s.Get(p.ID); ok {
 		t.Error("Get found an expired elicitation")
 	}
-	if _, ok := s.Complete(p.ID, "alice"); ok {
-		t.Error("Complete matched an expired elicitation")
+	if _, err := s.Complete(p.ID, p.State); !errors.Is(err, elicit.ErrNotPending) {
+		t.Errorf("Complete of an expired elicitation: %v", err)
 	}
 	if s.Len() != 0 {
 		t.Errorf("Len = %d", s.Len())
@@ -230,14 +279,14 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				user := string(rune('a' + g))
-				p, err := s.Begin(user, "s", string(rune('0'+i%10)), authorize)
+				p, err := s.Begin(issuer, user, "s", string(rune('0'+i%10)), authorize)
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				s.Get(p.ID)
 				if i%7 == 0 {
-					s.Complete(p.ID, user)
+					_, _ = s.Complete(p.ID, p.State)
 				}
 				if i%50 == 0 {
 					s.DropSubject(user)
