@@ -234,10 +234,10 @@ func (e *evaluation) reauthorize(ctx context.Context, r *Route, call *Call, g *G
 	}
 	var pending elicit.Pending
 	if e.readOnly {
-		pending = elicit.Pending{ID: "(explain)", URL: re.authorizeURL, Subject: g.Subject}
+		pending = elicit.Pending{ID: "(explain)", URL: re.authorizeURL, Issuer: g.Issuer, Subject: g.Subject}
 	} else {
 		var err error
-		if pending, err = e.pl.elicitations.Begin(g.Subject, call.MCPSession, key, re.authorizeURL); err != nil {
+		if pending, err = e.pl.elicitations.Begin(g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL); err != nil {
 			return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
 		}
 		e.pl.shareElicitation(ctx, pending)
@@ -280,20 +280,29 @@ func (pl *Pipeline) hasConsent(ctx context.Context, subject, key string) bool {
 
 // CompleteElicitation records that the user finished the authorization of
 // a pending elicitation (called back by whatever handled the OAuth
-// redirect). It returns the subject it belonged to.
-func (pl *Pipeline) CompleteElicitation(ctx context.Context, id string) (string, bool) {
-	p, ok := pl.elicitations.Get(id)
-	if ok {
-		pl.elicitations.Complete(id, p.Subject)
-	} else if p, ok = pl.sharedElicitation(ctx, id); !ok {
-		return "", false
+// redirect), here or on another replica. state must be the one the
+// authorization URL carried: it is signed for this elicitation and its user,
+// so the id alone, or another user's state, completes nothing. It returns
+// the completed elicitation, elicit.ErrNotPending, or the state's error
+// (elicit.ErrStateMissing, ErrStateInvalid, ErrStateExpired).
+func (pl *Pipeline) CompleteElicitation(ctx context.Context, id, state string) (elicit.Pending, error) {
+	p, err := pl.elicitations.Complete(id, state)
+	if errors.Is(err, elicit.ErrNotPending) {
+		var ok bool
+		if p, ok = pl.sharedElicitation(ctx, id); !ok {
+			return elicit.Pending{}, elicit.ErrNotPending
+		}
+		err = pl.elicitations.VerifyState(p, state)
+	}
+	if err != nil {
+		return elicit.Pending{}, err
 	}
 	pl.consents.Add(cache.NewKey(p.Subject, p.Key), true, pl.now().Add(ConsentTTL))
 	if pl.shared != nil {
 		_ = pl.shared.DeleteElicitation(ctx, id)
 		_ = pl.shared.PutElicitation(ctx, consentID(p.Subject, p.Key), shared.Owner{Subject: p.Subject, Session: p.Session}, []byte("1"), ConsentTTL)
 	}
-	return p.Subject, true
+	return p, nil
 }
 
 // sessionElicitsURL reports whether the MCP session's client declared URL

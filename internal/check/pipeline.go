@@ -85,6 +85,9 @@ type Options struct {
 	Observer Observer
 	// Shared is the cross-replica tier (Redis); nil on a single replica.
 	Shared *shared.Store
+	// ElicitationKey signs the state of elicitation URLs (at least 32
+	// bytes); replicas sharing a tier must share it. nil: a random key.
+	ElicitationKey []byte
 }
 
 // New returns a pipeline serving p.
@@ -114,6 +117,11 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	pl := &Pipeline{cache: c, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
 		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer,
 		shared: o.Shared, sessionIdle: p.sessionIdle}
+	if o.ElicitationKey != nil {
+		if err := pl.elicitations.SetStateKey(o.ElicitationKey); err != nil {
+			return nil, err
+		}
+	}
 	pl.policy.Store(p)
 	pl.generation.Store(1)
 	pl.loadedAt.Store(o.Now().UnixNano())

@@ -3,6 +3,7 @@ package envoyauthz_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/envoytest"
 	"github.com/extauthz/extauthz/internal/exchange/ststest"
@@ -191,7 +193,7 @@ func TestReauthorization(t *testing.T) {
 			t.Fatalf("body %s", res.body)
 		}
 		u, _ := url.Parse(e[0].URL)
-		if u.Query().Get("state") != e[0].ElicitationID || u.Query().Get("client_id") != "files" {
+		if elicit.StateID(u.Query().Get("state")) != e[0].ElicitationID || u.Query().Get("client_id") != "files" {
 			t.Fatalf("authorization URL %s", e[0].URL)
 		}
 	})
@@ -248,7 +250,10 @@ func TestReauthorization(t *testing.T) {
 			Error struct {
 				Code int `json:"code"`
 				Data struct {
-					Elicitations []struct{ ElicitationID string } `json:"elicitations"`
+					Elicitations []struct {
+						ElicitationID string
+						URL           string `json:"url"`
+					} `json:"elicitations"`
 				} `json:"data"`
 			} `json:"error"`
 		}
@@ -260,8 +265,15 @@ func TestReauthorization(t *testing.T) {
 		if f.sts.Calls() != before {
 			t.Fatal("the STS was called before consent")
 		}
-		if sub, ok := f.pl.CompleteElicitation(t.Context(), id); !ok || sub != "alice" {
-			t.Fatalf("complete: %q %v", sub, ok)
+		u, err := url.Parse(body.Error.Data.Elicitations[0].URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.pl.CompleteElicitation(t.Context(), id, ""); !errors.Is(err, elicit.ErrStateMissing) {
+			t.Fatalf("completion by id alone: %v", err)
+		}
+		if p, err := f.pl.CompleteElicitation(t.Context(), id, u.Query().Get("state")); err != nil || p.Subject != "alice" {
+			t.Fatalf("complete: %+v %v", p, err)
 		}
 		res = f.mcp(t, tok, "tools/call", `{"name":"calendar_add"}`, nil)
 		if res.status != 200 || !strings.HasPrefix(res.upstream.Get("Authorization"), "Bearer ") {
