@@ -98,6 +98,12 @@ type ExchangeClient struct {
 type Elicitations struct {
 	MaxEntries int      `yaml:"max_entries"`
 	TTL        Duration `yaml:"ttl"`
+	// StateKeyEnv or StateKeyFile holds the key (at least 32 bytes) that
+	// signs the state of authorization URLs; without either a random key is
+	// made at start. Replicas sharing Redis must share it. Read at start
+	// only.
+	StateKeyEnv  string `yaml:"state_key_env"`
+	StateKeyFile string `yaml:"state_key_file"`
 }
 
 // RouteExchange replaces the inbound token with one issued for the upstream.

@@ -96,6 +96,18 @@ routes: [{name: r, issuers: [a]}]
 			doc:  "issuers: [{name: a, jwks_url: 'ftp://x'}, {name: b, discovery: true}]\nroutes: [{name: r, issuers: [a, b], path_prefix: mcp, hosts: ['a/b'], public_paths: ['/a*b'], resource_metadata: nope}]\n",
 			want: []string{"not an http(s) URL", "discovery needs issuer", "must start with /", "neither a host name", "may only end in *"},
 		},
+		{
+			name: "elicitations over redis without a shared state key",
+			doc: "issuers: [{name: a, secret: s}]\nredis: {addrs: ['127.0.0.1:6379'], encryption_key_env: K}\n" +
+				"exchanges: [{name: x, token_endpoint: 'https://sts.example/token', client_auth: {method: none, client_id: c}}]\n" +
+				"routes: [{name: r, issuers: [a], exchange: {sts: x, audience: [https://b.example], authorize_url: 'https://idp.example/authorize'}}]\n",
+			want: []string{"elicitations.state_key_env or state_key_file: required with redis"},
+		},
+		{
+			name: "two state keys",
+			doc:  "issuers: [{name: a, secret: s}]\nelicitations: {state_key_env: K, state_key_file: k}\nroutes: [{name: r, issuers: [a]}]\n",
+			want: []string{"state_key_env and state_key_file exclude each other"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,9 +78,15 @@ func (f *File) Validate() error {
 		if len(f.Exchanges) > 0 && rd.EncryptionKeyEnv == "" {
 			v.add("redis.encryption_key_env: required with exchanges: Redis never holds a usable token in clear")
 		}
+		if f.Elicitations.StateKeyEnv == "" && f.Elicitations.StateKeyFile == "" && elicits(f.Routes) {
+			v.add("elicitations.state_key_env or state_key_file: required with redis and an authorize_url: every replica must verify the states the others sign")
+		}
 		if rd.Cluster && rd.MasterName != "" {
 			v.add("redis: cluster and master_name (Sentinel) exclude each other")
 		}
+	}
+	if f.Elicitations.StateKeyEnv != "" && f.Elicitations.StateKeyFile != "" {
+		v.add("elicitations: state_key_env and state_key_file exclude each other")
 	}
 	stss := map[string]bool{}
 	for i, x := range f.Exchanges {
@@ -387,4 +393,14 @@ func (v *validator) lineage(l Lineage, routes []Route) {
 			v.url(fmt.Sprintf("lineage.peers[%d].jwks_url", i), p.JWKSURL)
 		}
 	}
+}
+
+// elicits reports whether a route may begin elicitations.
+func elicits(routes []Route) bool {
+	for _, r := range routes {
+		if r.Exchange != nil && r.Exchange.AuthorizeURL != "" {
+			return true
+		}
+	}
+	return false
 }
