@@ -1,11 +1,15 @@
 // Package adminapi serves and calls the extauthz admin API
 // (proto/extauthz/admin/v1): the gRPC Server over a Backend that the pipeline
 // implements, the Handler that puts it on the admin HTTP listener next to
-// /healthz and /readyz, and RunCLI, the `extauthz admin` command.
+// the elicitation completion, the Authenticator and Audit that let only
+// allowed callers in (bearer token from a file, mTLS with allowed client
+// identities, or both) and log every call with who made it, and RunCLI, the
+// `extauthz admin` command.
 //
 // The admin API changes what the service remembers (invalidation) and reads
 // what it would do (Explain, Stats); it never decides requests. It belongs on
-// the admin listener only, never on the ext_authz port Envoy reaches.
+// the admin listener only, never on the ext_authz port Envoy reaches, nor on
+// the read-only ops listener (probes, metrics).
 package adminapi
 
 import (

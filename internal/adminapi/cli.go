@@ -2,6 +2,8 @@ package adminapi
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,7 +15,9 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -34,7 +38,7 @@ var (
 	ErrUsage = errors.New("usage error")
 )
 
-const usageText = `Usage: extauthz admin [--addr HOST:PORT] [--timeout D] COMMAND [ARGS]
+const usageText = `Usage: extauthz admin [--addr HOST:PORT] [--token-file F] [--tls-ca F] [--tls-cert F --tls-key F] COMMAND [ARGS]
 
 Commands:
   invalidate-session SESSION   drop cached verdicts, exchanged tokens, session
@@ -48,6 +52,12 @@ Commands:
 Flags (before or after COMMAND):
   --addr HOST:PORT   the service's admin listener (default ` + DefaultAddr + `)
   --timeout D        give up after D (default 10s)
+  --token-file F     send the bearer token in F (its first line)
+  --tls-ca F         speak TLS, verifying the service against the CA in F
+  --tls-cert F, --tls-key F
+                     speak TLS and present this client certificate (mTLS)
+  --tls-server-name N
+                     the name the service's certificate must carry
 `
 
 // RunCLI runs `extauthz admin` with args (what follows "admin"), printing
@@ -88,6 +98,9 @@ type cli struct {
 	timeout time.Duration
 	json    bool
 	stdout  io.Writer
+
+	tokenFile                             string
+	tlsCA, tlsCert, tlsKey, tlsServerName string
 }
 
 // flagSet returns a flag set with the flags every command accepts.
@@ -96,6 +109,11 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.addr, "addr", c.addr, "the service's admin listener")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "give up after this long")
+	fs.StringVar(&c.tokenFile, "token-file", c.tokenFile, "file holding the admin bearer token")
+	fs.StringVar(&c.tlsCA, "tls-ca", c.tlsCA, "CA certificate(s) verifying the service (TLS)")
+	fs.StringVar(&c.tlsCert, "tls-cert", c.tlsCert, "client certificate (mTLS)")
+	fs.StringVar(&c.tlsKey, "tls-key", c.tlsKey, "client key (mTLS)")
+	fs.StringVar(&c.tlsServerName, "tls-server-name", c.tlsServerName, "name the service's certificate must carry")
 	return fs
 }
 
@@ -113,6 +131,9 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 	}
 	if c.timeout <= 0 {
 		return usageErrorf("%s: --timeout must be positive", fs.Name())
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return usageErrorf("%s: --tls-cert and --tls-key go together", fs.Name())
 	}
 	return nil
 }
@@ -233,17 +254,68 @@ func (c *cli) stats(ctx context.Context, args []string) error {
 
 // call connects to the admin listener and runs one call with the timeout.
 func (c *cli) call(ctx context.Context, cmd string, fn func(context.Context, adminv1.AdminServiceClient) error) error {
-	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := c.transport()
+	if err != nil {
+		return fmt.Errorf("admin %s: %w", cmd, err)
+	}
+	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return fmt.Errorf("admin %s: %w", cmd, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	if c.tokenFile != "" {
+		tok, err := readToken(c.tokenFile)
+		if err != nil {
+			return fmt.Errorf("admin %s: %w", cmd, err)
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+	}
 	if err := fn(ctx, adminv1.NewAdminServiceClient(conn)); err != nil {
 		return &rpcError{cmd: cmd, addr: c.addr, st: status.Convert(err)}
 	}
 	return nil
+}
+
+// transport is TLS when any TLS flag is set, cleartext otherwise.
+func (c *cli) transport() (credentials.TransportCredentials, error) {
+	if c.tlsCA == "" && c.tlsCert == "" && c.tlsServerName == "" {
+		return insecure.NewCredentials(), nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.tlsServerName}
+	if c.tlsCA != "" {
+		pem, err := os.ReadFile(c.tlsCA)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificate", c.tlsCA)
+		}
+	}
+	if c.tlsCert != "" {
+		kp, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{kp}
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// readToken reads the token: the file's first non-empty line.
+func readToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			return line, nil
+		}
+	}
+	return "", fmt.Errorf("--token-file %s: no token", path)
 }
 
 // parseCheckRequest reads a CheckRequest in protojson, strictly: an unknown

@@ -146,8 +146,8 @@ func TestIsGRPC(t *testing.T) {
 
 func TestProtocols(t *testing.T) {
 	p := Protocols()
-	if !p.HTTP1() || !p.UnencryptedHTTP2() || p.HTTP2() {
-		t.Errorf("Protocols() = %v, want HTTP/1.1 and unencrypted HTTP/2 only", p)
+	if !p.HTTP1() || !p.UnencryptedHTTP2() || !p.HTTP2() {
+		t.Errorf("Protocols() = %v, want HTTP/1.1, HTTP/2 over TLS and unencrypted HTTP/2", p)
 	}
 }
 
