@@ -41,6 +41,7 @@ func runCmd(t *testing.T, vars map[string]string, args ...string) (int, string, 
 // server is a running service for a test.
 type server struct {
 	grpcAddr, adminAddr string
+	opsAddr             string // probes and metrics
 	conn                *grpc.ClientConn
 	client              authv3.AuthorizationClient
 	stop                func() error
@@ -72,14 +73,14 @@ func startServer(t *testing.T, vars map[string]string, configFile string) *serve
 func startServerWith(t *testing.T, vars map[string]string, o ServeOptions) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan [2]string, 1)
+	started := make(chan Addrs, 1)
 	done := make(chan error, 1)
 	logs := newSyncBuffer()
-	o.GRPCAddr, o.AdminAddr, o.LogLevel, o.LogFormat = "127.0.0.1:0", "127.0.0.1:0", "debug", "json"
+	o.GRPCAddr, o.AdminAddr, o.OpsAddr, o.LogLevel, o.LogFormat = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "debug", "json"
 	o.ShutdownTimeout = 5 * time.Second
-	o.Started = func(a Addrs) { started <- [2]string{a.GRPC, a.Admin} }
+	o.Started = func(a Addrs) { started <- a }
 	go func() { done <- Serve(ctx, o, env(vars, io.Discard, logs)) }()
-	var addrs [2]string
+	var addrs Addrs
 	select {
 	case addrs = <-started:
 	case err := <-done:
@@ -89,11 +90,11 @@ func startServerWith(t *testing.T, vars map[string]string, o ServeOptions) *serv
 		cancel()
 		t.Fatal("server did not start")
 	}
-	conn, err := grpc.NewClient(addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{grpcAddr: addrs[0], adminAddr: addrs[1], conn: conn, client: authv3.NewAuthorizationClient(conn), logs: logs}
+	s := &server{grpcAddr: addrs.GRPC, adminAddr: addrs.Admin, opsAddr: addrs.Ops, conn: conn, client: authv3.NewAuthorizationClient(conn), logs: logs}
 	var stopped atomic.Bool
 	s.stop = func() error {
 		if !stopped.CompareAndSwap(false, true) {
@@ -154,7 +155,7 @@ func TestDefaultModeEndToEnd(t *testing.T) {
 		t.Fatalf("health: %v %v", hc, err)
 	}
 	for _, p := range []string{"/healthz", "/readyz"} {
-		if code, body := httpGet(t, "http://"+s.adminAddr+p); code != 200 {
+		if code, body := httpGet(t, "http://"+s.opsAddr+p); code != 200 {
 			t.Fatalf("%s: %d %s", p, code, body)
 		}
 	}
@@ -246,7 +247,7 @@ func TestReadiness(t *testing.T) {
 routes: [{name: all, default: true, issuers: [idp]}]
 `, jwks.URL)), 0o600)
 	s := startServer(t, nil, cfg)
-	if code, _ := httpGet(t, "http://"+s.adminAddr+"/readyz"); code != 503 {
+	if code, _ := httpGet(t, "http://"+s.opsAddr+"/readyz"); code != 503 {
 		t.Fatalf("/readyz = %d before keys loaded", code)
 	}
 	tok := key.Sign(t, map[string]any{"sub": "a", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()})
@@ -257,7 +258,7 @@ routes: [{name: all, default: true, issuers: [idp]}]
 	up.Store(true)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		code, _ := httpGet(t, "http://"+s.adminAddr+"/readyz")
+		code, _ := httpGet(t, "http://"+s.opsAddr+"/readyz")
 		if code == 200 {
 			break
 		}
@@ -350,7 +351,7 @@ func TestBinaryDrainsOnSIGTERM(t *testing.T) {
 	if out, err := exec.Command(bin, "--version").Output(); err != nil || strings.TrimSpace(string(out)) == "" {
 		t.Fatalf("--version: %q %v", out, err)
 	}
-	cmd := exec.Command(bin, "serve", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "JWT_SECRET=sigterm-test-secret-sigterm-test-secret")
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {

@@ -33,7 +33,7 @@ routes:
 `, jwks.URL)), 0o600)
 	s := startServer(t, nil, cfg)
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if code, _ := httpGet(t, "http://"+s.adminAddr+"/readyz"); code == 200 {
+		if code, _ := httpGet(t, "http://"+s.opsAddr+"/readyz"); code == 200 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -22,7 +22,7 @@ func TestMetricsScrape(t *testing.T) {
 		s.client.Check(context.Background(), envoyRequest(nil)) // missing token
 	}
 	s.statusOf(t, "not.a.token")
-	_, body := httpGet(t, "http://"+s.adminAddr+"/metrics")
+	_, body := httpGet(t, "http://"+s.opsAddr+"/metrics")
 	tests := []struct {
 		name   string
 		series string

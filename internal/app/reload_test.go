@@ -138,7 +138,7 @@ var reloadMetric = regexp.MustCompile(`(?m)^extauthz_config_reloads_total\{resul
 
 func reloadCounts(t *testing.T, s *server) (ok, bad float64) {
 	t.Helper()
-	_, body := httpGet(t, "http://"+s.adminAddr+"/metrics")
+	_, body := httpGet(t, "http://"+s.opsAddr+"/metrics")
 	for _, m := range reloadMetric.FindAllStringSubmatch(body, -1) {
 		v, _ := strconv.ParseFloat(m[2], 64)
 		if m[1] == "ok" {

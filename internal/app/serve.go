@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -37,7 +36,7 @@ import (
 
 // Addrs are the addresses the service listens on ("" for a front end
 // that is off).
-type Addrs struct{ GRPC, Admin, HTTP string }
+type Addrs struct{ GRPC, Admin, Ops, HTTP string }
 
 // ServeOptions are the serve command's settings.
 type ServeOptions struct {
@@ -58,6 +57,13 @@ type ServeOptions struct {
 	WatchInterval time.Duration
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener.
 	Pprof bool
+	// OpsAddr serves the read-only endpoints (probes, metrics, lineage
+	// JWKS); "" is off. AdminAddr ("" off) serves the authenticated admin
+	// API; see listeners.go.
+	OpsAddr string
+	// The admin listener's authentication: a bearer token file, and/or
+	// TLS with client certificates whose identity is allowed.
+	AdminTokenFile, AdminTLSCert, AdminTLSKey, AdminClientCA, AdminAllowedClients string
 	// Started, when set, is called with the bound addresses once the
 	// listeners accept connections (tests listen on port 0).
 	Started func(Addrs)
@@ -67,7 +73,13 @@ func serveFlags(o *ServeOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config", "", "configuration file (YAML); without it the built-in default (JWT_SECRET, HS256) is used")
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:9191", "address of the ext_authz gRPC listener")
-	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9092", "address of the admin listener: /healthz, /readyz, /metrics and the admin gRPC API")
+	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9092", "address of the admin listener: the admin gRPC API and elicitation completion (authenticated; loopback only without authentication)")
+	fs.StringVar(&o.OpsAddr, "ops-addr", "127.0.0.1:9090", "address of the read-only ops listener: /healthz, /readyz, /metrics, lineage JWKS")
+	fs.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, at least 32 bytes each; re-read when it changes")
+	fs.StringVar(&o.AdminTLSCert, "admin-tls-cert", "", "certificate of the admin listener (TLS)")
+	fs.StringVar(&o.AdminTLSKey, "admin-tls-key", "", "key of the admin listener (TLS)")
+	fs.StringVar(&o.AdminClientCA, "admin-client-ca", "", "CA that admin client certificates must chain to (mTLS)")
+	fs.StringVar(&o.AdminAllowedClients, "admin-allowed-clients", "", "comma-separated client identities allowed to call the admin API: URI SAN (SPIFFE ID), DNS SAN or CN")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain in-flight checks on SIGTERM")
@@ -215,7 +227,12 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	if err != nil {
 		return err
 	}
-	pipeline, err := check.New(policy, check.Options{Logger: log, Observer: m, Shared: store})
+	elicitKey, err := elicitationKey(cfg.Elicitations, env)
+	if err != nil {
+		policy.Close()
+		return err
+	}
+	pipeline, err := check.New(policy, check.Options{Logger: log, Observer: m, Shared: store, ElicitationKey: elicitKey})
 	if err != nil {
 		policy.Close()
 		return err
@@ -266,11 +283,15 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		httpFront = httpauthz.NewHandler(pipeline, httpauthz.Options{Convention: conv, TrustedProxies: trusted, PathPrefix: o.HTTPPathPrefix, Logger: log})
 	}
 
+	audit, adminTLS, err := adminSecurity(o, log, m)
+	if err != nil {
+		return err
+	}
 	grpcLis, err := net.Listen("tcp", o.GRPCAddr)
 	if err != nil {
 		return err
 	}
-	adminLis, err := net.Listen("tcp", o.AdminAddr)
+	adminLis, opsLis, err := listenAdminOps(o)
 	if err != nil {
 		grpcLis.Close()
 		return err
@@ -300,17 +321,19 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	setHealth(ready())
 
 	// The admin gRPC API shares the admin listener, never the ext_authz one.
-	adminGS := grpc.NewServer(grpc.MaxRecvMsgSize(8 << 20))
+	adminGS := grpc.NewServer(append(audit.GRPCOptions(), grpc.MaxRecvMsgSize(8<<20))...)
 	adminv1.RegisterAdminServiceServer(adminGS, adminapi.NewServer(&adminBackend{pipeline: pipeline, started: time.Now()}, adminapi.Options{Logger: log}))
 	admin := &http.Server{
-		Handler:           adminapi.Handler(adminGS, adminHandler(pipeline, m, ready, o.Pprof)),
+		Handler:           adminapi.Handler(adminGS, adminHTTPHandler(pipeline, audit, o.Pprof)),
 		Protocols:         adminapi.Protocols(),
+		TLSConfig:         adminTLS,
 		ReadHeaderTimeout: 5 * time.Second,
 	}
+	ops := &http.Server{Handler: opsHandler(pipeline, m, ready), ReadHeaderTimeout: 5 * time.Second}
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- gs.Serve(grpcLis) }()
-	go func() { errc <- admin.Serve(adminLis) }()
+	serveAdminOps(admin, adminLis, ops, opsLis, errc)
 	var front *http.Server
 	httpAddr := ""
 	if httpFront != nil {
@@ -318,16 +341,18 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		if err != nil {
 			gs.Stop()
 			admin.Close()
+			ops.Close()
 			return err
 		}
 		httpAddr = httpLis.Addr().String()
 		front = &http.Server{Handler: httpFront, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
 		go func() { errc <- front.Serve(httpLis) }()
 	}
-	log.Info("serving", slog.String("grpc_addr", grpcLis.Addr().String()), slog.String("admin_addr", adminLis.Addr().String()),
-		slog.String("http_addr", httpAddr), slog.String("version", version()))
+	adminAddr, opsAddr := addrOf(adminLis), addrOf(opsLis)
+	log.Info("serving", slog.String("grpc_addr", grpcLis.Addr().String()), slog.String("admin_addr", adminAddr),
+		slog.String("ops_addr", opsAddr), slog.String("http_addr", httpAddr), slog.String("version", version()))
 	if o.Started != nil {
-		o.Started(Addrs{GRPC: grpcLis.Addr().String(), Admin: adminLis.Addr().String(), HTTP: httpAddr})
+		o.Started(Addrs{GRPC: grpcLis.Addr().String(), Admin: adminAddr, Ops: opsAddr, HTTP: httpAddr})
 	}
 
 	// Readiness flips once every key set has loaded.
@@ -373,6 +398,7 @@ loop:
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = admin.Shutdown(shutdownCtx)
+	_ = ops.Shutdown(shutdownCtx)
 	if front != nil {
 		_ = front.Shutdown(shutdownCtx)
 	}
@@ -381,50 +407,4 @@ loop:
 		return serveErr
 	}
 	return nil
-}
-
-// adminHandler serves the operational endpoints.
-func adminHandler(pl *check.Pipeline, m *metrics.Metrics, ready func() bool, profiling bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
-	if profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	// The public keys of signed lineage tokens, for the next hops' proxies.
-	mux.HandleFunc("GET /.well-known/lineage-jwks.json", func(w http.ResponseWriter, r *http.Request) {
-		s := pl.Policy().Signer()
-		if s == nil {
-			http.Error(w, "lineage signing is not configured", http.StatusNotFound)
-			return
-		}
-		s.Handler().ServeHTTP(w, r)
-	})
-	// Whatever handles the OAuth redirect of a re-authorization signals its
-	// completion here (state = the elicitation id); the user's retry then
-	// goes through.
-	mux.HandleFunc("POST /elicitations/{id}/complete", func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := pl.CompleteElicitation(r.Context(), r.PathValue("id")); !ok {
-			http.Error(w, "no such pending elicitation", http.StatusNotFound)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !ready() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready: key sets still loading or the shared store unreachable")
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	return mux
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,7 @@ func startReplicas(t *testing.T) *replicas {
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 issuers: [{name: idp, secret: %s}]
 redis: {addrs: [%s], encryption_key_env: TOKEN_KEY, op_timeout: 100ms}
+elicitations: {state_key_env: STATE_KEY}
 exchanges:
   - {name: sts, token_endpoint: %s, client_auth: {method: client_secret_post, client_id: extauthz, client_secret_env: STS_SECRET}}
 routes:
@@ -49,7 +51,7 @@ routes:
       tools: [{names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}]
 `, reloadSecret, rd.Addr, sts.TokenURL)), 0o600)
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
-	vars := map[string]string{"TOKEN_KEY": key, "STS_SECRET": "sts-secret"}
+	vars := map[string]string{"TOKEN_KEY": key, "STS_SECRET": "sts-secret", "STATE_KEY": "replicas-share-this-state-key-0123456789"}
 	return &replicas{
 		a:     startServerWith(t, vars, ServeOptions{ConfigFile: cfg}),
 		b:     startServerWith(t, vars, ServeOptions{ConfigFile: cfg}),
@@ -134,6 +136,7 @@ func TestReplicasShareState(t *testing.T) {
 				Meta struct {
 					AuthRequired struct {
 						ElicitationID string `json:"elicitation_id"`
+						URL           string `json:"url"`
 					} `json:"auth_required"`
 				} `json:"_meta"`
 			} `json:"result"`
@@ -141,7 +144,12 @@ func TestReplicasShareState(t *testing.T) {
 		if err := json.Unmarshal([]byte(resp.GetDeniedResponse().GetBody()), &body); err != nil || body.Result.Meta.AuthRequired.ElicitationID == "" {
 			t.Fatalf("no elicitation: %d %s", httpStatus(resp), resp.GetDeniedResponse().GetBody())
 		}
-		res, err := http.Post("http://"+r.b.adminAddr+"/elicitations/"+body.Result.Meta.AuthRequired.ElicitationID+"/complete", "", nil)
+		u, err := url.Parse(body.Result.Meta.AuthRequired.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.PostForm("http://"+r.b.adminAddr+"/elicitations/"+body.Result.Meta.AuthRequired.ElicitationID+"/complete",
+			url.Values{"state": {u.Query().Get("state")}})
 		if err != nil || res.StatusCode != http.StatusNoContent {
 			t.Fatalf("completion on B: %v %v", res, err)
 		}

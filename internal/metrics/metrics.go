@@ -23,15 +23,16 @@ const namespace = "extauthz"
 type Metrics struct {
 	reg *prometheus.Registry
 
-	checks      *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	hijacks     *prometheus.CounterVec
-	jwksFetches *prometheus.CounterVec
-	reloads     *prometheus.CounterVec
-	generation  prometheus.Gauge
-	stsCalls    *prometheus.CounterVec
-	stsLatency  prometheus.Histogram
-	redisOps    *prometheus.CounterVec
+	checks       *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	hijacks      *prometheus.CounterVec
+	jwksFetches  *prometheus.CounterVec
+	reloads      *prometheus.CounterVec
+	generation   prometheus.Gauge
+	stsCalls     *prometheus.CounterVec
+	stsLatency   prometheus.Histogram
+	redisOps     *prometheus.CounterVec
+	adminRefused *prometheus.CounterVec
 
 	// handles caches the children of checks and latency per route and
 	// outcome, so the hot path skips the label lookup.
@@ -92,8 +93,12 @@ func New() *Metrics {
 			Namespace: namespace, Name: "redis_operations_total",
 			Help: "Shared-tier (Redis) operations by operation and result (ok, miss, conflict, error, timeout, ...).",
 		}, []string{"op", "result"}),
+		adminRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "admin_unauthenticated_total",
+			Help: "Admin API calls refused for want of valid credentials, by reason (no_credential, bad_token, no_client_cert, client_not_allowed, token_file_broken).",
+		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
+	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -142,6 +147,10 @@ func (m *Metrics) STSCall(kind string, took time.Duration) {
 
 // RedisOp counts one shared-tier operation.
 func (m *Metrics) RedisOp(op, result string) { m.redisOps.WithLabelValues(op, result).Inc() }
+
+// AdminRefused counts an admin call refused before it ran; reason is one of
+// adminapi's fixed Reason values.
+func (m *Metrics) AdminRefused(reason string) { m.adminRefused.WithLabelValues(reason).Inc() }
 
 // Cache exposes a cache's counters under the label cache=name; stats is
 // read at scrape time, so the hot path pays nothing.

@@ -1,0 +1,217 @@
+package app
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/extauthz/extauthz/internal/adminapi"
+	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/metrics"
+)
+
+// The service's HTTP listeners besides the front ends:
+//   - ops (--ops-addr): read-only, unauthenticated: /healthz, /readyz,
+//     /metrics and the lineage JWKS. Nothing on it changes state or reveals
+//     a secret, so probes and scrapers need no credential.
+//   - admin (--admin-addr): the admin gRPC API, the elicitation completion
+//     and, with --pprof, /debug/pprof/. Every call is authenticated (bearer
+//     token file, mTLS with allowed client identities, or both) and logged
+//     with who made it. Without authentication configured it may only listen
+//     on loopback.
+
+// adminSecurity builds the admin listener's authentication and TLS from the
+// serve flags, and refuses an exposed address without authentication.
+func adminSecurity(o ServeOptions, log *slog.Logger, m *metrics.Metrics) (*adminapi.Audit, *tls.Config, error) {
+	var allowed []string
+	for id := range strings.SplitSeq(o.AdminAllowedClients, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			allowed = append(allowed, id)
+		}
+	}
+	switch {
+	case o.AdminClientCA != "" && len(allowed) == 0:
+		return nil, nil, usageError{errors.New("--admin-client-ca needs --admin-allowed-clients: name the client identities (URI SAN, DNS SAN or CN) allowed to call the admin API")}
+	case len(allowed) > 0 && o.AdminClientCA == "":
+		return nil, nil, usageError{errors.New("--admin-allowed-clients needs --admin-client-ca to verify client certificates against")}
+	case o.AdminClientCA != "" && (o.AdminTLSCert == "" || o.AdminTLSKey == ""):
+		return nil, nil, usageError{errors.New("--admin-client-ca needs --admin-tls-cert and --admin-tls-key: mTLS needs TLS")}
+	}
+	var tlsCfg *tls.Config
+	if o.AdminTLSCert != "" || o.AdminTLSKey != "" {
+		var err error
+		if tlsCfg, err = adminapi.ServerTLS(o.AdminTLSCert, o.AdminTLSKey, o.AdminClientCA); err != nil {
+			return nil, nil, err
+		}
+	}
+	auth, err := adminapi.NewAuthenticator(adminapi.AuthConfig{TokenFile: o.AdminTokenFile, AllowedClients: allowed},
+		adminapi.AuthOptions{Logger: log, OnRefused: m.AdminRefused})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !auth.Enabled() && o.AdminAddr != "" {
+		if adminapi.Exposed(o.AdminAddr) {
+			return nil, nil, usageError{fmt.Errorf("--admin-addr %s is not a loopback address and the admin API has no authentication: "+
+				"anyone reaching it could revoke users, invalidate sessions and complete elicitations. "+
+				"Configure --admin-token-file and/or mTLS (--admin-tls-cert, --admin-tls-key, --admin-client-ca, --admin-allowed-clients), "+
+				"or listen on 127.0.0.1", o.AdminAddr)}
+		}
+		log.Warn("the admin API is unauthenticated: anyone on this host can call it; configure --admin-token-file or mTLS",
+			slog.String("admin_addr", o.AdminAddr))
+	}
+	return adminapi.NewAudit(auth, log), tlsCfg, nil
+}
+
+// opsHandler serves the read-only endpoints: probes, metrics and the
+// lineage JWKS.
+func opsHandler(pl *check.Pipeline, m *metrics.Metrics, ready func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready: key sets still loading or the shared store unreachable")
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	// The public keys of signed lineage tokens, for the next hops' proxies.
+	mux.HandleFunc("GET /.well-known/lineage-jwks.json", func(w http.ResponseWriter, r *http.Request) {
+		s := pl.Policy().Signer()
+		if s == nil {
+			http.Error(w, "lineage signing is not configured", http.StatusNotFound)
+			return
+		}
+		s.Handler().ServeHTTP(w, r)
+	})
+	return mux
+}
+
+// adminHTTPHandler serves the admin listener's plain HTTP routes, every one
+// behind the audit (authentication and a log line per call).
+func adminHTTPHandler(pl *check.Pipeline, audit *adminapi.Audit, profiling bool) http.Handler {
+	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	mux.HandleFunc("POST /elicitations/{id}/complete", func(w http.ResponseWriter, r *http.Request) {
+		completeElicitation(pl, w, r)
+	})
+	return audit.HTTP(mux)
+}
+
+// completeElicitation is called by whatever handles the OAuth redirect of a
+// re-authorization, with the state the redirect carried (form field or
+// query parameter "state"); the user's retry then goes through. The state
+// is signed for the elicitation and its user: the id alone is refused (403).
+func completeElicitation(pl *check.Pipeline, w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "unreadable form", http.StatusBadRequest)
+		return
+	}
+	id := r.PathValue("id")
+	adminapi.SetTarget(r.Context(), "elicitation="+strconv.Quote(id))
+	if len(r.Form["state"]) > 1 {
+		http.Error(w, "more than one state", http.StatusBadRequest)
+		return
+	}
+	p, err := pl.CompleteElicitation(r.Context(), id, r.Form.Get("state"))
+	switch {
+	case errors.Is(err, elicit.ErrNotPending):
+		http.Error(w, "no such pending elicitation", http.StatusNotFound)
+	case errors.Is(err, elicit.ErrStateMissing):
+		http.Error(w, "the state the authorization URL carried is required", http.StatusForbidden)
+	case errors.Is(err, elicit.ErrStateExpired):
+		http.Error(w, "the state has expired", http.StatusForbidden)
+	case err != nil:
+		http.Error(w, "the state was not issued for this elicitation", http.StatusForbidden)
+	default:
+		adminapi.SetTarget(r.Context(), fmt.Sprintf("elicitation=%q issuer=%q subject=%q", id, p.Issuer, p.Subject))
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// elicitationKey is the key that signs elicitation states: from the
+// configured environment variable or file, or nil (a random one per
+// process). Read at start only.
+func elicitationKey(e config.Elicitations, env Env) ([]byte, error) {
+	var key []byte
+	switch {
+	case e.StateKeyEnv != "":
+		key = []byte(env.Getenv(e.StateKeyEnv))
+	case e.StateKeyFile != "":
+		b, err := os.ReadFile(e.StateKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("elicitations.state_key_file: %w", err)
+		}
+		key = []byte(strings.TrimRight(string(b), "\r\n"))
+	default:
+		return nil, nil
+	}
+	if len(key) < elicit.MinStateKeyBytes {
+		return nil, fmt.Errorf("elicitations: the state key must be at least %d bytes", elicit.MinStateKeyBytes)
+	}
+	return key, nil
+}
+
+// listenAdminOps opens the admin and ops listeners; an empty address is a
+// listener that is off (nil).
+func listenAdminOps(o ServeOptions) (admin, ops net.Listener, err error) {
+	if o.AdminAddr != "" {
+		if admin, err = net.Listen("tcp", o.AdminAddr); err != nil {
+			return nil, nil, err
+		}
+	}
+	if o.OpsAddr != "" {
+		if ops, err = net.Listen("tcp", o.OpsAddr); err != nil {
+			if admin != nil {
+				admin.Close()
+			}
+			return nil, nil, err
+		}
+	}
+	return admin, ops, nil
+}
+
+// serveAdminOps serves the listeners that are on: the admin one over TLS
+// when it has a certificate.
+func serveAdminOps(admin *http.Server, adminLis net.Listener, ops *http.Server, opsLis net.Listener, errc chan<- error) {
+	if adminLis != nil {
+		go func() {
+			if admin.TLSConfig != nil {
+				errc <- admin.ServeTLS(adminLis, "", "")
+				return
+			}
+			errc <- admin.Serve(adminLis)
+		}()
+	}
+	if opsLis != nil {
+		go func() { errc <- ops.Serve(opsLis) }()
+	}
+}
+
+func addrOf(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
