@@ -327,6 +327,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		Handler:           adminapi.Handler(adminGS, adminHTTPHandler(pipeline, audit, o.Pprof)),
 		Protocols:         adminapi.Protocols(),
 		TLSConfig:         adminTLS,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	ops := &http.Server{Handler: opsHandler(pipeline, m, ready), ReadHeaderTimeout: 5 * time.Second}

@@ -55,6 +55,9 @@ type options struct {
 	// HTTPConvention is the forward-auth front end's --http-convention
 	// ("auto" when empty).
 	HTTPConvention string
+	// Serve adjusts the service's options (admin authentication, log
+	// level) before it starts.
+	Serve func(*app.ServeOptions)
 }
 
 // suite is the real service with an MCP server behind an Envoy-like proxy.
@@ -63,6 +66,8 @@ type suite struct {
 	grpc      authv3.AuthorizationClient
 	httpURL   string // the forward-auth front end
 	adminAddr string
+	opsAddr   string      // probes and metrics
+	logs      *syncBuffer // everything the service logged
 	proxy     *envoytest.Proxy
 
 	mu       sync.Mutex
@@ -72,7 +77,7 @@ type suite struct {
 // start runs the service with issuersYAML followed by routes.
 func start(t *testing.T, routes string, o options) *suite {
 	t.Helper()
-	s := &suite{t: t}
+	s := &suite{t: t, logs: new(syncBuffer)}
 	upstream := httptest.NewServer(testpeers.NewMCPServer(testpeers.MCPOptions{
 		Stateless: !o.Stateful, JSONResponse: true,
 		OnToolCall: func(c testpeers.ToolCall) {
@@ -95,7 +100,7 @@ func start(t *testing.T, routes string, o options) *suite {
 	started := make(chan app.Addrs, 1)
 	done := make(chan error, 1)
 	opts := app.ServeOptions{
-		ConfigFile: cfg, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		ConfigFile: cfg, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		HTTPConvention: o.HTTPConvention, HTTPTrusted: "127.0.0.0/8,::1/128",
 		LogLevel: "error", LogFormat: "json", ShutdownTimeout: 5 * time.Second,
 		Started: func(a app.Addrs) { started <- a },
@@ -103,7 +108,10 @@ func start(t *testing.T, routes string, o options) *suite {
 	if opts.HTTPConvention == "" {
 		opts.HTTPConvention = "auto"
 	}
-	env := app.Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return vars[k] }}
+	if o.Serve != nil {
+		o.Serve(&opts)
+	}
+	env := app.Env{Stdout: io.Discard, Stderr: s.logs, Getenv: func(k string) string { return vars[k] }}
 	go func() { done <- app.Serve(ctx, opts, env) }()
 	var addrs app.Addrs
 	select {
@@ -130,7 +138,7 @@ func start(t *testing.T, routes string, o options) *suite {
 	t.Cleanup(func() { conn.Close() })
 	s.grpc = authv3.NewAuthorizationClient(conn)
 	s.httpURL = "http://" + addrs.HTTP
-	s.adminAddr = addrs.Admin
+	s.adminAddr, s.opsAddr = addrs.Admin, addrs.Ops
 
 	build := envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}
 	if o.Build != nil {
@@ -327,3 +335,21 @@ func (s *suite) ran(tool string) int {
 
 // bearer is an Authorization header for tok.
 func bearer(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+
+// syncBuffer collects the service's log lines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
