@@ -189,7 +189,7 @@ func setupCommand(args []string, e env) error {
 	fmt.Fprintf(e.stdout, `wrote %s and %s
 start the service, with %s set to the same value for it and for the load test, e.g.:
   export %s=$(head -c 32 /dev/urandom | base64)
-  extauthz serve --config %s --grpc-addr 127.0.0.1:9191 --admin-addr 127.0.0.1:9092
+  extauthz serve --config %s --grpc-addr 127.0.0.1:9191 --ops-addr 127.0.0.1:9090
 then measure it:
   extauthz-loadtest -target 127.0.0.1:9191 -dir %s
 `, s.ConfigFile, s.JWKSFile, loadtest.SecretEnv, loadtest.SecretEnv, s.ConfigFile, s.Dir)

@@ -64,7 +64,8 @@ func fakeService(ctx context.Context, mode string, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	cfg := fs.String("config", "", "")
 	grpcAddr := fs.String("grpc-addr", "", "")
-	adminAddr := fs.String("admin-addr", "", "")
+	fs.String("admin-addr", "", "")
+	opsAddr := fs.String("ops-addr", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,7 +82,7 @@ func fakeService(ctx context.Context, mode string, args []string) error {
 	if err != nil {
 		return err
 	}
-	alis, err := net.Listen("tcp", *adminAddr)
+	alis, err := net.Listen("tcp", *opsAddr)
 	if err != nil {
 		return err
 	}
@@ -92,17 +93,17 @@ func fakeService(ctx context.Context, mode string, args []string) error {
 	}
 	authv3.RegisterAuthorizationServer(gs, srv)
 	go gs.Serve(glis)
-	admin := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ops := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" || mode == "never-ready" {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ready\n")
 	})}
-	go admin.Serve(alis)
+	go ops.Serve(alis)
 	<-ctx.Done()
 	gs.Stop()
-	admin.Close()
+	ops.Close()
 	return nil
 }
 

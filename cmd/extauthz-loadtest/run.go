@@ -251,15 +251,19 @@ func startService(ctx context.Context, o runOptions, e env, setup loadtest.Setup
 	if err != nil {
 		return nil, "", err
 	}
+	opsAddr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, "", err
+	}
 	logPath := filepath.Join(setup.Dir, "extauthz.log")
-	args := []string{"serve", "--config", setup.ConfigFile, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr}
+	args := []string{"serve", "--config", setup.ConfigFile, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--ops-addr", opsAddr}
 	environ := append(os.Environ(), loadtest.SecretEnv+"="+string(secret))
-	log.Info("starting the service", slog.String("binary", o.extauthz), slog.String("grpc", grpcAddr), slog.String("admin", adminAddr), slog.String("logs", logPath))
+	log.Info("starting the service", slog.String("binary", o.extauthz), slog.String("grpc", grpcAddr), slog.String("ops", opsAddr), slog.String("logs", logPath))
 	svc, err := startChild("extauthz", o.extauthz, args, environ, logPath, nil)
 	if err != nil {
 		return nil, "", err
 	}
-	if err := waitReady(ctx, e.http, "http://"+adminAddr+"/readyz", svc, o.readyTimeout); err != nil {
+	if err := waitReady(ctx, e.http, "http://"+opsAddr+"/readyz", svc, o.readyTimeout); err != nil {
 		svc.stop(5 * time.Second)
 		return nil, "", err
 	}
