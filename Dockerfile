@@ -3,11 +3,14 @@
 # non-root user.
 #
 #   docker build -t extauthz --build-arg VERSION=$(git describe --tags --always) .
-#   docker run -e JWT_SECRET=... -p 9191:9191 -p 9092:9092 extauthz
+#   docker run -e JWT_SECRET=... -p 9191:9191 -p 9090:9090 extauthz
 #
 # Listeners bind all interfaces in the container: gRPC ext_authz on 9191,
-# admin (/healthz, /readyz, /metrics) on 9092; add --http-addr 0.0.0.0:9193
-# for the HTTP forward-auth front end (nginx, Traefik, Caddy). Pass a
+# ops (/healthz, /readyz, /metrics; read-only) on 9090; add --http-addr
+# 0.0.0.0:9193 for the HTTP forward-auth front end (nginx, Traefik, Caddy).
+# The admin API stays on the container's loopback (127.0.0.1:9092; use
+# `docker exec CONTAINER /extauthz admin stats`) unless given
+# --admin-token-file or mTLS (docs/admin.md). Pass a
 # configuration with
 #   -v ./config.yaml:/etc/extauthz/config.yaml:ro ... serve --config /etc/extauthz/config.yaml ...
 
@@ -29,6 +32,6 @@ FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/extauthz /extauthz
 USER 65532:65532
-EXPOSE 9191 9092 9193
+EXPOSE 9191 9090 9193
 ENTRYPOINT ["/extauthz"]
-CMD ["serve","--grpc-addr","0.0.0.0:9191","--admin-addr","0.0.0.0:9092"]
+CMD ["serve","--grpc-addr","0.0.0.0:9191","--ops-addr","0.0.0.0:9090"]

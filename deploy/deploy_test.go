@@ -2,7 +2,8 @@
 // Gateway manifests under deploy/. No cluster and no CRD schemas are at hand,
 // so the checks are structural: every document parses and has its kind's
 // apiVersion, a name and a namespace; and the names that tie the manifests
-// together resolve (probes to the admin port, Service ports to container
+// together resolve (probes to the ops port, the admin API on loopback only
+// and in no Service, Service ports to container
 // ports, the configuration to config.Parse and its secrets to the Secret, the
 // Istio provider to the policies and the Service, the SecurityPolicies to the
 // Service, their ReferenceGrant and their HTTPRoutes).
@@ -307,8 +308,25 @@ func TestDeployment(t *testing.T) {
 	if got, want := c.port("grpc"), flagPort(t, c.Args, "--grpc-addr"); got != want || got == 0 {
 		t.Errorf("container port grpc %d, --grpc-addr port %d", got, want)
 	}
-	if got, want := c.port("admin"), flagPort(t, c.Args, "--admin-addr"); got != want || got == 0 {
-		t.Errorf("container port admin %d, --admin-addr port %d", got, want)
+	if got, want := c.port("ops"), flagPort(t, c.Args, "--ops-addr"); got != want || got == 0 {
+		t.Errorf("container port ops %d, --ops-addr port %d", got, want)
+	}
+	// The admin API has no authentication configured here: it must stay on
+	// the pod's loopback, with no container port (the service would refuse
+	// to start otherwise, and a port would invite a Service to publish it).
+	host, adminPort, err := net.SplitHostPort(flagValue(t, c.Args, "--admin-addr"))
+	if err != nil || !slices.Contains(c.Args, "--admin-addr") {
+		t.Fatalf("--admin-addr: %v", err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		if !slices.Contains(c.Args, "--admin-token-file") && !slices.Contains(c.Args, "--admin-client-ca") {
+			t.Errorf("--admin-addr %s is not loopback and the admin API has no authentication", host)
+		}
+	}
+	for _, p := range c.Ports {
+		if strconv.Itoa(p.ContainerPort) == adminPort || p.Name == "admin" {
+			t.Errorf("container port %s (%d) exposes the admin listener", p.Name, p.ContainerPort)
+		}
 	}
 	for name, tc := range map[string]struct {
 		p    *probe
@@ -318,8 +336,8 @@ func TestDeployment(t *testing.T) {
 			t.Errorf("no %s probe", name)
 			continue
 		}
-		if tc.p.HTTPGet.Path != tc.path || tc.p.HTTPGet.Port != "admin" {
-			t.Errorf("%s probe GET %s on %s, want %s on the admin port", name, tc.p.HTTPGet.Path, tc.p.HTTPGet.Port, tc.path)
+		if tc.p.HTTPGet.Path != tc.path || tc.p.HTTPGet.Port != "ops" {
+			t.Errorf("%s probe GET %s on %s, want %s on the ops port", name, tc.p.HTTPGet.Path, tc.p.HTTPGet.Port, tc.path)
 		}
 	}
 	for k, v := range dep.Spec.Selector.MatchLabels {
@@ -373,6 +391,12 @@ func TestServicePortsReachContainer(t *testing.T) {
 			return cp.ContainerPort == target
 		}) {
 			t.Errorf("Service port %s targets %q, which is no container port", p.Name, p.TargetPort)
+		}
+	}
+	_, adminPort, _ := net.SplitHostPort(flagValue(t, c.Args, "--admin-addr"))
+	for _, p := range svc.Spec.Ports {
+		if strconv.Itoa(p.Port) == adminPort || p.TargetPort == "admin" || p.TargetPort == adminPort {
+			t.Errorf("Service port %s publishes the admin API", p.Name)
 		}
 	}
 	grpc := servicePort(t, docs, "grpc")

@@ -326,9 +326,21 @@ func TestExtauthzConfigFitsEnvoy(t *testing.T) {
 
 	// Listeners bind all interfaces inside the container.
 	args := c.Services["extauthz"].Command
-	for _, f := range []string{"--grpc-addr", "--admin-addr"} {
+	for _, f := range []string{"--grpc-addr", "--ops-addr"} {
 		if host, _, _ := net.SplitHostPort(flagValue(t, args, f)); host != "0.0.0.0" {
 			t.Errorf("%s binds %q, unreachable from other containers", f, host)
+		}
+	}
+	// The admin API has no authentication here: it stays on the
+	// container's loopback (the default), and no port publishes it.
+	if slices.Contains(args, "--admin-addr") {
+		if host, _, _ := net.SplitHostPort(flagValue(t, args, "--admin-addr")); host != "127.0.0.1" {
+			t.Errorf("--admin-addr binds %q without authentication", host)
+		}
+	}
+	for _, p := range c.Services["extauthz"].Ports {
+		if strings.Contains(p, "9092") {
+			t.Errorf("port %s publishes the admin API", p)
 		}
 	}
 }
