@@ -52,7 +52,7 @@ type AuthConfig struct {
 func (c AuthConfig) Enabled() bool { return c.TokenFile != "" || len(c.AllowedClients) > 0 }
 
 // Caller is who made an admin call, for the audit log. Identity is a
-// client certificate's identity, "token#N" (the N-th line of the token
+// client certificate's identity, "token#N" (the N-th token of the token
 // file), both joined by "+", or "unauthenticated"; never a token.
 type Caller struct {
 	Identity string
@@ -181,7 +181,8 @@ func certIdentities(c *x509.Certificate) []string {
 	return ids
 }
 
-// bearer returns which token (1-based line) the Authorization values carry.
+// bearer returns which token (1-based, in file order) the Authorization
+// values carry.
 func (a *Authenticator) bearer(values []string) (int, string) {
 	if len(values) == 0 {
 		return 0, ReasonNoCredential
