@@ -68,6 +68,10 @@ func adminSecurity(o ServeOptions, log *slog.Logger, m *metrics.Metrics) (*admin
 		log.Warn("the admin API is unauthenticated: anyone on this host can call it; configure --admin-token-file or mTLS",
 			slog.String("admin_addr", o.AdminAddr))
 	}
+	if auth.Enabled() && tlsCfg == nil && o.AdminAddr != "" && adminapi.Exposed(o.AdminAddr) {
+		log.Warn("the admin token crosses the network in clear: add --admin-tls-cert and --admin-tls-key, or listen on loopback",
+			slog.String("admin_addr", o.AdminAddr))
+	}
 	return adminapi.NewAudit(auth, log), tlsCfg, nil
 }
 
