@@ -36,3 +36,18 @@ func BenchmarkAnswers(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkVerifyState is the check a completion makes.
+func BenchmarkVerifyState(b *testing.B) {
+	s := elicit.New(1000, time.Hour, nil)
+	p, err := s.Begin(issuer, "alice", "mcp-1", "files", authorize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.VerifyState(p, p.State); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
