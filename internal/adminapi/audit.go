@@ -3,6 +3,7 @@ package adminapi
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -43,6 +44,7 @@ func (au *Audit) GRPCOptions() []grpc.ServerOption {
 func (au *Audit) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	c, err := au.grpcCaller(ctx)
 	if err != nil {
+		au.refused(ctx, c, methodName(info.FullMethod), err)
 		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
 	resp, err := handler(ctx, req)
@@ -57,6 +59,7 @@ func (au *Audit) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 func (au *Audit) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	c, err := au.grpcCaller(ss.Context())
 	if err != nil {
+		au.refused(ss.Context(), c, methodName(info.FullMethod), err)
 		return status.Error(codes.Unauthenticated, err.Error())
 	}
 	err = handler(srv, ss)
@@ -64,6 +67,18 @@ func (au *Audit) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 		slog.String("caller", c.Identity), slog.String("peer", c.Addr),
 		slog.String("method", methodName(info.FullMethod)), slog.String("result", status.Code(err).String()))
 	return err
+}
+
+// refused logs a call refused for want of credentials: the reason, the
+// peer and the method, never what was presented.
+func (au *Audit) refused(ctx context.Context, c Caller, method string, err error) {
+	reason := "error"
+	var r *Refusal
+	if errors.As(err, &r) {
+		reason = r.Reason
+	}
+	au.log.LogAttrs(ctx, slog.LevelWarn, "admin: call refused",
+		slog.String("reason", reason), slog.String("peer", c.Addr), slog.String("method", method))
 }
 
 func (au *Audit) grpcCaller(ctx context.Context) (Caller, error) {
@@ -145,6 +160,9 @@ func (au *Audit) HTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := au.auth.Authenticate(r.Context(), r.TLS, r.Header.Values("Authorization"), r.RemoteAddr)
 		if err != nil {
+			// The route is not known before the mux runs: the method and
+			// the path (never the query) say what was tried.
+			au.refused(r.Context(), c, r.Method+" "+r.URL.Path, err)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="extauthz-admin"`)
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return

@@ -120,7 +120,8 @@ func (r *Refusal) Error() string {
 // Authenticate decides whether a call may go ahead. state is the TLS
 // connection's (nil on a cleartext listener), authorization the values of
 // the Authorization header (or gRPC metadata), addr the peer's address.
-// A refusal is counted and logged, with the reason and never the token.
+// A refusal is counted (OnRefused) and returned as a *Refusal; Audit logs it
+// with the method, the reason and never the token.
 func (a *Authenticator) Authenticate(ctx context.Context, state *tls.ConnectionState, authorization []string, addr string) (Caller, error) {
 	c := Caller{Identity: "unauthenticated", Addr: addr}
 	if !a.Enabled() {
@@ -130,14 +131,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, state *tls.ConnectionS
 	if len(a.cfg.AllowedClients) > 0 {
 		id, reason := a.clientIdentity(state)
 		if reason != "" {
-			return c, a.refuse(ctx, reason, addr)
+			return c, a.refuse(reason)
 		}
 		who = append(who, id)
 	}
 	if a.tokens != nil {
-		n, reason := a.bearer(authorization)
+		n, reason := a.bearer(ctx, authorization)
 		if reason != "" {
-			return c, a.refuse(ctx, reason, addr)
+			return c, a.refuse(reason)
 		}
 		who = append(who, "token#"+strconv.Itoa(n))
 	}
@@ -145,9 +146,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, state *tls.ConnectionS
 	return c, nil
 }
 
-func (a *Authenticator) refuse(ctx context.Context, reason, addr string) error {
+func (a *Authenticator) refuse(reason string) error {
 	a.onRefused(reason)
-	a.log.LogAttrs(ctx, slog.LevelWarn, "admin: call refused", slog.String("reason", reason), slog.String("peer", addr))
 	return &Refusal{Reason: reason}
 }
 
@@ -183,7 +183,7 @@ func certIdentities(c *x509.Certificate) []string {
 
 // bearer returns which token (1-based, in file order) the Authorization
 // values carry.
-func (a *Authenticator) bearer(values []string) (int, string) {
+func (a *Authenticator) bearer(ctx context.Context, values []string) (int, string) {
 	if len(values) == 0 {
 		return 0, ReasonNoCredential
 	}
@@ -196,7 +196,8 @@ func (a *Authenticator) bearer(values []string) (int, string) {
 	}
 	hashes, err := a.tokens.current()
 	if err != nil {
-		a.log.Error("admin: the token file is unusable: refusing every call", slog.String("file", a.cfg.TokenFile), slog.String("error", err.Error()))
+		a.log.LogAttrs(ctx, slog.LevelError, "admin: the token file is unusable: refusing every call",
+			slog.String("file", a.cfg.TokenFile), slog.String("error", err.Error()))
 		return 0, ReasonTokenFile
 	}
 	// Compare digests, every one of them: neither the length of the
