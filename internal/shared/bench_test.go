@@ -60,7 +60,7 @@ func tieredBind(ctx context.Context, local *localBindings, s *Store, key, subjec
 	if owner, ok := local.lookup(key); ok {
 		return owner == subject, nil
 	}
-	_, owned, err := s.Bind(ctx, key, subject, time.Minute)
+	_, owned, err := s.Bind(ctx, key, subject, time.Minute, 0)
 	if err != nil {
 		return false, err
 	}
@@ -127,12 +127,12 @@ func BenchmarkBind(b *testing.B) {
 	s := newStore(b, r.Addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
 	ctx := context.Background()
 	key := "files\x00bench"
-	if _, _, err := s.Bind(ctx, key, "alice", time.Minute); err != nil {
+	if _, _, err := s.Bind(ctx, key, "alice", time.Minute, 0); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok, err := s.Bind(ctx, key, "alice", time.Minute); !ok || err != nil {
+		if _, ok, err := s.Bind(ctx, key, "alice", time.Minute, 0); !ok || err != nil {
 			b.Fatal(ok, err)
 		}
 	}
