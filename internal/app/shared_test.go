@@ -155,7 +155,7 @@ func TestReplicasShareState(t *testing.T) {
 		if got := httpStatus(r.b.call(t, bob, "", "tools/list", `{}`)); got != 200 {
 			t.Fatalf("bob before: %d", got)
 		}
-		if code, out := runCmd3(t, nil, "admin", "--addr", r.a.adminAddr, "invalidate-subject", "bob"); code != 0 {
+		if code, out := runCmd3(t, nil, "admin", "--addr", r.a.adminAddr, "revoke-subject", "--issuer", "idp", "bob"); code != 0 {
 			t.Fatalf("revoke on A: %s", out)
 		}
 		deadline := time.Now().Add(time.Second)

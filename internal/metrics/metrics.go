@@ -26,6 +26,7 @@ type Metrics struct {
 	checks      *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	hijacks     *prometheus.CounterVec
+	refusedSess *prometheus.CounterVec
 	jwksFetches *prometheus.CounterVec
 	reloads     *prometheus.CounterVec
 	generation  prometheus.Gauge
@@ -67,6 +68,10 @@ func New() *Metrics {
 			Namespace: namespace, Name: "session_hijack_attempts_total",
 			Help: "Requests presenting an MCP session bound to another user.",
 		}, []string{"route"}),
+		refusedSess: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "session_bindings_refused_total",
+			Help: "New MCP sessions refused (503) because the binding store was full of live bindings.",
+		}, []string{"route"}),
 		jwksFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "jwks_fetches_total",
 			Help: "Key set loads by issuer and result (ok, error).",
@@ -93,6 +98,7 @@ func New() *Metrics {
 			Help: "Shared-tier (Redis) operations by operation and result (ok, miss, conflict, error, timeout, ...).",
 		}, []string{"op", "result"}),
 	}
+	m.reg.MustRegister(m.refusedSess)
 	m.reg.MustRegister(m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -120,6 +126,10 @@ func (m *Metrics) Checked(route string, o check.Outcome, took time.Duration) {
 
 // SessionConflict counts a session hijack attempt.
 func (m *Metrics) SessionConflict(route string) { m.hijacks.WithLabelValues(route).Inc() }
+
+// SessionRefused counts a new MCP session refused because the binding store
+// was full (check.SessionObserver).
+func (m *Metrics) SessionRefused(route string) { m.refusedSess.WithLabelValues(route).Inc() }
 
 // JWKSFetch counts a key set load.
 func (m *Metrics) JWKSFetch(issuer string, err error) {
