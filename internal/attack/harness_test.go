@@ -55,6 +55,9 @@ type options struct {
 	// HTTPConvention is the forward-auth front end's --http-convention
 	// ("auto" when empty).
 	HTTPConvention string
+	// Upstream, when set, wraps the MCP server (e.g. to answer DELETE 405,
+	// as MCP allows).
+	Upstream func(http.Handler) http.Handler
 }
 
 // suite is the real service with an MCP server behind an Envoy-like proxy.
@@ -73,14 +76,18 @@ type suite struct {
 func start(t *testing.T, routes string, o options) *suite {
 	t.Helper()
 	s := &suite{t: t}
-	upstream := httptest.NewServer(testpeers.NewMCPServer(testpeers.MCPOptions{
+	var mcpServer http.Handler = testpeers.NewMCPServer(testpeers.MCPOptions{
 		Stateless: !o.Stateful, JSONResponse: true,
 		OnToolCall: func(c testpeers.ToolCall) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.executed = append(s.executed, c)
 		},
-	}))
+	})
+	if o.Upstream != nil {
+		mcpServer = o.Upstream(mcpServer)
+	}
+	upstream := httptest.NewServer(mcpServer)
 	t.Cleanup(upstream.Close)
 
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
