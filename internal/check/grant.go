@@ -106,10 +106,13 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if g.Session, _, err = p.claimValue(c.Raw, id.SessionClaim); err != nil {
 		return nil, err
 	}
-	userValue, err := p.ident.headerValue("user", g.Subject)
+	// The namespace is a safe segment (config validation); the subject
+	// after it must be one too.
+	userValue, err := p.ident.headerValue("user", sub)
 	if err != nil {
 		return nil, err
 	}
+	userValue = g.Subject[:len(g.Subject)-len(sub)] + userValue
 	sessionValue := g.Session
 	if g.Session != "" {
 		if sessionValue, err = p.ident.headerValue("session", g.Session); err != nil {

@@ -83,8 +83,9 @@ func (p *Policy) User(issuer, subject string) (string, error) {
 	return u, nil
 }
 
-// headerValue applies identity.safe_values to the value of the user or
-// session header (what names it, for the denial).
+// headerValue applies identity.safe_values to a subject or session id
+// (what names it, for the denial). The user header is the namespace, a
+// safe segment itself, followed by the subject's value.
 func (ip *identityPolicy) headerValue(what, v string) (string, error) {
 	if !ip.pathSegment {
 		return v, nil
