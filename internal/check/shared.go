@@ -50,7 +50,10 @@ func (e *evaluation) bindShared(ctx context.Context, key string, g *Grant) (sess
 			return res, denial{}
 		}
 	}
-	owner, owned, err := pl.shared.Bind(ctx, key, g.Subject, pl.sessionIdle, e.p.perSubject)
+	// Redis keeps the binding 1.5 idle: this replica goes back to it only
+	// after idle/2, and a use in between extends the local binding by a
+	// full idle, so the shared one must outlive both.
+	owner, owned, err := pl.shared.Bind(ctx, key, g.Subject, pl.sessionIdle+pl.sessionIdle/2, e.p.perSubject)
 	switch {
 	case err != nil && pl.shared.FailOpen():
 		pl.log.LogAttrs(ctx, slog.LevelWarn, "session store unavailable: binding on this replica only", slog.String("error", err.Error()))
