@@ -3,7 +3,7 @@
 // subject's bounded), pending
 // elicitations, exchanged tokens (sealed with AES-256-GCM, so Redis never
 // holds a usable bearer token in clear), revocations, and an invalidation
-// bus on which every replica hears InvalidateSession, InvalidateSubject,
+// bus on which every replica hears InvalidateSession, RevokeSubject,
 // revocations and configuration changes.
 //
 // The tier sits behind the in-process caches: callers ask their local tier
