@@ -279,3 +279,46 @@ func TestStateAnyRequestIsBound(t *testing.T) {
 		})
 	}
 }
+
+// TestStateForwardAuth: the forward-auth front end (Traefik/Caddy
+// convention, no body) binds sessions the same way.
+func TestStateForwardAuth(t *testing.T) {
+	s := start(t, stateYAML, options{HTTPConvention: "forwarded"})
+	alice, otherAlice := token(t, issuerHS, "alice"), token(t, issuerOther, "alice")
+	ask := func(method, tok string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, s.httpURL+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-Method", method)
+		req.Header.Set("X-Forwarded-Proto", "http")
+		req.Header.Set("X-Forwarded-Host", host)
+		req.Header.Set("X-Forwarded-Uri", "/mcp")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Mcp-Session-Id", "fa-session")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	steps := []struct {
+		name   string
+		method string
+		tok    string
+		want   int
+	}{
+		{"owner binds", "POST", alice, 200},
+		{"owner deletes", "DELETE", alice, 200},
+		{"the other issuer's alice after the delete", "POST", otherAlice, 403},
+		{"the other issuer's alice opens the stream", "GET", otherAlice, 403},
+		{"the other issuer's alice deletes", "DELETE", otherAlice, 403},
+	}
+	for _, st := range steps {
+		if got := ask(st.method, st.tok); got != st.want {
+			t.Fatalf("%s: status %d, want %d", st.name, got, st.want)
+		}
+	}
+}
