@@ -1,10 +1,10 @@
 // Package shared is the optional Redis tier that replicas of the service
-// share: session bindings (the first binding wins across replicas, each
-// subject's bounded), pending
-// elicitations, exchanged tokens (sealed with AES-256-GCM, so Redis never
-// holds a usable bearer token in clear), revocations, and an invalidation
-// bus on which every replica hears InvalidateSession, RevokeSubject,
-// revocations and configuration changes.
+// share: session bindings (the first binding wins across replicas, and
+// each subject's bindings are bounded), pending elicitations, exchanged
+// tokens (sealed with AES-256-GCM, so Redis never holds a usable bearer
+// token in clear), revocations, and an invalidation bus on which every
+// replica hears InvalidateSession, RevokeSubject, revocations and
+// configuration changes.
 //
 // The tier sits behind the in-process caches: callers ask their local tier
 // first and come here only on a local miss, so a local hit costs nothing
