@@ -221,3 +221,73 @@ func BenchmarkBind(b *testing.B) {
 	}
 	b.ReportMetric(perBinding, "bytes/binding")
 }
+
+// FuzzNoEvictionOfOthers runs random binds of a few users on a few keys
+// against a tiny store and checks the guarantee: a live binding disappears
+// only when its owner has since bound at least perSubject newer sessions
+// (own eviction); another user never gets a live binding; a refusal (Full)
+// happens only when every binding held is live.
+func FuzzNoEvictionOfOthers(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte{0x11, 0x12, 0x13, 0x14, 0x21, 0x22, 0x23, 0x24, 0x95, 0x31})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		const size, per, idle = 6, 2, 10 // idle in clock steps
+		c := newClock()
+		s := New(size, per, idle*time.Second, c.now)
+		type use struct {
+			owner string
+			at    int // step of the last use
+		}
+		model := map[string]use{}
+		step := 0
+		live := func(u use) bool { return step < u.at+idle }
+		for _, op := range ops {
+			if op&0x80 != 0 { // advance the clock
+				n := int(op&0x7f) % 12
+				step += n
+				c.advance(time.Duration(n) * time.Second)
+				continue
+			}
+			sub := fmt.Sprint("u", op>>4%4)
+			key := fmt.Sprint("k", op&0x0f%10)
+			// A live binding the store lost must have been pushed out by its
+			// owner's own newer bindings.
+			for k, u := range model {
+				if _, ok := s.Lookup(k); ok || !live(u) {
+					continue
+				}
+				newer := 0
+				for k2, u2 := range model {
+					if k2 != k && u2.owner == u.owner && u2.at >= u.at && live(u2) {
+						newer++
+					}
+				}
+				if newer < per {
+					t.Fatalf("step %d: %s's live binding %s vanished with %d newer bindings of theirs", step, u.owner, k, newer)
+				}
+				delete(model, k)
+			}
+			prev, had := model[key]
+			owner, r := s.Bind(key, sub, nil)
+			switch {
+			case had && live(prev) && prev.owner != sub:
+				if r != Conflict || owner != prev.owner {
+					t.Fatalf("step %d: %s bound %s, live binding of %s: %v %q", step, sub, key, prev.owner, r, owner)
+				}
+			case r == Owned:
+				model[key] = use{sub, step}
+			case r == Full:
+				for k, u := range model {
+					if _, ok := s.Lookup(k); ok && !live(u) {
+						t.Fatalf("step %d: refused while %s's binding %s had expired", step, u.owner, k)
+					}
+				}
+				if s.Len() < size {
+					t.Fatalf("step %d: refused with %d of %d bindings held", step, s.Len(), size)
+				}
+			default:
+				t.Fatalf("step %d: %s on free %s: %v", step, sub, key, r)
+			}
+		}
+	})
+}
