@@ -68,8 +68,10 @@ return 0
 // replica. key is the caller's session key (session.Key(route, id)); idle
 // must be positive. perSubject > 0 bounds the bindings one subject holds
 // across every replica: a new binding beyond it pushes out that subject's
-// own least recently used one, never anyone else's. Nothing here ends a
-// binding early otherwise: it lives idle after its last Bind.
+// own least recently used one, never anyone else's (0: no bound, no
+// index). Nothing here ends a binding early otherwise: it lives idle after
+// its last Bind. A bounded Bind the subject wins costs a second round trip
+// (the subject's index lives in another slot of a Cluster).
 //
 // err != nil means Redis did not answer (it wraps ErrUnavailable): the
 // caller applies FailOpen. An empty subject never owns anything. A Redis
@@ -100,8 +102,10 @@ func (s *Store) Bind(ctx context.Context, key, subject string, idle time.Duratio
 		s.observe(OpBind, ResultConflict)
 		return owner, false, nil
 	}
-	if err := s.index(ctx, key, subject, idle, perSubject); err != nil {
-		return "", false, err
+	if perSubject > 0 {
+		if err := s.index(ctx, key, subject, idle, perSubject); err != nil {
+			return "", false, err
+		}
 	}
 	s.observe(OpBind, ResultOK)
 	return owner, true, nil
