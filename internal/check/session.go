@@ -56,7 +56,7 @@ func (e *evaluation) bindSession(ctx context.Context, r *Route, sid string, g *G
 	switch res {
 	case session.Owned:
 		if req.Method == "DELETE" {
-			pl.endSession(ctx, e.p, sid)
+			pl.endSession(e.p, g.Subject, sid)
 		}
 		return denial{}, true
 	case session.Full:
@@ -76,16 +76,17 @@ func (e *evaluation) bindSession(ctx context.Context, r *Route, sid string, g *G
 	return denial{outcome: SessionConflict, desc: "this MCP session belongs to another user"}, false
 }
 
-// endSession drops what the service holds for a session its owner deleted:
-// exchanged tokens and pending elicitations. The binding stays.
-func (pl *Pipeline) endSession(ctx context.Context, p *Policy, sid string) {
+// endSession drops what the service holds for a session its owner
+// deleted: the owner's exchanged tokens and pending elicitations in it,
+// nobody else's (an id is chosen by whoever uses it first, so another user
+// may hold the same id on another route). The binding stays. Sealed tokens
+// in Redis stay until they expire: they serve only this owner's token in
+// this session, which the owner keeps.
+func (pl *Pipeline) endSession(p *Policy, subject, sid string) {
 	for _, ex := range p.exchangers {
-		ex.DropSession(sid)
+		ex.DropOwnSession(subject, sid)
 	}
-	pl.elicitations.DropSession(sid)
-	if pl.shared != nil {
-		_, _ = pl.shared.DropSession(ctx, sid)
-	}
+	pl.elicitations.DropOwnSession(subject, sid)
 }
 
 // withRetryAfter sets v's Retry-After to d, rounded up to whole seconds,
