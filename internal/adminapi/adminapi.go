@@ -23,13 +23,14 @@ import (
 // be safe for concurrent use. An error means the backend is broken; return a
 // gRPC status error to choose the code the client sees (otherwise Internal).
 type Backend interface {
-	// InvalidateSession drops the cached verdicts, exchanged tokens, session
-	// bindings and pending elicitations of one session (the value the
-	// service sets as x-session-id). session is never empty.
+	// InvalidateSession drops the cached verdicts, exchanged tokens and
+	// pending elicitations of one session (the value the service sets as
+	// x-session-id). session is never empty.
 	InvalidateSession(ctx context.Context, session string) (Counts, error)
-	// InvalidateSubject does the same for every session of one user (the
-	// value the service sets as x-user-id). subject is never empty.
-	InvalidateSubject(ctx context.Context, subject string) (Counts, error)
+	// RevokeSubject revokes one user, (issuer, subject): the issuer's
+	// configured name or iss, and the token's user claim. Neither is ever
+	// empty; an issuer that is not configured is an InvalidArgument status.
+	RevokeSubject(ctx context.Context, issuer, subject string) (Counts, error)
 	// Explain decides req as Envoy's Check would, without side effects:
 	// nothing is cached, bound or exchanged. A denial is an Explanation,
 	// not an error. req is never nil.

@@ -198,7 +198,7 @@ func TestAuditTarget(t *testing.T) {
 		want string
 	}{
 		{"a session", &adminv1.InvalidateSessionRequest{SessionId: "s-1"}, `session_id="s-1"`},
-		{"a subject with a quote", &adminv1.InvalidateSubjectRequest{Subject: `a"b`}, `subject="a\"b"`},
+		{"a subject with a quote", &adminv1.RevokeSubjectRequest{Subject: `a"b`}, `subject="a\"b"`},
 		{"explain: the request (and its token) is left out", &adminv1.ExplainRequest{CheckRequest: packed}, ``},
 		{"stats", &adminv1.StatsRequest{}, ``},
 		{"not a message", "x", ``},

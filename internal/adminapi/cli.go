@@ -41,9 +41,12 @@ var (
 const usageText = `Usage: extauthz admin [--addr HOST:PORT] [--token-file F] [--tls-ca F] [--tls-cert F --tls-key F] COMMAND [ARGS]
 
 Commands:
-  invalidate-session SESSION   drop cached verdicts, exchanged tokens, session
-                               bindings and pending elicitations of a session
-  invalidate-subject USER      the same for every session of a user (revocation)
+  invalidate-session SESSION   drop cached verdicts, exchanged tokens and
+                               pending elicitations of a session
+  revoke-subject --issuer NAME USER
+                               revoke a user: refuse their tokens issued until
+                               now and drop the same for every session of theirs
+                               (NAME: the issuer's configured name or its iss)
   explain [--json] REQUEST.json
                                decide a CheckRequest (protojson) without side
                                effects; exits non-zero when it would be denied
@@ -79,7 +82,7 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "invalidate-session", "invalidate-subject":
+	case "invalidate-session", "revoke-subject":
 		return c.invalidate(ctx, cmd, args)
 	case "explain":
 		return c.explain(ctx, args)
@@ -156,19 +159,25 @@ func (c *cli) operand(fs *flag.FlagSet, args []string, what string) (string, err
 }
 
 func (c *cli) invalidate(ctx context.Context, cmd string, args []string) error {
-	subject := cmd == "invalidate-subject"
+	subject := cmd == "revoke-subject"
 	what := "SESSION"
+	fs := c.flagSet("admin " + cmd)
+	var issuer string
 	if subject {
 		what = "USER"
+		fs.StringVar(&issuer, "issuer", "", "the user's issuer: its configured name or its iss")
 	}
-	id, err := c.operand(c.flagSet("admin "+cmd), args, what)
+	id, err := c.operand(fs, args, what)
 	if err != nil {
 		return err
+	}
+	if subject && issuer == "" {
+		return usageErrorf("%s: --issuer is required: a user is (issuer, subject)", cmd)
 	}
 	var d *adminv1.Dropped
 	err = c.call(ctx, cmd, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
 		if subject {
-			resp, err := ac.InvalidateSubject(ctx, &adminv1.InvalidateSubjectRequest{Subject: id})
+			resp, err := ac.RevokeSubject(ctx, &adminv1.RevokeSubjectRequest{Issuer: issuer, Subject: id})
 			d = resp.GetDropped()
 			return err
 		}
@@ -179,11 +188,10 @@ func (c *cli) invalidate(ctx context.Context, cmd string, args []string) error {
 	if err != nil {
 		return err
 	}
-	kind := "session"
 	if subject {
-		kind = "user"
+		return printDropped(c.stdout, "user", issuer+" "+id, "revoked", d)
 	}
-	return printDropped(c.stdout, kind, id, d)
+	return printDropped(c.stdout, "session", id, "invalidated", d)
 }
 
 func (c *cli) explain(ctx context.Context, args []string) error {

@@ -47,11 +47,11 @@ func TestCLI(t *testing.T) {
 			wantCalls: `sessions=["sess-42"] subjects=[] explains=0 stats=0`,
 		},
 		{
-			name:      "invalidate-subject with flags after the command",
-			args:      []string{"invalidate-subject", "--addr", "ADDR", "--timeout", "5s", "alice"},
+			name:      "revoke-subject with flags after the command",
+			args:      []string{"revoke-subject", "--addr", "ADDR", "--timeout", "5s", "--issuer", "hs", "alice"},
 			backend:   &fakeBackend{counts: counts},
-			golden:    "invalidate-subject",
-			wantCalls: `sessions=[] subjects=["alice"] explains=0 stats=0`,
+			golden:    "revoke-subject",
+			wantCalls: `sessions=[] subjects=["hs alice"] explains=0 stats=0`,
 		},
 		{
 			name:      "stats",
@@ -118,7 +118,8 @@ func TestCLI(t *testing.T) {
 		{name: "zero timeout", args: []string{"--addr", "ADDR", "--timeout", "0s", "stats"}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "session missing", args: []string{"--addr", "ADDR", "invalidate-session"}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "session empty", args: []string{"--addr", "ADDR", "invalidate-session", ""}, wantErr: ErrUsage, wantCalls: noCalls},
-		{name: "two subjects", args: []string{"--addr", "ADDR", "invalidate-subject", "alice", "bob"}, wantErr: ErrUsage, wantCalls: noCalls},
+		{name: "two subjects", args: []string{"--addr", "ADDR", "revoke-subject", "--issuer", "hs", "alice", "bob"}, wantErr: ErrUsage, wantCalls: noCalls},
+		{name: "subject without issuer", args: []string{"--addr", "ADDR", "revoke-subject", "alice"}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "stats with an argument", args: []string{"--addr", "ADDR", "stats", "verdicts"}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "explain without a file", args: []string{"--addr", "ADDR", "explain"}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "explain a missing file", args: []string{"--addr", "ADDR", "explain", "testdata/nothing.json"}, wantErr: os.ErrNotExist, wantCalls: noCalls},
@@ -172,7 +173,7 @@ func TestCLIUnreachable(t *testing.T) {
 	l.Close()
 	for _, cmd := range [][]string{
 		{"invalidate-session", "sess-42"},
-		{"invalidate-subject", "alice"},
+		{"revoke-subject", "--issuer", "hs", "alice"},
 		{"explain", "testdata/check-request.json"},
 		{"stats"},
 	} {

@@ -20,7 +20,7 @@ func (versionOnly) InvalidateSession(context.Context, string) (adminapi.Counts, 
 	return adminapi.Counts{}, nil
 }
 
-func (versionOnly) InvalidateSubject(context.Context, string) (adminapi.Counts, error) {
+func (versionOnly) RevokeSubject(context.Context, string, string) (adminapi.Counts, error) {
 	return adminapi.Counts{}, nil
 }
 

@@ -43,10 +43,10 @@ func (f *fakeBackend) InvalidateSession(_ context.Context, session string) (Coun
 	return f.counts, f.err
 }
 
-func (f *fakeBackend) InvalidateSubject(_ context.Context, subject string) (Counts, error) {
+func (f *fakeBackend) RevokeSubject(_ context.Context, issuer, subject string) (Counts, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.subjects = append(f.subjects, subject)
+	f.subjects = append(f.subjects, issuer+" "+subject)
 	return f.counts, f.err
 }
 

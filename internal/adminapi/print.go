@@ -19,9 +19,9 @@ import (
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
 
-func printDropped(w io.Writer, kind, id string, d *adminv1.Dropped) error {
+func printDropped(w io.Writer, kind, id, done string, d *adminv1.Dropped) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s %s invalidated; dropped:\n", kind, printable(id))
+	fmt.Fprintf(tw, "%s %s %s; dropped:\n", kind, printable(id), done)
 	fmt.Fprintf(tw, "  verdicts\t%d\n", d.GetVerdicts())
 	fmt.Fprintf(tw, "  exchanged tokens\t%d\n", d.GetExchangedTokens())
 	fmt.Fprintf(tw, "  session bindings\t%d\n", d.GetSessionBindings())

@@ -61,19 +61,18 @@ func (s *Server) InvalidateSession(ctx context.Context, req *adminv1.InvalidateS
 	return &adminv1.InvalidateSessionResponse{Dropped: dropped(c)}, nil
 }
 
-// InvalidateSubject drops what the service holds for every session of one
-// user.
-func (s *Server) InvalidateSubject(ctx context.Context, req *adminv1.InvalidateSubjectRequest) (*adminv1.InvalidateSubjectResponse, error) {
-	if req.GetSubject() == "" {
-		return nil, status.Error(codes.InvalidArgument, "subject is required")
+// RevokeSubject revokes one user, named by issuer and subject.
+func (s *Server) RevokeSubject(ctx context.Context, req *adminv1.RevokeSubjectRequest) (*adminv1.RevokeSubjectResponse, error) {
+	if req.GetSubject() == "" || req.GetIssuer() == "" {
+		return nil, status.Error(codes.InvalidArgument, "issuer and subject are required: a user is (issuer, subject)")
 	}
-	c, err := s.backend.InvalidateSubject(ctx, req.GetSubject())
+	c, err := s.backend.RevokeSubject(ctx, req.GetIssuer(), req.GetSubject())
 	if err != nil {
-		return nil, s.fail(ctx, "InvalidateSubject", err)
+		return nil, s.fail(ctx, "RevokeSubject", err)
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "admin: subject invalidated",
-		slog.String("user", req.GetSubject()), countsAttr(c))
-	return &adminv1.InvalidateSubjectResponse{Dropped: dropped(c)}, nil
+	s.log.LogAttrs(ctx, slog.LevelInfo, "admin: subject revoked",
+		slog.String("issuer", req.GetIssuer()), slog.String("user", req.GetSubject()), countsAttr(c))
+	return &adminv1.RevokeSubjectResponse{Dropped: dropped(c)}, nil
 }
 
 // Explain runs a CheckRequest through the pipeline without side effects.

@@ -38,8 +38,8 @@ func TestServerInvalidate(t *testing.T) {
 		},
 		{
 			name:      "subject",
-			call:      invalidateSubject("alice"),
-			wantCalls: `sessions=[] subjects=["alice"] explains=0 stats=0`,
+			call:      revokeSubject("hs", "alice"),
+			wantCalls: `sessions=[] subjects=["hs alice"] explains=0 stats=0`,
 		},
 		{
 			name:      "empty session is refused before the backend",
@@ -49,7 +49,13 @@ func TestServerInvalidate(t *testing.T) {
 		},
 		{
 			name:      "empty subject is refused before the backend",
-			call:      invalidateSubject(""),
+			call:      revokeSubject("hs", ""),
+			wantCode:  codes.InvalidArgument,
+			wantCalls: `sessions=[] subjects=[] explains=0 stats=0`,
+		},
+		{
+			name:      "a subject without its issuer is refused before the backend",
+			call:      revokeSubject("", "alice"),
 			wantCode:  codes.InvalidArgument,
 			wantCalls: `sessions=[] subjects=[] explains=0 stats=0`,
 		},
@@ -63,9 +69,9 @@ func TestServerInvalidate(t *testing.T) {
 		{
 			name:      "the backend's status is kept",
 			err:       fmt.Errorf("lookup: %w", status.Error(codes.FailedPrecondition, "sessions are not tracked")),
-			call:      invalidateSubject("alice"),
+			call:      revokeSubject("hs", "alice"),
 			wantCode:  codes.FailedPrecondition,
-			wantCalls: `sessions=[] subjects=["alice"] explains=0 stats=0`,
+			wantCalls: `sessions=[] subjects=["hs alice"] explains=0 stats=0`,
 		},
 		{
 			name:      "a context error keeps its code",
@@ -100,9 +106,9 @@ func invalidateSession(id string) func(context.Context, adminv1.AdminServiceClie
 	}
 }
 
-func invalidateSubject(sub string) func(context.Context, adminv1.AdminServiceClient) (*adminv1.Dropped, error) {
+func revokeSubject(issuer, sub string) func(context.Context, adminv1.AdminServiceClient) (*adminv1.Dropped, error) {
 	return func(ctx context.Context, c adminv1.AdminServiceClient) (*adminv1.Dropped, error) {
-		resp, err := c.InvalidateSubject(ctx, &adminv1.InvalidateSubjectRequest{Subject: sub})
+		resp, err := c.RevokeSubject(ctx, &adminv1.RevokeSubjectRequest{Issuer: issuer, Subject: sub})
 		return resp.GetDropped(), err
 	}
 }
@@ -111,7 +117,7 @@ func TestServerInvalidateAuditLog(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	svc := startAdmin(t, &fakeBackend{counts: Counts{Verdicts: 2, SessionBindings: 1}}, log)
-	if _, err := invalidateSubject("alice")(t.Context(), svc.client(t)); err != nil {
+	if _, err := revokeSubject("hs", "alice")(t.Context(), svc.client(t)); err != nil {
 		t.Fatal(err)
 	}
 	var entry struct {
@@ -122,7 +128,7 @@ func TestServerInvalidateAuditLog(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &entry); err != nil {
 		t.Fatalf("log %q: %v", buf.String(), err)
 	}
-	if entry.Msg != "admin: subject invalidated" || entry.User != "alice" ||
+	if entry.Msg != "admin: subject revoked" || entry.User != "alice" ||
 		entry.Dropped["verdicts"] != 2 || entry.Dropped["session_bindings"] != 1 {
 		t.Errorf("audit log = %s", buf.String())
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/internal/adminapi"
 	"github.com/extauthz/extauthz/internal/check"
@@ -23,8 +25,12 @@ func (b *adminBackend) InvalidateSession(ctx context.Context, session string) (a
 	return counts(b.pipeline.InvalidateSession(ctx, session)), nil
 }
 
-func (b *adminBackend) InvalidateSubject(ctx context.Context, subject string) (adminapi.Counts, error) {
-	return counts(b.pipeline.RevokeSubject(ctx, subject)), nil
+func (b *adminBackend) RevokeSubject(ctx context.Context, issuer, subject string) (adminapi.Counts, error) {
+	user, err := b.pipeline.Policy().User(issuer, subject)
+	if err != nil {
+		return adminapi.Counts{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return counts(b.pipeline.RevokeSubject(ctx, user)), nil
 }
 
 func (b *adminBackend) Explain(ctx context.Context, req *authv3.CheckRequest) (adminapi.Explanation, error) {

@@ -45,9 +45,9 @@ func TestAdminAPI(t *testing.T) {
 		t.Fatal("invalidating a session's cache entries must not deny a valid token")
 	}
 
-	code, out = admin("invalidate-subject", "alice")
+	code, out = admin("revoke-subject", "--issuer", "default", "alice")
 	if code != 0 {
-		t.Fatalf("invalidate-subject: %d %s", code, out)
+		t.Fatalf("revoke-subject: %d %s", code, out)
 	}
 	if code, _ := s.statusOf(t, alice); code != 401 {
 		t.Fatalf("revoked subject's old token: %d, want 401", code)

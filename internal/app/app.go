@@ -94,7 +94,7 @@ Usage:
   extauthz token --sub USER [flags]   print a token the built-in default accepts
   extauthz check [--config FILE] REQUEST.json
                                       decide a CheckRequest offline and show every step
-  extauthz admin [--addr H:P] invalidate-session ID | invalidate-subject SUB | explain REQUEST.json | stats
+  extauthz admin [--addr H:P] invalidate-session ID | revoke-subject --issuer ISS SUB | explain REQUEST.json | stats
                                       call the admin API of a running service
   extauthz version                    print the version
 

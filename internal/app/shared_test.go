@@ -114,6 +114,28 @@ func TestReplicasShareState(t *testing.T) {
 		}
 	})
 
+	t.Run("a session flood on one replica frees nothing on the other", func(t *testing.T) {
+		mallory := mint("mallory")
+		for i := range 300 { // beyond sessions.max_per_subject (256)
+			if got := httpStatus(r.b.call(t, mallory, fmt.Sprint("flood-", i), "tools/list", `{}`)); got != 200 {
+				t.Fatalf("mallory's own session %d on B: %d", i, got)
+			}
+		}
+		for _, rep := range []*server{r.a, r.b} {
+			if got := httpStatus(rep.call(t, mallory, "s-1", "tools/list", `{}`)); got != 403 {
+				t.Fatalf("mallory in alice's session after the flood: %d", got)
+			}
+		}
+		// Mallory's oldest sessions were pushed out by her own bound,
+		// on both replicas' view: through A, bob can now claim one.
+		if got := httpStatus(r.a.call(t, bob, "flood-0", "tools/list", `{}`)); got != 200 {
+			t.Fatalf("mallory's oldest session, beyond her bound: %d", got)
+		}
+		if got := httpStatus(r.a.call(t, bob, "flood-299", "tools/list", `{}`)); got != 403 {
+			t.Fatalf("mallory's newest session: %d, want hers still", got)
+		}
+	})
+
 	t.Run("an exchanged token fetched by one replica is served by the other", func(t *testing.T) {
 		before := r.sts.Calls()
 		ra := r.a.call(t, alice, "s-1", "tools/call", `{"name":"read_file"}`)
@@ -163,7 +185,7 @@ func TestReplicasShareState(t *testing.T) {
 		if got := httpStatus(r.b.call(t, bob, "", "tools/list", `{}`)); got != 200 {
 			t.Fatalf("bob before: %d", got)
 		}
-		if code, out := runCmd3(t, nil, "admin", "--addr", r.a.adminAddr, "invalidate-subject", "bob"); code != 0 {
+		if code, out := runCmd3(t, nil, "admin", "--addr", r.a.adminAddr, "revoke-subject", "--issuer", "idp", "bob"); code != 0 {
 			t.Fatalf("revoke on A: %s", out)
 		}
 		deadline := time.Now().Add(time.Second)

@@ -236,7 +236,7 @@ func TestControlPlane(t *testing.T) {
 		t.Run("revocation refused: "+tc.name, func(t *testing.T) {
 			ctx, cancel := withAuth(tc.auth...)
 			defer cancel()
-			_, err := admin.InvalidateSubject(ctx, &adminv1.InvalidateSubjectRequest{Subject: "alice"})
+			_, err := admin.RevokeSubject(ctx, &adminv1.RevokeSubjectRequest{Issuer: "hs", Subject: "alice"})
 			wantUnauthenticated(t, err, tc.tok)
 			for _, call := range []func() error{
 				func() error { _, err := admin.Stats(ctx, &adminv1.StatsRequest{}); return err },
@@ -254,7 +254,7 @@ func TestControlPlane(t *testing.T) {
 	t.Run("a refused revocation leaves the victim's access", func(t *testing.T) {
 		ctx, cancel := withAuth()
 		defer cancel()
-		_, err := admin.InvalidateSubject(ctx, &adminv1.InvalidateSubjectRequest{Subject: "alice"})
+		_, err := admin.RevokeSubject(ctx, &adminv1.RevokeSubjectRequest{Issuer: "hs", Subject: "alice"})
 		wantUnauthenticated(t, err, "")
 		v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}, Body: toolCall(1, "whoami", "")})
 		if !v.Allowed {
@@ -302,17 +302,17 @@ func TestControlPlane(t *testing.T) {
 			return url.Values{"state": {parts[0] + "." + strconv.FormatInt(time.Now().Add(24*time.Hour).Unix(), 10) + "." + parts[2]}}
 		}, 403, "not issued"},
 		{"an expired state, correctly signed", func(a, _ elicitation) url.Values {
-			return url.Values{"state": {mintState(stateKey, a.ID, "hs", "alice", time.Now().Add(-time.Second))}}
+			return url.Values{"state": {mintState(stateKey, a.ID, "hs", "hs:alice", time.Now().Add(-time.Second))}}
 		}, 403, "expired"},
 		{"another user's state", func(_, m elicitation) url.Values { return url.Values{"state": {m.State}} }, 403, "not issued"},
 		{"another user's signature under this id", func(a, m elicitation) url.Values {
 			return url.Values{"state": {a.ID + m.State[len(m.ID):]}}
 		}, 403, "not issued"},
 		{"a state for the same subject from another issuer", func(a, _ elicitation) url.Values {
-			return url.Values{"state": {mintState(stateKey, a.ID, "other", "alice", time.Now().Add(time.Hour))}}
+			return url.Values{"state": {mintState(stateKey, a.ID, "other", "other:alice", time.Now().Add(time.Hour))}}
 		}, 403, "not issued"},
 		{"a state signed with another key", func(a, _ elicitation) url.Values {
-			return url.Values{"state": {mintState("another-key-0123456789abcdef0123456789", a.ID, "hs", "alice", time.Now().Add(time.Hour))}}
+			return url.Values{"state": {mintState("another-key-0123456789abcdef0123456789", a.ID, "hs", "hs:alice", time.Now().Add(time.Hour))}}
 		}, 403, "not issued"},
 		{"two states", func(a, m elicitation) url.Values { return url.Values{"state": {m.State, a.State}} }, 400, "more than one"},
 	}

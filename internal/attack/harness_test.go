@@ -58,6 +58,15 @@ type options struct {
 	// Serve adjusts the service's options (admin authentication, log
 	// level) before it starts.
 	Serve func(*app.ServeOptions)
+	// Upstream, when set, wraps the MCP server (e.g. to answer DELETE 405,
+	// as MCP allows).
+	Upstream func(http.Handler) http.Handler
+	// OwnIssuers: the routes document declares its own issuers (issuersYAML
+	// is not prepended).
+	OwnIssuers bool
+	// BuiltIn runs the built-in default configuration (no file, JWT_SECRET
+	// set to the suite's secret); routes is ignored.
+	BuiltIn bool
 }
 
 // suite is the real service with an MCP server behind an Envoy-like proxy.
@@ -78,21 +87,32 @@ type suite struct {
 func start(t *testing.T, routes string, o options) *suite {
 	t.Helper()
 	s := &suite{t: t, logs: new(syncBuffer)}
-	upstream := httptest.NewServer(testpeers.NewMCPServer(testpeers.MCPOptions{
+	var mcpServer http.Handler = testpeers.NewMCPServer(testpeers.MCPOptions{
 		Stateless: !o.Stateful, JSONResponse: true,
 		OnToolCall: func(c testpeers.ToolCall) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.executed = append(s.executed, c)
 		},
-	}))
+	})
+	if o.Upstream != nil {
+		mcpServer = o.Upstream(mcpServer)
+	}
+	upstream := httptest.NewServer(mcpServer)
 	t.Cleanup(upstream.Close)
 
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfg, []byte(issuersYAML+routes), 0o600); err != nil {
+	doc := issuersYAML + routes
+	if o.OwnIssuers {
+		doc = routes
+	}
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	vars := map[string]string{"ATTACK_SECRET": secret}
+	if o.BuiltIn {
+		cfg, vars["JWT_SECRET"] = "", secret
+	}
 	for k, v := range o.Vars {
 		vars[k] = v
 	}

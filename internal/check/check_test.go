@@ -155,7 +155,7 @@ func TestCheck(t *testing.T) {
 			name:   "valid default-route token sets identity",
 			req:    func(t *testing.T) *Request { return agentReq(bearer(f.hs(t, nil))) },
 			want:   Allowed,
-			set:    map[string]string{"x-user-id": "alice", "x-session-id": "sess-42"},
+			set:    map[string]string{"x-user-id": "dev:alice", "x-session-id": "sess-42"},
 			remove: []string{"authorization"},
 		},
 		{
@@ -167,7 +167,7 @@ func TestCheck(t *testing.T) {
 				return agentReq(h)
 			},
 			want:   Allowed,
-			set:    map[string]string{"x-user-id": "alice"},
+			set:    map[string]string{"x-user-id": "dev:alice"},
 			remove: []string{"x-session-id", "authorization"},
 		},
 		{
@@ -253,7 +253,7 @@ func TestCheck(t *testing.T) {
 			name: "token from alternative header",
 			req:  func(t *testing.T) *Request { return agentReq(Headers{"x-api-token": f.hs(t, nil)}) },
 			want: Allowed,
-			set:  map[string]string{"x-user-id": "alice"},
+			set:  map[string]string{"x-user-id": "dev:alice"},
 		},
 		{
 			name: "token from cookie",
@@ -281,7 +281,7 @@ func TestCheck(t *testing.T) {
 				return filesReq(f.rs(t, jwt.MapClaims{"email": "bob@example.com", "groups": []any{"eng", "admins"}}))
 			},
 			want:   Allowed,
-			set:    map[string]string{"x-user-id": "bob", "x-user-email": "bob@example.com", "x-user-groups": "eng,admins"},
+			set:    map[string]string{"x-user-id": "corp:bob", "x-user-email": "bob@example.com", "x-user-groups": "eng,admins"},
 			remove: []string{"x-session-id", "authorization"},
 		},
 		{
@@ -325,7 +325,7 @@ func TestCheck(t *testing.T) {
 				return r
 			},
 			want: Allowed,
-			set:  map[string]string{"x-user-id": "bob"},
+			set:  map[string]string{"x-user-id": "corp:bob"},
 		},
 		{
 			name: "context extension naming an unknown route",
@@ -570,7 +570,7 @@ func TestExplainHasNoSideEffects(t *testing.T) {
 	if v, _ := f.pl.Explain(context.Background(), other); v.Outcome != SessionConflict {
 		t.Fatalf("explain of a hijack: %v", v.Outcome)
 	}
-	if b, _ := f.pl.sessions.Lookup("agent\x00s-1"); b.Subject != "alice" {
+	if b, _ := f.pl.sessions.Lookup("agent\x00s-1"); b.Subject != "dev:alice" {
 		t.Fatal("explain changed the binding")
 	}
 }

@@ -33,14 +33,18 @@ type TokenVerifier interface {
 // Policy is a compiled configuration: immutable, safe for concurrent use, and
 // swapped whole on reload.
 type Policy struct {
-	routes      *route.Table[*Route]
-	verifier    TokenVerifier
-	ready       func() bool
-	close       func()
-	identity    config.Identity
+	routes   *route.Table[*Route]
+	verifier TokenVerifier
+	ready    func() bool
+	close    func()
+	identity config.Identity
+	ident    identityPolicy
+	// issuerNames maps an issuer's iss to its configured name.
+	issuerNames map[string]string
 	negativeTTL time.Duration
 	cacheSize   int
 	sessionsMax int
+	perSubject  int
 	sessionIdle time.Duration
 	limits      config.Limits
 
@@ -130,6 +134,9 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		negativeTTL: f.Cache.NegativeTTL.D(),
 		cacheSize:   f.Cache.MaxEntries,
 		sessionsMax: f.Sessions.MaxEntries,
+		perSubject:  f.Sessions.MaxPerSubject,
+		ident:       compileIdentity(f),
+		issuerNames: issuerNames(f),
 		sessionIdle: f.Sessions.IdleTimeout.D(),
 		limits:      f.Limits,
 		ready:       func() bool { return true },
@@ -287,11 +294,21 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	// so a reload that changes any of it misses the old cache entries.
 	fp := []string{fingerprint(rc), fingerprint(id), fingerprint(f.Lineage)}
 	for _, name := range rc.Issuers {
-		fp = append(fp, fingerprint(issuers[name]))
+		fp = append(fp, fingerprint(issuers[name]), "namespace:"+p.ident.namespaces[name])
 	}
 	k := cache.NewKey(fp...)
 	r.keyPrefix = rc.Name + "/" + hex.EncodeToString(k[:8])
 	return r, nil
+}
+
+func issuerNames(f *config.File) map[string]string {
+	m := make(map[string]string, len(f.Issuers))
+	for _, is := range f.Issuers {
+		if is.Issuer != "" {
+			m[is.Issuer] = is.Name
+		}
+	}
+	return m
 }
 
 // fingerprint renders a configuration value for hashing (JSON follows

@@ -14,7 +14,10 @@ import (
 // Grant is a verified caller on one route: what the cache holds instead of
 // the token. It is immutable once built.
 type Grant struct {
-	Route    string // the route this grant was made on
+	Route string // the route this grant was made on
+	// Subject is the user: the issuer's subject namespace followed by the
+	// token's user claim (see identity.go). It keys everything the service
+	// holds per user.
 	Subject  string
 	Session  string
 	Issuer   string // the configured issuer's name
@@ -97,9 +100,24 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if !ok || sub == "" {
 		return nil, &claimError{fmt.Sprintf("token has no %s claim", id.UserClaim)}
 	}
-	g.Subject = sub
+	if g.Subject, err = p.ident.user(c.IssuerName, sub); err != nil {
+		return nil, err
+	}
 	if g.Session, _, err = p.claimValue(c.Raw, id.SessionClaim); err != nil {
 		return nil, err
+	}
+	// The namespace is a safe segment (config validation); the subject
+	// after it must be one too.
+	userValue, err := p.ident.headerValue("user", sub)
+	if err != nil {
+		return nil, err
+	}
+	userValue = g.Subject[:len(g.Subject)-len(sub)] + userValue
+	sessionValue := g.Session
+	if g.Session != "" {
+		if sessionValue, err = p.ident.headerValue("session", g.Session); err != nil {
+			return nil, err
+		}
 	}
 	g.ClientID, _ = c.Raw["azp"].(string)
 	if g.ClientID == "" {
@@ -115,9 +133,12 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		}
 	}
 
-	g.set = append(g.set, Header{Name: id.UserHeader, Value: g.Subject})
+	if len(userValue) > id.MaxHeaderValue || len(sessionValue) > id.MaxHeaderValue {
+		return nil, &claimError{"the user or session is too long for a header"}
+	}
+	g.set = append(g.set, Header{Name: id.UserHeader, Value: userValue})
 	if g.Session != "" {
-		g.set = append(g.set, Header{Name: id.SessionHeader, Value: g.Session})
+		g.set = append(g.set, Header{Name: id.SessionHeader, Value: sessionValue})
 	}
 	for _, ch := range r.claimHeaders {
 		v, ok, err := p.claimValue(c.Raw, ch.Claim)

@@ -102,10 +102,7 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := session.New(p.sessionsMax, p.sessionIdle, o.Now)
-	if err != nil {
-		return nil, err
-	}
+	sessions := session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now)
 	consents, err := cache.New[bool](max(p.elicitMax, 1), o.Now)
 	if err != nil {
 		return nil, err
@@ -154,12 +151,17 @@ func (pl *Pipeline) Generation() (uint64, time.Time) {
 }
 
 // Invalidated is what an invalidation dropped.
-type Invalidated struct{ Verdicts, SessionBindings, ExchangedTokens, Elicitations int }
+type Invalidated struct {
+	Verdicts, ExchangedTokens, Elicitations int
+	// SessionBindings is always 0: bindings end only by expiry.
+	SessionBindings int
+}
 
 // InvalidateSession drops the cached verdicts of tokens of a session (the
-// session claim), the MCP session bindings with that id, and the session's
-// exchanged tokens and pending elicitations, here and (with a shared tier)
-// on every replica.
+// session claim), and the session's exchanged tokens and pending
+// elicitations, here and (with a shared tier) on every replica. MCP session
+// bindings stay until they expire: dropping one would only let somebody
+// else claim a session the upstream still serves.
 func (pl *Pipeline) InvalidateSession(ctx context.Context, id string) Invalidated {
 	d := pl.invalidateSessionLocal(id)
 	if pl.shared != nil {
@@ -172,9 +174,8 @@ func (pl *Pipeline) InvalidateSession(ctx context.Context, id string) Invalidate
 
 func (pl *Pipeline) invalidateSessionLocal(id string) Invalidated {
 	d := Invalidated{
-		Verdicts:        pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Session == id }),
-		SessionBindings: pl.sessions.RemoveSession(id),
-		Elicitations:    pl.elicitations.DropSession(id),
+		Verdicts:     pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Session == id }),
+		Elicitations: pl.elicitations.DropSession(id),
 	}
 	for _, ex := range pl.Policy().exchangers {
 		d.ExchangedTokens += ex.DropSession(id)
@@ -182,9 +183,12 @@ func (pl *Pipeline) invalidateSessionLocal(id string) Invalidated {
 	return d
 }
 
-// RevokeSubject refuses the subject's tokens issued until now, on cache
-// hits too, and drops its cached verdicts, session bindings, exchanged
-// tokens and elicitations, here and (with a shared tier) on every replica.
+// RevokeSubject refuses the user's tokens issued until now, on cache hits
+// too, and drops its cached verdicts, exchanged tokens and elicitations,
+// here and (with a shared tier) on every replica. subject is the user as
+// Policy.User names it (issuer-qualified). The user's session bindings
+// stay: they keep the sessions from anybody else, and the user's later
+// tokens still own them.
 func (pl *Pipeline) RevokeSubject(ctx context.Context, subject string) Invalidated {
 	now := pl.now()
 	pl.revokeLocal(subject, now)
@@ -218,9 +222,8 @@ func (pl *Pipeline) revokeLocal(subject string, at time.Time) {
 
 func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {
 	d := Invalidated{
-		Verdicts:        pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Subject == subject }),
-		SessionBindings: pl.sessions.RemoveSubject(subject),
-		Elicitations:    pl.elicitations.DropSubject(subject),
+		Verdicts:     pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Subject == subject }),
+		Elicitations: pl.elicitations.DropSubject(subject),
 	}
 	for _, ex := range pl.Policy().exchangers {
 		d.ExchangedTokens += ex.DropSubject(subject)
@@ -443,11 +446,11 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		// sees: remember the capability for the session about to be bound.
 		pl.initURL.Add(cache.NewKey(r.Name, g.Subject), call.ElicitationURL, pl.now().Add(5*time.Minute))
 	}
-	if call.Protocol == ProtoMCP && call.MCPSession != "" && r.sessionBinding {
-		d, ok := e.bindSession(ctx, r, &call, g)
+	if sid := mcpSessionID(req); sid != "" && r.sessionBinding {
+		d, ok := e.bindSession(ctx, r, sid, g)
 		if !ok {
 			e.step("session", d.outcome.String(), d.desc)
-			return denyAs(d)
+			return withRetryAfter(denyAs(d), d.retryAfter)
 		}
 		if e.steps != nil {
 			e.step("session", "bound", "MCP session belongs to "+g.Subject)
@@ -505,54 +508,6 @@ func routeReason(req *Request) string {
 		return "named by context_extensions"
 	}
 	return "matched host " + req.Host + " and path " + pathOnly(req.Path)
-}
-
-// bindSession enforces that an MCP session is used only by the user who
-// first used it; DELETE ends the binding.
-func (e *evaluation) bindSession(ctx context.Context, r *Route, call *Call, g *Grant) (denial, bool) {
-	pl, req := e.pl, e.req
-	key := session.Key(r.Name, call.MCPSession)
-	var d denial
-	ok := false
-	switch {
-	case e.readOnly:
-		b, bound := pl.sessions.Lookup(key)
-		ok = !bound || b.Subject == g.Subject
-	case req.Method == "DELETE":
-		if pl.shared != nil {
-			ok = pl.endShared(ctx, key, g)
-		} else {
-			ok = pl.sessions.End(key, g.Subject)
-		}
-		if ok {
-			// The session's exchanged tokens and pending elicitations go
-			// with it.
-			for _, ex := range e.p.exchangers {
-				ex.DropSession(call.MCPSession)
-			}
-			pl.elicitations.DropSession(call.MCPSession)
-		}
-	case pl.shared != nil:
-		if d, ok = e.bindShared(ctx, key, g); d.outcome == Unavailable {
-			return d, false
-		}
-	default:
-		_, ok = pl.sessions.Bind(key, g.Subject, func(b *session.Binding) {
-			b.ElicitationURL, _ = pl.initURL.Get(cache.NewKey(r.Name, g.Subject))
-		})
-	}
-	if ok {
-		return denial{}, true
-	}
-	if !e.readOnly {
-		pl.log.LogAttrs(ctx, slog.LevelWarn, "session hijack attempt",
-			slog.String("route", r.Name), slog.String("user", g.Subject),
-			slog.String("request_id", req.RequestID), slog.String("method", req.Method))
-		if pl.observer != nil {
-			pl.observer.SessionConflict(r.Name)
-		}
-	}
-	return denial{outcome: SessionConflict, desc: "this MCP session belongs to another user"}, false
 }
 
 // applyLineage derives the request's place in its conversation and adds the
@@ -696,6 +651,8 @@ type denial struct {
 	desc    string
 	scope   string // for insufficient_scope: what is needed
 	rpcCode int    // JSON-RPC error code; 0 picks the outcome's
+	// retryAfter overrides an Unavailable denial's Retry-After.
+	retryAfter time.Duration
 }
 
 // deny builds a denial verdict with its challenge and body: a JSON-RPC error

@@ -32,48 +32,42 @@ func (a sharedTokens) PutToken(ctx context.Context, key string, o exchange.Owner
 }
 
 // bindShared binds an MCP session across replicas: the first binding wins
-// everywhere (SET NX in the shared tier). The local store answers repeat
-// requests and asks the shared tier again at half the idle time, which keeps
-// the shared binding alive. With the tier unreachable, fail closed (503) or,
-// configured, fall back to this replica alone.
-func (e *evaluation) bindShared(ctx context.Context, key string, g *Grant) (denial, bool) {
+// everywhere, and each user's bindings are bounded across replicas. The
+// local store answers repeat requests and asks the shared tier again at
+// half the idle time, which keeps the shared binding alive. With the tier
+// unreachable, fail closed (503) or, configured, fall back to this replica
+// alone. The shared tier is the truth: a local store too full to keep a
+// copy only costs a round trip.
+func (e *evaluation) bindShared(ctx context.Context, key string, g *Grant) (session.Result, denial) {
 	pl := e.pl
 	now := pl.now()
 	if b, ok := pl.sessions.Lookup(key); ok {
 		if b.Subject != g.Subject {
-			return denial{outcome: SessionConflict}, false
+			return session.Conflict, denial{}
 		}
 		if now.Sub(b.Confirmed) < pl.sessionIdle/2 {
-			pl.sessions.Bind(key, g.Subject, nil) // extends the local idle time
-			return denial{}, true
+			_, res := pl.sessions.Bind(key, g.Subject, nil) // extends the local idle time
+			return res, denial{}
 		}
 	}
-	owner, owned, err := pl.shared.Bind(ctx, key, g.Subject, pl.sessionIdle)
+	// Redis keeps the binding 1.5 idle: this replica goes back to it only
+	// after idle/2, and a use in between extends the local binding by a
+	// full idle, so the shared one must outlive both.
+	owner, owned, err := pl.shared.Bind(ctx, key, g.Subject, pl.sessionIdle+pl.sessionIdle/2, e.p.perSubject)
 	switch {
 	case err != nil && pl.shared.FailOpen():
 		pl.log.LogAttrs(ctx, slog.LevelWarn, "session store unavailable: binding on this replica only", slog.String("error", err.Error()))
-		if _, owned := pl.sessions.Bind(key, g.Subject, nil); owned {
-			return denial{}, true
-		}
-		return denial{outcome: SessionConflict}, false
+		_, res := pl.sessions.Bind(key, g.Subject, nil)
+		return res, denial{}
 	case err != nil:
-		return denial{outcome: Unavailable, desc: "the session store is unavailable"}, false
+		return session.Conflict, denial{outcome: Unavailable, desc: "the session store is unavailable"}
 	case !owned:
 		pl.sessions.Put(key, session.Binding{Subject: owner, Confirmed: now})
-		return denial{outcome: SessionConflict}, false
+		return session.Conflict, denial{}
 	}
 	url, _ := pl.initURL.Get(cache.NewKey(e.route.Name, g.Subject))
 	pl.sessions.Put(key, session.Binding{Subject: g.Subject, Confirmed: now, ElicitationURL: url})
-	return denial{}, true
-}
-
-// endShared ends a binding everywhere; only its owner (or nobody) may.
-func (pl *Pipeline) endShared(ctx context.Context, key string, g *Grant) bool {
-	if ok, err := pl.shared.EndBinding(ctx, key, g.Subject); err != nil || !ok {
-		return err != nil && pl.shared.FailOpen() && pl.sessions.End(key, g.Subject)
-	}
-	pl.sessions.End(key, g.Subject)
-	return true
+	return session.Owned, denial{}
 }
 
 // shareElicitation lets another replica complete a pending elicitation.

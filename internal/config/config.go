@@ -212,9 +212,16 @@ type RouteLineage struct {
 	Sign bool `yaml:"sign"`
 }
 
-// Sessions bounds the MCP session bindings.
+// Sessions bounds the MCP session bindings (docs/sessions.md).
 type Sessions struct {
-	MaxEntries  int      `yaml:"max_entries"`
+	// MaxEntries bounds the bindings held; when all are live a new session
+	// is refused (503), never made room for by dropping someone's binding.
+	MaxEntries int `yaml:"max_entries"`
+	// MaxPerSubject bounds one user's bindings: a user's new session beyond
+	// it pushes out only that user's least recently used one.
+	MaxPerSubject int `yaml:"max_per_subject"`
+	// IdleTimeout is how long a binding lives after its last use; set it
+	// to at least the upstream's session lifetime.
 	IdleTimeout Duration `yaml:"idle_timeout"`
 }
 
@@ -233,6 +240,16 @@ type Issuer struct {
 	JWKSURL   string `yaml:"jwks_url"`
 	JWKSFile  string `yaml:"jwks_file"`
 	Discovery bool   `yaml:"discovery"`
+
+	// SubjectPrefix is the issuer's subject namespace: it is put before
+	// the subject in the user header and tells this issuer's users from
+	// another's (default: "<name>:" when several issuers are configured,
+	// none with one). Issuers with the same prefix share one subject space.
+	SubjectPrefix *string `yaml:"subject_prefix"`
+	// SharedSubjects declares that the issuer's subjects are the same
+	// users as those of every other issuer that shares them: the subject
+	// is used as it is (subject_prefix: "").
+	SharedSubjects bool `yaml:"shared_subjects"`
 
 	Leeway             Duration `yaml:"leeway"`
 	Type               string   `yaml:"type"`
@@ -349,7 +366,23 @@ type Identity struct {
 	SessionHeader string `yaml:"session_header"`
 	// MaxHeaderValue bounds a header value built from a claim.
 	MaxHeaderValue int `yaml:"max_header_value"`
+	// SafeValues: "path-segment" makes the user and session header values
+	// safe single path segments (docs/identity.md); "any" (the default with
+	// a configuration file) sets them as the claims say.
+	SafeValues string `yaml:"safe_values"`
+	// UnsafeValues is what path-segment does with a value that is not
+	// one: "refuse" (401, the default) or "encode" (reversibly, "~" and
+	// base64url).
+	UnsafeValues string `yaml:"unsafe_values"`
 }
+
+// Identity value policies.
+const (
+	SafeValuesAny         = "any"
+	SafeValuesPathSegment = "path-segment"
+	UnsafeRefuse          = "refuse"
+	UnsafeEncode          = "encode"
+)
 
 // Defaults applied where a field is left empty.
 const (
@@ -363,6 +396,7 @@ const (
 	DefaultLeeway         = 30 * time.Second
 	DefaultSessions       = 100_000
 	DefaultSessionIdle    = time.Hour
+	DefaultPerSubject     = 256
 	DefaultMaxDepth       = 8
 	DefaultMaxConcurrent  = 1024
 )
@@ -430,6 +464,9 @@ func (f *File) applyDefaults() {
 	if f.Sessions.MaxEntries == 0 {
 		f.Sessions.MaxEntries = DefaultSessions
 	}
+	if f.Sessions.MaxPerSubject == 0 {
+		f.Sessions.MaxPerSubject = min(DefaultPerSubject, f.Sessions.MaxEntries)
+	}
 	if f.Sessions.IdleTimeout == 0 {
 		f.Sessions.IdleTimeout = Duration(DefaultSessionIdle)
 	}
@@ -459,6 +496,8 @@ func (f *File) applyDefaults() {
 	if id.MaxHeaderValue == 0 {
 		id.MaxHeaderValue = DefaultMaxHeaderValue
 	}
+	setDefault(&id.SafeValues, SafeValuesAny)
+	setDefault(&id.UnsafeValues, UnsafeRefuse)
 	for i := range f.Issuers {
 		if f.Issuers[i].Leeway == 0 {
 			f.Issuers[i].Leeway = Duration(DefaultLeeway)

@@ -161,3 +161,66 @@ func TestDefault(t *testing.T) {
 		})
 	}
 }
+
+func TestSubjectNamespace(t *testing.T) {
+	tests := []struct {
+		name    string
+		issuers string
+		want    map[string]string
+	}{
+		{"one issuer: plain subjects", `[{name: a, secret: s}]`, map[string]string{"a": ""}},
+		{"several: the issuer's name", `[{name: a, secret: s}, {name: b, secret: s}]`, map[string]string{"a": "a:", "b": "b:"}},
+		{"explicit prefix", `[{name: a, secret: s, subject_prefix: "corp/"}, {name: b, secret: s}]`, map[string]string{"a": "corp/", "b": "b:"}},
+		{"shared subjects", `[{name: a, secret: s, shared_subjects: true}, {name: b, secret: s, shared_subjects: true}]`, map[string]string{"a": "", "b": ""}},
+		{"empty prefix", `[{name: a, secret: s, subject_prefix: ""}, {name: b, secret: s}]`, map[string]string{"a": "", "b": "b:"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Parse([]byte("issuers: " + tc.issuers + "\nroutes: [{name: r, default: true, issuers: [a]}]\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for is, want := range tc.want {
+				if got := f.SubjectNamespace(is); got != want {
+					t.Errorf("SubjectNamespace(%s) = %q, want %q", is, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestIdentityErrors(t *testing.T) {
+	const routes = "routes: [{name: r, default: true, issuers: [a]}]\n"
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"overlapping prefixes", `issuers: [{name: a, secret: s, subject_prefix: "x:"}, {name: b, secret: s, subject_prefix: "x:y:"}]` + "\n" + routes, "overlaps"},
+		{"prefix and shared", `issuers: [{name: a, secret: s, subject_prefix: "x:", shared_subjects: true}]` + "\n" + routes, "exclude each other"},
+		{"unsafe prefix", `issuers: [{name: a, secret: s, subject_prefix: "../"}]` + "\nidentity: {safe_values: path-segment}\n" + routes, "not a safe path segment"},
+		{"marker prefix", `issuers: [{name: a, secret: s, subject_prefix: "~x:"}]` + "\nidentity: {safe_values: path-segment}\n" + routes, "not a safe path segment"},
+		{"bad safe_values", "issuers: [{name: a, secret: s}]\nidentity: {safe_values: yes}\n" + routes, "identity.safe_values"},
+		{"bad unsafe_values", "issuers: [{name: a, secret: s}]\nidentity: {unsafe_values: drop}\n" + routes, "identity.unsafe_values"},
+		{"per subject above max", "issuers: [{name: a, secret: s}]\nsessions: {max_entries: 10, max_per_subject: 11}\n" + routes, "max_per_subject"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDefaultIsPathSegmentSafe(t *testing.T) {
+	f, _, err := Default(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Identity.SafeValues != SafeValuesPathSegment || f.Identity.UnsafeValues != UnsafeRefuse {
+		t.Fatalf("built-in identity values: %q %q", f.Identity.SafeValues, f.Identity.UnsafeValues)
+	}
+	if ns := f.SubjectNamespace(f.Issuers[0].Name); ns != "" {
+		t.Fatalf("built-in namespace %q, want plain subjects", ns)
+	}
+}

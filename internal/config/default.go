@@ -40,6 +40,8 @@ func Default(getenv func(string) string) (*File, []string, error) {
 	}
 	// Every authenticated caller may continue a conversation's lineage.
 	f.Lineage.Trust.All = true
+	// The workloads this mode is for build paths from the identity headers.
+	f.Identity.SafeValues = SafeValuesPathSegment
 	f.applyDefaults()
 	if err := f.Validate(); err != nil {
 		return nil, nil, err

@@ -73,6 +73,7 @@ func (f *File) Validate() error {
 	if f.Sessions.MaxEntries < 0 || f.Sessions.IdleTimeout < 0 {
 		v.add("sessions: max_entries and idle_timeout must not be negative")
 	}
+	v.identity(f)
 	v.lineage(f.Lineage, f.Routes)
 	if rd := f.Redis; len(rd.Addrs) > 0 {
 		if len(f.Exchanges) > 0 && rd.EncryptionKeyEnv == "" {

@@ -212,6 +212,16 @@ func (s *Store) DropSession(session string) int {
 	return s.dropWhere(func(p *Pending) bool { return p.Session == session })
 }
 
+// DropOwnSession forgets the elicitations subject began in an MCP session
+// (its owner's DELETE) and returns how many: nobody else's, even in a
+// session of the same id on another route.
+func (s *Store) DropOwnSession(subject, session string) int {
+	if subject == "" || session == "" {
+		return 0
+	}
+	return s.dropWhere(func(p *Pending) bool { return p.Subject == subject && p.Session == session })
+}
+
 // DropSubject forgets a user's elicitations and returns how many.
 func (s *Store) DropSubject(subject string) int {
 	if subject == "" {

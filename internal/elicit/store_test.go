@@ -224,6 +224,13 @@ func TestDrop(t *testing.T) {
 	begin(t, s, "alice", "mcp-2", "files")
 	begin(t, s, "alice", "", "files")
 	bob := begin(t, s, "bob", "mcp-3", "files")
+	begin(t, s, "bob", "mcp-1", "files") // the same id, another user's
+	if n := s.DropOwnSession("alice", ""); n != 0 {
+		t.Errorf(`DropOwnSession(alice, "") = %d`, n)
+	}
+	if n := s.DropOwnSession("bob", "mcp-1"); n != 1 {
+		t.Errorf("DropOwnSession(bob, mcp-1) = %d, want only bob's", n)
+	}
 	if n := s.DropSession(""); n != 0 {
 		t.Errorf(`DropSession("") = %d`, n)
 	}

@@ -391,6 +391,16 @@ func (e *Exchanger) DropSession(session string) int {
 	return e.cache.RemoveFunc(func(ent *entry) bool { return ent.owner.Session == session })
 }
 
+// DropOwnSession forgets the tokens exchanged for subject in an MCP
+// session (its owner's DELETE) and returns how many: nobody else's, even
+// in a session of the same id on another route.
+func (e *Exchanger) DropOwnSession(subject, session string) int {
+	if subject == "" || session == "" {
+		return 0
+	}
+	return e.cache.RemoveFunc(func(ent *entry) bool { return ent.owner == Owner{Subject: subject, Session: session} })
+}
+
 // DropSubject forgets every exchanged token of a user and returns how many.
 func (e *Exchanger) DropSubject(subject string) int {
 	if subject == "" {

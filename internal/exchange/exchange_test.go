@@ -713,6 +713,13 @@ func TestDrop(t *testing.T) {
 		}
 	}
 	fill()
+	if n := e.DropOwnSession("bob", "a1"); n != 0 {
+		t.Errorf("DropOwnSession(bob, a1) = %d: bob dropped alice's token", n)
+	}
+	if n := e.DropOwnSession("alice", "a1"); n != 1 {
+		t.Errorf("DropOwnSession(alice, a1) = %d, want 1", n)
+	}
+	fill()
 	if n := e.DropSession(""); n != 0 {
 		t.Errorf(`DropSession("") = %d`, n)
 	}

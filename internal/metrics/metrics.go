@@ -26,6 +26,7 @@ type Metrics struct {
 	checks       *prometheus.CounterVec
 	latency      *prometheus.HistogramVec
 	hijacks      *prometheus.CounterVec
+	refusedSess  *prometheus.CounterVec
 	jwksFetches  *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
 	generation   prometheus.Gauge
@@ -68,6 +69,10 @@ func New() *Metrics {
 			Namespace: namespace, Name: "session_hijack_attempts_total",
 			Help: "Requests presenting an MCP session bound to another user.",
 		}, []string{"route"}),
+		refusedSess: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "session_bindings_refused_total",
+			Help: "New MCP sessions refused (503) because the binding store was full of live bindings.",
+		}, []string{"route"}),
 		jwksFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "jwks_fetches_total",
 			Help: "Key set loads by issuer and result (ok, error).",
@@ -98,6 +103,7 @@ func New() *Metrics {
 			Help: "Admin API calls refused for want of valid credentials, by reason (no_credential, bad_token, no_client_cert, client_not_allowed, token_file_broken).",
 		}, []string{"reason"}),
 	}
+	m.reg.MustRegister(m.refusedSess)
 	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -125,6 +131,10 @@ func (m *Metrics) Checked(route string, o check.Outcome, took time.Duration) {
 
 // SessionConflict counts a session hijack attempt.
 func (m *Metrics) SessionConflict(route string) { m.hijacks.WithLabelValues(route).Inc() }
+
+// SessionRefused counts a new MCP session refused because the binding store
+// was full (check.SessionObserver).
+func (m *Metrics) SessionRefused(route string) { m.refusedSess.WithLabelValues(route).Inc() }
 
 // JWKSFetch counts a key set load.
 func (m *Metrics) JWKSFetch(issuer string, err error) {

@@ -1,15 +1,29 @@
 // Package session binds MCP sessions to the user who first used them, so a
 // session id alone never lets anyone act as someone else (the MCP security
-// guidance's "<user>:<session>" binding). Bindings expire after an idle time
-// and are bounded in number. A session id never authenticates anybody: the
-// store is consulted only after the caller's token was verified.
+// guidance's "<user>:<session>" binding). A session id never authenticates
+// anybody: the store is consulted only after the caller's token was
+// verified.
+//
+// The service binds a session on first sight (it never sees the initialize
+// response that creates the id), so a binding that is lost is a session
+// anyone can claim. The store therefore never loses a binding to somebody
+// else's traffic:
+//
+//   - a binding lives at least the idle timeout after its last use, and
+//     nothing but its own expiry, or its owner, ends it (an MCP DELETE does
+//     not: the server may answer it 405 and keep the session);
+//   - each user holds at most a bounded number of bindings; a user's new
+//     session may push out only that user's own least recently used one;
+//   - when the store as a whole is full of live bindings, a new session is
+//     refused (Full) instead of making room at someone else's expense.
+//
+// Users are whatever string the caller passes as the subject: the check
+// package passes the issuer-qualified user, never a bare sub claim.
 package session
 
 import (
 	"sync"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // Binding is the owner of one session.
@@ -21,135 +35,251 @@ type Binding struct {
 	// Confirmed is when a shared tier last confirmed the binding (zero
 	// without one).
 	Confirmed time.Time
-	idleUntil time.Time
+}
+
+// Result is what Bind decided.
+type Result uint8
+
+const (
+	// Owned: the subject owns the session (it did, or does now).
+	Owned Result = iota
+	// Conflict: another subject owns the session.
+	Conflict
+	// Full: the session is unbound and there is no room to bind it without
+	// dropping another user's live binding; refuse the request.
+	Full
+)
+
+// entry is one binding, linked into the store's use order and into its
+// owner's. Both lists run from the most to the least recently used, which
+// with one idle timeout for all is also the order of expiry.
+type entry struct {
+	key       string
+	b         Binding
+	idleUntil int64 // unix nanoseconds
+	user      *user
+	prev      *entry // store-wide use order
+	next      *entry
+	uprev     *entry // the owner's use order
+	unext     *entry
+}
+
+// user is one subject's bindings.
+type user struct {
+	head, tail *entry
+	n          int
 }
 
 // Store holds bindings in memory. It is safe for concurrent use.
 type Store struct {
-	mu   sync.Mutex
-	lru  *simplelru.LRU[string, *Binding]
-	idle time.Duration
-	now  func() time.Time
+	mu         sync.Mutex
+	entries    map[string]*entry
+	users      map[string]*user
+	head, tail *entry
+	max        int
+	perSubject int
+	idle       time.Duration
+	now        func() time.Time
 }
 
-// New returns a store of at most size bindings that each expire after idle
-// without use.
-func New(size int, idle time.Duration, now func() time.Time) (*Store, error) {
+// New returns a store of at most size bindings, at most perSubject of them
+// per subject, that each live idle after their last use. perSubject <= 0 or
+// above size means size.
+func New(size, perSubject int, idle time.Duration, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	l, err := simplelru.NewLRU[string, *Binding](size, nil)
-	if err != nil {
-		return nil, err
+	size = max(size, 1)
+	if perSubject <= 0 || perSubject > size {
+		perSubject = size
 	}
-	return &Store{lru: l, idle: idle, now: now}, nil
+	return &Store{
+		entries: make(map[string]*entry), users: make(map[string]*user),
+		max: size, perSubject: perSubject, idle: idle, now: now,
+	}
 }
 
 // Key scopes a session id to the route (server) that issued it.
 func Key(route, session string) string { return route + "\x00" + session }
 
 // Bind binds key to subject if it is unbound (or its binding expired) and
-// reports the owner. owned is true when subject owns the session; its idle
-// deadline is then extended. init, when not nil, fills in a new binding.
-func (s *Store) Bind(key, subject string, init func(*Binding)) (owner string, owned bool) {
-	now := s.now()
+// reports the owner. When subject owns the session its idle deadline is
+// extended. init, when not nil, fills in a new binding.
+func (s *Store) Bind(key, subject string, init func(*Binding)) (owner string, r Result) {
+	now := s.now().UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.lru.Get(key)
-	if ok && now.Before(b.idleUntil) {
-		if b.Subject != subject {
-			return b.Subject, false
+	if e, ok := s.entries[key]; ok {
+		if now < e.idleUntil {
+			if e.b.Subject != subject {
+				return e.b.Subject, Conflict
+			}
+			s.touch(e, now)
+			return subject, Owned
 		}
-		b.idleUntil = now.Add(s.idle)
-		return subject, true
+		s.remove(e)
 	}
-	nb := &Binding{Subject: subject, idleUntil: now.Add(s.idle)}
+	b := Binding{Subject: subject}
 	if init != nil {
-		init(nb)
+		init(&b)
 	}
-	s.lru.Add(key, nb)
-	return subject, true
+	if !s.add(key, b, now) {
+		return "", Full
+	}
+	return subject, Owned
 }
 
-// Put records a binding a shared tier decided, replacing the local one.
-func (s *Store) Put(key string, b Binding) {
-	now := s.now()
+// Put records a binding a shared tier decided, replacing the local one. It
+// reports false when there is no room (the shared tier stays the truth).
+func (s *Store) Put(key string, b Binding) bool {
+	now := s.now().UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.lru.Peek(key); ok && old.Subject == b.Subject && !b.ElicitationURL {
-		b.ElicitationURL = old.ElicitationURL
+	if e, ok := s.entries[key]; ok {
+		if e.b.Subject == b.Subject && now < e.idleUntil {
+			b.ElicitationURL = b.ElicitationURL || e.b.ElicitationURL
+			e.b = b
+			s.touch(e, now)
+			return true
+		}
+		s.remove(e)
 	}
-	b.idleUntil = now.Add(s.idle)
-	s.lru.Add(key, &b)
+	return s.add(key, b, now)
 }
 
 // Lookup returns the live binding of key.
 func (s *Store) Lookup(key string) (Binding, bool) {
-	now := s.now()
+	now := s.now().UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.lru.Peek(key)
-	if !ok || !now.Before(b.idleUntil) {
+	e, ok := s.entries[key]
+	if !ok || now >= e.idleUntil {
 		return Binding{}, false
 	}
-	return *b, true
+	return e.b, true
 }
 
 // SetElicitationURL records the session's URL-elicitation capability.
 func (s *Store) SetElicitationURL(key string, v bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b, ok := s.lru.Peek(key); ok {
-		b.ElicitationURL = v
+	if e, ok := s.entries[key]; ok {
+		e.b.ElicitationURL = v
 	}
 }
 
-// End removes the binding of key if subject owns it (or nobody does) and
-// reports whether subject may end it.
-func (s *Store) End(key, subject string) bool {
-	now := s.now()
+// RetryAfter is how long until the least recently used binding expires,
+// and with it room for a new one (at least a second).
+func (s *Store) RetryAfter() time.Duration {
+	now := s.now().UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.lru.Peek(key)
-	if ok && now.Before(b.idleUntil) && b.Subject != subject {
-		return false
+	if s.tail == nil {
+		return time.Second
 	}
-	s.lru.Remove(key)
-	return true
+	return max(time.Duration(s.tail.idleUntil-now), time.Second)
 }
 
-// RemoveSubject drops every binding of subject (revocation) and returns how
-// many it dropped.
-func (s *Store) RemoveSubject(subject string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, k := range s.lru.Keys() {
-		if b, ok := s.lru.Peek(k); ok && b.Subject == subject {
-			s.lru.Remove(k)
-			n++
-		}
-	}
-	return n
-}
-
-// RemoveSession drops the binding of a session id on every route.
-func (s *Store) RemoveSession(session string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, k := range s.lru.Keys() {
-		if len(k) > len(session) && k[len(k)-len(session)-1] == 0 && k[len(k)-len(session):] == session {
-			s.lru.Remove(k)
-			n++
-		}
-	}
-	return n
-}
-
-// Len is the number of bindings, expired ones included until touched.
+// Len is the number of bindings, expired ones included until they are
+// pushed out.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lru.Len()
+	return len(s.entries)
+}
+
+// CountSubject is the number of bindings subject holds.
+func (s *Store) CountSubject(subject string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.users[subject]; u != nil {
+		return u.n
+	}
+	return 0
+}
+
+// add inserts a new binding, making room first: the subject's own least
+// recently used binding when the subject is at its bound, then expired
+// bindings. It never drops another subject's live binding. s.mu is held.
+func (s *Store) add(key string, b Binding, now int64) bool {
+	if u := s.users[b.Subject]; u != nil && u.n >= s.perSubject {
+		s.remove(u.tail)
+	}
+	for len(s.entries) >= s.max && s.tail != nil && now >= s.tail.idleUntil {
+		s.remove(s.tail)
+	}
+	if len(s.entries) >= s.max {
+		return false
+	}
+	u := s.users[b.Subject]
+	if u == nil {
+		u = &user{}
+		s.users[b.Subject] = u
+	}
+	e := &entry{key: key, b: b, idleUntil: now + int64(s.idle), user: u}
+	s.entries[key] = e
+	s.pushFront(e)
+	u.n++
+	return true
+}
+
+// touch extends e's life and moves it to the front of both orders.
+func (s *Store) touch(e *entry, now int64) {
+	e.idleUntil = now + int64(s.idle)
+	s.unlink(e)
+	s.pushFront(e)
+}
+
+func (s *Store) pushFront(e *entry) {
+	e.prev, e.next = nil, s.head
+	if s.head != nil {
+		s.head.prev = e
+	}
+	s.head = e
+	if s.tail == nil {
+		s.tail = e
+	}
+	u := e.user
+	e.uprev, e.unext = nil, u.head
+	if u.head != nil {
+		u.head.uprev = e
+	}
+	u.head = e
+	if u.tail == nil {
+		u.tail = e
+	}
+}
+
+func (s *Store) unlink(e *entry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		s.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		s.tail = e.prev
+	}
+	u := e.user
+	if e.uprev != nil {
+		e.uprev.unext = e.unext
+	} else {
+		u.head = e.unext
+	}
+	if e.unext != nil {
+		e.unext.uprev = e.uprev
+	} else {
+		u.tail = e.uprev
+	}
+	e.prev, e.next, e.uprev, e.unext = nil, nil, nil, nil
+}
+
+// remove drops e. s.mu is held.
+func (s *Store) remove(e *entry) {
+	s.unlink(e)
+	delete(s.entries, e.key)
+	if e.user.n--; e.user.n == 0 {
+		delete(s.users, e.b.Subject)
+	}
 }

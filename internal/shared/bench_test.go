@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,7 +61,7 @@ func tieredBind(ctx context.Context, local *localBindings, s *Store, key, subjec
 	if owner, ok := local.lookup(key); ok {
 		return owner == subject, nil
 	}
-	_, owned, err := s.Bind(ctx, key, subject, time.Minute)
+	_, owned, err := s.Bind(ctx, key, subject, time.Minute, 0)
 	if err != nil {
 		return false, err
 	}
@@ -127,12 +128,12 @@ func BenchmarkBind(b *testing.B) {
 	s := newStore(b, r.Addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
 	ctx := context.Background()
 	key := "files\x00bench"
-	if _, _, err := s.Bind(ctx, key, "alice", time.Minute); err != nil {
+	if _, _, err := s.Bind(ctx, key, "alice", time.Minute, 0); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok, err := s.Bind(ctx, key, "alice", time.Minute); !ok || err != nil {
+		if _, ok, err := s.Bind(ctx, key, "alice", time.Minute, 0); !ok || err != nil {
 			b.Fatal(ok, err)
 		}
 	}
@@ -182,4 +183,44 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkBindBounded is a bounded binding the subject wins (two round
+// trips: the binding, then the subject's index) and reports what a binding
+// costs in Redis memory (redis-bytes/binding: its key and its index entry,
+// from INFO memory around 10,000 new bindings of 1,000 users).
+func BenchmarkBindBounded(b *testing.B) {
+	r := sharedRedis(b)
+	s := newStore(b, r.Addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
+	raw := rawClient(b, r.Addr)
+	ctx := context.Background()
+	used := func() float64 {
+		info, err := raw.Info(ctx, "memory").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				return n
+			}
+		}
+		b.Fatal("no used_memory in INFO")
+		return 0
+	}
+	const n = 10_000
+	before := used()
+	for i := range n {
+		if _, ok, err := s.Bind(ctx, fmt.Sprintf("mcp\x00%032x", i), fmt.Sprintf("hs:user-%04d", i%1000), time.Hour, 16); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+	perBinding := (used() - before) / n
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok, err := s.Bind(ctx, "mcp\x00bench", "hs:alice", time.Minute, 16); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+	b.ReportMetric(perBinding, "redis-bytes/binding")
 }

@@ -3,38 +3,61 @@ package shared
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // bindScript binds KEYS[1] to ARGV[1] for ARGV[2] milliseconds unless
-// someone else holds it, extends the owner's binding, and returns the
-// owner. Doing it in one script makes the first binding win atomically
-// across replicas and costs one round trip.
+// someone else holds it, extends the owner's binding, and returns the owner
+// and whether the binding is new. Doing it in one script makes the first
+// binding win atomically across replicas and costs one round trip.
 var bindScript = redis.NewScript(`
 local owner = redis.call('GET', KEYS[1])
 if not owner then
 	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-	return ARGV[1]
+	return {ARGV[1], 1}
 end
 if owner == ARGV[1] then
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return owner
+return {owner, 0}
 `)
 
-// endBindingScript deletes KEYS[1] if ARGV[1] owns it and returns 1 when
-// the binding is gone (ended now, or there was none), 0 when someone else
-// owns it.
-var endBindingScript = redis.NewScript(`
-local owner = redis.call('GET', KEYS[1])
-if not owner then
-	return 1
+// indexScript records binding ARGV[1] (a key) in its owner's index KEYS[1],
+// a sorted set scored by when each binding expires (ARGV[2], unix ms),
+// prunes bindings that expired before ARGV[3] (now), and pops and returns
+// the owner's least recently used bindings beyond ARGV[4] (0: no bound).
+// The caller deletes what it returns, if the subject still owns it.
+var indexScript = redis.NewScript(`
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+local ttl = tonumber(ARGV[2]) - tonumber(ARGV[3])
+if redis.call('PTTL', KEYS[1]) < ttl then
+	redis.call('PEXPIRE', KEYS[1], ttl)
 end
-if owner == ARGV[1] then
-	redis.call('DEL', KEYS[1])
-	return 1
+local bound = tonumber(ARGV[4])
+local out = {}
+if bound > 0 then
+	local over = redis.call('ZCARD', KEYS[1]) - bound
+	if over > 0 then
+		local popped = redis.call('ZPOPMIN', KEYS[1], over)
+		for i = 1, #popped, 2 do
+			if popped[i] ~= ARGV[1] then
+				table.insert(out, popped[i])
+			end
+		end
+	end
+end
+return out
+`)
+
+// dropOwnScript deletes binding KEYS[1] if ARGV[1] owns it: a user's
+// bound may push out only the user's own bindings.
+var dropOwnScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	return redis.call('DEL', KEYS[1])
 end
 return 0
 `)
@@ -43,52 +66,84 @@ return 0
 // and reports the owner: owned is true when subject owns the session, and
 // its binding then lasts idle from now. The first binding wins across every
 // replica. key is the caller's session key (session.Key(route, id)); idle
-// must be positive.
+// must be positive. perSubject > 0 bounds the bindings one subject holds
+// across every replica: a new binding beyond it pushes out that subject's
+// own least recently used one, never anyone else's (0: no bound, no
+// index). Nothing here ends a binding early otherwise: it lives idle after
+// its last Bind. A bounded Bind the subject wins costs a second round trip
+// (the subject's index lives in another slot of a Cluster).
 //
 // err != nil means Redis did not answer (it wraps ErrUnavailable): the
-// caller applies FailOpen. An empty subject never owns anything.
+// caller applies FailOpen. An empty subject never owns anything. A Redis
+// that evicts keys under memory pressure would drop bindings: run it with
+// maxmemory-policy noeviction, so a full Redis refuses (an error here)
+// instead.
 //
 // A caller that answers from its local binding does not come here; it
 // should still call Bind again at least every idle/2 while the session is
 // in use, so the shared binding does not lapse while one replica serves
 // the session from memory.
-func (s *Store) Bind(ctx context.Context, key, subject string, idle time.Duration) (owner string, owned bool, err error) {
+func (s *Store) Bind(ctx context.Context, key, subject string, idle time.Duration, perSubject int) (owner string, owned bool, err error) {
 	if subject == "" {
 		return "", false, nil
 	}
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
-	owner, err = bindScript.Run(ctx, s.rdb, []string{s.pBind + key}, subject, millis(idle)).Text()
+	res, err := bindScript.Run(ctx, s.rdb, []string{s.pBind + key}, subject, millis(idle)).Slice()
 	if err != nil {
 		return "", false, s.fail(OpBind, err)
 	}
+	if len(res) != 2 {
+		s.observe(OpBind, ResultInvalid)
+		return "", false, s.fail(OpBind, errors.New("unexpected answer to the bind script"))
+	}
+	owner, _ = res[0].(string)
 	if owner != subject {
 		s.observe(OpBind, ResultConflict)
 		return owner, false, nil
+	}
+	if perSubject > 0 {
+		if err := s.index(ctx, key, subject, idle, perSubject); err != nil {
+			return "", false, err
+		}
 	}
 	s.observe(OpBind, ResultOK)
 	return owner, true, nil
 }
 
-// EndBinding removes the binding of key if subject owns it, atomically, and
-// reports whether subject may end the session: true when it owned it or
-// nobody did, false when another subject owns it.
-func (s *Store) EndBinding(ctx context.Context, key, subject string) (bool, error) {
-	if subject == "" {
-		return false, nil
+// index keeps subject's binding index current and enforces its bound.
+func (s *Store) index(ctx context.Context, key, subject string, idle time.Duration, perSubject int) error {
+	now := s.now().UnixMilli()
+	popped, err := indexScript.Run(ctx, s.rdb, []string{s.pBindSubject + subject}, key,
+		strconv.FormatInt(now+millis(idle), 10), strconv.FormatInt(now, 10), perSubject).StringSlice()
+	if err != nil {
+		return s.fail(OpBind, err)
 	}
+	if len(popped) == 0 {
+		return nil
+	}
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range popped {
+			dropOwnScript.Eval(ctx, p, []string{s.pBind + k}, subject)
+		}
+		return nil
+	})
+	if err != nil {
+		return s.fail(OpBind, err)
+	}
+	return nil
+}
+
+// CountBindings is the number of live bindings subject holds across every
+// replica.
+func (s *Store) CountBindings(ctx context.Context, subject string) (int, error) {
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
-	n, err := endBindingScript.Run(ctx, s.rdb, []string{s.pBind + key}, subject).Int()
+	n, err := s.rdb.ZCount(ctx, s.pBindSubject+subject, strconv.FormatInt(s.now().UnixMilli(), 10), "+inf").Result()
 	if err != nil {
-		return false, s.fail(OpEndBinding, err)
+		return 0, s.fail(OpBind, err)
 	}
-	if n != 1 {
-		s.observe(OpEndBinding, ResultConflict)
-		return false, nil
-	}
-	s.observe(OpEndBinding, ResultOK)
-	return true, nil
+	return int(n), nil
 }
 
 // isMiss reports whether err is Redis's "no such key".

@@ -25,7 +25,7 @@ func Example() {
 		if owner, ok := local[key]; ok {
 			return owner == subject // a local hit never touches Redis
 		}
-		_, owned, err := s.Bind(ctx, key, subject, 30*time.Minute)
+		_, owned, err := s.Bind(ctx, key, subject, 30*time.Minute, 64)
 		if errors.Is(err, shared.ErrUnavailable) {
 			return s.FailOpen()
 		}

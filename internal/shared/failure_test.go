@@ -24,8 +24,10 @@ func everyOperation(s *Store) []struct {
 		name string
 		run  func(context.Context) error
 	}{
-		{OpBind, func(ctx context.Context) error { _, _, err := s.Bind(ctx, "r\x00s", "alice", time.Minute); return err }},
-		{OpEndBinding, func(ctx context.Context) error { _, err := s.EndBinding(ctx, "r\x00s", "alice"); return err }},
+		{OpBind, func(ctx context.Context) error {
+			_, _, err := s.Bind(ctx, "r\x00s", "alice", time.Minute, 0)
+			return err
+		}},
 		{OpPutElicitation, func(ctx context.Context) error {
 			return s.PutElicitation(ctx, "e1", Owner{"alice", "s"}, []byte("{}"), time.Minute)
 		}},
@@ -83,7 +85,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	if !eventually(500, a.Ready) {
 		t.Fatal("never ready while Redis runs")
 	}
-	if _, ok, err := a.Bind(t.Context(), "r\x00s", "alice", time.Minute); !ok || err != nil {
+	if _, ok, err := a.Bind(t.Context(), "r\x00s", "alice", time.Minute, 0); !ok || err != nil {
 		t.Fatalf("Bind = %v, %v", ok, err)
 	}
 
@@ -100,7 +102,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	recovered := eventually(1000, func() bool {
-		_, ok, err := a.Bind(t.Context(), "r\x00s", "bob", time.Minute)
+		_, ok, err := a.Bind(t.Context(), "r\x00s", "bob", time.Minute, 0)
 		return ok && err == nil // the restarted server is empty: bob binds
 	})
 	if !recovered {

@@ -1,9 +1,10 @@
 // Package shared is the optional Redis tier that replicas of the service
-// share: session bindings (the first binding wins across replicas), pending
-// elicitations, exchanged tokens (sealed with AES-256-GCM, so Redis never
-// holds a usable bearer token in clear), revocations, and an invalidation
-// bus on which every replica hears InvalidateSession, InvalidateSubject,
-// revocations and configuration changes.
+// share: session bindings (the first binding wins across replicas, and
+// each subject's bindings are bounded), pending elicitations, exchanged
+// tokens (sealed with AES-256-GCM, so Redis never holds a usable bearer
+// token in clear), revocations, and an invalidation bus on which every
+// replica hears InvalidateSession, RevokeSubject, revocations and
+// configuration changes.
 //
 // The tier sits behind the in-process caches: callers ask their local tier
 // first and come here only on a local miss, so a local hit costs nothing
@@ -173,7 +174,6 @@ type Options struct {
 // Operation names passed to Options.Observe.
 const (
 	OpBind              = "bind"
-	OpEndBinding        = "end_binding"
 	OpPutElicitation    = "put_elicitation"
 	OpGetElicitation    = "get_elicitation"
 	OpDeleteElicitation = "delete_elicitation"
@@ -202,21 +202,24 @@ const (
 // Store is one replica's handle on the shared tier. It is safe for
 // concurrent use.
 type Store struct {
-	rdb       redis.UniversalClient
-	log       *slog.Logger
-	now       func() time.Time
-	observe   func(op, result string)
-	id        string
-	timeout   time.Duration
-	failOpen  bool
-	sealer    *sealer // nil without an encryption key
-	channel   string
-	pBind     string // key prefixes, built once
-	pElicit   string
-	pToken    string
-	pSession  string
-	pSubject  string
-	revokeKey string
+	rdb      redis.UniversalClient
+	log      *slog.Logger
+	now      func() time.Time
+	observe  func(op, result string)
+	id       string
+	timeout  time.Duration
+	failOpen bool
+	sealer   *sealer // nil without an encryption key
+	channel  string
+	pBind    string // key prefixes, built once
+	// pBindSubject indexes a subject's bindings (never a prefix of pBind
+	// plus a key, nor the other way round).
+	pBindSubject string
+	pElicit      string
+	pToken       string
+	pSession     string
+	pSubject     string
+	revokeKey    string
 
 	ready atomic.Bool
 	// base ends with Close; it bounds the health check and Subscribe.
@@ -252,20 +255,21 @@ func New(ctx context.Context, c Config, o Options) (*Store, error) {
 		}
 	}
 	s := &Store{
-		log:       o.Logger,
-		now:       o.Now,
-		observe:   o.Observe,
-		id:        o.ReplicaID,
-		timeout:   c.OpTimeout,
-		failOpen:  c.FailOpen,
-		sealer:    seal,
-		channel:   c.KeyPrefix + "events",
-		pBind:     c.KeyPrefix + "bind:",
-		pElicit:   c.KeyPrefix + "elicit:",
-		pToken:    c.KeyPrefix + "token:",
-		pSession:  c.KeyPrefix + "session:",
-		pSubject:  c.KeyPrefix + "subject:",
-		revokeKey: c.KeyPrefix + "revoked",
+		log:          o.Logger,
+		now:          o.Now,
+		observe:      o.Observe,
+		id:           o.ReplicaID,
+		timeout:      c.OpTimeout,
+		failOpen:     c.FailOpen,
+		sealer:       seal,
+		channel:      c.KeyPrefix + "events",
+		pBind:        c.KeyPrefix + "bind:",
+		pBindSubject: c.KeyPrefix + "bindings-of:",
+		pElicit:      c.KeyPrefix + "elicit:",
+		pToken:       c.KeyPrefix + "token:",
+		pSession:     c.KeyPrefix + "session:",
+		pSubject:     c.KeyPrefix + "subject:",
+		revokeKey:    c.KeyPrefix + "revoked",
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

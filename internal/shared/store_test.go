@@ -82,7 +82,7 @@ func TestBindFirstWinsAcrossStores(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			subject := fmt.Sprintf("user-%d", i)
-			owner, ok, err := stores[i%2].Bind(t.Context(), "route\x00sess-race", subject, time.Minute)
+			owner, ok, err := stores[i%2].Bind(t.Context(), "route\x00sess-race", subject, time.Minute, 0)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -113,45 +113,29 @@ func TestBindSteps(t *testing.T) {
 	type step struct {
 		name      string
 		store     *Store
-		end       bool // EndBinding instead of Bind
 		subject   string
 		wantOwner string
 		wantOK    bool
 	}
 	steps := []step{
-		{"first use binds", a, false, "alice", "alice", true},
-		{"owner again, other replica", b, false, "alice", "alice", true},
-		{"another user is refused", b, false, "mallory", "alice", false},
-		{"empty subject owns nothing", a, false, "", "", false},
-		{"another user cannot end it", b, true, "mallory", "", false},
-		{"still bound", a, false, "mallory", "alice", false},
-		{"owner ends it", b, true, "alice", "", true},
-		{"ending an unbound session is allowed", a, true, "alice", "", true},
-		{"after the end another user binds", a, false, "bob", "bob", true},
+		{"first use binds", a, "alice", "alice", true},
+		{"owner again, other replica", b, "alice", "alice", true},
+		{"another user is refused", b, "mallory", "alice", false},
+		{"empty subject owns nothing", a, "", "", false},
+		{"still bound", a, "mallory", "alice", false},
 	}
 	for _, st := range steps {
-		if st.end {
-			ok, err := st.store.EndBinding(t.Context(), key, st.subject)
-			if err != nil || ok != st.wantOK {
-				t.Fatalf("%s: EndBinding = %v, %v; want %v", st.name, ok, err, st.wantOK)
-			}
-			continue
-		}
-		owner, ok, err := st.store.Bind(t.Context(), key, st.subject, time.Minute)
+		owner, ok, err := st.store.Bind(t.Context(), key, st.subject, time.Minute, 0)
 		if err != nil || owner != st.wantOwner || ok != st.wantOK {
 			t.Fatalf("%s: Bind = %q, %v, %v; want %q, %v", st.name, owner, ok, err, st.wantOwner, st.wantOK)
 		}
 	}
-	// a ran: alice binds, bob binds (ok), mallory refused (conflict), end
-	// by alice of an unbound session (ok).
-	if got := obs.count(OpBind, ResultOK); got != 2 {
-		t.Errorf("bind ok observed %d times, want 2", got)
+	// a ran: alice binds (ok), mallory refused (conflict).
+	if got := obs.count(OpBind, ResultOK); got != 1 {
+		t.Errorf("bind ok observed %d times, want 1", got)
 	}
 	if got := obs.count(OpBind, ResultConflict); got != 1 {
 		t.Errorf("bind conflict observed %d times, want 1", got)
-	}
-	if got := obs.count(OpEndBinding, ResultOK); got != 1 {
-		t.Errorf("end_binding ok observed %d times, want 1", got)
 	}
 }
 
@@ -161,28 +145,28 @@ func TestBindIdle(t *testing.T) {
 	raw := rawClient(t, r.Addr)
 	const key = "files\x00sess-idle"
 
-	if _, ok, err := s.Bind(t.Context(), key, "alice", time.Minute); !ok || err != nil {
+	if _, ok, err := s.Bind(t.Context(), key, "alice", time.Minute, 0); !ok || err != nil {
 		t.Fatalf("Bind = %v, %v", ok, err)
 	}
-	if _, ok, _ := s.Bind(t.Context(), key, "alice", time.Hour); !ok {
+	if _, ok, _ := s.Bind(t.Context(), key, "alice", time.Hour, 0); !ok {
 		t.Fatal("owner refused")
 	}
 	if ttl := raw.PTTL(t.Context(), s.pBind+key).Val(); ttl <= time.Minute {
 		t.Fatalf("owner's Bind did not extend the idle deadline: PTTL %v", ttl)
 	}
-	if _, _, _ = s.Bind(t.Context(), key, "mallory", time.Hour*2); raw.PTTL(t.Context(), s.pBind+key).Val() > time.Hour {
+	if _, _, _ = s.Bind(t.Context(), key, "mallory", time.Hour*2, 0); raw.PTTL(t.Context(), s.pBind+key).Val() > time.Hour {
 		t.Fatal("a refused Bind extended the binding")
 	}
 
 	const short = "files\x00sess-short"
-	if _, ok, _ := s.Bind(t.Context(), short, "alice", 200*time.Millisecond); !ok {
+	if _, ok, _ := s.Bind(t.Context(), short, "alice", 200*time.Millisecond, 0); !ok {
 		t.Fatal("Bind refused")
 	}
-	if _, ok, _ := s.Bind(t.Context(), short, "bob", 200*time.Millisecond); ok {
+	if _, ok, _ := s.Bind(t.Context(), short, "bob", 200*time.Millisecond, 0); ok {
 		t.Fatal("bob took a live binding")
 	}
 	took := eventually(300, func() bool {
-		_, ok, err := s.Bind(t.Context(), short, "bob", time.Minute)
+		_, ok, err := s.Bind(t.Context(), short, "bob", time.Minute, 0)
 		return ok && err == nil
 	})
 	if !took {
@@ -535,11 +519,57 @@ func TestRouteClientLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newStore(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil)
-	_, _, _ = s.Bind(t.Context(), "k", "alice", time.Minute)
+	_, _, _ = s.Bind(t.Context(), "k", "alice", time.Minute, 0)
 	routed := eventually(300, func() bool {
 		return strings.Contains(out.String(), "component=redis-client") && strings.Contains(out.String(), "failed to dial")
 	})
 	if !routed {
 		t.Fatalf("no client library message routed; got %q", out.String())
+	}
+}
+
+// TestBindPerSubjectBound: across two replicas, a subject's bindings are
+// bounded, a new one pushes out only the subject's own least recently used
+// binding, and another subject's binding is never touched.
+func TestBindPerSubjectBound(t *testing.T) {
+	r := sharedRedis(t)
+	a := newStore(t, r.Addr, nil)
+	b := newStore(t, r.Addr, nil)
+	ctx := t.Context()
+	const bound = 3
+	bind := func(s *Store, key, sub string) (string, bool) {
+		t.Helper()
+		owner, ok, err := s.Bind(ctx, key, sub, time.Minute, bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return owner, ok
+	}
+	if _, ok := bind(a, "r\x00victim", "alice"); !ok {
+		t.Fatal("alice could not bind")
+	}
+	for i := range 20 {
+		s := []*Store{a, b}[i%2]
+		if _, ok := bind(s, fmt.Sprint("r\x00m-", i), "mallory"); !ok {
+			t.Fatalf("mallory's own session %d refused", i)
+		}
+	}
+	if n, err := a.CountBindings(ctx, "mallory"); err != nil || n != bound {
+		t.Fatalf("mallory holds %d bindings (%v), want %d", n, err, bound)
+	}
+	for _, s := range []*Store{a, b} {
+		if owner, ok := bind(s, "r\x00victim", "mallory"); ok || owner != "alice" {
+			t.Fatalf("victim's session: owner %q, mallory owns %v", owner, ok)
+		}
+	}
+	// The oldest of mallory's sessions went; the newest stay hers.
+	if owner, _ := bind(b, "r\x00m-19", "bob"); owner != "mallory" {
+		t.Fatalf("mallory's newest session owned by %q", owner)
+	}
+	if owner, ok := bind(b, "r\x00m-0", "bob"); !ok || owner != "bob" {
+		t.Fatalf("mallory's oldest session: owner %q (pushed out by her own bound, so free)", owner)
+	}
+	if n, _ := a.CountBindings(ctx, "alice"); n != 1 {
+		t.Fatalf("alice holds %d bindings, want 1", n)
 	}
 }

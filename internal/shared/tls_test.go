@@ -119,7 +119,7 @@ func TestTLSAndAuth(t *testing.T) {
 				attempts = 3
 			}
 			ok := eventually(attempts, func() bool {
-				_, _, err = s.Bind(t.Context(), "r\x00s", "alice", time.Minute)
+				_, _, err = s.Bind(t.Context(), "r\x00s", "alice", time.Minute, 0)
 				return err == nil
 			})
 			if ok != tt.wantOK {

@@ -140,7 +140,7 @@ func (s *Store) GetToken(ctx context.Context, key string) ([]byte, bool, error) 
 
 // DropSession deletes every token and elicitation of the MCP session,
 // whichever replica stored them, and returns how many it deleted. Session
-// bindings are not touched: they end by EndBinding or idle expiry.
+// bindings are not touched: they end only by idle expiry.
 func (s *Store) DropSession(ctx context.Context, session string) (int, error) {
 	return s.drop(ctx, OpDropSession, s.pSession+session)
 }

@@ -121,29 +121,31 @@ func (x *InvalidateSessionResponse) GetDropped() *Dropped {
 	return nil
 }
 
-type InvalidateSubjectRequest struct {
+type RevokeSubjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The user as extauthz identifies it: the value it sets as x-user-id
-	// (the token's user claim, sub by default).
-	Subject       string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The token's user claim (sub by default), as the issuer wrote it: not
+	// the namespaced value the service sets as x-user-id.
+	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// The issuer: its configured name, or its iss.
+	Issuer        string `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *InvalidateSubjectRequest) Reset() {
-	*x = InvalidateSubjectRequest{}
+func (x *RevokeSubjectRequest) Reset() {
+	*x = RevokeSubjectRequest{}
 	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *InvalidateSubjectRequest) String() string {
+func (x *RevokeSubjectRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*InvalidateSubjectRequest) ProtoMessage() {}
+func (*RevokeSubjectRequest) ProtoMessage() {}
 
-func (x *InvalidateSubjectRequest) ProtoReflect() protoreflect.Message {
+func (x *RevokeSubjectRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -155,39 +157,46 @@ func (x *InvalidateSubjectRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use InvalidateSubjectRequest.ProtoReflect.Descriptor instead.
-func (*InvalidateSubjectRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use RevokeSubjectRequest.ProtoReflect.Descriptor instead.
+func (*RevokeSubjectRequest) Descriptor() ([]byte, []int) {
 	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *InvalidateSubjectRequest) GetSubject() string {
+func (x *RevokeSubjectRequest) GetSubject() string {
 	if x != nil {
 		return x.Subject
 	}
 	return ""
 }
 
-type InvalidateSubjectResponse struct {
+func (x *RevokeSubjectRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+type RevokeSubjectResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Dropped       *Dropped               `protobuf:"bytes,1,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *InvalidateSubjectResponse) Reset() {
-	*x = InvalidateSubjectResponse{}
+func (x *RevokeSubjectResponse) Reset() {
+	*x = RevokeSubjectResponse{}
 	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *InvalidateSubjectResponse) String() string {
+func (x *RevokeSubjectResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*InvalidateSubjectResponse) ProtoMessage() {}
+func (*RevokeSubjectResponse) ProtoMessage() {}
 
-func (x *InvalidateSubjectResponse) ProtoReflect() protoreflect.Message {
+func (x *RevokeSubjectResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -199,12 +208,12 @@ func (x *InvalidateSubjectResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use InvalidateSubjectResponse.ProtoReflect.Descriptor instead.
-func (*InvalidateSubjectResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use RevokeSubjectResponse.ProtoReflect.Descriptor instead.
+func (*RevokeSubjectResponse) Descriptor() ([]byte, []int) {
 	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *InvalidateSubjectResponse) GetDropped() *Dropped {
+func (x *RevokeSubjectResponse) GetDropped() *Dropped {
 	if x != nil {
 		return x.Dropped
 	}
@@ -754,10 +763,11 @@ const file_extauthz_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"Q\n" +
 	"\x19InvalidateSessionResponse\x124\n" +
-	"\adropped\x18\x01 \x01(\v2\x1a.extauthz.admin.v1.DroppedR\adropped\"4\n" +
-	"\x18InvalidateSubjectRequest\x12\x18\n" +
-	"\asubject\x18\x01 \x01(\tR\asubject\"Q\n" +
-	"\x19InvalidateSubjectResponse\x124\n" +
+	"\adropped\x18\x01 \x01(\v2\x1a.extauthz.admin.v1.DroppedR\adropped\"H\n" +
+	"\x14RevokeSubjectRequest\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
+	"\x06issuer\x18\x02 \x01(\tR\x06issuer\"M\n" +
+	"\x15RevokeSubjectResponse\x124\n" +
 	"\adropped\x18\x01 \x01(\v2\x1a.extauthz.admin.v1.DroppedR\adropped\"\x9f\x01\n" +
 	"\aDropped\x12\x1a\n" +
 	"\bverdicts\x18\x01 \x01(\x04R\bverdicts\x12)\n" +
@@ -797,10 +807,10 @@ const file_extauthz_admin_v1_admin_proto_rawDesc = "" +
 	"\x04hits\x18\x02 \x01(\x04R\x04hits\x12\x16\n" +
 	"\x06misses\x18\x03 \x01(\x04R\x06misses\x12\x1c\n" +
 	"\tevictions\x18\x04 \x01(\x04R\tevictions\x12\x12\n" +
-	"\x04size\x18\x05 \x01(\x04R\x04size2\x8c\x03\n" +
+	"\x04size\x18\x05 \x01(\x04R\x04size2\x80\x03\n" +
 	"\fAdminService\x12n\n" +
-	"\x11InvalidateSession\x12+.extauthz.admin.v1.InvalidateSessionRequest\x1a,.extauthz.admin.v1.InvalidateSessionResponse\x12n\n" +
-	"\x11InvalidateSubject\x12+.extauthz.admin.v1.InvalidateSubjectRequest\x1a,.extauthz.admin.v1.InvalidateSubjectResponse\x12P\n" +
+	"\x11InvalidateSession\x12+.extauthz.admin.v1.InvalidateSessionRequest\x1a,.extauthz.admin.v1.InvalidateSessionResponse\x12b\n" +
+	"\rRevokeSubject\x12'.extauthz.admin.v1.RevokeSubjectRequest\x1a(.extauthz.admin.v1.RevokeSubjectResponse\x12P\n" +
 	"\aExplain\x12!.extauthz.admin.v1.ExplainRequest\x1a\".extauthz.admin.v1.ExplainResponse\x12J\n" +
 	"\x05Stats\x12\x1f.extauthz.admin.v1.StatsRequest\x1a .extauthz.admin.v1.StatsResponseB>Z<github.com/extauthz/extauthz/proto/extauthz/admin/v1;adminv1b\x06proto3"
 
@@ -820,8 +830,8 @@ var file_extauthz_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 
 var file_extauthz_admin_v1_admin_proto_goTypes = []any{
 	(*InvalidateSessionRequest)(nil),  // 0: extauthz.admin.v1.InvalidateSessionRequest
 	(*InvalidateSessionResponse)(nil), // 1: extauthz.admin.v1.InvalidateSessionResponse
-	(*InvalidateSubjectRequest)(nil),  // 2: extauthz.admin.v1.InvalidateSubjectRequest
-	(*InvalidateSubjectResponse)(nil), // 3: extauthz.admin.v1.InvalidateSubjectResponse
+	(*RevokeSubjectRequest)(nil),      // 2: extauthz.admin.v1.RevokeSubjectRequest
+	(*RevokeSubjectResponse)(nil),     // 3: extauthz.admin.v1.RevokeSubjectResponse
 	(*Dropped)(nil),                   // 4: extauthz.admin.v1.Dropped
 	(*ExplainRequest)(nil),            // 5: extauthz.admin.v1.ExplainRequest
 	(*ExplainResponse)(nil),           // 6: extauthz.admin.v1.ExplainResponse
@@ -836,7 +846,7 @@ var file_extauthz_admin_v1_admin_proto_goTypes = []any{
 }
 var file_extauthz_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: extauthz.admin.v1.InvalidateSessionResponse.dropped:type_name -> extauthz.admin.v1.Dropped
-	4,  // 1: extauthz.admin.v1.InvalidateSubjectResponse.dropped:type_name -> extauthz.admin.v1.Dropped
+	4,  // 1: extauthz.admin.v1.RevokeSubjectResponse.dropped:type_name -> extauthz.admin.v1.Dropped
 	12, // 2: extauthz.admin.v1.ExplainRequest.check_request:type_name -> google.protobuf.Any
 	7,  // 3: extauthz.admin.v1.ExplainResponse.steps:type_name -> extauthz.admin.v1.Step
 	12, // 4: extauthz.admin.v1.ExplainResponse.check_response:type_name -> google.protobuf.Any
@@ -846,11 +856,11 @@ var file_extauthz_admin_v1_admin_proto_depIdxs = []int32{
 	11, // 8: extauthz.admin.v1.StatsResponse.caches:type_name -> extauthz.admin.v1.Cache
 	13, // 9: extauthz.admin.v1.Config.loaded_at:type_name -> google.protobuf.Timestamp
 	0,  // 10: extauthz.admin.v1.AdminService.InvalidateSession:input_type -> extauthz.admin.v1.InvalidateSessionRequest
-	2,  // 11: extauthz.admin.v1.AdminService.InvalidateSubject:input_type -> extauthz.admin.v1.InvalidateSubjectRequest
+	2,  // 11: extauthz.admin.v1.AdminService.RevokeSubject:input_type -> extauthz.admin.v1.RevokeSubjectRequest
 	5,  // 12: extauthz.admin.v1.AdminService.Explain:input_type -> extauthz.admin.v1.ExplainRequest
 	8,  // 13: extauthz.admin.v1.AdminService.Stats:input_type -> extauthz.admin.v1.StatsRequest
 	1,  // 14: extauthz.admin.v1.AdminService.InvalidateSession:output_type -> extauthz.admin.v1.InvalidateSessionResponse
-	3,  // 15: extauthz.admin.v1.AdminService.InvalidateSubject:output_type -> extauthz.admin.v1.InvalidateSubjectResponse
+	3,  // 15: extauthz.admin.v1.AdminService.RevokeSubject:output_type -> extauthz.admin.v1.RevokeSubjectResponse
 	6,  // 16: extauthz.admin.v1.AdminService.Explain:output_type -> extauthz.admin.v1.ExplainResponse
 	9,  // 17: extauthz.admin.v1.AdminService.Stats:output_type -> extauthz.admin.v1.StatsResponse
 	14, // [14:18] is the sub-list for method output_type

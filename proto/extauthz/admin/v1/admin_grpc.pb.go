@@ -27,7 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	AdminService_InvalidateSession_FullMethodName = "/extauthz.admin.v1.AdminService/InvalidateSession"
-	AdminService_InvalidateSubject_FullMethodName = "/extauthz.admin.v1.AdminService/InvalidateSubject"
+	AdminService_RevokeSubject_FullMethodName     = "/extauthz.admin.v1.AdminService/RevokeSubject"
 	AdminService_Explain_FullMethodName           = "/extauthz.admin.v1.AdminService/Explain"
 	AdminService_Stats_FullMethodName             = "/extauthz.admin.v1.AdminService/Stats"
 )
@@ -39,13 +39,19 @@ const (
 // AdminService acts on the service's state and explains its decisions.
 type AdminServiceClient interface {
 	// InvalidateSession drops everything the service holds for one session:
-	// cached verdicts, exchanged tokens, session bindings and pending
-	// elicitations. The next request of that session is decided from scratch.
+	// cached verdicts, exchanged tokens and pending elicitations. The next
+	// request of that session is decided from scratch. MCP session bindings
+	// stay until they expire (dropping one would let anybody else claim a
+	// session the upstream still serves), so session_bindings is always 0.
 	// An empty session_id is INVALID_ARGUMENT; an unknown one drops nothing.
 	InvalidateSession(ctx context.Context, in *InvalidateSessionRequest, opts ...grpc.CallOption) (*InvalidateSessionResponse, error)
-	// InvalidateSubject does what InvalidateSession does for every session of
-	// one user: revocation. An empty subject is INVALID_ARGUMENT.
-	InvalidateSubject(ctx context.Context, in *InvalidateSubjectRequest, opts ...grpc.CallOption) (*InvalidateSubjectResponse, error)
+	// RevokeSubject revokes one user: the user's tokens issued until now are
+	// refused, and what InvalidateSession drops is dropped for every session
+	// of the user. A user is (issuer, subject): two issuers can both say
+	// "alice". An empty issuer or subject, or an issuer that is not
+	// configured, is INVALID_ARGUMENT. Session bindings stay (they keep the
+	// user's sessions from everybody else).
+	RevokeSubject(ctx context.Context, in *RevokeSubjectRequest, opts ...grpc.CallOption) (*RevokeSubjectResponse, error)
 	// Explain runs a CheckRequest through the pipeline without side effects
 	// (nothing is cached, bound or exchanged) and returns
 	// each step's outcome and the CheckResponse Envoy would apply. A denied
@@ -73,10 +79,10 @@ func (c *adminServiceClient) InvalidateSession(ctx context.Context, in *Invalida
 	return out, nil
 }
 
-func (c *adminServiceClient) InvalidateSubject(ctx context.Context, in *InvalidateSubjectRequest, opts ...grpc.CallOption) (*InvalidateSubjectResponse, error) {
+func (c *adminServiceClient) RevokeSubject(ctx context.Context, in *RevokeSubjectRequest, opts ...grpc.CallOption) (*RevokeSubjectResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(InvalidateSubjectResponse)
-	err := c.cc.Invoke(ctx, AdminService_InvalidateSubject_FullMethodName, in, out, cOpts...)
+	out := new(RevokeSubjectResponse)
+	err := c.cc.Invoke(ctx, AdminService_RevokeSubject_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +116,19 @@ func (c *adminServiceClient) Stats(ctx context.Context, in *StatsRequest, opts .
 // AdminService acts on the service's state and explains its decisions.
 type AdminServiceServer interface {
 	// InvalidateSession drops everything the service holds for one session:
-	// cached verdicts, exchanged tokens, session bindings and pending
-	// elicitations. The next request of that session is decided from scratch.
+	// cached verdicts, exchanged tokens and pending elicitations. The next
+	// request of that session is decided from scratch. MCP session bindings
+	// stay until they expire (dropping one would let anybody else claim a
+	// session the upstream still serves), so session_bindings is always 0.
 	// An empty session_id is INVALID_ARGUMENT; an unknown one drops nothing.
 	InvalidateSession(context.Context, *InvalidateSessionRequest) (*InvalidateSessionResponse, error)
-	// InvalidateSubject does what InvalidateSession does for every session of
-	// one user: revocation. An empty subject is INVALID_ARGUMENT.
-	InvalidateSubject(context.Context, *InvalidateSubjectRequest) (*InvalidateSubjectResponse, error)
+	// RevokeSubject revokes one user: the user's tokens issued until now are
+	// refused, and what InvalidateSession drops is dropped for every session
+	// of the user. A user is (issuer, subject): two issuers can both say
+	// "alice". An empty issuer or subject, or an issuer that is not
+	// configured, is INVALID_ARGUMENT. Session bindings stay (they keep the
+	// user's sessions from everybody else).
+	RevokeSubject(context.Context, *RevokeSubjectRequest) (*RevokeSubjectResponse, error)
 	// Explain runs a CheckRequest through the pipeline without side effects
 	// (nothing is cached, bound or exchanged) and returns
 	// each step's outcome and the CheckResponse Envoy would apply. A denied
@@ -137,8 +149,8 @@ type UnimplementedAdminServiceServer struct{}
 func (UnimplementedAdminServiceServer) InvalidateSession(context.Context, *InvalidateSessionRequest) (*InvalidateSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InvalidateSession not implemented")
 }
-func (UnimplementedAdminServiceServer) InvalidateSubject(context.Context, *InvalidateSubjectRequest) (*InvalidateSubjectResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method InvalidateSubject not implemented")
+func (UnimplementedAdminServiceServer) RevokeSubject(context.Context, *RevokeSubjectRequest) (*RevokeSubjectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeSubject not implemented")
 }
 func (UnimplementedAdminServiceServer) Explain(context.Context, *ExplainRequest) (*ExplainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Explain not implemented")
@@ -185,20 +197,20 @@ func _AdminService_InvalidateSession_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
-func _AdminService_InvalidateSubject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(InvalidateSubjectRequest)
+func _AdminService_RevokeSubject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeSubjectRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(AdminServiceServer).InvalidateSubject(ctx, in)
+		return srv.(AdminServiceServer).RevokeSubject(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: AdminService_InvalidateSubject_FullMethodName,
+		FullMethod: AdminService_RevokeSubject_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(AdminServiceServer).InvalidateSubject(ctx, req.(*InvalidateSubjectRequest))
+		return srv.(AdminServiceServer).RevokeSubject(ctx, req.(*RevokeSubjectRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -251,8 +263,8 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_InvalidateSession_Handler,
 		},
 		{
-			MethodName: "InvalidateSubject",
-			Handler:    _AdminService_InvalidateSubject_Handler,
+			MethodName: "RevokeSubject",
+			Handler:    _AdminService_RevokeSubject_Handler,
 		},
 		{
 			MethodName: "Explain",

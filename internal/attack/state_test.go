@@ -1,0 +1,324 @@
+package attack
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Threat model class 6: bounded state that fails open. ext_authz binds an
+// MCP session to the first user it sees with it, so a binding that is lost
+// (evicted, expired early, ended by a DELETE the server refused) is a
+// session anyone may claim. Every case here has an attacker holding a valid
+// token of their own try to get the victim's binding dropped and then act
+// inside the victim's session.
+
+// stateYAML is a route without rules and a deliberately small binding
+// store: 20 bindings, at most 4 per user.
+const stateYAML = `routes:
+  - name: mcp
+    default: true
+    issuers: [hs, other]
+    audiences: [` + audience + `]
+sessions: {max_entries: 20, max_per_subject: 4}
+`
+
+// initialize opens a real MCP session on the go-sdk server through the
+// proxy as tok's user and returns its id.
+func (s *suite) initialize(t *testing.T, tok string) string {
+	t.Helper()
+	status, h, body := s.viaEnvoy(t, http.MethodPost, "/mcp", bearer(tok),
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"attack","version":"1"}}}`)
+	sid := h.Get("Mcp-Session-Id")
+	if status != 200 || sid == "" {
+		t.Fatalf("initialize: status %d, session %q, body %s", status, sid, body)
+	}
+	status, _, body = s.viaEnvoy(t, http.MethodPost, "/mcp", inSession(tok, sid), `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if status/100 != 2 {
+		t.Fatalf("initialized: status %d, body %s", status, body)
+	}
+	return sid
+}
+
+// inSession is the headers of a request of tok's user in MCP session sid.
+func inSession(tok, sid string) http.Header {
+	h := bearer(tok)
+	h.Set("Mcp-Session-Id", sid)
+	h.Set("Mcp-Protocol-Version", "2025-06-18")
+	return h
+}
+
+// inSessionRaw is the same for a raw CheckRequest.
+func inSessionRaw(tok, sid string) map[string]string {
+	return map[string]string{"authorization": "Bearer " + tok, "mcp-session-id": sid}
+}
+
+// wantConflict fails unless v refuses the session as another user's.
+func wantConflict(t *testing.T, v verdict) {
+	t.Helper()
+	v.wantDenied(t, 403)
+	if !strings.Contains(v.Body, "session_conflict") {
+		t.Fatalf("403 is not a session conflict: %s", v.Body)
+	}
+}
+
+// wantRefusedFull fails unless v refuses a new session because the store is
+// full: 503, a Retry-After in whole seconds, a JSON-RPC error.
+func wantRefusedFull(t *testing.T, v verdict, id string) {
+	t.Helper()
+	v.wantDenied(t, 503)
+	if n, err := strconv.Atoi(v.Headers["retry-after"]); err != nil || n < 1 {
+		t.Fatalf("Retry-After %q, want whole seconds", v.Headers["retry-after"])
+	}
+	if e := v.rpc(t); string(e.ID) != id || !strings.Contains(v.Body, "too many MCP sessions") {
+		t.Fatalf("refusal body %s, want the request id %s and the reason", v.Body, id)
+	}
+}
+
+func TestStateSessionFlood(t *testing.T) {
+	s := start(t, stateYAML, options{})
+	victim := token(t, issuerHS, "alice")
+	const sid = "victim-session"
+	if v := s.check(t, raw{Headers: inSessionRaw(victim, sid), Body: toolCall(1, "whoami", "")}); !v.Allowed {
+		t.Fatalf("victim's first use: %d %s", v.Status, v.Body)
+	}
+
+	t.Run("one attacker creating sessions pushes out only their own", func(t *testing.T) {
+		mallory := token(t, issuerHS, "mallory")
+		for i := range 100 {
+			v := s.check(t, raw{Headers: inSessionRaw(mallory, fmt.Sprint("m-", i)), Body: toolCall(i, "whoami", "")})
+			if !v.Allowed {
+				t.Fatalf("mallory's own session %d: %d %s (one user's sessions must push out only that user's)", i, v.Status, v.Body)
+			}
+		}
+		wantConflict(t, s.check(t, raw{Headers: inSessionRaw(mallory, sid), Body: toolCall(2, "whoami", "")}))
+	})
+
+	t.Run("many attackers filling the store are refused with 503, never evict", func(t *testing.T) {
+		refused := 0
+		for u := range 10 {
+			tok := token(t, issuerHS, fmt.Sprint("sybil-", u))
+			for i := range 4 {
+				v := s.check(t, raw{Headers: inSessionRaw(tok, fmt.Sprintf("s-%d-%d", u, i)), Body: toolCall(7, "whoami", "")})
+				if !v.Allowed {
+					wantRefusedFull(t, v, "7")
+					refused++
+				}
+			}
+		}
+		if refused == 0 {
+			t.Fatal("40 new sessions fit a store of 20: nothing was refused")
+		}
+		wantConflict(t, s.check(t, raw{Headers: inSessionRaw(token(t, issuerHS, "sybil-9"), sid), Body: toolCall(3, "whoami", "")}))
+	})
+
+	t.Run("the victim keeps using the session after the floods", func(t *testing.T) {
+		if v := s.check(t, raw{Headers: inSessionRaw(victim, sid), Body: toolCall(4, "whoami", "")}); !v.Allowed {
+			t.Fatalf("victim: %d %s", v.Status, v.Body)
+		}
+	})
+
+}
+
+// TestStateFloodEndToEnd: after a flood, the attacker's tool call inside the
+// victim's real session does not run on the MCP server.
+func TestStateFloodEndToEnd(t *testing.T) {
+	s := start(t, stateYAML, options{Stateful: true})
+	victim, mallory := token(t, issuerHS, "alice"), token(t, issuerHS, "mallory")
+	sid := s.initialize(t, victim)
+	for u := range 6 {
+		tok := token(t, issuerHS, fmt.Sprint("sybil-", u))
+		for i := range 8 {
+			s.check(t, raw{Headers: inSessionRaw(tok, fmt.Sprintf("flood-%d-%d", u, i)), Body: toolCall(1, "whoami", "")})
+		}
+	}
+	status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", inSession(mallory, sid), toolCall(5, "delete_file", `{"path":"/victim"}`))
+	if status != 403 || s.ran("delete_file") != 0 {
+		t.Fatalf("attacker in the victim's session: status %d, body %s, delete_file ran %d times", status, body, s.ran("delete_file"))
+	}
+	status, _, body = s.viaEnvoy(t, http.MethodPost, "/mcp", inSession(victim, sid), toolCall(6, "whoami", ""))
+	if status != 200 || s.ran("whoami") != 1 {
+		t.Fatalf("victim after the flood: status %d, body %s", status, body)
+	}
+}
+
+// refuseDelete answers DELETE with 405, as an MCP server may: the session
+// lives on.
+func refuseDelete(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			w.Header().Set("Allow", "GET, POST")
+			http.Error(w, "sessions end by expiry", http.StatusMethodNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// TestStateDelete405 is issue 13 item 7 end to end: the owner's DELETE is
+// answered 405 by the server, which keeps the session; another user's
+// request in it is refused and does not run.
+func TestStateDelete405(t *testing.T) {
+	s := start(t, stateYAML, options{Stateful: true, Upstream: refuseDelete})
+	victim := token(t, issuerHS, "alice")
+	sid := s.initialize(t, victim)
+
+	status, _, body := s.viaEnvoy(t, http.MethodDelete, "/mcp", inSession(victim, sid), "")
+	if status != http.StatusMethodNotAllowed {
+		t.Fatalf("owner's DELETE: status %d (%s), want the server's 405", status, body)
+	}
+	attackers := []struct {
+		name string
+		tok  string
+	}{
+		{"another user of the same issuer", token(t, issuerHS, "mallory")},
+		{"the same sub from another issuer", token(t, issuerOther, "alice")},
+	}
+	for _, a := range attackers {
+		t.Run(a.name, func(t *testing.T) {
+			before := s.ran("whoami")
+			status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", inSession(a.tok, sid), toolCall(7, "whoami", ""))
+			if status != 403 || s.ran("whoami") != before {
+				t.Fatalf("status %d, body %s; whoami ran %d times", status, body, s.ran("whoami")-before)
+			}
+			status, _, _ = s.viaEnvoy(t, http.MethodDelete, "/mcp", inSession(a.tok, sid), "")
+			if status != 403 {
+				t.Fatalf("their DELETE of the session: status %d, want 403", status)
+			}
+		})
+	}
+	t.Run("the owner keeps the session", func(t *testing.T) {
+		before := s.ran("whoami")
+		status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", inSession(victim, sid), toolCall(8, "whoami", ""))
+		if status != 200 || s.ran("whoami") != before+1 {
+			t.Fatalf("owner after DELETE: status %d, body %s", status, body)
+		}
+	})
+}
+
+// TestStateDeleteKeepsBinding: over raw ext_authz, a DELETE the owner sends
+// is allowed and never frees the id; one from anybody else is refused; an
+// unknown id is bound by the DELETE like by any request.
+func TestStateDeleteKeepsBinding(t *testing.T) {
+	s := start(t, stateYAML, options{})
+	alice, mallory := token(t, issuerHS, "alice"), token(t, issuerHS, "mallory")
+	steps := []struct {
+		name    string
+		method  string
+		tok     string
+		sid     string
+		allowed bool
+	}{
+		{"owner binds", "POST", alice, "d-1", true},
+		{"owner deletes", "DELETE", alice, "d-1", true},
+		{"attacker after the delete", "POST", mallory, "d-1", false},
+		{"attacker deletes it again", "DELETE", mallory, "d-1", false},
+		{"owner deletes twice", "DELETE", alice, "d-1", true},
+		{"owner still uses it", "POST", alice, "d-1", true},
+		{"a DELETE binds an unknown id", "DELETE", mallory, "d-2", true},
+		{"then it is the deleter's", "POST", alice, "d-2", false},
+	}
+	for _, st := range steps {
+		body := ""
+		if st.method == "POST" {
+			body = toolCall(1, "whoami", "")
+		}
+		v := s.check(t, raw{Method: st.method, Headers: inSessionRaw(st.tok, st.sid), Body: body})
+		if v.Allowed != st.allowed {
+			t.Fatalf("%s: allowed %v (%d %s), want %v", st.name, v.Allowed, v.Status, v.Body, st.allowed)
+		}
+		if !st.allowed {
+			wantConflict(t, v)
+		}
+	}
+}
+
+// TestStateAnyRequestIsBound is issue 12 item 7: a request carrying
+// Mcp-Session-Id is checked against the binding whatever its method and
+// body look like, so no reading of the body switches binding off.
+func TestStateAnyRequestIsBound(t *testing.T) {
+	s := start(t, stateYAML, options{})
+	victim, mallory := token(t, issuerHS, "alice"), token(t, issuerHS, "mallory")
+	const sid = "bound-session"
+	if v := s.check(t, raw{Headers: inSessionRaw(victim, sid), Body: toolCall(1, "whoami", "")}); !v.Allowed {
+		t.Fatalf("victim: %d %s", v.Status, v.Body)
+	}
+	cases := []struct {
+		name   string
+		method string
+		body   string
+		ctype  string
+	}{
+		{"A2A tasks/get with a contextId", "POST", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1","message":{"contextId":"c1"}}}`, ""},
+		{"A2A message/send", "POST", `{"jsonrpc":"2.0","id":2,"method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m1","contextId":"c1"}}}`, ""},
+		{"A2A v1 SendMessage", "POST", `{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"contextId":"c1"}}}`, ""},
+		{"unknown method with a contextId", "POST", `{"jsonrpc":"2.0","id":4,"method":"x/unknown","params":{"message":{"contextId":"c1"}}}`, ""},
+		{"unknown method", "POST", `{"jsonrpc":"2.0","id":5,"method":"frobnicate"}`, ""},
+		{"a JSON-RPC response", "POST", `{"jsonrpc":"2.0","id":6,"result":{}}`, ""},
+		{"a notification", "POST", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, ""},
+		{"no body", "POST", "", ""},
+		{"a text body", "POST", "hello", "text/plain"},
+		{"GET (the SSE stream)", "GET", "", ""},
+		{"DELETE", "DELETE", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := inSessionRaw(mallory, sid)
+			if tc.ctype != "" {
+				h["content-type"] = tc.ctype
+			}
+			v := s.check(t, raw{Method: tc.method, Headers: h, Body: tc.body})
+			if v.Allowed {
+				t.Fatalf("allowed into another user's session (upstream %v)", v.Upstream)
+			}
+			if v.Status == 403 && !strings.Contains(v.Body, "session_conflict") {
+				t.Fatalf("403 for another reason: %s", v.Body)
+			}
+		})
+	}
+}
+
+// TestStateForwardAuth: the forward-auth front end (Traefik/Caddy
+// convention, no body) binds sessions the same way.
+func TestStateForwardAuth(t *testing.T) {
+	s := start(t, stateYAML, options{HTTPConvention: "forwarded"})
+	alice, otherAlice := token(t, issuerHS, "alice"), token(t, issuerOther, "alice")
+	ask := func(method, tok string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, s.httpURL+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-Method", method)
+		req.Header.Set("X-Forwarded-Proto", "http")
+		req.Header.Set("X-Forwarded-Host", host)
+		req.Header.Set("X-Forwarded-Uri", "/mcp")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Mcp-Session-Id", "fa-session")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	steps := []struct {
+		name   string
+		method string
+		tok    string
+		want   int
+	}{
+		{"owner binds", "POST", alice, 200},
+		{"owner deletes", "DELETE", alice, 200},
+		{"the other issuer's alice after the delete", "POST", otherAlice, 403},
+		{"the other issuer's alice opens the stream", "GET", otherAlice, 403},
+		{"the other issuer's alice deletes", "DELETE", otherAlice, 403},
+	}
+	for _, st := range steps {
+		if got := ask(st.method, st.tok); got != st.want {
+			t.Fatalf("%s: status %d, want %d", st.name, got, st.want)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package check
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/segment"
+)
+
+// A user is (issuer, subject), never a bare sub claim: two issuers can both
+// say "alice". Each issuer has a subject namespace (config.SubjectNamespace:
+// "<name>:" by default when several issuers are configured), and the
+// service's user is the namespace followed by the subject. That one string
+// is the Grant's Subject: the key of session bindings, revocations,
+// consents, elicitations and exchanged tokens, locally and in Redis, and
+// the value of the user header. Namespaces are prefix-free (config
+// validation), and a subject of an issuer without a namespace that starts
+// with another issuer's namespace is refused, so no two (issuer, subject)
+// pairs of different subject spaces ever give the same user.
+
+// identityPolicy is the compiled identity configuration.
+type identityPolicy struct {
+	// namespaces maps an issuer's configured name to its namespace.
+	namespaces map[string]string
+	// prefixes are the non-empty namespaces.
+	prefixes []string
+	// pathSegment makes user and session header values safe single path
+	// segments; encode encodes unsafe ones instead of refusing them.
+	pathSegment, encode bool
+}
+
+func compileIdentity(f *config.File) identityPolicy {
+	ip := identityPolicy{
+		namespaces:  make(map[string]string, len(f.Issuers)),
+		pathSegment: f.Identity.SafeValues == config.SafeValuesPathSegment,
+		encode:      f.Identity.UnsafeValues == config.UnsafeEncode,
+	}
+	for _, is := range f.Issuers {
+		ns := f.SubjectNamespace(is.Name)
+		ip.namespaces[is.Name] = ns
+		if ns != "" {
+			ip.prefixes = append(ip.prefixes, ns)
+		}
+	}
+	return ip
+}
+
+// user is the service's user for subject sub of the issuer named issuer.
+func (ip *identityPolicy) user(issuer, sub string) (string, error) {
+	ns, ok := ip.namespaces[issuer]
+	if !ok {
+		return "", &claimError{"the token's issuer is not configured"}
+	}
+	if ns == "" {
+		for _, other := range ip.prefixes {
+			if strings.HasPrefix(sub, other) {
+				return "", &claimError{"the token's subject reads as a user of another issuer"}
+			}
+		}
+	}
+	return ns + sub, nil
+}
+
+// User is the service's user for subject of the issuer named issuer (its
+// configured name or its iss): the form revocation and the user header
+// use.
+func (p *Policy) User(issuer, subject string) (string, error) {
+	if subject == "" {
+		return "", fmt.Errorf("a subject is required")
+	}
+	name := issuer
+	if _, ok := p.ident.namespaces[name]; !ok {
+		name = p.issuerNames[issuer]
+	}
+	if name == "" {
+		return "", fmt.Errorf("issuer %q is not configured", issuer)
+	}
+	u, err := p.ident.user(name, subject)
+	if err != nil {
+		return "", err
+	}
+	return u, nil
+}
+
+// headerValue applies identity.safe_values to a subject or session id
+// (what names it, for the denial). The user header is the namespace, a
+// safe segment itself, followed by the subject's value.
+func (ip *identityPolicy) headerValue(what, v string) (string, error) {
+	if !ip.pathSegment {
+		return v, nil
+	}
+	if ip.encode {
+		return segment.Encode(v), nil
+	}
+	if why := segment.Check(v); why != "" {
+		return "", &claimError{fmt.Sprintf("the %s is not a safe path segment: %s (identity.safe_values)", what, why)}
+	}
+	return v, nil
+}

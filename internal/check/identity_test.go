@@ -1,0 +1,107 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/exchange/ststest"
+	"github.com/extauthz/extauthz/internal/testtoken"
+)
+
+// TestConsentIsPerIssuer: a consent one issuer's alice gave is not the
+// other issuer's alice's, and revoking one leaves the other.
+func TestConsentIsPerIssuer(t *testing.T) {
+	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "s"}}})
+	doc := fmt.Sprintf(`
+issuers:
+  - {name: a, issuer: https://a.example.com, algorithms: [HS256], secret: %[1]s}
+  - {name: b, issuer: https://b.example.com, algorithms: [HS256], secret: %[1]s}
+exchanges:
+  - {name: sts, token_endpoint: %[2]s, client_auth: {method: client_secret_post, client_id: extauthz, client_secret_env: STS_SECRET}}
+routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [a, b]
+    exchange:
+      sts: sts
+      audience: [https://backend.example.com]
+      methods: [tools/call]
+      authorize_url: https://idp.example.com/authorize
+      tools: [{names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}]
+`, secret, sts.TokenURL)
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pl, err := New(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(iss string) string {
+		return testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": iss, "sub": "alice", "iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+	}
+	aAlice, bAlice := mint("https://a.example.com"), mint("https://b.example.com")
+	call := func(tok string) Verdict {
+		req := agentReq(Headers{"authorization": "Bearer " + tok})
+		req.Body = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"calendar_add"}}`)
+		req.Headers["content-type"] = "application/json"
+		return pl.Check(context.Background(), req)
+	}
+	v := call(aAlice)
+	if v.Outcome != AuthorizationRequired {
+		t.Fatalf("a's alice before consent: %v (%s)", v.Outcome, v.Description)
+	}
+	var body struct {
+		Result struct {
+			Meta struct {
+				AuthRequired struct {
+					ID  string `json:"elicitation_id"`
+					URL string `json:"url"`
+				} `json:"auth_required"`
+			} `json:"_meta"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(v.Body, &body); err != nil || body.Result.Meta.AuthRequired.ID == "" {
+		t.Fatalf("no elicitation id in %s", v.Body)
+	}
+	id := body.Result.Meta.AuthRequired.ID
+	u, err := url.Parse(body.Result.Meta.AuthRequired.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := pl.CompleteElicitation(context.Background(), id, u.Query().Get("state"))
+	if err != nil || done.Subject != "a:alice" {
+		t.Fatalf("completion: %+v %v", done, err)
+	}
+	if v := call(aAlice); v.Outcome != Allowed {
+		t.Fatalf("a's alice after consent: %v (%s)", v.Outcome, v.Description)
+	}
+	if v := call(bAlice); v.Outcome != AuthorizationRequired {
+		t.Fatalf("b's alice used a's consent: %v", v.Outcome)
+	}
+
+	user, err := p.User("b", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.RevokeSubject(context.Background(), user)
+	if v := call(bAlice); v.Outcome != InvalidToken {
+		t.Fatalf("b's alice after her revocation: %v", v.Outcome)
+	}
+	if v := call(aAlice); v.Outcome != Allowed {
+		t.Fatalf("revoking b's alice touched a's: %v (%s)", v.Outcome, v.Description)
+	}
+}

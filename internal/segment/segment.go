@@ -1,0 +1,89 @@
+// Package segment decides whether an identity value (a user or session id
+// the service sets upstream) is safe to use as one path segment, and
+// encodes values that are not, reversibly.
+//
+// Workloads build paths from identity headers (data/workspaces/{user}/
+// {session}/). A value is a safe single path segment when no common consumer
+// can read it as more or less than one segment of a POSIX path or a URL
+// path: it is not empty, not made of dots (".", "..", "...") and spaces,
+// holds no "/", "\", "%" (a consumer may percent-decode "%2e%2e" or
+// "%2f"), no control character, is valid UTF-8, and its Unicode
+// compatibility form (NFKC, which turns "．．" into "..") passes the same
+// test.
+//
+// Encode maps every value to a safe one, one to one: a safe value that does
+// not start with "~" is kept as it is; any other value becomes "~" followed
+// by the unpadded base64url (RFC 4648 section 5) encoding of its bytes.
+// Decode inverts it.
+package segment
+
+import (
+	"encoding/base64"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Marker starts every encoded value.
+const Marker = "~"
+
+// Check reports why v is not a safe single path segment, or "" when it is.
+func Check(v string) string {
+	if why := check(v); why != "" {
+		return why
+	}
+	if !norm.NFKC.IsNormalString(v) {
+		if why := check(norm.NFKC.String(v)); why != "" {
+			return why + " (after Unicode compatibility normalization)"
+		}
+	}
+	return ""
+}
+
+func check(v string) string {
+	switch {
+	case v == "":
+		return "it is empty"
+	case strings.Trim(v, ". ") == "":
+		return "it is made of dots"
+	case !utf8.ValidString(v):
+		return "it is not valid UTF-8"
+	case strings.ContainsAny(v, `/\`):
+		return "it contains a slash"
+	case strings.Contains(v, "%"):
+		return "it contains a percent sign"
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return "it contains a control character"
+		}
+	}
+	return ""
+}
+
+// Safe reports whether v is a safe single path segment.
+func Safe(v string) bool { return Check(v) == "" }
+
+// Encode returns v when it is safe and does not start with Marker, else
+// Marker and v in unpadded base64url. The result is always safe.
+func Encode(v string) string {
+	if !strings.HasPrefix(v, Marker) && Safe(v) {
+		return v
+	}
+	return Marker + base64.RawURLEncoding.EncodeToString([]byte(v))
+}
+
+// Decode inverts Encode; ok is false for a value Encode cannot return.
+func Decode(v string) (string, bool) {
+	rest, encoded := strings.CutPrefix(v, Marker)
+	if !encoded {
+		return v, Safe(v)
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	if err != nil || Encode(string(b)) != v {
+		return "", false
+	}
+	return string(b), true
+}

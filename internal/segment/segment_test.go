@@ -1,0 +1,90 @@
+package segment
+
+import (
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		v    string
+		safe bool
+	}{
+		{"plain", "alice", true},
+		{"email", "alice@example.com", true},
+		{"issuer namespace", "hs:alice", true},
+		{"dots inside", "a.b..c", true},
+		{"non-ASCII letters", "josé", true},
+		{"empty", "", false},
+		{"dot", ".", false},
+		{"dot dot", "..", false},
+		{"three dots", "...", false},
+		{"dots and spaces", ". .", false},
+		{"slash", "a/b", false},
+		{"traversal", "../../etc", false},
+		{"backslash", `..\..\windows`, false},
+		{"percent-encoded dot dot", "%2e%2e", false},
+		{"percent-encoded slash", "a%2fb", false},
+		{"double percent-encoding", "%252e%252e", false},
+		{"NUL", "a\x00b", false},
+		{"newline", "a\nb", false},
+		{"DEL", "a\x7fb", false},
+		{"C1 control", "a\u0085b", false},
+		{"invalid UTF-8", "a\xffb", false},
+		{"fullwidth dots", "\uff0e\uff0e", false},
+		{"fullwidth solidus", "a\uff0fb", false},
+		{"two dot leader", "\u2025", false},
+		{"fullwidth percent", "\uff052e\uff052e", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			why := Check(tc.v)
+			if (why == "") != tc.safe {
+				t.Fatalf("Check(%q) = %q, want safe %v", tc.v, why, tc.safe)
+			}
+		})
+	}
+}
+
+func TestEncode(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"alice", "alice"},
+		{"hs:alice", "hs:alice"},
+		{"../../etc", "~Li4vLi4vZXRj"},
+		{"~alice", "~fmFsaWNl"},
+		{"", "~"},
+		{"a/b", "~YS9i"},
+	}
+	for _, tc := range tests {
+		got := Encode(tc.in)
+		if got != tc.want {
+			t.Errorf("Encode(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if back, ok := Decode(got); !ok || back != tc.in {
+			t.Errorf("Decode(%q) = %q, %v", got, back, ok)
+		}
+	}
+	for _, bad := range []string{"~!!", "~YWxpY2U", "a/b", "~Li4=", ".."} {
+		if _, ok := Decode(bad); ok {
+			t.Errorf("Decode(%q) accepted a value Encode never returns", bad)
+		}
+	}
+}
+
+// FuzzEncode: Encode always returns a safe value, and Decode gives back
+// exactly the input (so two users never share one encoded value).
+func FuzzEncode(f *testing.F) {
+	for _, s := range []string{"alice", "../x", "~", "~~", "%2e", "\uff0e\uff0e", "\xff", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		e := Encode(v)
+		if !Safe(e) {
+			t.Fatalf("Encode(%q) = %q is not safe", v, e)
+		}
+		back, ok := Decode(e)
+		if !ok || back != v {
+			t.Fatalf("Decode(Encode(%q)) = %q, %v", v, back, ok)
+		}
+	})
+}
