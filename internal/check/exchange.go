@@ -114,11 +114,14 @@ func compileRouteExchange(rc *config.RouteExchange, exchangers map[string]*excha
 
 // needed reports whether this request needs the exchanged token: never on
 // public paths (handled before), only for the marked methods when there are.
-func (re *routeExchange) needed(call *Call) bool {
-	if len(re.methods) == 0 {
+// A method that is unknown (no body, no Mcp-Method), or only claimed by a
+// header the upstream does not check, may be any of the marked ones: the
+// request is exchanged rather than let through without the token.
+func (re *routeExchange) needed(call *Call, headersTrusted bool) bool {
+	if len(re.methods) == 0 || call.Method == "" || (!call.Body && !headersTrusted) {
 		return true
 	}
-	return call.Method != "" && anyGlob(re.methods, canonicalMethod(call.Method))
+	return anyGlob(re.methods, canonicalMethod(call.Method))
 }
 
 // targetFor picks the tool's override for MCP tools/call; tool is the

@@ -229,7 +229,7 @@ func FuzzOriginalRequest(f *testing.F) {
 		r := &http.Request{Method: method, Host: "svc.internal", URL: u, Header: hdr, RemoteAddr: "127.0.0.1:9"}
 		for _, c := range []Convention{Auto, Nginx, Forwarded, Envoy} {
 			h := NewHandler(nil, Options{Convention: c, PathPrefix: "/authz"}).(*handler)
-			o, bad := h.originalRequest(r)
+			o, bad := h.originalRequest(r, true)
 			if bad != "" {
 				if o != (original{}) {
 					t.Fatalf("%v: refused with a request: %+v", c, o)
