@@ -397,6 +397,11 @@ func issuerSpecs(issuers []config.Issuer, getenv func(string) string) ([]jwtauth
 
 func (r *Route) hasRules() bool { return len(r.rules) > 0 || r.defaultDeny }
 
+// errUnknownMethod refuses a POST whose call nobody can name on a route
+// with rules.
+const errUnknownMethod = "the JSON-RPC method is unknown: send the body to the service (Envoy with_request_body, Traefik forwardBody, the nginx njs recipe), " +
+	"or Mcp-Method and Mcp-Name to an upstream that checks them (upstream_validates_mcp_headers)"
+
 // errHeadersOnly refuses a call that rules would allow on its Mcp-Method and
 // Mcp-Name headers alone.
 const errHeadersOnly = "the call is named only by its Mcp-Method and Mcp-Name headers, which this route's upstream does not check: " +

@@ -13,6 +13,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/exchange"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/session"
 	"github.com/extauthz/extauthz/internal/shared"
 )
@@ -149,6 +150,12 @@ func consentKey(r *Route, tool string) string {
 // the upstream. On failure it returns the verdict to answer with.
 func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g *Grant, token string, v *Verdict) (Verdict, bool) {
 	re := r.exchange
+	if len(re.tools) > 0 && e.req.Method == "POST" && !call.Body && !r.upstreamValidatesMCPHeaders {
+		// The tool picks the token and the consent; a tool only claimed
+		// by a header (or unknown) must not get the route's default one.
+		e.step("exchange", "unknown tool", "per-tool exchange needs the call from the body")
+		return e.p.deny(e.req, r, call, denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}), false
+	}
 	target, needsConsent, tool := re.targetFor(call)
 	if needsConsent && !e.pl.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
 		e.step("exchange", "consent required", tool)

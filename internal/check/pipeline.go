@@ -433,7 +433,7 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	case req.Method == "POST" && call.Protocol != "" && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
 		e.step("rules", "unknown method", "no trusted body and no Mcp-Method header")
-		return denyAs(denial{outcome: Malformed, desc: "the JSON-RPC method is unknown: send the body to ext_authz or the Mcp-Method header", rpcCode: jsonrpc.CodeInvalidRequest})
+		return denyAs(denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest})
 	}
 
 	if call.Method == "initialize" && !e.readOnly {

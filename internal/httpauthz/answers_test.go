@@ -72,6 +72,10 @@ func TestAnswerFetch(t *testing.T) {
 			if res.StatusCode != tt.checkStatus {
 				t.Fatalf("check status %d, want %d", res.StatusCode, tt.checkStatus)
 			}
+			if ch := res.Header.Get("Www-Authenticate"); ch != "" {
+				// nginx would send it next to the fetched answer's.
+				t.Errorf("the nginx check answer carries the challenge %q", ch)
+			}
 			id := res.Header.Get(AnswerHeader)
 			if len(id) < 26 {
 				t.Fatalf("%s = %q: not an unguessable id", AnswerHeader, id)

@@ -161,11 +161,16 @@ func (h *handler) write(w http.ResponseWriter, v *check.Verdict, direct, trusted
 		return
 	}
 	status := v.Status()
-	h.offerAnswer(hdr, status, v.ResponseHeaders, v.Body, trusted)
+	offered := h.offerAnswer(hdr, status, v.ResponseHeaders, v.Body, trusted)
 	if status < 400 && !direct {
 		status = http.StatusForbidden
 	}
 	for _, rh := range v.ResponseHeaders {
+		if offered && h.convention == Nginx && rh.Name == "www-authenticate" {
+			// nginx copies the challenge of a 401 to the client itself,
+			// next to the fetched answer's: it travels in the answer only.
+			continue
+		}
 		hdr[h.names.canonical(rh.Name)] = []string{rh.Value}
 	}
 	w.WriteHeader(status)
@@ -175,11 +180,12 @@ func (h *handler) write(w http.ResponseWriter, v *check.Verdict, direct, trusted
 // offerAnswer keeps a refusal's full answer for the proxy to fetch and
 // names it in AnswerHeader (Nginx and Forwarded conventions, trusted
 // proxies only).
-func (h *handler) offerAnswer(hdr http.Header, status int, headers []check.Header, body []byte, trusted bool) {
+func (h *handler) offerAnswer(hdr http.Header, status int, headers []check.Header, body []byte, trusted bool) bool {
 	if h.answers == nil || !trusted {
-		return
+		return false
 	}
 	hdr[AnswerHeader] = []string{h.answers.put(&answer{status: status, headers: headers, body: body})}
+	return true
 }
 
 // rendering is a grant's upstream headers in net/http's form, built once

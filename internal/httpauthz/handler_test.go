@@ -178,10 +178,10 @@ func TestConventions(t *testing.T) {
 			headers: map[string]string{"Www-Authenticate": `Bearer scope="files:read", resource_metadata="http://files.example.com:9000/.well-known/oauth-protected-resource/mcp"`},
 		},
 		{
-			name: "nginx: the default port is left out",
-			opts: Options{Convention: Nginx},
+			name: "forwarded: the default port is left out",
+			opts: Options{Convention: Forwarded},
 			ask: ask{path: "/check", header: http.Header{
-				"X-Original-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"}, "X-Forwarded-Proto": {"https"}, "X-Forwarded-Port": {"443"},
+				"X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"}, "X-Forwarded-Proto": {"https"}, "X-Forwarded-Port": {"443"},
 			}},
 			status:  401,
 			headers: map[string]string{"Www-Authenticate": `Bearer scope="files:read", resource_metadata="https://files.example.com/.well-known/oauth-protected-resource/mcp"`},
