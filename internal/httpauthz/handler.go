@@ -161,7 +161,7 @@ func (h *handler) write(w http.ResponseWriter, v *check.Verdict, direct, trusted
 		return
 	}
 	status := v.Status()
-	offered := h.offerAnswer(hdr, status, v.ResponseHeaders, v.Body, trusted)
+	offered := !direct && h.offerAnswer(hdr, status, v.ResponseHeaders, v.Body, trusted)
 	if status < 400 && !direct {
 		status = http.StatusForbidden
 	}

@@ -397,6 +397,21 @@ func TestConventions(t *testing.T) {
 			golden:  "metadata.txt",
 		},
 		{
+			name:    "forwarded: metadata routed to the service itself (Traefik)",
+			opts:    Options{Convention: Forwarded},
+			ask:     ask{path: "/.well-known/oauth-protected-resource/mcp", host: "files.example.com:8443", header: http.Header{"X-Forwarded-Proto": {"https"}}},
+			status:  200,
+			headers: map[string]string{RemoveHeader: "", AnswerHeader: ""},
+			body:    `"resource":"https://files.example.com:8443/mcp"`,
+		},
+		{
+			name:   "forwarded: any other path without X-Forwarded-Uri is refused",
+			opts:   Options{Convention: Forwarded},
+			ask:    ask{path: "/mcp", host: "files.example.com"},
+			status: 400,
+			body:   "X-Forwarded-Uri is required",
+		},
+		{
 			name:    "envoy http_service: metadata is never a 2xx check answer",
 			opts:    Options{Convention: Envoy, PathPrefix: "/authz"},
 			ask:     ask{path: "/authz/.well-known/oauth-protected-resource/mcp", host: "files.example.com"},

@@ -106,6 +106,9 @@ func (h *handler) trusted(remoteAddr string) bool {
 	return false
 }
 
+// metadataPath is where RFC 9728 protected resource metadata is served.
+const metadataPath = "/.well-known/oauth-protected-resource"
+
 // Forwarding headers, canonical.
 const (
 	hForwardedMethod = "X-Forwarded-Method"
@@ -152,16 +155,24 @@ func (h *handler) originalRequest(r *http.Request, trusted bool) (original, badR
 		if bad != "" {
 			return original{}, bad
 		}
-		if found {
+		switch {
+		case found:
 			o = fo
-		} else if h.convention != Auto {
+		case h.convention != Auto && strings.HasPrefix(o.uri, metadataPath):
+			// The proxies of these conventions describe every check in
+			// headers: this is a request for the protected resource
+			// metadata routed to the service itself (Traefik).
+			o.direct = true
+		case h.convention != Auto:
 			return original{}, badRequest(h.convention.requiredHeader() + " is required")
 		}
 	}
 	if !o.forwarded {
 		// The request itself (Envoy http_service, or a direct request to
 		// the service): only the path prefix is ours.
-		o.direct = h.pathPrefix != ""
+		if !o.direct {
+			o.direct = h.pathPrefix != ""
+		}
 		if rest, ok := strings.CutPrefix(o.uri, h.pathPrefix); ok && h.pathPrefix != "" {
 			switch {
 			case rest == "" || rest[0] == '?':
