@@ -50,6 +50,14 @@ func TestAnswerFetch(t *testing.T) {
 			body:    `"id":8`,
 		},
 		{
+			// nginx never sets X-Forwarded-Port: behind it, it is a client's.
+			name:        "a client's X-Forwarded-Port is ignored",
+			ask:         nginx("/mcp", http.Header{"X-Forwarded-Port": {"6666"}}),
+			checkStatus: 401, status: 401,
+			headers: map[string]string{"Www-Authenticate": `Bearer scope="files:read", resource_metadata="http://files.example.com:8080/.well-known/oauth-protected-resource/mcp"`},
+			body:    `"error":"missing_token"`,
+		},
+		{
 			name:        "malformed call: 400 with the JSON-RPC error nginx would turn into 500",
 			ask:         ask{method: "POST", path: "/check", body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"},"method":"x"}`, header: http.Header{"X-Original-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"}, "Authorization": {"Bearer " + tok}}},
 			checkStatus: 400, status: 400,

@@ -268,9 +268,10 @@ func (h *handler) fromHeaders(hdr http.Header, base original) (o original, found
 	if urlScheme != "" && hdr.Get(hForwardedProto) == "" {
 		o.scheme = urlScheme
 	}
-	if port := firstElement(hdr.Get(hForwardedPort)); port != "" {
-		// Traefik sends the port apart; the challenge's metadata URL must
-		// keep it.
+	if port := firstElement(hdr.Get(hForwardedPort)); port != "" && h.convention != Nginx {
+		// Traefik (and the documented Caddy set-up) set it; nginx does
+		// not, so behind nginx it would be a client's.
+		// The challenge's metadata URL must keep the port.
 		if o.host, bad = withPort(o.host, port, o.scheme); bad != "" {
 			return original{}, false, bad
 		}
