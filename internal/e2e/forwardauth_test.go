@@ -71,7 +71,9 @@ func (e *feEnv) testAllowed(t *testing.T) {
 func (e *feEnv) testMissingToken(t *testing.T) {
 	before := len(e.toolCalls())
 	metadataURL := e.base + "/.well-known/oauth-protected-resource/mcp"
-	status, hdr, body := rawMCP(t, e.base+"/mcp", "", initializeBody, nil)
+	// A client's forwarding headers do not move the challenge.
+	spoof := http.Header{"X-Forwarded-Port": {"6666"}, "X-Forwarded-Host": {"evil.example.com"}}
+	status, hdr, body := rawMCP(t, e.base+"/mcp", "", initializeBody, spoof)
 	if status != http.StatusUnauthorized {
 		t.Fatalf("status %d, want 401: %s", status, body)
 	}
