@@ -11,14 +11,17 @@ BENCHTIME ?= 1s
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-# Debian packages the tests use: nginx for the end-to-end tests through a
-# real proxy, protoc for the generated-code check, redis-server for the
-# shared-state tier.
-DEB_PACKAGES := nginx protobuf-compiler libprotobuf-dev redis-server
+# Debian packages the tests use: nginx (with its njs module) and caddy for
+# the end-to-end tests through real proxies, protoc for the generated-code
+# check, redis-server for the shared-state tier.
+DEB_PACKAGES := nginx libnginx-mod-http-js caddy protobuf-compiler libprotobuf-dev redis-server
+# The TypeScript MCP SDK clients of the end-to-end tests (package-lock.json).
+TS_CLIENT := internal/e2e/testdata/ts
 
 .PHONY: deps
 deps: ## Install the system packages the tests need (Debian; idempotent).
 	@scripts/install-deps.sh $(DEB_PACKAGES)
+	@cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 .PHONY: build
 build: ## Build bin/extauthz and bin/extauthz-loadtest.

@@ -3,7 +3,13 @@
 # Go modules come through the module proxy on the first build.
 set -euo pipefail
 need=()
-for pkg in "$@"; do
+pkgs=("$@")
+# Node.js and npm run the TypeScript SDK clients of the end-to-end tests:
+# Debian's, unless a Node.js is installed already.
+if ! command -v node >/dev/null 2>&1; then
+  pkgs+=(nodejs npm)
+fi
+for pkg in "${pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -eq 0 ]; then

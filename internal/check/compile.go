@@ -83,9 +83,13 @@ type Route struct {
 	defaultDeny    bool
 	sessionBinding bool
 	tokenInMeta    bool
-	resource       config.ProtectedResource
-	issuerURLs     []string // iss of the route's issuers, for authorization_servers
-	allScopes      []string // route and rule scopes, for scopes_supported
+	// upstreamValidatesMCPHeaders: the upstream refuses a call whose
+	// Mcp-Method and Mcp-Name disagree with its body, so rules may allow
+	// on those headers when the body is not sent.
+	upstreamValidatesMCPHeaders bool
+	resource                    config.ProtectedResource
+	issuerURLs                  []string // iss of the route's issuers, for authorization_servers
+	allScopes                   []string // route and rule scopes, for scopes_supported
 
 	dryRun      bool
 	lineageOff  bool
@@ -202,23 +206,24 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[string]config.Issuer) (*Route, error) {
 	id := f.Identity
 	r := &Route{
-		Name:                 rc.Name,
-		issuers:              rc.Issuers,
-		audiences:            rc.Audiences,
-		scopes:               rc.Scopes,
-		scopeParam:           strings.Join(rc.Scopes, " "),
-		public:               slices.Clone(rc.PublicPaths),
-		pathPrefix:           rc.PathPrefix,
-		resourceMetadata:     rc.ResourceMetadata,
-		forwardAuthorization: rc.ForwardAuthorization,
-		credentials:          credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
-		claimHeaders:         rc.ClaimHeaders,
-		owned:                []string{id.UserHeader, id.SessionHeader},
-		rules:                compileRules(rc.Rules),
-		defaultDeny:          rc.DefaultAction == "deny",
-		sessionBinding:       rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
-		tokenInMeta:          rc.MCP.TokenInMeta,
-		resource:             rc.ProtectedResource,
+		Name:                        rc.Name,
+		issuers:                     rc.Issuers,
+		audiences:                   rc.Audiences,
+		scopes:                      rc.Scopes,
+		scopeParam:                  strings.Join(rc.Scopes, " "),
+		public:                      slices.Clone(rc.PublicPaths),
+		pathPrefix:                  rc.PathPrefix,
+		resourceMetadata:            rc.ResourceMetadata,
+		forwardAuthorization:        rc.ForwardAuthorization,
+		credentials:                 credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
+		claimHeaders:                rc.ClaimHeaders,
+		owned:                       []string{id.UserHeader, id.SessionHeader},
+		rules:                       compileRules(rc.Rules),
+		defaultDeny:                 rc.DefaultAction == "deny",
+		sessionBinding:              rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
+		tokenInMeta:                 rc.MCP.TokenInMeta,
+		upstreamValidatesMCPHeaders: rc.UpstreamValidatesMCPHeaders,
+		resource:                    rc.ProtectedResource,
 	}
 	switch rc.Protocol {
 	case config.ProtocolMCP:
@@ -408,6 +413,16 @@ func issuerSpecs(issuers []config.Issuer, getenv func(string) string) ([]jwtauth
 }
 
 func (r *Route) hasRules() bool { return len(r.rules) > 0 || r.defaultDeny }
+
+// errUnknownMethod refuses a POST whose call nobody can name on a route
+// with rules.
+const errUnknownMethod = "the JSON-RPC method is unknown: send the body to the service (Envoy with_request_body, Traefik forwardBody, the nginx njs recipe), " +
+	"or Mcp-Method and Mcp-Name to an upstream that checks them (upstream_validates_mcp_headers)"
+
+// errHeadersOnly refuses a call that rules would allow on its Mcp-Method and
+// Mcp-Name headers alone.
+const errHeadersOnly = "the call is named only by its Mcp-Method and Mcp-Name headers, which this route's upstream does not check: " +
+	"send the body to the service (Envoy with_request_body, Traefik forwardBody, the nginx njs recipe) or set upstream_validates_mcp_headers"
 
 // Limits are the overload limits of this policy.
 func (p *Policy) Limits() config.Limits { return p.limits }

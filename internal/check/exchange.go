@@ -13,6 +13,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/exchange"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/session"
 	"github.com/extauthz/extauthz/internal/shared"
 )
@@ -114,11 +115,14 @@ func compileRouteExchange(rc *config.RouteExchange, exchangers map[string]*excha
 
 // needed reports whether this request needs the exchanged token: never on
 // public paths (handled before), only for the marked methods when there are.
-func (re *routeExchange) needed(call *Call) bool {
-	if len(re.methods) == 0 {
+// A method that is unknown (no body, no Mcp-Method), or only claimed by a
+// header the upstream does not check, may be any of the marked ones: the
+// request is exchanged rather than let through without the token.
+func (re *routeExchange) needed(call *Call, headersTrusted bool) bool {
+	if len(re.methods) == 0 || call.Method == "" || (!call.Body && !headersTrusted) {
 		return true
 	}
-	return call.Method != "" && anyGlob(re.methods, canonicalMethod(call.Method))
+	return anyGlob(re.methods, canonicalMethod(call.Method))
 }
 
 // targetFor picks the tool's override for MCP tools/call; tool is the
@@ -146,6 +150,12 @@ func consentKey(r *Route, tool string) string {
 // the upstream. On failure it returns the verdict to answer with.
 func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g *Grant, token string, v *Verdict) (Verdict, bool) {
 	re := r.exchange
+	if len(re.tools) > 0 && e.req.Method == "POST" && !call.Body && !r.upstreamValidatesMCPHeaders {
+		// The tool picks the token and the consent; a tool only claimed
+		// by a header (or unknown) must not get the route's default one.
+		e.step("exchange", "unknown tool", "per-tool exchange needs the call from the body")
+		return e.p.deny(e.req, r, call, denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}), false
+	}
 	target, needsConsent, tool := re.targetFor(call)
 	if needsConsent && !e.pl.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
 		e.step("exchange", "consent required", tool)

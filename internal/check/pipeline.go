@@ -435,10 +435,16 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		if o != Allowed {
 			return denyAs(denial{outcome: o, desc: desc, scope: scope})
 		}
+		if !call.Body && r.hasRules() && !r.upstreamValidatesMCPHeaders {
+			// Mcp-Method and Mcp-Name without the body are the client's
+			// claim: allow on them only when the upstream checks them.
+			e.step("rules", "unverified", "the call is named by headers only and the upstream does not check them")
+			return denyAs(denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest})
+		}
 	case req.Method == "POST" && call.Protocol != "" && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
 		e.step("rules", "unknown method", "no trusted body and no Mcp-Method header")
-		return denyAs(denial{outcome: Malformed, desc: "the JSON-RPC method is unknown: send the body to ext_authz or the Mcp-Method header", rpcCode: jsonrpc.CodeInvalidRequest})
+		return denyAs(denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest})
 	}
 
 	if call.Method == "initialize" && !e.readOnly {
@@ -468,7 +474,7 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 			e.step("lineage", "derived", fmt.Sprintf("root %q parent %q depth %d actors %v (trusted: %v)", v.Lineage.Root, v.Lineage.Parent, v.Lineage.Depth, v.Lineage.ActorChain, v.Lineage.Trusted))
 		}
 	}
-	if r.exchange != nil && r.exchange.needed(&call) {
+	if r.exchange != nil && r.exchange.needed(&call, r.upstreamValidatesMCPHeaders) {
 		if d, ok := e.applyExchange(ctx, r, &call, g, token, &v); !ok {
 			d.CacheHit = hit
 			return d

@@ -291,6 +291,17 @@ type Route struct {
 	ProtectedResource ProtectedResource `yaml:"protected_resource"`
 	Lineage           RouteLineage      `yaml:"lineage"`
 	Exchange          *RouteExchange    `yaml:"exchange"`
+	// RequestBody says whether the front end sends the request body to the
+	// service: "sent" (the default: Envoy with_request_body, Traefik
+	// forwardBody, nginx with the njs recipe) or "none" (nginx auth_request,
+	// Caddy forward_auth). Rules on a route without the body need
+	// UpstreamValidatesMCPHeaders.
+	RequestBody string `yaml:"request_body"`
+	// UpstreamValidatesMCPHeaders declares that the upstream refuses a call
+	// whose Mcp-Method and Mcp-Name headers disagree with its body (MCP
+	// 2026-07-28 servers), so that rules may allow on those headers when
+	// the body is not sent.
+	UpstreamValidatesMCPHeaders bool `yaml:"upstream_validates_mcp_headers"`
 	// DryRun decides, logs and counts as usual but lets every request pass,
 	// telling the upstream the decision in the x-extauthz-dry-run header.
 	DryRun bool `yaml:"dry_run"`
@@ -302,6 +313,12 @@ const (
 	ProtocolMCP  = "mcp"
 	ProtocolA2A  = "a2a"
 	ProtocolHTTP = "http"
+)
+
+// Route request_body values.
+const (
+	RequestBodySent = "sent"
+	RequestBodyNone = "none"
 )
 
 // MCP tunes MCP awareness on a route.

@@ -108,6 +108,21 @@ routes: [{name: r, issuers: [a]}]
 			doc:  "issuers: [{name: a, secret: s}]\nelicitations: {state_key_env: K, state_key_file: k}\nroutes: [{name: r, issuers: [a]}]\n",
 			want: []string{"state_key_env and state_key_file exclude each other"},
 		},
+		{
+			name: "rules on a route without the body name the options that fix it",
+			doc:  "issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: mcp, request_body: none, rules: [{methods: [tools/call], names: [rm], action: deny}]}]\n",
+			want: []string{"request_body is none", "with_request_body", "forwardBody", "njs", "upstream_validates_mcp_headers: true"},
+		},
+		{
+			name: "default deny on a route without the body",
+			doc:  "issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: mcp, request_body: none, default_action: deny}]\n",
+			want: []string{"request_body is none"},
+		},
+		{
+			name: "unknown request_body",
+			doc:  "issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], request_body: partial}]\n",
+			want: []string{"request_body", "partial"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +136,20 @@ routes: [{name: r, issuers: [a]}]
 				}
 			}
 		})
+	}
+}
+
+// TestRequestBodyNoneAccepted: without the body, a route may have rules
+// only when its upstream checks Mcp-Method and Mcp-Name.
+func TestRequestBodyNoneAccepted(t *testing.T) {
+	for _, doc := range []string{
+		"issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: mcp, request_body: none}]\n",
+		"issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: mcp, request_body: none, upstream_validates_mcp_headers: true, rules: [{methods: [tools/call], names: [rm], action: deny}]}]\n",
+		"issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: mcp, request_body: sent, rules: [{methods: [tools/call], names: [rm], action: deny}]}]\n",
+	} {
+		if _, err := Parse([]byte(doc)); err != nil {
+			t.Errorf("%s: %v", doc, err)
+		}
 	}
 }
 

@@ -270,6 +270,17 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	if r.Protocol == ProtocolHTTP && (len(r.Rules) > 0 || r.MCP.TokenInMeta) {
 		v.add("%s: rules and mcp settings need a JSON-RPC protocol, not http", p)
 	}
+	switch r.RequestBody {
+	case "", RequestBodySent:
+	case RequestBodyNone:
+		if (len(r.Rules) > 0 || r.DefaultAction == "deny") && !r.UpstreamValidatesMCPHeaders {
+			v.add("%s: rules need the call the upstream will execute, but request_body is none: send the body to the service "+
+				"(Envoy http_service with_request_body, Traefik forwardBody, nginx with the njs recipe of docs/forward-auth.md) and drop request_body, "+
+				"or set upstream_validates_mcp_headers: true if the upstream refuses calls whose Mcp-Method and Mcp-Name disagree with the body (MCP 2026-07-28 servers)", p)
+		}
+	default:
+		v.add("%s.request_body: %q is neither sent nor none", p, r.RequestBody)
+	}
 	for i, rule := range r.Rules {
 		q := fmt.Sprintf("%s.rules[%d]", p, i)
 		if rule.Name != "" {

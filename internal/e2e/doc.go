@@ -1,8 +1,13 @@
 // Package e2e holds the end-to-end tests: the service's HTTP forward-auth
-// front end behind a real nginx (auth_request), in front of an MCP server
-// and A2A agents built with the official SDKs, driven by the SDKs' own
-// clients. It has no code outside its tests.
+// front end behind real proxies (nginx auth_request, nginx with njs, Caddy),
+// configured with the files of docs/forward-auth as they are, in front of an
+// MCP server and A2A agents built with the official SDKs, driven by the SDKs'
+// own clients: the Go SDK, and the TypeScript SDK v1 and v2 through the
+// script in testdata/ts (its packages pinned in package-lock.json, installed
+// by make deps with npm ci).
 //
-// The tests need the nginx binary (Debian's nginx package). Without it they
-// skip, unless CI=true, where a missing nginx fails them.
+// The tests need nginx, its js module and caddy (Debian's nginx,
+// libnginx-mod-http-js and caddy packages), and Node.js with the script's
+// packages. Without them they skip, unless CI=true, where a missing one
+// fails them.
 package e2e

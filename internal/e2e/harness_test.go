@@ -53,14 +53,6 @@ routes:
     issuers: [e2e]
 `
 
-// ownedHeaders are the identity and lineage headers the service sets or
-// strips; nginx copies each from the auth answer, so an absent one removes a
-// client's copy.
-var ownedHeaders = []string{
-	"X-User-Id", "X-Session-Id", "X-Root-Context-Id", "X-Parent-Context-Id",
-	"X-Lineage-Depth", "X-Actor-Chain", "X-Lineage-Token",
-}
-
 // nginxBinary finds nginx, or skips the test when it is absent outside CI.
 func nginxBinary(t *testing.T) string {
 	t.Helper()
@@ -109,7 +101,7 @@ func start(t *testing.T, o envOptions) *env {
 	bin := nginxBinary(t)
 	e := &env{}
 
-	serviceAddr := startService(t)
+	serviceAddr := startService(t, serviceConfig, "nginx").HTTP
 
 	// The upstreams listen before nginx starts; agent A learns nginx's port
 	// (its next hop) only once nginx runs.
@@ -126,11 +118,13 @@ func start(t *testing.T, o envOptions) *env {
 		t.Cleanup(s.Close)
 	}
 
-	e.startNginx(t, bin, map[string]string{
+	upstreams := map[string]string{
 		mcpHost:    mcpSrv.Listener.Addr().String(),
 		agentAHost: agentA.Listener.Addr().String(),
 		agentBHost: agentB.Listener.Addr().String(),
-	}, serviceAddr)
+	}
+	e.port = startNginx(t, bin, func(dir, port string) string { return nginxConfig(dir, port, upstreams, serviceAddr) })
+	e.nginxAddr = "127.0.0.1:" + e.port
 
 	agentA.Config.Handler = testpeers.NewA2AAgent(testpeers.A2AOptions{
 		Name: "agent-a",
@@ -146,12 +140,13 @@ func start(t *testing.T, o envOptions) *env {
 	return e
 }
 
-// startService runs the real service (app.Serve) with its HTTP front end on
-// 127.0.0.1 and returns that front end's address.
-func startService(t *testing.T) string {
+// startService runs the real service (app.Serve) with config and its HTTP
+// front end on 127.0.0.1 in the named convention, and returns its
+// addresses.
+func startService(t *testing.T, config, convention string) app.Addrs {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "extauthz.yaml")
-	if err := os.WriteFile(cfg, []byte(serviceConfig), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -160,7 +155,7 @@ func startService(t *testing.T) string {
 	go func() {
 		done <- app.Serve(ctx, app.ServeOptions{
 			ConfigFile: cfg, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-			HTTPConvention: "auto", HTTPTrusted: "127.0.0.1/32", LogLevel: "warn", LogFormat: "text",
+			HTTPConvention: convention, HTTPTrusted: "127.0.0.1/32", LogLevel: "warn", LogFormat: "text",
 			ShutdownTimeout: 5 * time.Second, Started: func(a app.Addrs) { started <- a },
 		}, app.Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
 	}()
@@ -174,13 +169,13 @@ func startService(t *testing.T) string {
 	})
 	select {
 	case a := <-started:
-		return a.HTTP
+		return a
 	case err := <-done:
 		t.Fatalf("service: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("service did not start")
 	}
-	return ""
+	return app.Addrs{}
 }
 
 // url is an address on nginx under a virtual host.
@@ -214,11 +209,12 @@ func (e *env) client(t *testing.T, token string, extra http.Header, log *respons
 	return &http.Client{Transport: &testpeers.BearerTransport{Token: testpeers.StaticToken(token), Header: extra, Base: base}}
 }
 
-// startNginx writes the configuration and runs nginx in the foreground
-// until the test ends. The port is picked free and handed to nginx, so
-// another process may take it in between: a failed start is retried with
-// another port.
-func (e *env) startNginx(t *testing.T, bin string, upstreams map[string]string, service string) {
+// startNginx writes the configuration conf builds and runs nginx in the
+// foreground until the test ends; it returns nginx's port. The
+// configuration must serve /_e2e_ready (see nginxReady). The port is picked
+// free and handed to nginx, so another process may take it in between: a
+// failed start is retried with another port.
+func startNginx(t *testing.T, bin string, conf func(dir, port string) string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, sub := range []string{"tmp", "logs"} {
@@ -233,21 +229,20 @@ func (e *env) startNginx(t *testing.T, bin string, upstreams map[string]string, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		conf := nginxConfig(dir, port, upstreams, service)
 		path := filepath.Join(dir, "nginx.conf")
-		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(conf(dir, port)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		e.port, e.nginxAddr = port, "127.0.0.1:"+port
-		if lastErr = e.runNginx(t, bin, dir, path); lastErr == nil {
-			return
+		if lastErr = runNginx(t, bin, dir, path, "127.0.0.1:"+port); lastErr == nil {
+			return port
 		}
 	}
 	t.Fatalf("nginx did not start after %d attempts: %v\nconfig:\n%s", attempts, lastErr, readFile(filepath.Join(dir, "nginx.conf")))
+	return ""
 }
 
 // runNginx starts nginx and waits until it answers its readiness location.
-func (e *env) runNginx(t *testing.T, bin, dir, conf string) error {
+func runNginx(t *testing.T, bin, dir, conf, addr string) error {
 	var out syncBuffer
 	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-g", "daemon off;")
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -275,7 +270,7 @@ func (e *env) runNginx(t *testing.T, bin, dir, conf string) error {
 			return fmt.Errorf("nginx exited (%v): %s%s", err, out.String(), readFile(filepath.Join(dir, "logs", "error.log")))
 		default:
 		}
-		res, err := probe.Get("http://" + e.nginxAddr + "/_e2e_ready")
+		res, err := probe.Get("http://" + addr + "/_e2e_ready")
 		if err == nil {
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
@@ -327,74 +322,39 @@ func nginxConfig(dir, port string, upstreams map[string]string, service string) 
 	p("  upstream extauthz { server %s; }", service)
 	p("  server {")
 	p("    listen 127.0.0.1:%s default_server;", port)
-	p("    location = /_e2e_ready { add_header X-E2E-Ready %q; return 204; }", dir)
+	p("    %s", nginxReady(dir))
 	p("    location / { return 404; }")
 	p("  }")
 	for _, host := range []string{mcpHost, agentAHost, agentBHost} {
 		p("  server {")
 		p("    listen 127.0.0.1:%s;", port)
 		p("    server_name %s;", host)
-		b.WriteString(nginxServer(upstreams[host]))
+		// The documented snippets, as they are.
+		p("    include %s;", snippet("nginx-server.conf"))
+		p("    location / {")
+		p("      include %s;", snippet("nginx-location.conf"))
+		p("      proxy_pass http://%s;", upstreams[host])
+		p("    }")
 		p("  }")
 	}
 	p("}")
 	return b.String()
 }
 
-// nginxServer is the body of a server block protecting upstream: the
-// pattern the httpauthz package documents.
-func nginxServer(upstream string) string {
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, "    "+format+"\n", args...) }
-	p("location = /_extauthz {")
-	p("  internal;")
-	p("  proxy_pass http://extauthz/check;")
-	p("  proxy_pass_request_body off;")
-	p(`  proxy_set_header Content-Length "";`)
-	p("  proxy_set_header X-Original-Method $request_method;")
-	p("  proxy_set_header X-Original-URI $request_uri;")
-	p("  proxy_set_header X-Forwarded-Host $http_host;")
-	p("  proxy_set_header X-Forwarded-Proto $scheme;")
-	p("}")
-	p("location ^~ /.well-known/oauth-protected-resource {")
-	p("  proxy_pass http://extauthz;")
-	p("  proxy_set_header Host $http_host;")
-	p("  proxy_set_header X-Forwarded-Proto $scheme;")
-	p("}")
-	p("location / {")
-	p("  auth_request /_extauthz;")
-	p("  auth_request_set $extauthz_www_authenticate $upstream_http_www_authenticate;")
-	for _, h := range ownedHeaders {
-		v := nginxVar(h)
-		p("  auth_request_set $extauthz_%s $upstream_http_%s;", v, v)
-		// An empty value removes the header: a client's copy never passes.
-		p("  proxy_set_header %s $extauthz_%s;", h, v)
-	}
-	p(`  proxy_set_header Authorization "";`)
-	p("  proxy_set_header Host $http_host;")
-	p("  proxy_http_version 1.1;")
-	p(`  proxy_set_header Connection "";`)
-	p("  proxy_buffering off;")
-	p("  error_page 401 = @extauthz_401;")
-	p("  error_page 403 = @extauthz_403;")
-	p("  proxy_pass http://%s;", upstream)
-	p("}")
-	// nginx copies WWW-Authenticate itself on 401 only.
-	p("location @extauthz_401 {")
-	p("  default_type application/json;")
-	p(`  return 401 '{"error":"unauthorized"}';`)
-	p("}")
-	p("location @extauthz_403 {")
-	p("  add_header WWW-Authenticate $extauthz_www_authenticate always;")
-	p("  default_type application/json;")
-	p(`  return 403 '{"error":"forbidden"}';`)
-	p("}")
-	return b.String()
+// nginxReady is the location runNginx probes: it names the test's
+// directory, so that another nginx on the port is not taken for ours.
+func nginxReady(dir string) string {
+	return fmt.Sprintf("location = /_e2e_ready { add_header X-E2E-Ready %q; return 204; }", dir)
 }
 
-// nginxVar is a header name as nginx names its variables.
-func nginxVar(header string) string {
-	return strings.ReplaceAll(strings.ToLower(header), "-", "_")
+// snippet is the absolute path of a documented proxy configuration file
+// (docs/forward-auth): the tests run them verbatim.
+func snippet(name string) string {
+	p, err := filepath.Abs(filepath.Join("..", "..", "docs", "forward-auth", name))
+	if err != nil {
+		panic(err)
+	}
+	return p
 }
 
 func readFile(path string) string {

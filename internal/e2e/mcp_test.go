@@ -143,8 +143,8 @@ func TestNginxMCPForgedIdentity(t *testing.T) {
 }
 
 // TestNginxMCPSpoofedForwardingHeader: a client that adds another proxy's
-// forwarding header to have a public path checked instead of its call is
-// refused; nginx turns the 400 into a 500.
+// forwarding header to have a public path checked instead of its call gains
+// nothing: the nginx convention never reads it, and the call is checked.
 func TestNginxMCPSpoofedForwardingHeader(t *testing.T) {
 	e := start(t, envOptions{})
 	expired := token(t, jwt.MapClaims{"exp": time.Now().Add(-time.Hour).Unix()})
@@ -159,8 +159,8 @@ func TestNginxMCPSpoofedForwardingHeader(t *testing.T) {
 		t.Fatal("no response recorded")
 	}
 	for _, r := range log.responses() {
-		if r.status != http.StatusInternalServerError {
-			t.Errorf("%s %s: status %d, want nginx's 500 for the refused check", r.method, r.path, r.status)
+		if r.status != http.StatusUnauthorized || !strings.Contains(r.challenge, "token is expired") {
+			t.Errorf("%s %s: status %d challenge %q, want the expired token's 401", r.method, r.path, r.status, r.challenge)
 		}
 	}
 	if n := len(e.calls()); n != 0 {

@@ -41,7 +41,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 		},
 		{
 			name: "caddy allowed by Mcp-Name", path: "/", status: 200,
-			header: http.Header{"X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Method": {"POST"}, "X-Forwarded-Host": {"files.example.com"},
+			header: http.Header{"X-Forwarded-Uri": {"/validated"}, "X-Forwarded-Method": {"POST"}, "X-Forwarded-Host": {"files.example.com"},
 				"X-Forwarded-Proto": {"https"}, "X-Forwarded-For": {"203.0.113.9"}, "Authorization": {tok},
 				"Mcp-Method": {"tools/call"}, "Mcp-Name": {"echo"}, "Mcp-Protocol-Version": {"2026-07-28"}},
 		},
@@ -53,6 +53,11 @@ func BenchmarkServeHTTP(b *testing.B) {
 		{
 			name: "envoy missing token", opts: Options{PathPrefix: "/authz"}, method: "POST", path: "/authz/a2a", host: "agent.example.com", status: 401,
 			header: http.Header{"Content-Type": {"application/json"}},
+		},
+		{
+			// The refusal's full answer is kept for the fetch.
+			name: "nginx missing token, answer kept", opts: Options{Convention: Nginx}, path: "/check", status: 401,
+			header: http.Header{"X-Original-Uri": {"/mcp"}, "X-Original-Method": {"POST"}, "X-Forwarded-Host": {"files.example.com"}},
 		},
 	}
 	for _, c := range cases {

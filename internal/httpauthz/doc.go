@@ -58,60 +58,53 @@
 //   - Envoy http_service: authorization_response.allowed_upstream_headers
 //     matching the identity and lineage headers; Envoy removes the listed
 //     headers by itself.
-//   - nginx: "auth_request_set $extauthz_user $upstream_http_x_user_id;" and
-//     "proxy_set_header X-User-Id $extauthz_user;" for every owned header.
-//     An empty variable removes the header, so a client's copy never reaches
-//     the upstream; set "proxy_set_header Authorization "";" unless a route
-//     forwards the token.
+//   - nginx: "auth_request_set" and "proxy_set_header" for every owned
+//     header (docs/forward-auth/nginx-location.conf). An empty variable
+//     removes the header, so a client's copy never reaches the upstream;
+//     Authorization is copied too, so that the client's token is removed
+//     and an exchanged one set.
 //   - Traefik: authResponseHeaders listing every owned header; Traefik
 //     deletes each listed header from the request before copying the
 //     answer's, which removes forgeries.
-//   - Caddy: copy_headers listing every owned header (recent versions delete
-//     a listed header the answer lacks; on older ones add
-//     "request_header -X-Session-Id" and the like before forward_auth).
+//   - Caddy: set each owned header from the answer and delete it where the
+//     answer lacks it (docs/forward-auth/Caddyfile): Caddy 2.6's
+//     copy_headers sends the literal placeholder instead.
 //
-// Denied: the verdict's status, headers (WWW-Authenticate, Content-Type,
-// Retry-After) and body (a JSON-RPC error for MCP and A2A calls). Envoy,
-// Traefik and Caddy return all three to the client. nginx auth_request
-// understands only 2xx, 401 and 403, and answers 500 for anything else (a
-// malformed request, 400, or keys not loaded yet, 503); it never forwards
-// the body, and copies WWW-Authenticate only on 401. For the 403
-// insufficient_scope challenge:
-//
-//	auth_request_set $extauthz_www_authenticate $upstream_http_www_authenticate;
-//	error_page 403 = @extauthz_403;
-//	location @extauthz_403 {
-//	    add_header WWW-Authenticate $extauthz_www_authenticate always;
-//	    return 403;
-//	}
+// Refused: never a 2xx, which every forward-auth proxy takes for an allow.
+// The verdict's status, headers (WWW-Authenticate, Content-Type,
+// Retry-After) and body (a JSON-RPC error for MCP and A2A calls); a direct
+// answer that Envoy returns as a 200 (the protected resource metadata, a URL
+// elicitation) is a 403 here. With the Nginx and Forwarded conventions the
+// refusal also names its full answer in AnswerHeader: the proxy fetches
+// AnswerPath + id once and returns it to the client as it is, so that nginx
+// (which turns statuses other than 401 and 403 into 500 and drops the body)
+// and Caddy give the client what Envoy would. Answers are bounded, expire
+// after seconds and are handed to trusted proxies only; a fetch that finds
+// none gets 503. With the Nginx convention the challenge travels only in the
+// fetched answer, since nginx copies a 401's WWW-Authenticate itself.
+// docs/forward-auth.md has the proxy configurations, which the end-to-end
+// tests run as they are.
 //
 // # Protected resource metadata
 //
 // The pipeline answers GET /.well-known/oauth-protected-resource[/path]
-// itself (RFC 9728). Here that is a 200 with the document: requested at the
-// service directly, the client gets it; through a forward-auth proxy a 200 is
-// an allow, the proxy passes the request on and the upstream answers it (no
-// proxy returns the body of a 2xx authorization answer). Route that path to
-// the service instead, with the original host, e.g. for nginx:
-//
-//	location ^~ /.well-known/oauth-protected-resource {
-//	    proxy_pass http://extauthz-http;
-//	    proxy_set_header Host $http_host;
-//	    proxy_set_header X-Forwarded-Proto $scheme;
-//	}
+// itself (RFC 9728). Through nginx and Caddy it comes by the answer fetch.
+// A request made to the service itself gets the document as a 200: with the
+// Nginx and Forwarded conventions, a request for the metadata path without
+// forwarding headers (Traefik routes it to the service); with the Envoy and
+// Auto conventions and Options.PathPrefix set, a request outside the prefix.
 //
 // # The body
 //
-// Envoy (with_request_body) and Traefik (forwardBody) can send the request
-// body; it becomes check.Request.Body, cut at Options.MaxBodyBytes and then
-// marked partial, which the pipeline never trusts. nginx auth_request and
-// Caddy forward_auth never send it. Without the body:
-//
-//   - JSON-RPC method and tool rules need the MCP 2026-07-28 Mcp-Method and
-//     Mcp-Name headers; a POST naming neither is denied on routes with rules.
-//   - The -32020 header/body mismatch check cannot run (nothing to compare).
-//   - A2A lineage cannot start from params.message.contextId; the root is the
-//     Mcp-Session-Id, the token's session or a new id instead.
-//   - JSON-RPC denials cannot echo the request id.
-//   - Tokens in MCP params._meta (token_in_meta) are not found.
+// Envoy (with_request_body), Traefik (forwardBody) and nginx with the njs
+// recipe send the request body; it becomes check.Request.Body, cut at
+// Options.MaxBodyBytes and then marked partial, which the pipeline never
+// trusts. X-Envoy-Auth-Partial-Body is read only from trusted peers with the
+// Envoy and Auto conventions (only Envoy sets it). nginx auth_request and
+// Caddy forward_auth never send the body. Without it Mcp-Method and Mcp-Name
+// are the client's claim: rules allow on them only on routes whose upstream
+// checks them (upstream_validates_mcp_headers), the -32020 mismatch check
+// cannot run, A2A lineage cannot start from params.message.contextId,
+// JSON-RPC denials cannot echo the request id, and tokens in MCP
+// params._meta are not found.
 package httpauthz

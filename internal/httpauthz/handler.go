@@ -1,6 +1,7 @@
 package httpauthz
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"net/textproto"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/extauthz/extauthz/internal/check"
 )
@@ -43,6 +45,13 @@ type Options struct {
 	// Logger receives the handler's own refusals; the pipeline logs its
 	// decisions. nil discards.
 	Logger *slog.Logger
+	// Now is the clock of the answer store; nil means time.Now.
+	Now func() time.Time
+	// MaxAnswers and AnswerTTL bound the answers waiting for the proxy to
+	// fetch them (Nginx and Forwarded conventions); 0 means
+	// DefaultMaxAnswers and DefaultAnswerTTL.
+	MaxAnswers int
+	AnswerTTL  time.Duration
 }
 
 type handler struct {
@@ -55,6 +64,9 @@ type handler struct {
 	maxBody        int64
 	log            *slog.Logger
 	names          canonicalNames
+	// answers keeps refused checks' full answers for the proxy to fetch;
+	// nil with the Envoy and Auto conventions (see serveAnswer).
+	answers *answerStore
 }
 
 // NewHandler returns the forward-auth handler deciding with p. Every path
@@ -81,13 +93,31 @@ func NewHandler(p *check.Pipeline, o Options) http.Handler {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	h.names.m = make(map[string]string)
+	if h.convention == Nginx || h.convention == Forwarded {
+		// Only the named conventions: their checks never come at the
+		// authorization request's own path, so AnswerPath cannot be a
+		// client's path. Envoy's (and Auto's, which may be Envoy's) are the
+		// client's own.
+		now := o.Now
+		if now == nil {
+			now = time.Now
+		}
+		h.answers = newAnswerStore(cmp.Or(o.MaxAnswers, DefaultMaxAnswers), cmp.Or(o.AnswerTTL, DefaultAnswerTTL), now)
+	}
 	return h
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o, bad := h.originalRequest(r)
+	trusted := h.trusted(r.RemoteAddr)
+	if h.answers != nil && trusted {
+		if id, ok := strings.CutPrefix(r.URL.Path, AnswerPath); ok {
+			h.serveAnswer(w, id)
+			return
+		}
+	}
+	o, bad := h.originalRequest(r, trusted)
 	if bad != "" {
-		h.refuse(r.Context(), w, r, bad)
+		h.refuse(r.Context(), w, r, bad, trusted)
 		return
 	}
 	in := check.Request{
@@ -107,34 +137,55 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.maxBody > 0 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		in.Body, in.BodyPartial = readBody(r.Body, r.ContentLength, h.maxBody)
 	}
-	if in.Headers["x-envoy-auth-partial-body"] == "true" {
+	if trusted && !o.forwarded && h.convention != Nginx && h.convention != Forwarded &&
+		in.Headers["x-envoy-auth-partial-body"] == "true" {
+		// Only Envoy sets it, and only on its own authorization request;
+		// elsewhere it is a client's header.
 		in.BodyPartial = true
 	}
 	v := h.pipeline.Check(r.Context(), &in)
-	h.write(w, &v)
+	h.write(w, &v, o.direct, trusted)
 }
 
 // write answers the proxy: 200 with the upstream headers to allow, the
-// verdict's status, headers and body to deny.
-func (h *handler) write(w http.ResponseWriter, v *check.Verdict) {
+// verdict's status, headers and body to deny. A refusal is never 2xx, since
+// every forward-auth proxy takes a 2xx for an allow: a direct answer
+// (protected resource metadata, an elicitation) goes out as 403, and the
+// proxy fetches the real one by AnswerHeader. Only a request made to the
+// service itself (direct) gets a direct answer as it is.
+func (h *handler) write(w http.ResponseWriter, v *check.Verdict, direct, trusted bool) {
 	hdr := w.Header()
-	switch {
-	case v.Outcome.Allow():
+	if v.Outcome.Allow() {
 		h.setUpstream(hdr, v)
 		w.WriteHeader(http.StatusOK)
-	default:
-		// A ResourceMetadata verdict is a 200 with the document: a proxy
-		// takes it for an allow (see the package documentation), a client
-		// asking the service directly gets the document.
-		if len(v.Remove) > 0 {
-			hdr[RemoveHeader] = []string{strings.Join(v.Remove, ", ")}
-		}
-		for _, rh := range v.ResponseHeaders {
-			hdr[h.names.canonical(rh.Name)] = []string{rh.Value}
-		}
-		w.WriteHeader(v.Status())
-		_, _ = w.Write(v.Body)
+		return
 	}
+	status := v.Status()
+	offered := !direct && h.offerAnswer(hdr, status, v.ResponseHeaders, v.Body, trusted)
+	if status < 400 && !direct {
+		status = http.StatusForbidden
+	}
+	for _, rh := range v.ResponseHeaders {
+		if offered && h.convention == Nginx && rh.Name == "www-authenticate" {
+			// nginx copies the challenge of a 401 to the client itself,
+			// next to the fetched answer's: it travels in the answer only.
+			continue
+		}
+		hdr[h.names.canonical(rh.Name)] = []string{rh.Value}
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(v.Body)
+}
+
+// offerAnswer keeps a refusal's full answer for the proxy to fetch and
+// names it in AnswerHeader (Nginx and Forwarded conventions, trusted
+// proxies only).
+func (h *handler) offerAnswer(hdr http.Header, status int, headers []check.Header, body []byte, trusted bool) bool {
+	if h.answers == nil || !trusted {
+		return false
+	}
+	hdr[AnswerHeader] = []string{h.answers.put(&answer{status: status, headers: headers, body: body})}
+	return true
 }
 
 // rendering is a grant's upstream headers in net/http's form, built once
@@ -189,16 +240,20 @@ func (h *handler) setUpstream(hdr http.Header, v *check.Verdict) {
 }
 
 // refuse answers a forward-auth request that cannot be checked.
-func (h *handler) refuse(ctx context.Context, w http.ResponseWriter, r *http.Request, why badRequest) {
+func (h *handler) refuse(ctx context.Context, w http.ResponseWriter, r *http.Request, why badRequest, trusted bool) {
 	h.log.LogAttrs(ctx, slog.LevelInfo, "denied",
 		slog.String("outcome", check.Malformed.String()), slog.Int("status", http.StatusBadRequest),
 		slog.String("reason", string(why)), slog.String("peer", r.RemoteAddr),
 		slog.String("request_id", r.Header.Get("X-Request-Id")))
 	hdr := w.Header()
+	body := refusalBody(why)
+	h.offerAnswer(hdr, http.StatusBadRequest, refusalHeaders, body, trusted)
 	hdr["Content-Type"] = []string{"application/json"}
 	w.WriteHeader(http.StatusBadRequest)
-	_, _ = w.Write(refusalBody(why))
+	_, _ = w.Write(body)
 }
+
+var refusalHeaders = []check.Header{{Name: "content-type", Value: "application/json"}}
 
 // refusalBody is the JSON of a refusal, in the shape of the pipeline's
 // denials. The reasons are fixed strings without quotes.

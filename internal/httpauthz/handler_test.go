@@ -138,13 +138,80 @@ func TestConventions(t *testing.T) {
 			body:   "forbidden",
 		},
 		{
-			name: "caddy: Mcp-Method and Mcp-Name name an allowed tool",
+			// The headers are the client's claim; the upstream does not
+			// check them against the body on this route.
+			name: "caddy: Mcp-Method and Mcp-Name alone never allow on a route with rules",
 			ask: ask{path: "/", header: http.Header{
 				"X-Forwarded-Method": {"POST"}, "X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"},
 				"Mcp-Method": {"tools/call"}, "Mcp-Name": {"echo"}, "Authorization": {bearer(tok)},
 			}},
+			status:  400,
+			headers: map[string]string{"X-User-Id": ""},
+			body:    "upstream_validates_mcp_headers",
+		},
+		{
+			name: "caddy: Mcp-Method and Mcp-Name allow where the upstream checks them",
+			ask: ask{path: "/", header: http.Header{
+				"X-Forwarded-Method": {"POST"}, "X-Forwarded-Uri": {"/validated"}, "X-Forwarded-Host": {"files.example.com"},
+				"Mcp-Method": {"tools/call"}, "Mcp-Name": {"echo"}, "Authorization": {bearer(tok)},
+			}},
 			status:  200,
 			headers: map[string]string{"X-User-Id": "alice"},
+		},
+		{
+			name: "forwarded: X-Forwarded-Port keeps the port in the challenge",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/", header: http.Header{
+				"X-Forwarded-Method": {"GET"}, "X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"},
+				"X-Forwarded-Proto": {"https"}, "X-Forwarded-Port": {"8443"},
+			}},
+			status:  401,
+			headers: map[string]string{"Www-Authenticate": `Bearer scope="files:read", resource_metadata="https://files.example.com:8443/.well-known/oauth-protected-resource/mcp"`},
+		},
+		{
+			name: "forwarded: a port in X-Forwarded-Host wins over X-Forwarded-Port",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/", header: http.Header{
+				"X-Forwarded-Method": {"GET"}, "X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com:9000"}, "X-Forwarded-Port": {"8443"},
+			}},
+			status:  401,
+			headers: map[string]string{"Www-Authenticate": `Bearer scope="files:read", resource_metadata="http://files.example.com:9000/.well-known/oauth-protected-resource/mcp"`},
+		},
+		{
+			name: "forwarded: the default port is left out",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/check", header: http.Header{
+				"X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"}, "X-Forwarded-Proto": {"https"}, "X-Forwarded-Port": {"443"},
+			}},
+			status:  401,
+			headers: map[string]string{"Www-Authenticate": `Bearer scope="files:read", resource_metadata="https://files.example.com/.well-known/oauth-protected-resource/mcp"`},
+		},
+		{
+			name:   "a malformed X-Forwarded-Port is refused",
+			opts:   Options{Convention: Forwarded},
+			ask:    ask{path: "/", header: http.Header{"X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"}, "X-Forwarded-Port": {"80x"}}},
+			status: 400,
+			body:   "X-Forwarded-Port",
+		},
+		{
+			// Traefik's forwardBody sends the whole body or refuses; only
+			// Envoy marks a body partial.
+			name: "traefik: a client's X-Envoy-Auth-Partial-Body does not switch off the body",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/", body: deleteCall, header: http.Header{
+				"X-Forwarded-Method": {"POST"}, "X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"files.example.com"},
+				"Mcp-Method": {"tools/call"}, "Mcp-Name": {"echo"}, "Authorization": {bearer(tok)}, "X-Envoy-Auth-Partial-Body": {"true"},
+			}},
+			status: 400,
+			body:   "Mcp-Name header does not match the body",
+		},
+		{
+			name: "envoy: X-Envoy-Auth-Partial-Body from an untrusted peer is ignored",
+			opts: Options{PathPrefix: "/authz", TrustedProxies: []netip.Prefix{}},
+			ask: ask{method: "POST", path: "/authz/mcp", host: "files.example.com", body: deleteCall,
+				header: http.Header{"Authorization": {bearer(tok)}, "X-Envoy-Auth-Partial-Body": {"true"}}},
+			status: 403,
+			body:   `"id":7`,
 		},
 		{
 			name: "caddy: a POST nobody can name fails closed on a route with rules",
@@ -321,19 +388,50 @@ func TestConventions(t *testing.T) {
 
 		// Protected resource metadata.
 		{
-			name:    "metadata is answered at the service",
+			name:    "metadata asked of the service itself, outside the check prefix",
+			opts:    Options{Convention: Envoy, PathPrefix: "/authz"},
 			ask:     ask{path: "/.well-known/oauth-protected-resource/mcp", host: "files.example.com"},
 			status:  200,
-			headers: map[string]string{"Content-Type": "application/json"},
+			headers: map[string]string{"Content-Type": "application/json", RemoveHeader: ""},
 			body:    `"resource":"http://files.example.com/mcp"`,
 			golden:  "metadata.txt",
 		},
 		{
-			name: "metadata through a forward-auth proxy is a plain allow",
+			name:    "forwarded: metadata routed to the service itself (Traefik)",
+			opts:    Options{Convention: Forwarded},
+			ask:     ask{path: "/.well-known/oauth-protected-resource/mcp", host: "files.example.com:8443", header: http.Header{"X-Forwarded-Proto": {"https"}}},
+			status:  200,
+			headers: map[string]string{RemoveHeader: "", AnswerHeader: ""},
+			body:    `"resource":"https://files.example.com:8443/mcp"`,
+		},
+		{
+			name:   "forwarded: any other path without X-Forwarded-Uri is refused",
+			opts:   Options{Convention: Forwarded},
+			ask:    ask{path: "/mcp", host: "files.example.com"},
+			status: 400,
+			body:   "X-Forwarded-Uri is required",
+		},
+		{
+			name:    "envoy http_service: metadata is never a 2xx check answer",
+			opts:    Options{Convention: Envoy, PathPrefix: "/authz"},
+			ask:     ask{path: "/authz/.well-known/oauth-protected-resource/mcp", host: "files.example.com"},
+			status:  403,
+			headers: map[string]string{RemoveHeader: "", AnswerHeader: ""},
+			body:    `"resource":"http://files.example.com/mcp"`,
+		},
+		{
+			name:    "auto: metadata without a prefix is never a 2xx check answer",
+			ask:     ask{path: "/.well-known/oauth-protected-resource/mcp", host: "files.example.com"},
+			status:  403,
+			headers: map[string]string{RemoveHeader: "", AnswerHeader: ""},
+		},
+		{
+			name: "nginx: metadata through auth_request is refused with an answer to fetch",
+			opts: Options{Convention: Nginx},
 			ask: ask{path: "/check", header: http.Header{"X-Original-Uri": {"/.well-known/oauth-protected-resource/mcp"},
 				"X-Forwarded-Host": {"files.example.com"}, "X-Forwarded-Proto": {"https"}}},
-			status:  200,
-			headers: map[string]string{"X-User-Id": ""},
+			status:  403,
+			headers: map[string]string{"X-User-Id": "", RemoveHeader: ""},
 			body:    `"resource":"https://files.example.com/mcp"`,
 		},
 	}
@@ -374,6 +472,9 @@ func TestConventions(t *testing.T) {
 			}
 			if !strings.Contains(body, tt.body) {
 				t.Errorf("body %s does not contain %s", body, tt.body)
+			}
+			if (tt.opts.Convention == Nginx || tt.opts.Convention == Forwarded) && res.StatusCode >= 400 && res.Header.Get(AnswerHeader) == "" {
+				t.Errorf("refusal without %s", AnswerHeader)
 			}
 			if res.StatusCode >= 400 && res.Header.Get("Content-Type") != "application/json" {
 				t.Errorf("denial content-type %q", res.Header.Get("Content-Type"))

@@ -38,6 +38,14 @@ routes:
     scopes: [files:read]
     rules:
       - {name: no-delete, methods: [tools/call], names: [delete_*], action: deny}
+  - name: validated
+    hosts: [files.example.com]
+    path_prefix: /validated
+    protocol: mcp
+    issuers: [dev]
+    upstream_validates_mcp_headers: true
+    rules:
+      - {name: no-delete, methods: [tools/call], names: [delete_*], action: deny}
   - name: agent
     default: true
     issuers: [dev]

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -105,12 +106,16 @@ func (h *handler) trusted(remoteAddr string) bool {
 	return false
 }
 
+// metadataPath is where RFC 9728 protected resource metadata is served.
+const metadataPath = "/.well-known/oauth-protected-resource"
+
 // Forwarding headers, canonical.
 const (
 	hForwardedMethod = "X-Forwarded-Method"
 	hForwardedURI    = "X-Forwarded-Uri"
 	hForwardedHost   = "X-Forwarded-Host"
 	hForwardedProto  = "X-Forwarded-Proto"
+	hForwardedPort   = "X-Forwarded-Port"
 	hOriginalMethod  = "X-Original-Method"
 	hOriginalURI     = "X-Original-Uri"
 	hOriginalURL     = "X-Original-Url"
@@ -126,16 +131,20 @@ type original struct {
 	// forwarded says forwarding headers described it; the authorization
 	// request's own URL is then ours (it may name the route).
 	forwarded bool
+	// direct says the request was made to the service itself, not asked
+	// about by a proxy: with Options.PathPrefix set (Envoy http_service), a
+	// request outside it. Only direct requests get a direct answer (the
+	// protected resource metadata) as a 200.
+	direct bool
 }
 
 // originalRequest reconstructs the original request from the authorization
 // request r.
-func (h *handler) originalRequest(r *http.Request) (original, badRequest) {
+func (h *handler) originalRequest(r *http.Request, trusted bool) (original, badRequest) {
 	o := original{method: r.Method, host: r.Host, uri: r.URL.RequestURI(), scheme: "http"}
 	if r.TLS != nil {
 		o.scheme = "https"
 	}
-	trusted := h.trusted(r.RemoteAddr)
 	if trusted {
 		if p := firstElement(r.Header.Get(hForwardedProto)); p != "" {
 			o.scheme = strings.ToLower(p)
@@ -146,21 +155,30 @@ func (h *handler) originalRequest(r *http.Request) (original, badRequest) {
 		if bad != "" {
 			return original{}, bad
 		}
-		if found {
+		switch {
+		case found:
 			o = fo
-		} else if h.convention != Auto {
+		case h.convention != Auto && strings.HasPrefix(o.uri, metadataPath):
+			// The proxies of these conventions describe every check in
+			// headers: this is a request for the protected resource
+			// metadata routed to the service itself (Traefik).
+			o.direct = true
+		case h.convention != Auto:
 			return original{}, badRequest(h.convention.requiredHeader() + " is required")
 		}
 	}
 	if !o.forwarded {
 		// The request itself (Envoy http_service, or a direct request to
 		// the service): only the path prefix is ours.
+		if !o.direct {
+			o.direct = h.pathPrefix != ""
+		}
 		if rest, ok := strings.CutPrefix(o.uri, h.pathPrefix); ok && h.pathPrefix != "" {
 			switch {
 			case rest == "" || rest[0] == '?':
-				o.uri = "/" + rest
+				o.uri, o.direct = "/"+rest, false
 			case rest[0] == '/':
-				o.uri = rest
+				o.uri, o.direct = rest, false
 			}
 		}
 	}
@@ -246,10 +264,37 @@ func (h *handler) fromHeaders(hdr http.Header, base original) (o original, found
 	if host != "" {
 		o.host = host
 	}
+
 	if urlScheme != "" && hdr.Get(hForwardedProto) == "" {
 		o.scheme = urlScheme
 	}
+	if port := firstElement(hdr.Get(hForwardedPort)); port != "" && h.convention != Nginx {
+		// Traefik (and the documented Caddy set-up) set it; nginx does
+		// not, so behind nginx it would be a client's.
+		// The challenge's metadata URL must keep the port.
+		if o.host, bad = withPort(o.host, port, o.scheme); bad != "" {
+			return original{}, false, bad
+		}
+	}
 	return o, true, ""
+}
+
+// withPort adds port to host unless host has one already (the proxy's own
+// Host or X-Forwarded-Host wins) or the port is the scheme's default.
+func withPort(host, port, scheme string) (string, badRequest) {
+	if port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+		return "", "X-Forwarded-Port is not a port number"
+	}
+	if _, _, err := net.SplitHostPort(host); err == nil || host == "" {
+		return host, ""
+	}
+	if strings.Count(host, ":") > 0 && !strings.HasPrefix(host, "[") {
+		return "", "the original host is malformed"
+	}
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		return host, ""
+	}
+	return host + ":" + port, ""
 }
 
 // single returns the one value of a header; repeated values must be equal

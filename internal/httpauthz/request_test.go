@@ -204,11 +204,12 @@ func TestReadBody(t *testing.T) {
 // reconstruction: it never panics, what it accepts is well-formed, and two
 // forwarding URIs that disagree are never accepted.
 func FuzzOriginalRequest(f *testing.F) {
-	f.Add("GET", "/check", "POST", "/mcp", "", "", "", "files.example.com", "https")
-	f.Add("POST", "/check", "", "", "GET", "/a2a", "", "", "")
-	f.Add("GET", "/", "", "", "", "", "https://a.example.com/x?y", "", "")
-	f.Add("GET", "/a/../b", "", "/public/%2e%2e/a2a", "", "/public/x", "http://h/", "h, i", "HTTPS, http")
-	f.Fuzz(func(t *testing.T, method, path, fMethod, fURI, oMethod, oURI, oURL, fHost, fProto string) {
+	f.Add("GET", "/check", "POST", "/mcp", "", "", "", "files.example.com", "https", "8443")
+	f.Add("POST", "/check", "", "", "GET", "/a2a", "", "", "", "")
+	f.Add("GET", "/", "", "", "", "", "https://a.example.com/x?y", "", "", "443")
+	f.Add("GET", "/a/../b", "", "/public/%2e%2e/a2a", "", "/public/x", "http://h/", "h, i", "HTTPS, http", "1, 2")
+	f.Add("GET", "/.well-known/oauth-protected-resource", "", "", "", "", "", "[::1]", "", "99999")
+	f.Fuzz(func(t *testing.T, method, path, fMethod, fURI, oMethod, oURI, oURL, fHost, fProto, fPort string) {
 		hdr := http.Header{}
 		set := func(k, v string) {
 			if v != "" {
@@ -222,6 +223,7 @@ func FuzzOriginalRequest(f *testing.F) {
 		set(hOriginalURL, oURL)
 		set(hForwardedHost, fHost)
 		set(hForwardedProto, fProto)
+		set(hForwardedPort, fPort)
 		u, err := url.ParseRequestURI(path)
 		if err != nil {
 			return
@@ -229,7 +231,7 @@ func FuzzOriginalRequest(f *testing.F) {
 		r := &http.Request{Method: method, Host: "svc.internal", URL: u, Header: hdr, RemoteAddr: "127.0.0.1:9"}
 		for _, c := range []Convention{Auto, Nginx, Forwarded, Envoy} {
 			h := NewHandler(nil, Options{Convention: c, PathPrefix: "/authz"}).(*handler)
-			o, bad := h.originalRequest(r)
+			o, bad := h.originalRequest(r, true)
 			if bad != "" {
 				if o != (original{}) {
 					t.Fatalf("%v: refused with a request: %+v", c, o)
@@ -247,6 +249,9 @@ func FuzzOriginalRequest(f *testing.F) {
 			}
 			if c == Envoy && o.forwarded {
 				t.Fatal("envoy convention read forwarding headers")
+			}
+			if o.direct && o.forwarded {
+				t.Fatal("a check described by forwarding headers taken for a direct request")
 			}
 		}
 	})

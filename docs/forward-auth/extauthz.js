@@ -1,0 +1,61 @@
+// extauthz behind nginx with njs (0.7 or later): the service sees the
+// request body, so method and tool rules decide on the call the upstream
+// will execute, and MCP clients that send no Mcp-Method (the TypeScript SDK
+// v1, the Go SDK) can use routes with rules. See nginx-njs-server.conf.
+
+// The headers the service owns: copied from its allow, removed otherwise.
+var OWNED = [
+    'X-User-Id', 'X-Session-Id', 'X-Root-Context-Id', 'X-Parent-Context-Id',
+    'X-Lineage-Depth', 'X-Actor-Chain', 'X-Lineage-Token', 'Authorization'
+];
+
+// The headers of a refused check's answer that go to the client.
+var ANSWER_HEADERS = [
+    'Content-Type', 'WWW-Authenticate', 'Retry-After', 'Cache-Control', 'Access-Control-Allow-Origin'
+];
+
+function variableName(header) {
+    return 'extauthz_' + header.toLowerCase().replace(/-/g, '_');
+}
+
+// authorize is the protected location's js_content handler.
+function authorize(r) {
+    var body = r.requestText;
+    if (body === undefined && r.headersIn['Content-Length'] && r.headersIn['Content-Length'] !== '0') {
+        // The body went to a temporary file: client_body_buffer_size must
+        // equal client_max_body_size. Never decide without it.
+        r.return(413);
+        return;
+    }
+    r.subrequest('/_extauthz', { method: 'POST', body: body || '' })
+        .then(function (reply) {
+            if (reply.status >= 200 && reply.status < 300) {
+                for (var i = 0; i < OWNED.length; i++) {
+                    r.variables[variableName(OWNED[i])] = reply.headersOut[OWNED[i]] || '';
+                }
+                r.internalRedirect('@extauthz_upstream');
+                return;
+            }
+            var id = reply.headersOut['X-Extauthz-Answer'];
+            if (!id) {
+                r.return(500);
+                return;
+            }
+            return r.subrequest('/_extauthz_answer', { args: 'id=' + id, method: 'GET' })
+                .then(function (answer) {
+                    for (var j = 0; j < ANSWER_HEADERS.length; j++) {
+                        var v = answer.headersOut[ANSWER_HEADERS[j]];
+                        if (v) {
+                            r.headersOut[ANSWER_HEADERS[j]] = v;
+                        }
+                    }
+                    r.return(answer.status, answer.responseText || '');
+                });
+        })
+        .catch(function (e) {
+            r.error('extauthz: ' + e);
+            r.return(500);
+        });
+}
+
+export default { authorize };

@@ -1,0 +1,313 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/testpeers"
+)
+
+// sdks are the TypeScript SDK generations the client script speaks.
+var sdks = []string{"v1", "v2"}
+
+const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// TestForwardAuth drives each documented front end (nginx, nginx with njs,
+// Caddy) with the Go and TypeScript SDK clients and raw requests: what a
+// client gets must be what it would get behind Envoy, and nothing the
+// service refuses may reach the MCP server.
+func TestForwardAuth(t *testing.T) {
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			e := startFrontEnd(t, fe)
+			t.Run("allowed call carries the token's identity, never a forged one", e.testAllowed)
+			t.Run("missing token: the challenge and metadata keep the port", e.testMissingToken)
+			t.Run("insufficient scope: 403 challenge, the SDK steps up", e.testInsufficientScope)
+			t.Run("errors arrive as the service answered them", e.testErrors)
+			t.Run("rules decide on what the upstream executes", e.testRules)
+			t.Run("exchange routes never pass a call without the exchanged token", e.testExchange)
+			t.Run("URL elicitation", e.testElicitation)
+		})
+	}
+}
+
+func (e *feEnv) testAllowed(t *testing.T) {
+	tok := e.token(t, nil)
+	forged := http.Header{"X-User-Id": {"mallory"}, "X-Actor-Chain": {"forged"}, "X-Session-Id": {"evil"}}
+	ctx := testContext(t)
+	cs, err := testpeers.NewMCPClient(ctx, e.base+"/mcp", testpeers.NewHTTPClient(tok, forged, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	seen, err := testpeers.WhoAmI(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Absent means absent: not empty, not Caddy's literal placeholder.
+	wantHeaders(t, "Go SDK's tool call", seen, map[string]string{"X-User-Id": "alice", "X-Session-Id": "", "X-Actor-Chain": "", "X-Parent-Context-Id": ""})
+
+	for _, sdk := range sdks {
+		res := nodeClient(t, map[string]any{"sdk": sdk, "url": e.base + "/mcp", "token": tok, "scenario": "call", "tool": "whoami"}, nil)
+		last := res[len(res)-1]
+		if !last.OK {
+			t.Fatalf("TypeScript SDK %s: %+v", sdk, last)
+		}
+		o, err := testpeers.ParseObservation(last.Text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantHeaders(t, "TypeScript SDK "+sdk+"'s tool call", o, map[string]string{"X-User-Id": "alice", "X-Actor-Chain": ""})
+	}
+}
+
+func (e *feEnv) testMissingToken(t *testing.T) {
+	before := len(e.toolCalls())
+	metadataURL := e.base + "/.well-known/oauth-protected-resource/mcp"
+	// A client's forwarding headers do not move the challenge.
+	spoof := http.Header{"X-Forwarded-Port": {"6666"}, "X-Forwarded-Host": {"evil.example.com"}}
+	status, hdr, body := rawMCP(t, e.base+"/mcp", "", initializeBody, spoof)
+	if status != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401: %s", status, body)
+	}
+	if ch := hdr.Values("Www-Authenticate"); len(ch) != 1 || !strings.Contains(ch[0], `resource_metadata="`+metadataURL+`"`) {
+		t.Errorf("challenge %q, want one naming %s", ch, metadataURL)
+	}
+	if got := decodeRPCError(t, body); got.Error.Data.Error != "missing_token" {
+		t.Errorf("body %s", body)
+	}
+	if e.fe.body && !strings.Contains(body, `"id":1`) {
+		t.Errorf("with the body the denial echoes the request id: %s", body)
+	}
+
+	res, err := http.Get(metadataURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var md struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if err := json.Unmarshal(doc, &md); err != nil || res.StatusCode != 200 {
+		t.Fatalf("metadata: %d %s", res.StatusCode, doc)
+	}
+	if md.Resource != e.base+"/mcp" || !slices.Equal(md.AuthorizationServers, []string{e.issuer}) {
+		t.Errorf("metadata %s", doc)
+	}
+	for _, h := range []string{"X-Envoy-Auth-Headers-To-Remove", "X-Extauthz-Answer"} {
+		if v := res.Header.Get(h); v != "" {
+			t.Errorf("metadata response leaks %s: %q", h, v)
+		}
+	}
+
+	// The SDKs' own discovery: from the challenge to the authorization
+	// server, for this resource (with its port).
+	for _, sdk := range sdks {
+		out := nodeClient(t, map[string]any{"sdk": sdk, "url": e.base + "/mcp", "scenario": "discover"}, nil)
+		last := out[len(out)-1]
+		u, err := url.Parse(last.AuthorizationURL)
+		if err != nil || last.AuthorizationURL == "" {
+			t.Fatalf("TypeScript SDK %s did not reach the authorization server: %+v", sdk, last)
+		}
+		if got := u.Scheme + "://" + u.Host + u.Path; got != e.issuer+"/authorize" {
+			t.Errorf("TypeScript SDK %s went to %s", sdk, got)
+		}
+		if got := u.Query().Get("resource"); got != e.base+"/mcp" {
+			t.Errorf("TypeScript SDK %s asked for resource %q, want %q", sdk, got, e.base+"/mcp")
+		}
+	}
+	if n := len(e.toolCalls()) - before; n != 0 {
+		t.Errorf("%d tool calls reached the server", n)
+	}
+}
+
+func (e *feEnv) testInsufficientScope(t *testing.T) {
+	tok := e.token(t, nil) // files:read only
+	status, hdr, body := rawMCP(t, e.base+"/scoped", tok, initializeBody, nil)
+	if status != http.StatusForbidden {
+		t.Fatalf("status %d, want 403: %s", status, body)
+	}
+	ch := hdr.Values("Www-Authenticate")
+	if len(ch) != 1 || !strings.Contains(ch[0], `error="insufficient_scope"`) || !strings.Contains(ch[0], `scope="files:write"`) ||
+		!strings.Contains(ch[0], `resource_metadata="`+e.base+`/.well-known/oauth-protected-resource/scoped"`) {
+		t.Errorf("challenge %q", ch)
+	}
+	for _, sdk := range sdks {
+		out := nodeClient(t, map[string]any{"sdk": sdk, "url": e.base + "/scoped", "token": tok, "scenario": "discover"}, nil)
+		last := out[len(out)-1]
+		u, err := url.Parse(last.AuthorizationURL)
+		if err != nil || last.AuthorizationURL == "" {
+			t.Fatalf("TypeScript SDK %s did not step up: %+v", sdk, last)
+		}
+		if scope := u.Query().Get("scope"); !slices.Contains(strings.Fields(scope), "files:write") {
+			t.Errorf("TypeScript SDK %s stepped up to scope %q, want files:write", sdk, scope)
+		}
+	}
+}
+
+func (e *feEnv) testErrors(t *testing.T) {
+	tok := e.token(t, nil)
+	// A request the service refuses itself: nginx would make it a 500.
+	status, _, body := rawMCP(t, e.base+"/mcp/%2e%2e/mcp", tok, initializeBody, nil)
+	if status != http.StatusBadRequest || !strings.Contains(body, "dot segments") {
+		t.Errorf("dot segments: %d %s, want the service's 400", status, body)
+	}
+	// The token service down: 503 with Retry-After and a JSON-RPC error.
+	e.sts.SetFault(failure503)
+	defer e.sts.SetFault(noFault)
+	bob := e.token(t, jwt.MapClaims{"sub": "bob"})
+	status, hdr, body := rawMCP(t, e.base+"/exchange", bob, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"whoami"}}`, nil)
+	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Errorf("STS down: %d Retry-After %q: %s", status, hdr.Get("Retry-After"), body)
+	}
+	if got := decodeRPCError(t, body); got.Error.Data.Error != "temporarily_unavailable" {
+		t.Errorf("body %s", body)
+	}
+}
+
+func (e *feEnv) testRules(t *testing.T) {
+	tok := e.token(t, nil)
+	ctx := testContext(t)
+	deleted := func() int {
+		n := 0
+		for _, c := range e.toolCalls() {
+			if c.Tool == testpeers.ToolDeleteFile {
+				n++
+			}
+		}
+		return n
+	}
+	// A live session of the MCP server, opened on the route without rules.
+	cs, err := testpeers.NewMCPClient(ctx, e.base+"/mcp", testpeers.NewHTTPClient(tok, nil, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	session := http.Header{"Mcp-Session-Id": {cs.ID()}, "Mcp-Protocol-Version": {testpeers.MCPVersion20250618}}
+	deleteCall := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/x"}}}`
+
+	// Control: in that session, where no rule applies, the call runs.
+	before := deleted()
+	if status, _, body := rawMCP(t, e.base+"/mcp", tok, deleteCall, session); status != 200 || deleted() != before+1 {
+		t.Fatalf("control call: %d %s; delete_file ran %d times", status, body, deleted()-before)
+	}
+
+	before = deleted()
+	lying := session.Clone()
+	lying["Mcp-Method"] = []string{"tools/call"}
+	lying["Mcp-Name"] = []string{"echo"}
+	status, _, body := rawMCP(t, e.base+"/rules", tok, deleteCall, lying)
+	if status != http.StatusBadRequest {
+		t.Errorf("lying Mcp-Name: status %d, want 400: %s", status, body)
+	}
+	wantCode := -32600 // headers only: not enough to allow
+	if e.fe.body {
+		wantCode = -32020 // the header disagrees with the body
+	}
+	if got := decodeRPCError(t, body); got.Error.Code != wantCode {
+		t.Errorf("lying Mcp-Name: code %d, want %d: %s", got.Error.Code, wantCode, body)
+	}
+	honest := session.Clone()
+	honest["Mcp-Method"] = []string{"tools/call"}
+	honest["Mcp-Name"] = []string{"delete_file"}
+	if status, _, body := rawMCP(t, e.base+"/rules", tok, deleteCall, honest); status != http.StatusForbidden {
+		t.Errorf("denied tool: status %d, want 403: %s", status, body)
+	}
+	if n := deleted() - before; n != 0 {
+		t.Errorf("delete_file ran %d times on the route that denies it", n)
+	}
+
+	// Clients that name their calls only in the body (the v1 TypeScript
+	// SDK, the Go SDK) use a route with rules when the body is sent.
+	out := nodeClient(t, map[string]any{"sdk": "v1", "url": e.base + "/rules", "token": tok, "scenario": "call", "tool": "echo", "arguments": map[string]string{"text": "hi"}}, nil)
+	last := out[len(out)-1]
+	if e.fe.body {
+		if !last.OK || last.Text != "hi" {
+			t.Errorf("TypeScript SDK v1 on a route with rules: %+v", last)
+		}
+		cs, err := testpeers.NewMCPClient(ctx, e.base+"/rules", testpeers.NewHTTPClient(tok, nil, nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		if _, err := testpeers.WhoAmI(ctx, cs); err != nil {
+			t.Errorf("Go SDK on a route with rules: %v", err)
+		}
+	} else if last.OK || !strings.Contains(last.Message, "upstream_validates_mcp_headers") {
+		t.Errorf("without the body a route with rules must refuse, naming the remedy: %+v", last)
+	}
+}
+
+func (e *feEnv) testExchange(t *testing.T) {
+	tok := e.token(t, jwt.MapClaims{"sub": "carol"})
+	ctx := testContext(t)
+	cs, err := testpeers.NewMCPClient(ctx, e.base+"/exchange", testpeers.NewHTTPClient(tok, nil, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	seen, err := testpeers.WhoAmI(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without the body the method is unknown: exchanged all the same.
+	if !seen.Authorization || !e.issuedFingerprints()[seen.AuthorizationSHA256] {
+		t.Errorf("the tool saw authorization %v %q, want a token the STS issued", seen.Authorization, seen.AuthorizationSHA256)
+	}
+	if seen.AuthorizationSHA256 == testpeers.Fingerprint("Bearer "+tok) {
+		t.Error("the client's own token passed through")
+	}
+}
+
+func (e *feEnv) testElicitation(t *testing.T) {
+	for _, sdk := range sdks {
+		t.Run(sdk, func(t *testing.T) {
+			tok := e.token(t, jwt.MapClaims{"sub": "dave-" + sdk + "-" + e.fe.name})
+			before := len(e.toolCalls())
+			var elicited bool
+			out := nodeClient(t, map[string]any{"sdk": sdk, "url": e.base + "/consent", "token": tok, "scenario": "elicit", "tool": "whoami"}, func(r nodeResult) {
+				elicited = true
+				if r.Error != "UrlElicitationRequiredError" || len(r.Elicitations) != 1 || r.Elicitations[0].Mode != "url" {
+					t.Errorf("elicitation %+v", r)
+					return
+				}
+				if len(e.toolCalls()) != before {
+					t.Error("the tool ran before the user authorized")
+				}
+				e.completeElicitation(t, r.Elicitations[0].ElicitationID, r.Elicitations[0].URL)
+			})
+			last := out[len(out)-1]
+			if !e.fe.body {
+				// Without the body neither the tool (which picks the
+				// token) nor the client's URL elicitation support is
+				// known: refused, naming the remedy.
+				if elicited || last.OK || !strings.Contains(last.Message, "upstream_validates_mcp_headers") {
+					t.Errorf("without the body: %+v", out)
+				}
+				if len(e.toolCalls()) != before {
+					t.Error("the tool ran")
+				}
+				return
+			}
+			if !elicited || !last.OK {
+				t.Fatalf("results %+v", out)
+			}
+			o, err := testpeers.ParseObservation(last.Text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !o.Authorization || !e.issuedFingerprints()[o.AuthorizationSHA256] {
+				t.Errorf("the retried call carried authorization %v %q, want the exchanged token", o.Authorization, o.AuthorizationSHA256)
+			}
+		})
+	}
+}
