@@ -424,7 +424,7 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		if o != Allowed {
 			return denyAs(denial{outcome: o, desc: desc, scope: scope})
 		}
-	case req.Method == "POST" && call.Protocol != "" && !call.Body && r.hasRules():
+	case carriesBody(req) && call.Protocol != "" && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
 		e.step("rules", "unknown method", "no trusted body and no Mcp-Method header")
 		return denyAs(denial{outcome: Malformed, desc: "the JSON-RPC method is unknown: send the body to ext_authz or the Mcp-Method header", rpcCode: jsonrpc.CodeInvalidRequest})

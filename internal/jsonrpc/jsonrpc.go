@@ -103,6 +103,39 @@ func (r Request) MirroredName() (string, bool) {
 	return "", false
 }
 
+// RuleName returns the name access rules match for r. Which member it is
+// is fixed by the method, never "whichever is present": params.name for
+// tools/call and prompts/get; params.uri for resources/read,
+// resources/subscribe and resources/unsubscribe (an extra params.name is
+// ignored); "" for every other method, so that a rule listing names never
+// matches them.
+func (r Request) RuleName() string {
+	switch r.Method {
+	case "tools/call", "prompts/get":
+		return r.Name
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		return r.URI
+	}
+	return ""
+}
+
+// LooksLikeJSON reports whether body may be read as JSON by some upstream:
+// its first byte other than JSON whitespace, NUL and byte order marks is
+// '{' or '['. The NULs and marks cover UTF-16 and UTF-32 bodies, which
+// Python's json.loads reads; Parse refuses them all.
+func LooksLikeJSON(body []byte) bool {
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; c {
+		case ' ', '\t', '\n', '\r', 0, 0xef, 0xbb, 0xbf, 0xfe, 0xff:
+		case '{', '[':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // LogValue describes r for slog without the secret it may carry.
 func (r Request) LogValue() slog.Value {
 	attrs := make([]slog.Attr, 0, 8)
@@ -175,9 +208,6 @@ func Parse(body []byte) (Request, error) {
 // decodes those the method needs.
 func (s *scanner) request() (Request, error) {
 	sp := &s.spans
-	if s.ambiguous || !s.isString(fJSONRPC, "2.0") {
-		return Request{}, ErrInvalidRequest
-	}
 	switch sp[fID].kind {
 	case absent, null, str, num:
 	default:
@@ -187,48 +217,70 @@ func (s *scanner) request() (Request, error) {
 	if id != nil {
 		id = append([]byte(nil), id...)
 	}
+	// Refusals echo the id when every upstream reads the same one.
+	invalid := Request{}
+	if !s.unsure[fID] {
+		invalid.ID = id
+	}
+	if s.ambiguous || !s.isString(fJSONRPC, "2.0") {
+		return invalid, ErrInvalidRequest
+	}
 	hasResult, hasError := sp[fResult].kind != absent, sp[fError].kind != absent
 	if sp[fMethod].kind == absent {
 		// A response: exactly one of result and error; only an error
 		// response may lack the id (it answers a message whose id could
 		// not be read).
 		if hasResult == hasError || hasError && sp[fError].kind != object || hasResult && id == nil {
-			return Request{}, ErrInvalidRequest
+			return invalid, ErrInvalidRequest
 		}
 		return Request{ID: id, IsResponse: true}, nil
 	}
 	if sp[fMethod].kind != str || hasResult || hasError {
-		return Request{}, ErrInvalidRequest
+		return invalid, ErrInvalidRequest
 	}
 	switch sp[fParams].kind {
 	case absent, null, object, array:
 	default:
-		return Request{}, ErrInvalidRequest
+		return invalid, ErrInvalidRequest
 	}
 
 	r, ok := s.decode()
-	if !ok || r.Method == "" || !s.typesValid(r.Method) {
-		return Request{}, ErrInvalidRequest
+	if !ok || r.Method == "" || !s.typesValid(r.Method) ||
+		hasControl(r.Method) || hasControl(r.Name) || hasControl(r.URI) {
+		return invalid, ErrInvalidRequest
 	}
 	r.ID = id
 	if r.ProtocolVersion == "" && r.Method == "initialize" {
 		if r.ProtocolVersion, ok = s.text(fProtocolVersion); !ok {
-			return Request{}, ErrInvalidRequest
+			return invalid, ErrInvalidRequest
 		}
 	}
 	r.ElicitationURL = s.spans[fMetaElicitationURL].kind == object ||
 		r.Method == "initialize" && s.spans[fCapsElicitationURL].kind == object
 	if r.MetaAuthorization, ok = s.text(fMetaAuthorization); !ok {
-		return Request{}, ErrInvalidRequest
+		return invalid, ErrInvalidRequest
 	}
 	if r.MetaAuthorization == "" && s.spans[fMetadata].kind == object {
 		// Tool arguments are the tool's own: a _metadata member of another
 		// shape is not ours to refuse.
 		if r.MetaAuthorization, ok = s.text(fMetadataAuthorization); !ok {
-			return Request{}, ErrInvalidRequest
+			return invalid, ErrInvalidRequest
 		}
 	}
 	return r, nil
+}
+
+// hasControl reports whether s holds a C0 control character or DEL
+// (\u0000 and the like, escaped in JSON). No method, tool, prompt or
+// resource name has one, and upstreams written in C-like languages may cut
+// a name at NUL: such a call is refused rather than matched.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // decoded lists the members decode copies into the one string it

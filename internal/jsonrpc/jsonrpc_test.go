@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -163,9 +164,9 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name: "escaped strings are decoded, the id is echoed raw",
-			body: `{"jsonrpc":"2\u002e0","id":"a\"b\u00e9","method":"tools\/call","params":{"n\u0061me":"get\u005fweather\t\u00e9\ud83d\ude00",
+			body: `{"jsonrpc":"2\u002e0","id":"a\"b\u00e9","method":"tools\/call","params":{"n\u0061me":"get\u005fweather \u00e9\ud83d\ude00",
 				"_meta":{"traceparent":"00-\u0030"}}}`,
-			want: Request{Method: "tools/call", ID: []byte(`"a\"b\u00e9"`), Name: "get_weather\té😀", Traceparent: "00-0"},
+			want: Request{Method: "tools/call", ID: []byte(`"a\"b\u00e9"`), Name: "get_weather é😀", Traceparent: "00-0"},
 		},
 		{
 			name: "raw UTF-8 and unusual whitespace",
@@ -193,8 +194,8 @@ func TestParse(t *testing.T) {
 			want: Request{Method: "tools/call", ID: []byte(`1`), Name: "n"},
 		},
 		{
-			name: "duplicates where they are not read",
-			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"q":1,"q":2,"Q":3}}}`,
+			name: "case variants where no struct reads them",
+			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"q":1,"Q":3},"_meta":{"x":1,"X":2}}}`,
 			want: Request{Method: "tools/call", ID: []byte(`1`), Name: "n"},
 		},
 		{
@@ -319,6 +320,19 @@ func TestParseErrors(t *testing.T) {
 		{"unpaired surrogate in name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a\ud800b"}}`, ErrInvalidRequest},
 		{"unpaired low surrogate in method", `{"jsonrpc":"2.0","id":1,"method":"\udc00"}`, ErrInvalidRequest},
 		{"reversed surrogate pair", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\ude00\ud83d"}}`, ErrInvalidRequest},
+		{"duplicate key in tool arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"path":"/tmp/a","path":"/etc/passwd"}}}`, ErrInvalidRequest},
+		{"duplicate key deep in arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"a":[{"b":{"c":1,"c":2}}]}}}`, ErrInvalidRequest},
+		{"duplicate escaped key in an unread object", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":{"k":1,"\u006b":2}}}`, ErrInvalidRequest},
+		{"duplicate unknown top-level key", `{"jsonrpc":"2.0","id":1,"method":"ping","extra":1,"extra":2}`, ErrInvalidRequest},
+		{"duplicate _meta key we do not read", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":1,"progressToken":2}}}`, ErrInvalidRequest},
+		{"duplicate among many keys", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":{` + manyKeys(40) + `,"k7":0}}}`, ErrInvalidRequest},
+		{"upper-case jsonrpc key", `{"JSONRPC":"2.0","id":1,"method":"ping"}`, ErrInvalidRequest},
+		{"long s jsonrpc key", `{"j\u017fonrpc":"2.0","id":1,"method":"ping"}`, ErrInvalidRequest},
+		{"long s jsonrpc key, raw UTF-8", "{\"j\u017fonrpc\":\"2.0\",\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", ErrInvalidRequest},
+		{"NUL in method", `{"jsonrpc":"2.0","id":1,"method":"tools/call\u0000x","params":{"name":"n"}}`, ErrInvalidRequest},
+		{"NUL in name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_file\u0000"}}`, ErrInvalidRequest},
+		{"newline in name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete\nfile"}}`, ErrInvalidRequest},
+		{"DEL in uri", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///etc/passwd\u007f"}}`, ErrInvalidRequest},
 		{"unpaired surrogate in token", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"\ud800"}}}`, ErrInvalidRequest},
 	}
 	for _, tt := range tests {
@@ -327,11 +341,58 @@ func TestParseErrors(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Parse(%q) = %#v, %v; want %v", tt.body, got, err, tt.want)
 			}
-			if !reflect.DeepEqual(got, Request{}) {
+			// Only the id comes back with an error, and only when every
+			// upstream reads the same one (every body here that has a
+			// readable id has id 1).
+			if !reflect.DeepEqual(got, Request{ID: got.ID}) {
 				t.Errorf("Parse returned %#v with its error", got)
+			}
+			if got.ID != nil && string(got.ID) != "1" {
+				t.Errorf("Parse returned id %s with its error, want 1 or none", got.ID)
 			}
 		})
 	}
+}
+
+// TestParseErrorID: a refusal echoes the id when it can be read
+// unambiguously, and no id otherwise.
+func TestParseErrorID(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       []byte
+	}{
+		{"duplicate method keeps the id", `{"jsonrpc":"2.0","id":7,"method":"tools/list","method":"tools/call"}`, []byte(`7`)},
+		{"string id", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","NAME":"y"}}`, []byte(`"a"`)},
+		{"duplicate id", `{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, nil},
+		{"case variant of id", `{"jsonrpc":"2.0","id":1,"ID":2,"method":"ping"}`, nil},
+		{"long s is no variant of id", `{"jsonrpc":"2.0","id":1,"method":"ping","ſx":1,"ſx":2}`, []byte(`1`)},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, nil},
+		{"not JSON", `{"jsonrpc":"2.0","id":1,"method":"ping"`, nil},
+		{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"\xff\"}", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.body))
+			if err == nil {
+				t.Fatalf("Parse(%q) accepted it", tt.body)
+			}
+			if !bytes.Equal(got.ID, tt.want) {
+				t.Errorf("Parse(%q) id = %q, want %q", tt.body, got.ID, tt.want)
+			}
+		})
+	}
+}
+
+// manyKeys is n distinct members "k0":0, "k1":0, ...
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:0", fmt.Sprintf("k%d", i))
+	}
+	return b.String()
 }
 
 func TestParseSizeBound(t *testing.T) {
