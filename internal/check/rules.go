@@ -16,7 +16,7 @@ type rule struct {
 	// of jsonrpc.Methods[i]. A request for a known method matches through
 	// it, so that message/* matches SendMessage and tasks/* every MCP and A2A
 	// task method.
-	meanings []bool
+	meanings   []bool
 	names      []string // globs on the tool/prompt name or resource URI
 	scopes     []string
 	scopeParam string
