@@ -18,6 +18,7 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"strings"
@@ -214,6 +215,9 @@ func (s *scanner) request() (Request, error) {
 		return Request{}, ErrInvalidRequest
 	}
 	id := s.raw(fID)
+	if sp[fID].kind == num && !integerID(id) {
+		return Request{}, ErrInvalidRequest
+	}
 	if id != nil {
 		id = append([]byte(nil), id...)
 	}
@@ -268,6 +272,28 @@ func (s *scanner) request() (Request, error) {
 		}
 	}
 	return r, nil
+}
+
+// maxIDDigits bounds a numeric id: every integer of up to 15 digits is exact
+// in a float64, so JavaScript, Python and the Go SDKs all read the same id.
+const maxIDDigits = 15
+
+// integerID reports whether a numeric id is an integer of at most
+// maxIDDigits digits. JSON-RPC says ids SHOULD NOT have fractions; the
+// go-sdk truncates 1.5 to 1 and Python's SDK refuses it, so we refuse
+// fractions, exponents and longer numbers rather than echo an id the
+// upstream reads differently.
+func integerID(id []byte) bool {
+	digits := bytes.TrimPrefix(id, []byte("-"))
+	if len(digits) == 0 || len(digits) > maxIDDigits {
+		return false
+	}
+	for _, c := range digits {
+		if !isDigit(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // hasControl reports whether s holds a C0 control character or DEL

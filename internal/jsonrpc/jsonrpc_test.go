@@ -170,8 +170,8 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name: "raw UTF-8 and unusual whitespace",
-			body: " \r\n\t{ \"jsonrpc\" : \"2.0\" ,\n\"id\":-1.5e+3,\"method\":\"prompts/get\",\"params\":{\"name\":\"résumé ✓\"} }\n",
-			want: Request{Method: "prompts/get", ID: []byte(`-1.5e+3`), Name: "résumé ✓"},
+			body: " \r\n\t{ \"jsonrpc\" : \"2.0\" ,\n\"id\":-1500,\"method\":\"prompts/get\",\"params\":{\"name\":\"résumé ✓\"} }\n",
+			want: Request{Method: "prompts/get", ID: []byte(`-1500`), Name: "résumé ✓"},
 		},
 		{
 			name: "unknown members, null and array params",
@@ -276,6 +276,9 @@ func TestParseErrors(t *testing.T) {
 		{"empty method", `{"jsonrpc":"2.0","id":1,"method":""}`, ErrInvalidRequest},
 		{"id object", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, ErrInvalidRequest},
 		{"id array", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, ErrInvalidRequest},
+		{"fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, ErrInvalidRequest},
+		{"id with exponent", `{"jsonrpc":"2.0","id":1e3,"method":"ping"}`, ErrInvalidRequest},
+		{"id of 16 digits", `{"jsonrpc":"2.0","id":1234567890123456,"method":"ping"}`, ErrInvalidRequest},
 		{"id bool", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, ErrInvalidRequest},
 		{"params string", `{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}`, ErrInvalidRequest},
 		{"params number", `{"jsonrpc":"2.0","id":1,"method":"ping","params":1}`, ErrInvalidRequest},
