@@ -243,13 +243,8 @@ func (s *scanner) object(n *node, depth int) error {
 			return err
 		}
 		key := s.data[keyStart : s.pos-1]
-		var buf [maxKeyLen]byte
 		if s.escaped {
-			if len(key) <= maxKeyLen {
-				key, _ = unescape(buf[:0], key)
-			} else {
-				key, _ = unescape(nil, key)
-			}
+			key = unescapeKey(key)
 		}
 		if !seen.add(key) {
 			s.ambiguous = true
@@ -281,6 +276,12 @@ func (s *scanner) object(n *node, depth int) error {
 			return ErrParse
 		}
 	}
+}
+
+// unescapeKey decodes an escaped key (rare: kept out of object's frame).
+func unescapeKey(key []byte) []byte {
+	k, _ := unescape(make([]byte, 0, len(key)), key)
+	return k
 }
 
 // keySeed keys the hashes of object keys: random per process, so that no
