@@ -122,14 +122,17 @@ func (r Request) RuleName() string {
 
 // LooksLikeJSON reports whether body may be read as JSON by some upstream:
 // its first byte other than JSON whitespace, NUL and byte order marks is
-// '{' or '['. The NULs and marks cover UTF-16 and UTF-32 bodies, which
-// Python's json.loads reads; Parse refuses them all.
+// '{' or '[', or starts a comment ("//", "/*"), which lenient JSON5 and
+// JSONC parsers skip. The NULs and marks cover UTF-16 and UTF-32 bodies,
+// which Python's json.loads reads. Parse refuses all but the first.
 func LooksLikeJSON(body []byte) bool {
 	for i := 0; i < len(body); i++ {
 		switch c := body[i]; c {
 		case ' ', '\t', '\n', '\r', 0, 0xef, 0xbb, 0xbf, 0xfe, 0xff:
 		case '{', '[':
 			return true
+		case '/':
+			return i+1 < len(body) && (body[i+1] == '*' || body[i+1] == '/')
 		default:
 			return false
 		}

@@ -518,3 +518,15 @@ func TestLogValueLeavesOutTheToken(t *testing.T) {
 		}
 	}
 }
+
+func TestLooksLikeJSON(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"a":1}`: true, ` [1]`: true, "\r\n\t{": true, "\xef\xbb\xbf{": true, "\xff\xfe{\x00": true,
+		"\x00{": true, "\x00\x00\x00[": true, "/* c */{}": true, "// c\n{}": true,
+		"": false, "  ": false, "a=1": false, "hello": false, `"x"`: false, "1": false, "/x": false, "<xml/>": false,
+	} {
+		if got := LooksLikeJSON([]byte(body)); got != want {
+			t.Errorf("LooksLikeJSON(%q) = %v, want %v", body, got, want)
+		}
+	}
+}
