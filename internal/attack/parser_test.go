@@ -28,6 +28,7 @@ import (
 const parserRoutes = `routes:
   - name: auto
     default: true
+    path_prefix: /mcp
     issuers: [hs, other]
     audiences: [` + audience + `]
     rules:
@@ -189,6 +190,23 @@ func TestParserDifferentials(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRoutesOfTheFamily: the two routes are what the family needs: on the
+// auto route a body no parser reads as JSON is plain HTTP, on the mcp route
+// every body must be JSON-RPC.
+func TestRoutesOfTheFamily(t *testing.T) {
+	s := start(t, parserRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	h := map[string]string{"authorization": "Bearer " + user, "content-type": "text/plain"}
+	if v := s.check(t, raw{Path: "/mcp", Headers: h, Body: "hello"}); !v.Allowed {
+		t.Fatalf("auto route refused a plain text body: %d %s", v.Status, v.Body)
+	}
+	v := s.check(t, raw{Path: "/strict/mcp", Headers: h, Body: "hello"})
+	v.wantDenied(t, 400)
+	if e := v.rpc(t); e.Error.Code != -32700 {
+		t.Fatalf("mcp route: code %d, want -32700", e.Error.Code)
 	}
 }
 
