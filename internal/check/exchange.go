@@ -13,6 +13,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/exchange"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/session"
 	"github.com/extauthz/extauthz/internal/shared"
 )
@@ -25,6 +26,7 @@ type routeExchange struct {
 	ex           *exchange.Exchanger
 	target       exchange.Target
 	methods      []string
+	meanings     []bool // the methods (jsonrpc.Methods) the globs name
 	tools        []toolExchange
 	authorizeURL string
 	message      string
@@ -88,6 +90,7 @@ func compileRouteExchange(rc *config.RouteExchange, exchangers map[string]*excha
 		ex:           exchangers[rc.STS],
 		target:       exchange.Target{Audience: rc.Audience, Resource: rc.Resource, Scope: rc.Scope},
 		methods:      rc.Methods,
+		meanings:     expandMethods(rc.Methods),
 		authorizeURL: rc.AuthorizeURL,
 		message:      rc.Message,
 	}
@@ -114,11 +117,13 @@ func compileRouteExchange(rc *config.RouteExchange, exchangers map[string]*excha
 
 // needed reports whether this request needs the exchanged token: never on
 // public paths (handled before), only for the marked methods when there are.
+// Methods are matched by every meaning their name has, as rules on auto
+// routes are: exchanging for one call too many never leaks the inbound token.
 func (re *routeExchange) needed(call *Call) bool {
 	if len(re.methods) == 0 {
 		return true
 	}
-	return call.Method != "" && anyGlob(re.methods, canonicalMethod(call.Method))
+	return call.Method != "" && matchMethod(re.methods, re.meanings, call.Method, jsonrpc.Meanings(call.Method, jsonrpc.ProtocolUnknown))
 }
 
 // targetFor picks the tool's override for MCP tools/call; tool is the

@@ -276,3 +276,18 @@ func TestMethodGlobExamples(t *testing.T) {
 		})
 	}
 }
+
+// TestExchangeMethodsMatchEverySpelling: the methods that need an exchanged
+// token are matched like rules, by every meaning of the name.
+func TestExchangeMethodsMatchEverySpelling(t *testing.T) {
+	re := &routeExchange{methods: []string{"message/*", "tasks/get"}}
+	re.meanings = expandMethods(re.methods)
+	for method, want := range map[string]bool{
+		"message/send": true, "SendMessage": true, "SendStreamingMessage": true, "GetTask": true, "tasks/get": true,
+		"tasks/cancel": false, "CancelTask": false, "tools/call": false, "": false,
+	} {
+		if got := re.needed(&Call{Method: method}); got != want {
+			t.Errorf("needed(%q) = %v, want %v", method, got, want)
+		}
+	}
+}

@@ -57,15 +57,6 @@ func (rt *Route) rpcProtocol() jsonrpc.Protocol {
 	return jsonrpc.ProtocolUnknown
 }
 
-// canonicalMethod maps A2A v0.3 and v1.0 spellings of a method to one name so
-// that a rule written with either matches both.
-func canonicalMethod(m string) string {
-	if c, ok := jsonrpc.ClassifyA2A(m); ok {
-		return c
-	}
-	return m
-}
-
 // expandMethods compiles method globs to the methods (in jsonrpc.Methods)
 // they name: a method is named when a glob matches any of its spellings.
 func expandMethods(globs []string) []bool {
@@ -84,14 +75,18 @@ func expandMethods(globs []string) []bool {
 // matchesMethod reports whether the rule names a request for method, which
 // may mean the methods (indexes in jsonrpc.Methods) in meanings.
 func (r *rule) matchesMethod(method string, meanings []int) bool {
-	if len(r.methods) == 0 {
-		return true
-	}
+	return len(r.methods) == 0 || matchMethod(r.methods, r.meanings, method, meanings)
+}
+
+// matchMethod reports whether globs (compiled to named, see expandMethods)
+// name a request for method, which may mean the methods in meanings: a
+// known method by what it means, an unknown one by its name as written.
+func matchMethod(globs []string, named []bool, method string, meanings []int) bool {
 	if len(meanings) == 0 {
-		return anyGlob(r.methods, method)
+		return anyGlob(globs, method)
 	}
 	for _, i := range meanings {
-		if r.meanings[i] {
+		if named[i] {
 			return true
 		}
 	}
