@@ -129,6 +129,7 @@ var parserCases = []struct {
 	{"unpaired surrogate in the tool name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file\ud800"}}`, -32600, "7"},
 	{"method as a number", `{"jsonrpc":"2.0","id":7,"method":1,"params":{"name":"delete_file"}}`, -32600, "7"},
 	{"name as an array", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":["delete_file"]}}`, -32600, "7"},
+	{"params by position", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":["delete_file",{"path":"/etc/passwd"}]}`, -32600, "7"},
 	{"fractional id", `{"jsonrpc":"2.0","id":7.5,"method":"tools/call","params":{"name":"delete_file"}}`, -32600, "null"},
 	// Trailing data: stream decoders (the SDKs') stop after the first value.
 	{"trailing garbage", deleteBody + `x`, -32700, "null"},

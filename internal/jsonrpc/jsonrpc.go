@@ -415,11 +415,12 @@ func (s *scanner) typesValid(method string) bool {
 		s.present(fTaskID) && s.present(fTaskIDSnake) {
 		return false
 	}
+	// The methods rules name by a member take their params by name only.
 	switch method {
 	case "tools/call", "prompts/get":
-		return s.is(fName, str) && s.is(fArguments, object)
+		return s.is(fParams, object) && s.is(fName, str) && s.is(fArguments, object)
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		return s.is(fURI, str)
+		return s.is(fParams, object) && s.is(fURI, str)
 	case "initialize":
 		return s.is(fProtocolVersion, str) && s.is(fCapabilities, object) &&
 			s.is(fCapsElicitation, object) && s.is(fCapsElicitationURL, object)

@@ -288,6 +288,8 @@ func TestParseErrors(t *testing.T) {
 		{"error not an object", `{"jsonrpc":"2.0","id":1,"error":"bad"}`, ErrInvalidRequest},
 		{"method and result", `{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}`, ErrInvalidRequest},
 
+		{"tools/call params by position", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["delete_file"]}`, ErrInvalidRequest},
+		{"resources/read params by position", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":["file:///etc/passwd"]}`, ErrInvalidRequest},
 		{"tools/call name not a string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}`, ErrInvalidRequest},
 		{"tools/call arguments not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":"x"}}`, ErrInvalidRequest},
 		{"prompts/get name not a string", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":["n"]}}`, ErrInvalidRequest},
