@@ -1,6 +1,8 @@
 package attack
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"io"
@@ -326,6 +328,48 @@ func TestParserDifferentialsForwardAuth(t *testing.T) {
 	}
 	if status, _ := s.forwardAuth(t, http.MethodPost, h, deleteBody); status != 403 {
 		t.Fatalf("control delete_file: status %d, want 403", status)
+	}
+}
+
+// TestLabelsThatChangeTheReading: a charset other than UTF-8 tells an
+// upstream that honours it to read other characters, and a compressed body
+// is read by upstreams that inflate requests (Express's body parser does):
+// neither is readable as sent, so both are refused.
+func TestLabelsThatChangeTheReading(t *testing.T) {
+	s := start(t, parserRoutes, packAsBytes)
+	user := token(t, issuerHS, "mallory", "read")
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	_, _ = w.Write([]byte(deleteBody))
+	_ = w.Close()
+	echo := toolCall(5, "echo", `{"text":"hi"}`)
+	for _, tc := range []struct {
+		name, body string
+		headers    map[string]string
+	}{
+		{"charset utf-16", echo, map[string]string{"content-type": "application/json; charset=utf-16"}},
+		{"charset iso-8859-1", echo, map[string]string{"content-type": "application/json; charset=ISO-8859-1"}},
+		{"charset utf-32 on text/plain", echo, map[string]string{"content-type": "text/plain; charset=utf-32"}},
+		{"gzip body", gz.String(), map[string]string{"content-type": "application/json", "content-encoding": "gzip"}},
+		{"gzip body with an MCP header", gz.String(), map[string]string{"content-type": "application/octet-stream", "content-encoding": "gzip", "mcp-protocol-version": "2025-06-18"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{"authorization": "Bearer " + user}
+			for k, v := range tc.headers {
+				h[k] = v
+			}
+			v := s.checkBytes(t, raw{Headers: h, Body: tc.body})
+			v.wantDenied(t, 400)
+			v.rpc(t)
+			hh := bearer(user)
+			for k, v := range tc.headers {
+				hh.Set(k, v)
+			}
+			status, _, _ := s.viaEnvoy(t, http.MethodPost, "/mcp", hh, tc.body)
+			if status != 400 || s.ran("echo") != 0 || s.ran("delete_file") != 0 {
+				t.Fatalf("through the proxy: status %d, echo ran %d, delete_file ran %d", status, s.ran("echo"), s.ran("delete_file"))
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"mime"
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
@@ -84,6 +85,10 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 			// RFC 9110: methods are case-sensitive. "post" is not POST to
 			// us, but some upstream may still read the body.
 			return c, &rpcDenial{jsonrpc.CodeInvalidRequest, "a JSON-RPC body needs an upper-case HTTP method"}
+		}
+		if !utf8Charset(req.Headers.Get("content-type")) {
+			// An upstream that honours the charset reads other characters.
+			return c, &rpcDenial{jsonrpc.CodeParseError, "a JSON-RPC body must be UTF-8: the content type names another charset"}
 		}
 		if !req.BodyPartial {
 			var err error
@@ -169,6 +174,34 @@ func carriesBody(req *Request) bool {
 		return true
 	}
 	return req.Headers.Get("transfer-encoding") != ""
+}
+
+// utf8Charset reports whether a content type leaves the body UTF-8: it
+// names no charset, or UTF-8.
+func utf8Charset(contentType string) bool {
+	if !containsFold(contentType, "charset") {
+		return true
+	}
+	_, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	switch strings.ToLower(params["charset"]) {
+	case "", "utf-8", "utf8":
+		return true
+	}
+	return false
+}
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// in any case, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // protocolHeaders are the headers only MCP and A2A clients send.

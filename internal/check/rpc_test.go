@@ -188,6 +188,31 @@ func TestNotJSONIsNotRead(t *testing.T) {
 	}
 }
 
+// TestCharsetMustBeUTF8: a content type naming another charset would make
+// an upstream that honours it read other characters.
+func TestCharsetMustBeUTF8(t *testing.T) {
+	f := newFixture(t, rpcRoutes)
+	echo := strings.Replace(deleteCall, "delete_file", "echo", 1)
+	for ct, want := range map[string]int{
+		"application/json":                          200,
+		"application/json; charset=utf-8":           200,
+		"application/json;charset=UTF-8":            200,
+		`application/json; charset="utf8"`:          200,
+		"application/json; charset=utf-16":          400,
+		"application/json; Charset=UTF-16LE":        400,
+		"application/json; charset=iso-8859-1":      400,
+		"application/json; charset=utf-8; charset=": 400,
+		"text/plain; charset=utf-32":                400,
+	} {
+		for _, host := range []string{"auto.example.com", "mcp.example.com"} {
+			v := f.pl.Check(t.Context(), f.rpcReq(t, "POST", host, echo, Headers{"content-type": ct}))
+			if v.Status() != want {
+				t.Errorf("%s %q: %d, want %d", host, ct, v.Status(), want)
+			}
+		}
+	}
+}
+
 // TestRulesApplyWhateverTheHTTPMethod: a tools/call body is authorized on
 // every method; a method that is not upper case is refused with it.
 func TestRulesApplyWhateverTheHTTPMethod(t *testing.T) {
