@@ -218,7 +218,7 @@ func mayBeJSONRPC(req *Request) bool {
 	if jsonrpc.LooksLikeJSON(req.Body) {
 		return true
 	}
-	if strings.Contains(strings.ToLower(req.Headers.Get("content-type")), "json") {
+	if containsFold(req.Headers.Get("content-type"), "json") {
 		return true
 	}
 	for _, name := range protocolHeaders {
