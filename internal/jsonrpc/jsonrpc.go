@@ -5,16 +5,24 @@
 // only those members, skipping everything else structurally. It also decodes
 // the MCP Mcp-Name header and builds JSON-RPC error bodies.
 //
-// Parse is strict where upstream decoders could read the body differently:
-//   - The body must be UTF-8 (RFC 8259); other bytes are a parse error.
-//   - A member Parse reads that appears twice, or under a key differing from
-//     the expected one only in case (Go's encoding/json would match it),
-//     makes the request invalid rather than Parse picking one. Duplicates
-//     elsewhere are not examined.
+// Parse is strict where upstream decoders could read the body differently,
+// and refuses rather than pick a reading:
+//   - The body must be one UTF-8 JSON value (RFC 8259) with nothing after
+//     it; a byte order mark, UTF-16 or trailing data is a parse error.
+//   - A key that appears twice in any object (after unescaping) makes the
+//     request invalid: parsers disagree on which value wins.
+//   - In the objects upstreams decode into structs, a key differing from one
+//     Parse reads only under Unicode case folding (Method, jſonrpc) is
+//     invalid: Go's encoding/json matches it, the go-sdk's decoder does not.
 //   - A string Parse reads that escapes an unpaired surrogate (\ud800) is
-//     invalid: no UTF-8 string can carry it faithfully.
+//     invalid: no UTF-8 string can carry it faithfully. A method, name or
+//     URI holding a control character (\u0000) is invalid too.
+//   - Batches, nesting deeper than MaxDepth, and numeric ids that are not
+//     integers of at most 15 digits are refused.
 //
-// Null stands for an absent member, except for jsonrpc and method.
+// Escapes are decoded exactly as encoding/json decodes them ("tools\/call"
+// is tools/call). Null stands for an absent member, except for jsonrpc and
+// method. LooksLikeJSON tells which bodies some upstream may read as JSON.
 package jsonrpc
 
 import (
