@@ -183,7 +183,9 @@ func (r Request) String() string { return r.LogValue().String() }
 // whole body meets first (so a body that is not JSON is ErrParse, whatever
 // else is wrong with it); then ErrBatch for an array; then
 // ErrInvalidRequest. A JSON-RPC response is valid and comes back with
-// IsResponse set.
+// IsResponse set. With ErrInvalidRequest the Request holds only the id, and
+// only when every reader reads the same one (it appears once, no other key
+// folds onto it), so that the refusal can echo it.
 //
 // The returned Request does not alias body. Parse is safe for concurrent use.
 func Parse(body []byte) (Request, error) {
