@@ -194,6 +194,11 @@ func TestParse(t *testing.T) {
 			want: Request{Method: "tools/call", ID: []byte(`1`), Name: "n"},
 		},
 		{
+			name: "many distinct keys",
+			body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":{` + manyKeys(100) + `}}}`,
+			want: Request{Method: "ping", ID: []byte(`1`)},
+		},
+		{
 			name: "case variants where no struct reads them",
 			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"q":1,"Q":3},"_meta":{"x":1,"X":2}}}`,
 			want: Request{Method: "tools/call", ID: []byte(`1`), Name: "n"},
@@ -331,6 +336,7 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate unknown top-level key", `{"jsonrpc":"2.0","id":1,"method":"ping","extra":1,"extra":2}`, ErrInvalidRequest},
 		{"duplicate _meta key we do not read", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":1,"progressToken":2}}}`, ErrInvalidRequest},
 		{"duplicate among many keys", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":{` + manyKeys(40) + `,"k7":0}}}`, ErrInvalidRequest},
+		{"duplicate beyond the first sixteen keys", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":{` + manyKeys(40) + `,"k30":0}}}`, ErrInvalidRequest},
 		{"upper-case jsonrpc key", `{"JSONRPC":"2.0","id":1,"method":"ping"}`, ErrInvalidRequest},
 		{"long s jsonrpc key", `{"j\u017fonrpc":"2.0","id":1,"method":"ping"}`, ErrInvalidRequest},
 		{"long s jsonrpc key, raw UTF-8", "{\"j\u017fonrpc\":\"2.0\",\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", ErrInvalidRequest},
