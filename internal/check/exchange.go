@@ -26,6 +26,7 @@ type routeExchange struct {
 	ex           *exchange.Exchanger
 	target       exchange.Target
 	methods      []string
+	meanings     []bool // the methods (jsonrpc.Methods) the globs name
 	tools        []toolExchange
 	authorizeURL string
 	message      string
@@ -89,6 +90,7 @@ func compileRouteExchange(rc *config.RouteExchange, exchangers map[string]*excha
 		ex:           exchangers[rc.STS],
 		target:       exchange.Target{Audience: rc.Audience, Resource: rc.Resource, Scope: rc.Scope},
 		methods:      rc.Methods,
+		meanings:     expandMethods(rc.Methods),
 		authorizeURL: rc.AuthorizeURL,
 		message:      rc.Message,
 	}
@@ -117,12 +119,14 @@ func compileRouteExchange(rc *config.RouteExchange, exchangers map[string]*excha
 // public paths (handled before), only for the marked methods when there are.
 // A method that is unknown (no body, no Mcp-Method), or only claimed by a
 // header the upstream does not check, may be any of the marked ones: the
-// request is exchanged rather than let through without the token.
+// request is exchanged rather than let through without the token. Methods
+// are matched by every meaning their name has, as rules on auto routes are:
+// exchanging for one call too many never leaks the inbound token.
 func (re *routeExchange) needed(call *Call, headersTrusted bool) bool {
 	if len(re.methods) == 0 || call.Method == "" || (!call.Body && !headersTrusted) {
 		return true
 	}
-	return anyGlob(re.methods, canonicalMethod(call.Method))
+	return matchMethod(re.methods, re.meanings, call.Method, jsonrpc.Meanings(call.Method, jsonrpc.ProtocolUnknown))
 }
 
 // targetFor picks the tool's override for MCP tools/call; tool is the

@@ -7,6 +7,7 @@ import "testing"
 // or only claimed by a header nobody checks.
 func TestExchangeNeeded(t *testing.T) {
 	marked := &routeExchange{methods: []string{"tools/call"}}
+	marked.meanings = expandMethods(marked.methods)
 	all := &routeExchange{}
 	tests := []struct {
 		name           string

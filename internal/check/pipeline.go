@@ -441,7 +441,7 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 			e.step("rules", "unverified", "the call is named by headers only and the upstream does not check them")
 			return denyAs(denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest})
 		}
-	case req.Method == "POST" && call.Protocol != "" && !call.Body && r.hasRules():
+	case carriesBody(req) && call.Protocol != "" && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
 		e.step("rules", "unknown method", "no trusted body and no Mcp-Method header")
 		return denyAs(denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest})

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"mime"
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
@@ -46,6 +47,11 @@ const mcpHeaderVersion = "2026-07-28"
 
 // readCall runs the JSON-RPC step for route r: parse the body when it can be
 // trusted, cross-check the MCP 2026-07-28 headers, classify the protocol.
+//
+// On every route but protocol: http, a body that may be JSON-RPC to some
+// upstream (see mayBeJSONRPC) is read whatever the HTTP method, and refused
+// when it cannot be read unambiguously: "not JSON-RPC, so no rules" would
+// let a body the upstream does read skip every rule.
 func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	var c Call
 	if r.protocol == ProtoHTTP {
@@ -70,28 +76,36 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 
 	var rpc jsonrpc.Request
 	parsed := false
-	if req.Method == "POST" && len(req.Body) > 0 && !req.BodyPartial {
-		var err error
-		rpc, err = jsonrpc.Parse(req.Body)
-		switch {
-		case err == nil:
-			parsed = true
-		case r.protocol == ProtoMCP || r.protocol == ProtoA2A:
-			code, msg := jsonrpc.CodeFor(err)
-			return c, &rpcDenial{code, msg}
+	jsonBody := carriesBody(req) && (r.protocol != "" || mayBeJSONRPC(req))
+	if jsonBody && hasBody(req) {
+		if c.Protocol == "" {
+			c.Protocol = ProtoMCP // JSON-RPC's error shape, whichever protocol it is
 		}
-		// On an auto route a body that is not JSON-RPC is simply not ours
-		// to understand.
+		if strings.ToUpper(req.Method) != req.Method {
+			// RFC 9110: methods are case-sensitive. "post" is not POST to
+			// us, but some upstream may still read the body.
+			return c, &rpcDenial{jsonrpc.CodeInvalidRequest, "a JSON-RPC body needs an upper-case HTTP method"}
+		}
+		if !utf8Charset(req.Headers.Get("content-type")) {
+			// An upstream that honours the charset reads other characters.
+			return c, &rpcDenial{jsonrpc.CodeParseError, "a JSON-RPC body must be UTF-8: the content type names another charset"}
+		}
+		if !req.BodyPartial {
+			var err error
+			if rpc, err = jsonrpc.Parse(req.Body); err != nil {
+				code, msg := jsonrpc.CodeFor(err)
+				c.ID = rpc.ID // set only when every upstream reads the same id
+				return c, &rpcDenial{code, msg}
+			}
+			parsed = true
+		}
 	}
 
 	if parsed {
 		c.Body = true
 		c.ID = rpc.ID
 		c.Method = rpc.Method
-		c.Name, _ = rpc.MirroredName()
-		if c.Name == "" {
-			c.Name = firstNonEmpty(rpc.Name, rpc.URI)
-		}
+		c.Name = rpc.RuleName()
 		if rpc.ProtocolVersion != "" {
 			c.ProtocolVersion = rpc.ProtocolVersion
 		}
@@ -131,12 +145,88 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	}
 
 	c.Protocol = classify(r, &c, parsed, req.Method)
+	if c.Protocol == "" && jsonBody {
+		// A body that may be JSON-RPC and that we were not given whole: its
+		// call is unknown, which the rules refuse.
+		c.Protocol = ProtoMCP
+	}
 	if c.Protocol == ProtoA2A {
 		c.MCPSession = ""
 	} else {
 		c.ContextID, c.TaskID = "", ""
 	}
 	return c, nil
+}
+
+// hasBody reports whether req came with a body, given to us or not.
+func hasBody(req *Request) bool {
+	return len(req.Body) > 0 || req.BodyPartial
+}
+
+// carriesBody reports whether req has a body, even one the proxy did not
+// send us: a POST, or a request with a body, a non-zero Content-Length or
+// a Transfer-Encoding.
+func carriesBody(req *Request) bool {
+	if strings.EqualFold(req.Method, "POST") || hasBody(req) {
+		return true
+	}
+	if cl := req.Headers.Get("content-length"); cl != "" && cl != "0" {
+		return true
+	}
+	return req.Headers.Get("transfer-encoding") != ""
+}
+
+// utf8Charset reports whether a content type leaves the body UTF-8: it
+// names no charset, or UTF-8.
+func utf8Charset(contentType string) bool {
+	if !containsFold(contentType, "charset") {
+		return true
+	}
+	_, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	switch strings.ToLower(params["charset"]) {
+	case "", "utf-8", "utf8":
+		return true
+	}
+	return false
+}
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// in any case, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// protocolHeaders are the headers only MCP and A2A clients send.
+var protocolHeaders = []string{
+	"mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name",
+	"a2a-version", "a2a-extensions", "x-a2a-extensions",
+}
+
+// mayBeJSONRPC reports whether some upstream may read req's body as a
+// JSON-RPC message: it looks like JSON (first significant byte '{' or '[',
+// even after a byte order mark or in UTF-16), its content type says JSON,
+// or it carries an MCP or A2A header.
+func mayBeJSONRPC(req *Request) bool {
+	if jsonrpc.LooksLikeJSON(req.Body) {
+		return true
+	}
+	if containsFold(req.Headers.Get("content-type"), "json") {
+		return true
+	}
+	for _, name := range protocolHeaders {
+		if _, ok := req.Headers[name]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func isMCP(r *Route, method string) bool {

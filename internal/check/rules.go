@@ -10,8 +10,13 @@ import (
 
 // rule is a compiled authorization rule for JSON-RPC calls.
 type rule struct {
-	name       string
-	methods    []string // globs; A2A method names canonicalized
+	name    string
+	methods []string // globs as written, for methods no specification defines
+	// meanings: meanings[i] says whether one of the globs matches a spelling
+	// of jsonrpc.Methods[i]. A request for a known method matches through
+	// it, so that message/* matches SendMessage and tasks/* every MCP and A2A
+	// task method.
+	meanings   []bool
 	names      []string // globs on the tool/prompt name or resource URI
 	scopes     []string
 	scopeParam string
@@ -28,9 +33,8 @@ func compileRules(rs []config.Rule) []rule {
 	out := make([]rule, 0, len(rs))
 	for _, r := range rs {
 		cr := rule{name: r.Name, names: r.Names, scopes: r.Scopes, scopeParam: strings.Join(r.Scopes, " "), deny: r.Action == "deny"}
-		for _, m := range r.Methods {
-			cr.methods = append(cr.methods, canonicalMethod(m))
-		}
+		cr.methods = r.Methods
+		cr.meanings = expandMethods(r.Methods)
 		for claim, values := range r.Claims {
 			cr.claims = append(cr.claims, claimRequirement{claim: claim, values: values})
 		}
@@ -42,17 +46,55 @@ func compileRules(rs []config.Rule) []rule {
 	return out
 }
 
-// canonicalMethod maps A2A v0.3 and v1.0 spellings of a method to one name so
-// that a rule written with either matches both.
-func canonicalMethod(m string) string {
-	if c, ok := jsonrpc.ClassifyA2A(m); ok {
-		return c
+// rpcProtocol is the protocol the route declares, ProtocolUnknown on auto.
+func (rt *Route) rpcProtocol() jsonrpc.Protocol {
+	switch rt.protocol {
+	case ProtoMCP:
+		return jsonrpc.ProtocolMCP
+	case ProtoA2A:
+		return jsonrpc.ProtocolA2A
 	}
-	return m
+	return jsonrpc.ProtocolUnknown
 }
 
-func (r *rule) matches(method, name string) bool {
-	if len(r.methods) > 0 && !anyGlob(r.methods, method) {
+// expandMethods compiles method globs to the methods (in jsonrpc.Methods)
+// they name: a method is named when a glob matches any of its spellings.
+func expandMethods(globs []string) []bool {
+	if len(globs) == 0 {
+		return nil
+	}
+	out := make([]bool, len(jsonrpc.Methods))
+	for i, m := range jsonrpc.Methods {
+		for _, s := range m.Spellings {
+			out[i] = out[i] || anyGlob(globs, s)
+		}
+	}
+	return out
+}
+
+// matchesMethod reports whether the rule names a request for method, which
+// may mean the methods (indexes in jsonrpc.Methods) in meanings.
+func (r *rule) matchesMethod(method string, meanings []int) bool {
+	return len(r.methods) == 0 || matchMethod(r.methods, r.meanings, method, meanings)
+}
+
+// matchMethod reports whether globs (compiled to named, see expandMethods)
+// name a request for method, which may mean the methods in meanings: a
+// known method by what it means, an unknown one by its name as written.
+func matchMethod(globs []string, named []bool, method string, meanings []int) bool {
+	if len(meanings) == 0 {
+		return anyGlob(globs, method)
+	}
+	for _, i := range meanings {
+		if named[i] {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *rule) matches(method string, meanings []int, name string) bool {
+	if !r.matchesMethod(method, meanings) {
 		return false
 	}
 	if len(r.names) > 0 && !anyGlob(r.names, name) {
@@ -63,11 +105,15 @@ func (r *rule) matches(method, name string) bool {
 
 // authorize applies the route's rules to a JSON-RPC call by a grant: the
 // first matching rule decides, the route's default action otherwise.
+//
+// A known method is matched by what it means, not how it is spelled: on a
+// route that declares its protocol, by its meaning there; otherwise by every
+// meaning its name has (tasks/get is MCP's and A2A's).
 func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scope string) {
-	method = canonicalMethod(method)
+	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
 	for i := range rt.rules {
 		r := &rt.rules[i]
-		if !r.matches(method, name) {
+		if !r.matches(method, meanings, name) {
 			continue
 		}
 		if r.deny {

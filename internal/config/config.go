@@ -19,6 +19,10 @@ import (
 
 // File is the whole configuration.
 type File struct {
+	// src is the YAML document f was decoded from, for the lines of
+	// validation errors; nil when f was built in code.
+	src *yaml.Node
+
 	Issuers  []Issuer `yaml:"issuers"`
 	Routes   []Route  `yaml:"routes"`
 	Cache    Cache    `yaml:"cache"`
@@ -464,6 +468,10 @@ func Parse(b []byte) (*File, error) {
 		}
 		return nil, err
 	}
+	var src yaml.Node
+	if yaml.Unmarshal(b, &src) == nil {
+		f.src = &src
+	}
 	f.applyDefaults()
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -535,6 +543,37 @@ func (f *File) applyDefaults() {
 			r.Hosts[j] = strings.ToLower(r.Hosts[j])
 		}
 	}
+}
+
+// line returns the line of the value at path in the source document (keys
+// of mappings and indexes of sequences), 0 when unknown.
+func (f *File) line(path ...any) int {
+	if f.src == nil || len(f.src.Content) == 0 {
+		return 0
+	}
+	n := f.src.Content[0]
+	for _, step := range path {
+		var next *yaml.Node
+		switch k := step.(type) {
+		case string:
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == k {
+						next = n.Content[i+1]
+					}
+				}
+			}
+		case int:
+			if n.Kind == yaml.SequenceNode && k < len(n.Content) {
+				next = n.Content[k]
+			}
+		}
+		if next == nil {
+			return 0
+		}
+		n = next
+	}
+	return n.Line
 }
 
 func setDefault(s *string, v string) {

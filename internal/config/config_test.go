@@ -52,6 +52,11 @@ routes: [{name: r, issuers: [a]}]
 			want: []string{"line 1", "colour", "line 2", "size"},
 		},
 		{
+			name: "rules on a protocol http route name the line",
+			doc:  "issuers: [{name: a, secret: s}]\nroutes:\n  - name: r\n    issuers: [a]\n    protocol: http\n    rules:\n      - {methods: [tools/call], action: deny}\n",
+			want: []string{"line 5", "routes[0] (r).protocol: http", "could never apply"},
+		},
+		{
 			name: "bad duration",
 			doc:  base + "cache: {negative_ttl: soon}\n",
 			want: []string{"invalid duration", "soon"},

@@ -48,6 +48,11 @@ func (f *File) Validate() error {
 			p = fmt.Sprintf("routes[%d] (%s)", i, r.Name)
 		}
 		v.route(p, r, issuers, f.Identity)
+		if r.Protocol == ProtocolHTTP && len(r.Rules) > 0 {
+			// protocol: http is the one way to opt out of reading bodies, so
+			// a rule there could never apply.
+			v.add("line %d: %s.protocol: http reads no JSON-RPC body, so its rules could never apply: remove them or the protocol", f.line("routes", i, "protocol"), p)
+		}
 		if r.Name != "" {
 			if routes[r.Name] {
 				v.add("%s: duplicate route name", p)
@@ -267,8 +272,8 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	if r.DefaultAction != "allow" && r.DefaultAction != "deny" {
 		v.add("%s.default_action: %q is neither allow nor deny", p, r.DefaultAction)
 	}
-	if r.Protocol == ProtocolHTTP && (len(r.Rules) > 0 || r.MCP.TokenInMeta) {
-		v.add("%s: rules and mcp settings need a JSON-RPC protocol, not http", p)
+	if r.Protocol == ProtocolHTTP && r.MCP.TokenInMeta {
+		v.add("%s: mcp settings need a JSON-RPC protocol, not http", p)
 	}
 	switch r.RequestBody {
 	case "", RequestBodySent:

@@ -92,7 +92,7 @@ func assertJSONRPCError(t *testing.T, body []byte) {
 func TestErrorBodyEchoesParsedID(t *testing.T) {
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":-0.5e10,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":-999999999999999,"method":"ping"}`,
 		`{"jsonrpc":"2.0","id":"a\"\\\/\b\f\n\r\t\u0000\ud83d\ude00","method":"ping"}`,
 		`{"jsonrpc":"2.0","id":null,"method":"ping"}`,
 		`{"jsonrpc":"2.0","method":"ping"}`,

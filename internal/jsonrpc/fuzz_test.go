@@ -38,11 +38,20 @@ func FuzzParse(f *testing.F) {
 		case errors.Is(err, ErrParse) == isJSON:
 			t.Fatalf("Parse(%q) = %v, but json.Valid && utf8.Valid = %v", body, err, isJSON)
 		case err != nil:
-			if !reflect.DeepEqual(r, Request{}) {
+			if !reflect.DeepEqual(r, Request{ID: r.ID}) {
 				t.Fatalf("Parse(%q) returned %#v with %v", body, r, err)
+			}
+			if r.ID != nil {
+				// The id of a refusal is one every reader agrees on.
+				assertSameID(t, body, r.ID)
 			}
 			return
 		}
+
+		// Accepted: the strict reference decoder accepts it too, and reads
+		// the same method, id and names with exact (case-sensitive) keys, as
+		// the go-sdk's decoder does.
+		assertStrictAgrees(t, body, r)
 
 		// Accepted: the strings are UTF-8, the id is a JSON id, and a
 		// request has a method.
@@ -66,6 +75,98 @@ func FuzzParse(f *testing.F) {
 }
 
 type raw = json.RawMessage
+
+// assertSameID: encoding/json (case-insensitive, last duplicate wins) reads
+// id as the raw id, and no other key of the top-level object folds onto it.
+func assertSameID(t *testing.T, body, id []byte) {
+	var top struct {
+		ID raw `json:"id"`
+	}
+	if err := json.Unmarshal(body, &top); err != nil || !bytes.Equal(top.ID, id) {
+		t.Fatalf("Parse(%q) refused with id %s; encoding/json reads %s (%v)", body, id, top.ID, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, _ := dec.Token(); tok != json.Delim('{') {
+		t.Fatalf("Parse(%q) returned an id for a body that is not an object", body)
+	}
+	n := 0
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.EqualFold([]byte(k.(string)), []byte("id")) {
+			n++
+		}
+		var skip raw
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("Parse(%q) returned id %s, but %d keys read as id", body, id, n)
+	}
+}
+
+// assertStrictAgrees checks an accepted body against the strict reference
+// decoder.
+func assertStrictAgrees(t *testing.T, body []byte, got Request) {
+	top, err := strictDecode(body)
+	if err != nil {
+		t.Fatalf("Parse accepted %q, which the strict reference refuses", body)
+	}
+	if foldsOntoMember(top) {
+		t.Fatalf("Parse accepted %q, where a key folds onto a member it reads", body)
+	}
+	if top.get("jsonrpc").text() != "2.0" {
+		t.Fatalf("Parse accepted %q without jsonrpc 2.0", body)
+	}
+	if got.IsResponse {
+		return
+	}
+	params := top.get("params")
+	want := top.get("method").text()
+	if got.Method != want {
+		t.Fatalf("Parse(%q) method %q, strict reads %q", body, got.Method, want)
+	}
+	var name string
+	switch want {
+	case "tools/call", "prompts/get":
+		name = params.get("name").text()
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		name = params.get("uri").text()
+	}
+	if got.RuleName() != name {
+		t.Fatalf("Parse(%q) rule name %q, strict reads %q", body, got.RuleName(), name)
+	}
+	for _, s := range []string{got.Method, got.Name, got.URI} {
+		for _, c := range []byte(s) {
+			if c < 0x20 || c == 0x7f {
+				t.Fatalf("Parse(%q) accepted a control character in %q", body, s)
+			}
+		}
+	}
+	if id := top.get("id"); id != nil && id.kind != null {
+		var fromParse any
+		d := json.NewDecoder(bytes.NewReader(got.ID))
+		d.UseNumber()
+		if err := d.Decode(&fromParse); err != nil {
+			t.Fatalf("Parse(%q) id %s does not decode: %v", body, got.ID, err)
+		}
+		switch v := fromParse.(type) {
+		case string:
+			if id.kind != str || v != id.str {
+				t.Fatalf("Parse(%q) id %s, strict reads %q", body, got.ID, id.str)
+			}
+		case json.Number:
+			if id.kind != num || v != id.num {
+				t.Fatalf("Parse(%q) id %s, strict reads %v", body, got.ID, id.num)
+			}
+		default:
+			t.Fatalf("Parse(%q) id %s is neither string nor number", body, got.ID)
+		}
+	}
+}
 
 // jsonText is the string a raw value holds, "" for any other value.
 func jsonText(t *testing.T, v raw) string {

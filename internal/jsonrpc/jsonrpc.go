@@ -5,19 +5,28 @@
 // only those members, skipping everything else structurally. It also decodes
 // the MCP Mcp-Name header and builds JSON-RPC error bodies.
 //
-// Parse is strict where upstream decoders could read the body differently:
-//   - The body must be UTF-8 (RFC 8259); other bytes are a parse error.
-//   - A member Parse reads that appears twice, or under a key differing from
-//     the expected one only in case (Go's encoding/json would match it),
-//     makes the request invalid rather than Parse picking one. Duplicates
-//     elsewhere are not examined.
+// Parse is strict where upstream decoders could read the body differently,
+// and refuses rather than pick a reading:
+//   - The body must be one UTF-8 JSON value (RFC 8259) with nothing after
+//     it; a byte order mark, UTF-16 or trailing data is a parse error.
+//   - A key that appears twice in any object (after unescaping) makes the
+//     request invalid: parsers disagree on which value wins.
+//   - In the objects upstreams decode into structs, a key differing from one
+//     Parse reads only under Unicode case folding (Method, jſonrpc) is
+//     invalid: Go's encoding/json matches it, the go-sdk's decoder does not.
 //   - A string Parse reads that escapes an unpaired surrogate (\ud800) is
-//     invalid: no UTF-8 string can carry it faithfully.
+//     invalid: no UTF-8 string can carry it faithfully. A method, name or
+//     URI holding a control character (\u0000) is invalid too.
+//   - Batches, nesting deeper than MaxDepth, and numeric ids that are not
+//     integers of at most 15 digits are refused.
 //
-// Null stands for an absent member, except for jsonrpc and method.
+// Escapes are decoded exactly as encoding/json decodes them ("tools\/call"
+// is tools/call). Null stands for an absent member, except for jsonrpc and
+// method. LooksLikeJSON tells which bodies some upstream may read as JSON.
 package jsonrpc
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"strings"
@@ -103,6 +112,42 @@ func (r Request) MirroredName() (string, bool) {
 	return "", false
 }
 
+// RuleName returns the name access rules match for r. Which member it is
+// is fixed by the method, never "whichever is present": params.name for
+// tools/call and prompts/get; params.uri for resources/read,
+// resources/subscribe and resources/unsubscribe (an extra params.name is
+// ignored); "" for every other method, so that a rule listing names never
+// matches them.
+func (r Request) RuleName() string {
+	switch r.Method {
+	case "tools/call", "prompts/get":
+		return r.Name
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		return r.URI
+	}
+	return ""
+}
+
+// LooksLikeJSON reports whether body may be read as JSON by some upstream:
+// its first byte other than JSON whitespace, NUL and byte order marks is
+// '{' or '[', or starts a comment ("//", "/*"), which lenient JSON5 and
+// JSONC parsers skip. The NULs and marks cover UTF-16 and UTF-32 bodies,
+// which Python's json.loads reads. Parse refuses all but the first.
+func LooksLikeJSON(body []byte) bool {
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; c {
+		case ' ', '\t', '\n', '\r', 0, 0xef, 0xbb, 0xbf, 0xfe, 0xff:
+		case '{', '[':
+			return true
+		case '/':
+			return i+1 < len(body) && (body[i+1] == '*' || body[i+1] == '/')
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // LogValue describes r for slog without the secret it may carry.
 func (r Request) LogValue() slog.Value {
 	attrs := make([]slog.Attr, 0, 8)
@@ -138,7 +183,9 @@ func (r Request) String() string { return r.LogValue().String() }
 // whole body meets first (so a body that is not JSON is ErrParse, whatever
 // else is wrong with it); then ErrBatch for an array; then
 // ErrInvalidRequest. A JSON-RPC response is valid and comes back with
-// IsResponse set.
+// IsResponse set. With ErrInvalidRequest the Request holds only the id, and
+// only when every reader reads the same one (it appears once, no other key
+// folds onto it), so that the refusal can echo it.
 //
 // The returned Request does not alias body. Parse is safe for concurrent use.
 func Parse(body []byte) (Request, error) {
@@ -175,17 +222,25 @@ func Parse(body []byte) (Request, error) {
 // decodes those the method needs.
 func (s *scanner) request() (Request, error) {
 	sp := &s.spans
-	if s.ambiguous || !s.isString(fJSONRPC, "2.0") {
-		return Request{}, ErrInvalidRequest
-	}
 	switch sp[fID].kind {
 	case absent, null, str, num:
 	default:
 		return Request{}, ErrInvalidRequest
 	}
 	id := s.raw(fID)
+	if sp[fID].kind == num && !integerID(id) {
+		return Request{}, ErrInvalidRequest
+	}
 	if id != nil {
 		id = append([]byte(nil), id...)
+	}
+	// Refusals echo the id when every upstream reads the same one.
+	invalid := Request{}
+	if !s.unsure[fID] {
+		invalid.ID = id
+	}
+	if s.ambiguous || !s.isString(fJSONRPC, "2.0") {
+		return invalid, ErrInvalidRequest
 	}
 	hasResult, hasError := sp[fResult].kind != absent, sp[fError].kind != absent
 	if sp[fMethod].kind == absent {
@@ -193,42 +248,78 @@ func (s *scanner) request() (Request, error) {
 		// response may lack the id (it answers a message whose id could
 		// not be read).
 		if hasResult == hasError || hasError && sp[fError].kind != object || hasResult && id == nil {
-			return Request{}, ErrInvalidRequest
+			return invalid, ErrInvalidRequest
 		}
 		return Request{ID: id, IsResponse: true}, nil
 	}
 	if sp[fMethod].kind != str || hasResult || hasError {
-		return Request{}, ErrInvalidRequest
+		return invalid, ErrInvalidRequest
 	}
 	switch sp[fParams].kind {
 	case absent, null, object, array:
 	default:
-		return Request{}, ErrInvalidRequest
+		return invalid, ErrInvalidRequest
 	}
 
 	r, ok := s.decode()
-	if !ok || r.Method == "" || !s.typesValid(r.Method) {
-		return Request{}, ErrInvalidRequest
+	if !ok || r.Method == "" || !s.typesValid(r.Method) ||
+		hasControl(r.Method) || hasControl(r.Name) || hasControl(r.URI) {
+		return invalid, ErrInvalidRequest
 	}
 	r.ID = id
 	if r.ProtocolVersion == "" && r.Method == "initialize" {
 		if r.ProtocolVersion, ok = s.text(fProtocolVersion); !ok {
-			return Request{}, ErrInvalidRequest
+			return invalid, ErrInvalidRequest
 		}
 	}
 	r.ElicitationURL = s.spans[fMetaElicitationURL].kind == object ||
 		r.Method == "initialize" && s.spans[fCapsElicitationURL].kind == object
 	if r.MetaAuthorization, ok = s.text(fMetaAuthorization); !ok {
-		return Request{}, ErrInvalidRequest
+		return invalid, ErrInvalidRequest
 	}
 	if r.MetaAuthorization == "" && s.spans[fMetadata].kind == object {
 		// Tool arguments are the tool's own: a _metadata member of another
 		// shape is not ours to refuse.
 		if r.MetaAuthorization, ok = s.text(fMetadataAuthorization); !ok {
-			return Request{}, ErrInvalidRequest
+			return invalid, ErrInvalidRequest
 		}
 	}
 	return r, nil
+}
+
+// maxIDDigits bounds a numeric id: every integer of up to 15 digits is exact
+// in a float64, so JavaScript, Python and the Go SDKs all read the same id.
+const maxIDDigits = 15
+
+// integerID reports whether a numeric id is an integer of at most
+// maxIDDigits digits. JSON-RPC says ids SHOULD NOT have fractions; the
+// go-sdk truncates 1.5 to 1 and Python's SDK refuses it, so we refuse
+// fractions, exponents and longer numbers rather than echo an id the
+// upstream reads differently.
+func integerID(id []byte) bool {
+	digits := bytes.TrimPrefix(id, []byte("-"))
+	if len(digits) == 0 || len(digits) > maxIDDigits {
+		return false
+	}
+	for _, c := range digits {
+		if !isDigit(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasControl reports whether s holds a C0 control character or DEL
+// (\u0000 and the like, escaped in JSON). No method, tool, prompt or
+// resource name has one, and upstreams written in C-like languages may cut
+// a name at NUL: such a call is refused rather than matched.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // decoded lists the members decode copies into the one string it
@@ -334,11 +425,12 @@ func (s *scanner) typesValid(method string) bool {
 		s.present(fTaskID) && s.present(fTaskIDSnake) {
 		return false
 	}
+	// The methods rules name by a member take their params by name only.
 	switch method {
 	case "tools/call", "prompts/get":
-		return s.is(fName, str) && s.is(fArguments, object)
+		return s.is(fParams, object) && s.is(fName, str) && s.is(fArguments, object)
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		return s.is(fURI, str)
+		return s.is(fParams, object) && s.is(fURI, str)
 	case "initialize":
 		return s.is(fProtocolVersion, str) && s.is(fCapabilities, object) &&
 			s.is(fCapsElicitation, object) && s.is(fCapsElicitationURL, object)

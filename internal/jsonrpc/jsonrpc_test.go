@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -163,14 +164,14 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name: "escaped strings are decoded, the id is echoed raw",
-			body: `{"jsonrpc":"2\u002e0","id":"a\"b\u00e9","method":"tools\/call","params":{"n\u0061me":"get\u005fweather\t\u00e9\ud83d\ude00",
+			body: `{"jsonrpc":"2\u002e0","id":"a\"b\u00e9","method":"tools\/call","params":{"n\u0061me":"get\u005fweather \u00e9\ud83d\ude00",
 				"_meta":{"traceparent":"00-\u0030"}}}`,
-			want: Request{Method: "tools/call", ID: []byte(`"a\"b\u00e9"`), Name: "get_weather\té😀", Traceparent: "00-0"},
+			want: Request{Method: "tools/call", ID: []byte(`"a\"b\u00e9"`), Name: "get_weather é😀", Traceparent: "00-0"},
 		},
 		{
 			name: "raw UTF-8 and unusual whitespace",
-			body: " \r\n\t{ \"jsonrpc\" : \"2.0\" ,\n\"id\":-1.5e+3,\"method\":\"prompts/get\",\"params\":{\"name\":\"résumé ✓\"} }\n",
-			want: Request{Method: "prompts/get", ID: []byte(`-1.5e+3`), Name: "résumé ✓"},
+			body: " \r\n\t{ \"jsonrpc\" : \"2.0\" ,\n\"id\":-1500,\"method\":\"prompts/get\",\"params\":{\"name\":\"résumé ✓\"} }\n",
+			want: Request{Method: "prompts/get", ID: []byte(`-1500`), Name: "résumé ✓"},
 		},
 		{
 			name: "unknown members, null and array params",
@@ -193,8 +194,13 @@ func TestParse(t *testing.T) {
 			want: Request{Method: "tools/call", ID: []byte(`1`), Name: "n"},
 		},
 		{
-			name: "duplicates where they are not read",
-			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"q":1,"q":2,"Q":3}}}`,
+			name: "many distinct keys",
+			body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":{` + manyKeys(100) + `}}}`,
+			want: Request{Method: "ping", ID: []byte(`1`)},
+		},
+		{
+			name: "case variants where no struct reads them",
+			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"q":1,"Q":3},"_meta":{"x":1,"X":2}}}`,
 			want: Request{Method: "tools/call", ID: []byte(`1`), Name: "n"},
 		},
 		{
@@ -275,6 +281,9 @@ func TestParseErrors(t *testing.T) {
 		{"empty method", `{"jsonrpc":"2.0","id":1,"method":""}`, ErrInvalidRequest},
 		{"id object", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, ErrInvalidRequest},
 		{"id array", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, ErrInvalidRequest},
+		{"fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, ErrInvalidRequest},
+		{"id with exponent", `{"jsonrpc":"2.0","id":1e3,"method":"ping"}`, ErrInvalidRequest},
+		{"id of 16 digits", `{"jsonrpc":"2.0","id":1234567890123456,"method":"ping"}`, ErrInvalidRequest},
 		{"id bool", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, ErrInvalidRequest},
 		{"params string", `{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}`, ErrInvalidRequest},
 		{"params number", `{"jsonrpc":"2.0","id":1,"method":"ping","params":1}`, ErrInvalidRequest},
@@ -284,6 +293,8 @@ func TestParseErrors(t *testing.T) {
 		{"error not an object", `{"jsonrpc":"2.0","id":1,"error":"bad"}`, ErrInvalidRequest},
 		{"method and result", `{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}`, ErrInvalidRequest},
 
+		{"tools/call params by position", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["delete_file"]}`, ErrInvalidRequest},
+		{"resources/read params by position", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":["file:///etc/passwd"]}`, ErrInvalidRequest},
 		{"tools/call name not a string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}`, ErrInvalidRequest},
 		{"tools/call arguments not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":"x"}}`, ErrInvalidRequest},
 		{"prompts/get name not a string", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":["n"]}}`, ErrInvalidRequest},
@@ -319,6 +330,20 @@ func TestParseErrors(t *testing.T) {
 		{"unpaired surrogate in name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a\ud800b"}}`, ErrInvalidRequest},
 		{"unpaired low surrogate in method", `{"jsonrpc":"2.0","id":1,"method":"\udc00"}`, ErrInvalidRequest},
 		{"reversed surrogate pair", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\ude00\ud83d"}}`, ErrInvalidRequest},
+		{"duplicate key in tool arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"path":"/tmp/a","path":"/etc/passwd"}}}`, ErrInvalidRequest},
+		{"duplicate key deep in arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"a":[{"b":{"c":1,"c":2}}]}}}`, ErrInvalidRequest},
+		{"duplicate escaped key in an unread object", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":{"k":1,"\u006b":2}}}`, ErrInvalidRequest},
+		{"duplicate unknown top-level key", `{"jsonrpc":"2.0","id":1,"method":"ping","extra":1,"extra":2}`, ErrInvalidRequest},
+		{"duplicate _meta key we do not read", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":1,"progressToken":2}}}`, ErrInvalidRequest},
+		{"duplicate among many keys", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":{` + manyKeys(40) + `,"k7":0}}}`, ErrInvalidRequest},
+		{"duplicate beyond the first sixteen keys", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":{` + manyKeys(40) + `,"k30":0}}}`, ErrInvalidRequest},
+		{"upper-case jsonrpc key", `{"JSONRPC":"2.0","id":1,"method":"ping"}`, ErrInvalidRequest},
+		{"long s jsonrpc key", `{"j\u017fonrpc":"2.0","id":1,"method":"ping"}`, ErrInvalidRequest},
+		{"long s jsonrpc key, raw UTF-8", "{\"j\u017fonrpc\":\"2.0\",\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", ErrInvalidRequest},
+		{"NUL in method", `{"jsonrpc":"2.0","id":1,"method":"tools/call\u0000x","params":{"name":"n"}}`, ErrInvalidRequest},
+		{"NUL in name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_file\u0000"}}`, ErrInvalidRequest},
+		{"newline in name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete\nfile"}}`, ErrInvalidRequest},
+		{"DEL in uri", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///etc/passwd\u007f"}}`, ErrInvalidRequest},
 		{"unpaired surrogate in token", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"\ud800"}}}`, ErrInvalidRequest},
 	}
 	for _, tt := range tests {
@@ -327,11 +352,58 @@ func TestParseErrors(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Parse(%q) = %#v, %v; want %v", tt.body, got, err, tt.want)
 			}
-			if !reflect.DeepEqual(got, Request{}) {
+			// Only the id comes back with an error, and only when every
+			// upstream reads the same one (every body here that has a
+			// readable id has id 1).
+			if !reflect.DeepEqual(got, Request{ID: got.ID}) {
 				t.Errorf("Parse returned %#v with its error", got)
+			}
+			if got.ID != nil && string(got.ID) != "1" {
+				t.Errorf("Parse returned id %s with its error, want 1 or none", got.ID)
 			}
 		})
 	}
+}
+
+// TestParseErrorID: a refusal echoes the id when it can be read
+// unambiguously, and no id otherwise.
+func TestParseErrorID(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       []byte
+	}{
+		{"duplicate method keeps the id", `{"jsonrpc":"2.0","id":7,"method":"tools/list","method":"tools/call"}`, []byte(`7`)},
+		{"string id", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","NAME":"y"}}`, []byte(`"a"`)},
+		{"duplicate id", `{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, nil},
+		{"case variant of id", `{"jsonrpc":"2.0","id":1,"ID":2,"method":"ping"}`, nil},
+		{"long s is no variant of id", `{"jsonrpc":"2.0","id":1,"method":"ping","ſx":1,"ſx":2}`, []byte(`1`)},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, nil},
+		{"not JSON", `{"jsonrpc":"2.0","id":1,"method":"ping"`, nil},
+		{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"\xff\"}", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.body))
+			if err == nil {
+				t.Fatalf("Parse(%q) accepted it", tt.body)
+			}
+			if !bytes.Equal(got.ID, tt.want) {
+				t.Errorf("Parse(%q) id = %q, want %q", tt.body, got.ID, tt.want)
+			}
+		})
+	}
+}
+
+// manyKeys is n distinct members "k0":0, "k1":0, ...
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:0", fmt.Sprintf("k%d", i))
+	}
+	return b.String()
 }
 
 func TestParseSizeBound(t *testing.T) {
@@ -451,6 +523,18 @@ func TestLogValueLeavesOutTheToken(t *testing.T) {
 		}
 		if !strings.Contains(out, "tools/call") || !strings.Contains(out, "meta_authorization") {
 			t.Errorf("output lacks the request: %s", out)
+		}
+	}
+}
+
+func TestLooksLikeJSON(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"a":1}`: true, ` [1]`: true, "\r\n\t{": true, "\xef\xbb\xbf{": true, "\xff\xfe{\x00": true,
+		"\x00{": true, "\x00\x00\x00[": true, "/* c */{}": true, "// c\n{}": true,
+		"": false, "  ": false, "a=1": false, "hello": false, `"x"`: false, "1": false, "/x": false, "<xml/>": false,
+	} {
+		if got := LooksLikeJSON([]byte(body)); got != want {
+			t.Errorf("LooksLikeJSON(%q) = %v, want %v", body, got, want)
 		}
 	}
 }

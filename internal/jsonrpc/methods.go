@@ -21,6 +21,112 @@ func (p Protocol) String() string {
 	return "unknown"
 }
 
+// Method is one operation a specification defines: one meaning, with every
+// name a client may send for it. MCP has one spelling per method; A2A
+// renamed its methods in v1.0 (message/send became SendMessage), so an A2A
+// method has its v0.3 and v1.0 spellings (and those of v1.0 drafts and
+// SDKs). The same spelling may name two methods: tasks/get is both MCP's
+// (2025-11-25 tasks) and A2A v0.3's GetTask.
+type Method struct {
+	Protocol Protocol
+	// Name is the method's one name in this service's vocabulary: the MCP
+	// name, or the A2A v1.0 name.
+	Name string
+	// Spellings are every name it is sent under, Name among them.
+	Spellings []string
+}
+
+// Methods is the one table of methods this service knows: every request and
+// notification of MCP 2025-06-18, 2025-11-25 and 2026-07-28 (in both
+// directions: a client POSTs only its own, but rules may name any), and
+// every method of A2A v0.3 and v1.0. Rules are compiled against it; tests
+// check it against each specification's list.
+var Methods = []Method{
+	mcp("initialize"), // until 2025-11-25
+	mcp("ping"),
+	mcp("server/discover"),      // 2026-07-28
+	mcp("subscriptions/listen"), // 2026-07-28
+	mcp("tools/list"),
+	mcp("tools/call"),
+	mcp("prompts/list"),
+	mcp("prompts/get"),
+	mcp("resources/list"),
+	mcp("resources/templates/list"),
+	mcp("resources/read"),
+	mcp("resources/subscribe"),
+	mcp("resources/unsubscribe"),
+	mcp("completion/complete"),
+	mcp("logging/setLevel"),
+	mcp("sampling/createMessage"),
+	mcp("elicitation/create"),
+	mcp("roots/list"),
+	mcp("tasks/get"), // 2025-11-25 tasks
+	mcp("tasks/result"),
+	mcp("tasks/list"),
+	mcp("tasks/cancel"),
+	mcp("notifications/initialized"),
+	mcp("notifications/cancelled"),
+	mcp("notifications/progress"),
+	mcp("notifications/message"),
+	mcp("notifications/resources/updated"),
+	mcp("notifications/resources/list_changed"),
+	mcp("notifications/tools/list_changed"),
+	mcp("notifications/prompts/list_changed"),
+	mcp("notifications/roots/list_changed"),
+	mcp("notifications/tasks/status"),
+	mcp("notifications/elicitation/complete"),
+	mcp("notifications/subscriptions/acknowledged"),
+
+	a2a("SendMessage", "message/send"),
+	a2a("SendStreamingMessage", "message/stream"),
+	a2a("GetTask", "tasks/get"),
+	a2a("ListTasks", "tasks/list"),
+	a2a("CancelTask", "tasks/cancel"),
+	a2a("SubscribeToTask", "tasks/resubscribe"),
+	a2a("CreateTaskPushNotificationConfig", "tasks/pushNotificationConfig/set", "SetTaskPushNotificationConfig"),
+	a2a("GetTaskPushNotificationConfig", "tasks/pushNotificationConfig/get"),
+	a2a("ListTaskPushNotificationConfigs", "tasks/pushNotificationConfig/list", "ListTaskPushNotificationConfig"),
+	a2a("DeleteTaskPushNotificationConfig", "tasks/pushNotificationConfig/delete"),
+	a2a("GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"),
+}
+
+func mcp(name string) Method {
+	return Method{Protocol: ProtocolMCP, Name: name, Spellings: []string{name}}
+}
+
+func a2a(v10 string, others ...string) Method {
+	return Method{Protocol: ProtocolA2A, Name: v10, Spellings: append([]string{v10}, others...)}
+}
+
+// meanings indexes Methods by spelling: which entries a name may mean, in
+// any protocol, and within one.
+var meanings = func() (m [3]map[string][]int) {
+	for p := range m {
+		m[p] = map[string][]int{}
+	}
+	for i, md := range Methods {
+		for _, s := range md.Spellings {
+			m[ProtocolUnknown][s] = append(m[ProtocolUnknown][s], i)
+			m[md.Protocol][s] = append(m[md.Protocol][s], i)
+		}
+	}
+	return m
+}()
+
+// Meanings returns the indexes in Methods of what method may mean on a route
+// speaking p: the meanings within p when it has any there, else every
+// meaning it has (so that a name is never matched by less than it could
+// mean); nil for a name no specification defines. The slice is shared:
+// do not modify it.
+func Meanings(method string, p Protocol) []int {
+	if p != ProtocolUnknown {
+		if ids := meanings[p][method]; ids != nil {
+			return ids
+		}
+	}
+	return meanings[ProtocolUnknown][method]
+}
+
 // ProtocolOf tells which protocol a method belongs to, by name alone. A few
 // names belong to both (tasks/get, tasks/list, tasks/cancel: MCP 2025-11-25
 // tasks and A2A v0.3); those, like unknown names, are ProtocolUnknown and
@@ -37,79 +143,21 @@ func ProtocolOf(method string) Protocol {
 	return ProtocolUnknown
 }
 
-// a2aMethods maps every A2A JSON-RPC method name, v0.3 and v1.0, to its v1.0
-// name.
-var a2aMethods = map[string]string{
-	// v0.3
-	"message/send":                        "SendMessage",
-	"message/stream":                      "SendStreamingMessage",
-	"tasks/get":                           "GetTask",
-	"tasks/list":                          "ListTasks",
-	"tasks/cancel":                        "CancelTask",
-	"tasks/resubscribe":                   "SubscribeToTask",
-	"tasks/pushNotificationConfig/set":    "CreateTaskPushNotificationConfig",
-	"tasks/pushNotificationConfig/get":    "GetTaskPushNotificationConfig",
-	"tasks/pushNotificationConfig/list":   "ListTaskPushNotificationConfigs",
-	"tasks/pushNotificationConfig/delete": "DeleteTaskPushNotificationConfig",
-	"agent/getAuthenticatedExtendedCard":  "GetExtendedAgentCard",
-	// v1.0
-	"SendMessage":                      "SendMessage",
-	"SendStreamingMessage":             "SendStreamingMessage",
-	"GetTask":                          "GetTask",
-	"ListTasks":                        "ListTasks",
-	"CancelTask":                       "CancelTask",
-	"SubscribeToTask":                  "SubscribeToTask",
-	"CreateTaskPushNotificationConfig": "CreateTaskPushNotificationConfig",
-	"GetTaskPushNotificationConfig":    "GetTaskPushNotificationConfig",
-	"ListTaskPushNotificationConfigs":  "ListTaskPushNotificationConfigs",
-	"DeleteTaskPushNotificationConfig": "DeleteTaskPushNotificationConfig",
-	"GetExtendedAgentCard":             "GetExtendedAgentCard",
-	// Spellings found in v1.0 drafts and SDKs.
-	"ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
-	"SetTaskPushNotificationConfig":  "CreateTaskPushNotificationConfig",
-}
-
 // ClassifyA2A maps an A2A method name, v0.3 (message/send) or v1.0
 // (SendMessage), to its v1.0 name, so that a rule written with either name
 // matches both. ok is false for a name A2A does not define.
 func ClassifyA2A(method string) (canonical string, ok bool) {
-	canonical, ok = a2aMethods[method]
-	return canonical, ok
+	if ids := meanings[ProtocolA2A][method]; len(ids) > 0 {
+		return Methods[ids[0]].Name, true
+	}
+	return "", false
 }
 
-// mcpMethods are the request methods of MCP 2025-06-18, 2025-11-25 and
-// 2026-07-28, in both directions (a client POSTs only its own, but rules
-// may name any).
-var mcpMethods = map[string]bool{
-	"initialize":               true, // until 2025-11-25
-	"ping":                     true,
-	"server/discover":          true, // 2026-07-28
-	"subscriptions/listen":     true, // 2026-07-28
-	"tools/list":               true,
-	"tools/call":               true,
-	"prompts/list":             true,
-	"prompts/get":              true,
-	"resources/list":           true,
-	"resources/templates/list": true,
-	"resources/read":           true,
-	"resources/subscribe":      true,
-	"resources/unsubscribe":    true,
-	"completion/complete":      true,
-	"logging/setLevel":         true,
-	"sampling/createMessage":   true,
-	"elicitation/create":       true,
-	"roots/list":               true,
-	"tasks/get":                true, // 2025-11-25 tasks
-	"tasks/result":             true,
-	"tasks/list":               true,
-	"tasks/cancel":             true,
-}
-
-// IsMCPMethod reports whether method is an MCP method: a request method of
-// MCP 2025-06-18, 2025-11-25 or 2026-07-28, or a notification
+// IsMCPMethod reports whether method is an MCP method: a method of MCP
+// 2025-06-18, 2025-11-25 or 2026-07-28, or a notification
 // ("notifications/..." is MCP's namespace, which extensions add to).
 func IsMCPMethod(method string) bool {
-	if mcpMethods[method] {
+	if len(meanings[ProtocolMCP][method]) > 0 {
 		return true
 	}
 	rest, ok := strings.CutPrefix(method, "notifications/")
@@ -120,18 +168,12 @@ func IsMCPMethod(method string) bool {
 // names and protocol versions.
 var interned = func() map[string]string {
 	m := make(map[string]string)
-	for k := range mcpMethods {
-		m[k] = k
+	for _, md := range Methods {
+		for _, s := range md.Spellings {
+			m[s] = s
+		}
 	}
-	for k := range a2aMethods {
-		m[k] = k
-	}
-	for _, k := range []string{
-		"notifications/initialized", "notifications/cancelled", "notifications/progress",
-		"notifications/roots/list_changed", "notifications/tasks/status",
-		"notifications/elicitation/complete",
-		"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28",
-	} {
+	for _, k := range []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"} {
 		m[k] = k
 	}
 	return m

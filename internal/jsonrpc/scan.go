@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/maphash"
 	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -162,7 +163,10 @@ type scanner struct {
 	// one of ours only in case. Upstream decoders disagree on such input
 	// (first wins, last wins, case-insensitive), so it is refused.
 	ambiguous bool
-	spans     [numFields]span
+	// unsure: the member may be read from another key by some upstream
+	// (it appeared twice, or a key differing only in case names it).
+	unsure [numFields]bool
+	spans  [numFields]span
 }
 
 // plain marks the bytes that stand for themselves inside a JSON string and
@@ -215,7 +219,10 @@ func (s *scanner) value(depth int) (kind, error) {
 }
 
 // object scans an object at s.pos. With a node, it records the members the
-// node names; without one, it only validates.
+// node names; without one, it only validates. Either way a key that appears
+// twice in the object (after unescaping) makes the body ambiguous: parsers
+// disagree on which value wins, and the object may be one an upstream reads
+// (tool arguments) even when we do not.
 func (s *scanner) object(n *node, depth int) error {
 	if depth > MaxDepth {
 		return ErrTooDeep
@@ -226,6 +233,7 @@ func (s *scanner) object(n *node, depth int) error {
 		s.pos++
 		return nil
 	}
+	var seen keySet
 	for {
 		if s.peek() != '"' {
 			return ErrParse
@@ -234,7 +242,13 @@ func (s *scanner) object(n *node, depth int) error {
 		if err := s.str(); err != nil {
 			return err
 		}
-		key, keyEscaped := s.data[keyStart:s.pos-1], s.escaped
+		key := s.data[keyStart : s.pos-1]
+		if s.escaped {
+			key = unescapeKey(key)
+		}
+		if !seen.add(key) {
+			s.ambiguous = true
+		}
 		s.ws()
 		if s.peek() != ':' {
 			return ErrParse
@@ -242,7 +256,7 @@ func (s *scanner) object(n *node, depth int) error {
 		s.pos++
 		s.ws()
 		var err error
-		if m := s.match(n, key, keyEscaped); m != nil {
+		if m := s.match(n, key); m != nil {
 			err = s.record(m, depth)
 		} else {
 			_, err = s.value(depth)
@@ -264,21 +278,54 @@ func (s *scanner) object(n *node, depth int) error {
 	}
 }
 
-// match returns the member of n that key names, nil when none does.
-func (s *scanner) match(n *node, key []byte, escaped bool) *member {
-	if n == nil {
-		return nil
+// unescapeKey decodes an escaped key (rare: kept out of object's frame).
+func unescapeKey(key []byte) []byte {
+	k, _ := unescape(make([]byte, 0, len(key)), key)
+	return k
+}
+
+// keySeed keys the hashes of object keys: random per process, so that no
+// one can craft two keys that collide (which would only refuse their own
+// request anyway).
+var keySeed = maphash.MakeSeed()
+
+// keySet remembers the keys of one object by hash. The first few live on
+// the stack; a large object spills into a map.
+type keySet struct {
+	n     int
+	small [16]uint64
+	large map[uint64]struct{}
+}
+
+// add records key and reports whether it is new.
+func (k *keySet) add(key []byte) bool {
+	h := maphash.Bytes(keySeed, key)
+	for _, x := range k.small[:min(k.n, len(k.small))] {
+		if x == h {
+			return false
+		}
 	}
-	if escaped {
-		if len(key) > 6*maxKeyLen { // an escape is at most 6 bytes for 1
-			return nil
-		}
-		var buf [maxKeyLen]byte
-		k, _ := unescape(buf[:0], key)
-		if len(k) > maxKeyLen {
-			return nil
-		}
-		key = k
+	if k.n < len(k.small) {
+		k.small[k.n] = h
+		k.n++
+		return true
+	}
+	if k.large == nil {
+		k.large = make(map[uint64]struct{})
+	}
+	if _, dup := k.large[h]; dup {
+		return false
+	}
+	k.large[h] = struct{}{}
+	k.n++
+	return true
+}
+
+// match returns the member of n that key (unescaped) names, nil when none
+// does. A key that names one only under case folding is marked unsure.
+func (s *scanner) match(n *node, key []byte) *member {
+	if n == nil || len(key) > maxKeyLen {
+		return nil
 	}
 	for i := range n.members {
 		if string(key) == n.members[i].key {
@@ -289,6 +336,7 @@ func (s *scanner) match(n *node, key []byte, escaped bool) *member {
 		for i := range n.members {
 			if bytes.EqualFold(key, []byte(n.members[i].key)) {
 				s.ambiguous = true
+				s.unsure[n.members[i].field] = true
 				return nil
 			}
 		}
@@ -301,6 +349,7 @@ func (s *scanner) record(m *member, depth int) error {
 	sp := &s.spans[m.field]
 	if sp.kind != absent {
 		s.ambiguous = true // duplicate key
+		s.unsure[m.field] = true
 	}
 	start := s.pos
 	var k kind

@@ -1,0 +1,278 @@
+package attack
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Class 3: one meaning per name, for JSON-RPC and HTTP methods. A rule
+// names methods by what they mean, so a glob written in one spelling (A2A
+// v0.3 message/*, MCP tasks/*) covers every spelling of what it names (A2A
+// v1.0 SendMessage, GetTask); the HTTP method carrying a JSON-RPC body does
+// not matter to the rules, and one that is not upper case is refused; and
+// the name a rule sees is fixed by the method (the uri of a resource, the
+// name of a tool), whatever else the params carry.
+
+const methodRoutes = `routes:
+  - name: auto
+    default: true
+    path_prefix: /mcp
+    issuers: [hs, other]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], scopes: [admin]}
+      - {methods: ["tasks/*"], action: deny}
+      - {methods: ["message/*"], action: deny}
+      - {methods: ["agent/*"], action: deny}
+      - {methods: ["resources/*"], names: ["file:///etc/*"], action: deny}
+  - name: mcp
+    path_prefix: /strict
+    protocol: mcp
+    issuers: [hs, other]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], scopes: [admin]}
+      - {methods: ["tasks/*"], action: deny}
+  - name: a2a
+    path_prefix: /a2a
+    protocol: a2a
+    issuers: [hs, other]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["message/*"], scopes: [a2a.write]}
+      - {methods: ["tasks/*"], action: deny}
+      - {methods: ["GetExtendedAgentCard"], action: deny}
+`
+
+// rpcBody is a JSON-RPC request; method is inserted as written (raw JSON
+// string content, so escapes stay escapes).
+func rpcBody(id int, method, params string) string {
+	if params == "" {
+		params = "{}"
+	}
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"%s","params":%s}`, id, method, params)
+}
+
+// TestTaskMethodsEverySpelling: tasks/* with action deny covers every MCP
+// and A2A task method in every spelling, on every route that has the rule.
+func TestTaskMethodsEverySpelling(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read", "admin", "a2a.write")
+	spellings := []string{
+		// MCP 2025-11-25 tasks
+		"tasks/get", "tasks/list", "tasks/cancel", "tasks/result",
+		// A2A v0.3
+		"tasks/resubscribe", "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get",
+		"tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete",
+		// A2A v1.0 and its drafts
+		"GetTask", "ListTasks", "CancelTask", "SubscribeToTask", "CreateTaskPushNotificationConfig",
+		"SetTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
+		"ListTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig",
+		// JSON escapes decode to the same names
+		`tasks\/get`, `\u0047etTask`, `tasks\u002fcancel`,
+	}
+	for _, path := range []string{"/mcp", "/strict/mcp", "/a2a"} {
+		for _, m := range spellings {
+			t.Run(path+"/"+m, func(t *testing.T) {
+				v := s.check(t, raw{Path: path, Headers: map[string]string{"authorization": "Bearer " + user},
+					Body: rpcBody(3, m, `{"id":"task-1","taskId":"task-1"}`)})
+				v.wantDenied(t, 403)
+				if e := v.rpc(t); string(e.ID) != "3" {
+					t.Fatalf("JSON-RPC error id %s, want 3", e.ID)
+				}
+			})
+		}
+	}
+}
+
+// TestMessageMethodsEverySpelling: message/* (A2A v0.3) covers the v1.0
+// names; on the A2A route a scope rule written message/* guards SendMessage.
+func TestMessageMethodsEverySpelling(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	low := token(t, issuerHS, "mallory", "read")
+	params := `{"message":{"role":"user","parts":[],"messageId":"m1","contextId":"ctx-1"}}`
+	for _, m := range []string{"message/send", "message/stream", "SendMessage", "SendStreamingMessage", `message\/send`, `Send\u004dessage`} {
+		t.Run("auto/"+m, func(t *testing.T) {
+			v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + low}, Body: rpcBody(4, m, params)})
+			v.wantDenied(t, 403)
+		})
+		t.Run("a2a scope/"+m, func(t *testing.T) {
+			v := s.check(t, raw{Path: "/a2a", Headers: map[string]string{"authorization": "Bearer " + low}, Body: rpcBody(4, m, params)})
+			v.wantDenied(t, 403)
+			if !strings.Contains(v.Headers["www-authenticate"], `scope="a2a.write"`) {
+				t.Fatalf("challenge %q does not ask for a2a.write", v.Headers["www-authenticate"])
+			}
+		})
+	}
+	// The control: with the scope, every spelling passes on the A2A route.
+	writer := token(t, issuerHS, "mallory", "a2a.write")
+	for _, m := range []string{"message/send", "SendMessage"} {
+		v := s.check(t, raw{Path: "/a2a", Headers: map[string]string{"authorization": "Bearer " + writer}, Body: rpcBody(4, m, params)})
+		if !v.Allowed {
+			t.Fatalf("%s with a2a.write: %d %s", m, v.Status, v.Body)
+		}
+	}
+}
+
+// TestExtendedCardEverySpelling: agent/* (v0.3) and GetExtendedAgentCard
+// (v1.0) name the same method.
+func TestExtendedCardEverySpelling(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	for _, tc := range []struct{ path, method string }{
+		{"/mcp", "agent/getAuthenticatedExtendedCard"}, {"/mcp", "GetExtendedAgentCard"},
+		{"/a2a", "agent/getAuthenticatedExtendedCard"}, {"/a2a", "GetExtendedAgentCard"},
+	} {
+		t.Run(tc.path+"/"+tc.method, func(t *testing.T) {
+			s.check(t, raw{Path: tc.path, Headers: map[string]string{"authorization": "Bearer " + user}, Body: rpcBody(5, tc.method, "")}).wantDenied(t, 403)
+		})
+	}
+}
+
+// TestHTTPMethodsCarryingJSONRPC: rules apply to a tools/call body whatever
+// the HTTP method; a method that is not upper case (RFC 9110: methods are
+// case-sensitive) is refused with 400 when it carries a JSON-RPC body.
+func TestHTTPMethodsCarryingJSONRPC(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	auth := map[string]string{"authorization": "Bearer " + user}
+	for _, path := range []string{"/mcp", "/strict/mcp"} {
+		for _, m := range []string{"GET", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "PROPFIND"} {
+			t.Run(path+"/"+m, func(t *testing.T) {
+				v := s.check(t, raw{Method: m, Path: path, Headers: auth, Body: deleteBody})
+				v.wantDenied(t, 403)
+				if e := v.rpc(t); string(e.ID) != "7" {
+					t.Fatalf("id %s, want 7", e.ID)
+				}
+			})
+		}
+		for _, m := range []string{"post", "Post", "pOST", "get", "delete", "Put", "patch"} {
+			t.Run(path+"/"+m, func(t *testing.T) {
+				v := s.check(t, raw{Method: m, Path: path, Headers: auth, Body: deleteBody})
+				v.wantDenied(t, 400)
+				if e := v.rpc(t); e.Error.Code != -32600 {
+					t.Fatalf("JSON-RPC code %d, want -32600", e.Error.Code)
+				}
+			})
+		}
+	}
+}
+
+// TestHTTPMethodsEndToEnd: through the proxy, no HTTP method makes the
+// go-sdk server run delete_file, and the refusal is ours.
+func TestHTTPMethodsEndToEnd(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	for _, tc := range []struct {
+		method string
+		want   int
+	}{
+		{"POST", 403}, {"GET", 403}, {"PUT", 403}, {"PATCH", 403}, {"DELETE", 403},
+		{"post", 400}, {"Post", 400}, {"get", 400},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			status, _, body := s.viaEnvoy(t, tc.method, "/mcp", bearer(user), deleteBody)
+			if status != tc.want || s.ran("delete_file") != 0 {
+				t.Fatalf("status %d body %s, delete_file ran %d times; want %d", status, body, s.ran("delete_file"), tc.want)
+			}
+		})
+	}
+}
+
+// TestHTTPMethodsForwardAuth: the forward-auth front end reads the original
+// method from X-Forwarded-Method and decides the same.
+func TestHTTPMethodsForwardAuth(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	h := map[string]string{"Authorization": "Bearer " + user, "Content-Type": "application/json"}
+	for _, tc := range []struct {
+		method string
+		want   int
+	}{
+		{"PUT", 403}, {"GET", 403}, {"post", 400}, {"Post", 400},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			if status, body := s.forwardAuth(t, tc.method, h, deleteBody); status != tc.want {
+				t.Fatalf("status %d body %s, want %d", status, body, tc.want)
+			}
+		})
+	}
+}
+
+// TestMethodCaseVariants: "Tools/call" is not tools/call. The rules do not
+// see it as one, and neither does the SDK: it answers "method not found"
+// and runs nothing.
+func TestMethodCaseVariants(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	for _, m := range []string{"Tools/call", "TOOLS/CALL", "tools/Call", "tools/call ", " tools/call", "tools//call", "tools/call/"} {
+		t.Run(m, func(t *testing.T) {
+			body := rpcBody(9, m, `{"name":"delete_file","arguments":{"path":"/etc/passwd"}}`)
+			status, _, resp := s.viaEnvoy(t, http.MethodPost, "/mcp", bearer(user), body)
+			if s.ran("delete_file") != 0 {
+				t.Fatalf("delete_file ran (status %d, %s)", status, resp)
+			}
+		})
+	}
+}
+
+// TestRuleNameIsTheResourceURI: for resources/read, subscribe and
+// unsubscribe a rule sees params.uri, never an extra params.name; for
+// tools/call, params.name, never an extra params.uri.
+func TestRuleNameIsTheResourceURI(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	auth := map[string]string{"authorization": "Bearer " + user}
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"subscribe /etc with a name", rpcBody(1, "resources/subscribe", `{"uri":"file:///etc/passwd","name":"readme"}`), 403},
+		{"subscribe /etc, name first", rpcBody(1, "resources/subscribe", `{"name":"readme","uri":"file:///etc/passwd"}`), 403},
+		{"unsubscribe /etc with a name", rpcBody(1, "resources/unsubscribe", `{"uri":"file:///etc/shadow","name":"x"}`), 403},
+		{"read /etc with a name", rpcBody(1, "resources/read", `{"uri":"file:///etc/passwd","name":"notes"}`), 403},
+		{"read with the uri key in another case", rpcBody(1, "resources/read", `{"uri":"file:///tmp/x","URI":"file:///etc/passwd"}`), 400},
+		{"tools/call with a harmless uri", rpcBody(1, "tools/call", `{"name":"delete_file","uri":"echo"}`), 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: auth, Body: tc.body})
+			v.wantDenied(t, tc.want)
+			v.rpc(t)
+		})
+	}
+	// The control: a harmless URI with a name that looks like /etc passes.
+	v := s.check(t, raw{Headers: auth, Body: rpcBody(1, "resources/subscribe", `{"uri":"file:///tmp/x","name":"file:///etc/passwd"}`)})
+	if !v.Allowed {
+		t.Fatalf("harmless subscribe: %d %s", v.Status, v.Body)
+	}
+}
+
+// TestMcpHeadersMustMatchTheBody: the MCP 2026-07-28 headers are a second
+// spelling of the call; one that disagrees with the body is -32020.
+func TestMcpHeadersMustMatchTheBody(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+	}{
+		{"Mcp-Method names another method", map[string]string{"mcp-method": "tools/list"}},
+		{"Mcp-Method in another case", map[string]string{"mcp-method": "Tools/call"}},
+		{"Mcp-Name names another tool", map[string]string{"mcp-method": "tools/call", "mcp-name": "echo"}},
+		{"Mcp-Name base64 of another tool", map[string]string{"mcp-method": "tools/call", "mcp-name": "=?base64?ZWNobw==?="}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{"authorization": "Bearer " + user}
+			for k, v := range tc.headers {
+				h[k] = v
+			}
+			v := s.check(t, raw{Headers: h, Body: deleteBody})
+			v.wantDenied(t, 400)
+			if e := v.rpc(t); e.Error.Code != -32020 || string(e.ID) != "7" {
+				t.Fatalf("JSON-RPC error %d id %s, want -32020 id 7", e.Error.Code, e.ID)
+			}
+		})
+	}
+}

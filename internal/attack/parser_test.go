@@ -1,0 +1,398 @@
+package attack
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+
+	"github.com/extauthz/extauthz/internal/envoytest"
+)
+
+// Class 1: parser differentials. Each body below is a tools/call of
+// delete_file that a mainstream parser (Go's encoding/json, the SDKs'
+// decoders, Python's json, JSON.parse) reads as that call, but that the
+// service cannot read unambiguously. On every route but protocol: http it
+// must be refused with 400 and a JSON-RPC error (-32700 or -32600, the id
+// when every reader agrees on it, else null), over gRPC, through the proxy
+// (where delete_file must not run) and on the forward-auth front end.
+
+// parserRoutes: an auto route (the default) and a protocol: mcp route, each
+// denying delete_* to everyone without the admin scope.
+const parserRoutes = `routes:
+  - name: auto
+    default: true
+    path_prefix: /mcp
+    issuers: [hs, other]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], scopes: [admin]}
+  - name: strict
+    path_prefix: /strict
+    protocol: mcp
+    issuers: [hs, other]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], scopes: [admin]}
+`
+
+const deleteBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/etc/passwd"}}}`
+
+func encodeUTF16(s string, bigEndian, bom bool) string {
+	units := utf16.Encode([]rune(s))
+	if bom {
+		units = append([]uint16{0xfeff}, units...)
+	}
+	var b []byte
+	for _, u := range units {
+		if bigEndian {
+			b = binary.BigEndian.AppendUint16(b, u)
+		} else {
+			b = binary.LittleEndian.AppendUint16(b, u)
+		}
+	}
+	return string(b)
+}
+
+func encodeUTF32(s string, bom bool) string {
+	var b []byte
+	if bom {
+		b = binary.BigEndian.AppendUint32(b, 0xfeff)
+	}
+	for _, r := range s {
+		b = binary.BigEndian.AppendUint32(b, uint32(r))
+	}
+	return string(b)
+}
+
+// deep nests n arrays in the arguments of a delete_file call.
+func deep(n int) string {
+	return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/etc/passwd","x":` +
+		strings.Repeat("[", n) + strings.Repeat("]", n) + `}}}`
+}
+
+// parserCases: name, body, JSON-RPC code and the id the refusal echoes.
+var parserCases = []struct {
+	name, body string
+	code       int
+	id         string
+}{
+	// Duplicate keys: the common parsers take the last.
+	{"duplicate jsonrpc", `{"jsonrpc":"1.0","jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file"}}`, -32600, "7"},
+	{"duplicate method", `{"jsonrpc":"2.0","id":7,"method":"tools/list","method":"tools/call","params":{"name":"delete_file"}}`, -32600, "7"},
+	{"duplicate method, escaped key", `{"jsonrpc":"2.0","id":7,"method":"tools/list","m\u0065thod":"tools/call","params":{"name":"delete_file"}}`, -32600, "7"},
+	{"duplicate id", `{"jsonrpc":"2.0","id":7,"id":8,"method":"tools/call","params":{"name":"delete_file"}}`, -32600, "null"},
+	{"duplicate name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","name":"delete_file"}}`, -32600, "7"},
+	{"duplicate name, escaped key", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","n\u0061me":"delete_file"}}`, -32600, "7"},
+	{"duplicate params", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"},"params":{"name":"delete_file"}}`, -32600, "7"},
+	{"duplicate arguments", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{},"arguments":{"path":"/etc/passwd"}}}`, -32600, "7"},
+	{"duplicate key inside arguments", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/tmp/x","path":"/etc/passwd"}}}`, -32600, "7"},
+	{"duplicate _meta key", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","_meta":{"progressToken":1,"progressToken":2}}}`, -32600, "7"},
+	// Keys Go's encoding/json matches case-insensitively (and by Unicode
+	// folding), the go-sdk's decoder does not.
+	{"Method key beside method", `{"jsonrpc":"2.0","id":7,"method":"tools/list","Method":"tools/call","params":{"name":"delete_file"}}`, -32600, "7"},
+	{"METHOD key alone", `{"jsonrpc":"2.0","id":7,"METHOD":"tools/call","params":{"name":"delete_file"}}`, -32600, "7"},
+	{"JSONRPC key", `{"JSONRPC":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file"}}`, -32600, "7"},
+	{"long s in jsonrpc (raw UTF-8)", "{\"j\u017fonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"delete_file\"}}", -32600, "7"},
+	{"long s in jsonrpc (escaped)", `{"j\u017fonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file"}}`, -32600, "7"},
+	{"Kelvin sign in params key", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"},"Params":{"name":"delete_file"}}`, -32600, "7"},
+	{"NAME key beside name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","NAME":"delete_file"}}`, -32600, "7"},
+	{"Name key alone", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"Name":"delete_file"}}`, -32600, "7"},
+	{"ID key beside id", `{"jsonrpc":"2.0","id":7,"ID":8,"method":"tools/call","params":{"name":"delete_file"}}`, -32600, "null"},
+	// Batches, of any length.
+	{"batch of one", `[` + deleteBody + `]`, -32600, "null"},
+	{"batch of two", `[{"jsonrpc":"2.0","id":1,"method":"ping"},` + deleteBody + `]`, -32600, "null"},
+	{"batch after whitespace", " \n\t[" + deleteBody + `]`, -32600, "null"},
+	// Encodings.
+	{"UTF-8 byte order mark", "\xef\xbb\xbf" + deleteBody, -32700, "null"},
+	{"invalid UTF-8 in arguments", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/etc/passwd` + "\xff" + `"}}}`, -32700, "null"},
+	{"overlong UTF-8 in arguments", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"` + "\xc0\xaf" + `etc"}}}`, -32700, "null"},
+	{"UTF-8 encoded surrogate in a key", "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"delete_file\",\"\xed\xa0\x80\":1}}", -32700, "null"},
+	{"UTF-16LE", encodeUTF16(deleteBody, false, false), -32700, "null"},
+	{"UTF-16BE", encodeUTF16(deleteBody, true, false), -32700, "null"},
+	{"UTF-16LE with BOM", encodeUTF16(deleteBody, false, true), -32700, "null"},
+	{"UTF-16BE with BOM", encodeUTF16(deleteBody, true, true), -32700, "null"},
+	{"UTF-32BE with BOM", encodeUTF32(deleteBody, true), -32700, "null"},
+	// Nesting.
+	{"nesting 200 deep", deep(200), -32600, "null"},
+	{"nesting 1000 deep", deep(1000), -32600, "null"},
+	// Escapes and types in the names.
+	{"NUL after the tool name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file\u0000"}}`, -32600, "7"},
+	{"NUL after the method", `{"jsonrpc":"2.0","id":7,"method":"tools/call\u0000","params":{"name":"delete_file"}}`, -32600, "7"},
+	{"newline in the tool name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file\n"}}`, -32600, "7"},
+	{"unpaired surrogate in the tool name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file\ud800"}}`, -32600, "7"},
+	{"method as a number", `{"jsonrpc":"2.0","id":7,"method":1,"params":{"name":"delete_file"}}`, -32600, "7"},
+	{"name as an array", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":["delete_file"]}}`, -32600, "7"},
+	{"params by position", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":["delete_file",{"path":"/etc/passwd"}]}`, -32600, "7"},
+	{"fractional id", `{"jsonrpc":"2.0","id":7.5,"method":"tools/call","params":{"name":"delete_file"}}`, -32600, "null"},
+	// Trailing data: stream decoders (the SDKs') stop after the first value.
+	{"trailing garbage", deleteBody + `x`, -32700, "null"},
+	{"two messages", deleteBody + `{"jsonrpc":"2.0","id":8,"method":"ping"}`, -32700, "null"},
+	{"trailing NUL", deleteBody + "\x00", -32700, "null"},
+	{"comment", `/* x */` + deleteBody, -32700, "null"},
+}
+
+// checkBytes sends r over ext_authz gRPC with the body in raw_body, as
+// Envoy does with pack_as_bytes: true (the shipped configurations). Only
+// then does the service see the bytes the upstream gets: in the string
+// field body, Envoy replaces every byte that is not UTF-8 with '!'.
+func (s *suite) checkBytes(t *testing.T, r raw) verdict {
+	t.Helper()
+	if r.Method == "" {
+		r.Method = "POST"
+	}
+	if r.Path == "" {
+		r.Path = "/mcp"
+	}
+	h := map[string]string{":method": r.Method, ":path": r.Path, ":authority": host, ":scheme": "http",
+		"x-request-id": "attack-1", "x-envoy-auth-partial-body": "false"}
+	for k, v := range r.Headers {
+		h[k] = v
+	}
+	if _, ok := h["content-type"]; !ok {
+		h["content-type"] = "application/json"
+	}
+	req := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Id: "1", Method: r.Method, Path: r.Path, Host: host, Scheme: "http", Protocol: "HTTP/1.1",
+			Headers: h, RawBody: []byte(r.Body), Size: int64(len(r.Body)),
+		}},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := s.grpc.Check(ctx, req)
+	if err != nil {
+		t.Fatalf("Check returned a gRPC error (Envoy may fail open on it): %v", err)
+	}
+	return readVerdict(resp)
+}
+
+// packAsBytes is the proxy as the shipped Envoy configurations set it up.
+var packAsBytes = options{Build: &envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20, PackAsBytes: true}}
+
+// TestParserDifferentials sends every case over gRPC to both routes.
+func TestParserDifferentials(t *testing.T) {
+	s := start(t, parserRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	for _, path := range []string{"/mcp", "/strict/mcp"} {
+		for _, tc := range parserCases {
+			t.Run(path+"/"+tc.name, func(t *testing.T) {
+				v := s.checkBytes(t, raw{Path: path, Headers: map[string]string{"authorization": "Bearer " + user}, Body: tc.body})
+				v.wantDenied(t, 400)
+				e := v.rpc(t)
+				if e.Error.Code != tc.code || string(e.ID) != tc.id {
+					t.Fatalf("JSON-RPC error %d id %s, want %d id %s", e.Error.Code, e.ID, tc.code, tc.id)
+				}
+			})
+		}
+	}
+}
+
+// TestRoutesOfTheFamily: the two routes are what the family needs: on the
+// auto route a body no parser reads as JSON is plain HTTP, on the mcp route
+// every body must be JSON-RPC.
+func TestRoutesOfTheFamily(t *testing.T) {
+	s := start(t, parserRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	h := map[string]string{"authorization": "Bearer " + user, "content-type": "text/plain"}
+	if v := s.check(t, raw{Path: "/mcp", Headers: h, Body: "hello"}); !v.Allowed {
+		t.Fatalf("auto route refused a plain text body: %d %s", v.Status, v.Body)
+	}
+	v := s.check(t, raw{Path: "/strict/mcp", Headers: h, Body: "hello"})
+	v.wantDenied(t, 400)
+	if e := v.rpc(t); e.Error.Code != -32700 {
+		t.Fatalf("mcp route: code %d, want -32700", e.Error.Code)
+	}
+}
+
+// TestParserDifferentialsLabelled: a body is refused however it is labelled:
+// a content type that does not say JSON, none at all, or only an MCP header.
+func TestParserDifferentialsLabelled(t *testing.T) {
+	s := start(t, parserRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	labels := map[string]map[string]string{
+		"text/plain":                  {"content-type": "text/plain"},
+		"form":                        {"content-type": "application/x-www-form-urlencoded"},
+		"octet-stream":                {"content-type": "application/octet-stream"},
+		"json with charset utf-16":    {"content-type": "application/json; charset=utf-16"},
+		"text/plain with MCP version": {"content-type": "text/plain", "mcp-protocol-version": "2025-06-18"},
+	}
+	for name, h := range labels {
+		for _, tc := range parserCases {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				h := map[string]string{"authorization": "Bearer " + user, "content-type": h["content-type"], "mcp-protocol-version": h["mcp-protocol-version"]}
+				if h["mcp-protocol-version"] == "" {
+					delete(h, "mcp-protocol-version")
+				}
+				v := s.checkBytes(t, raw{Headers: h, Body: tc.body})
+				v.wantDenied(t, 400)
+				v.rpc(t)
+			})
+		}
+	}
+}
+
+// TestParserDifferentialsEndToEnd sends every case through the proxy to the
+// go-sdk server: delete_file never runs. (The SDK refuses some bodies
+// itself; what is asserted is the service's refusal.)
+func TestParserDifferentialsEndToEnd(t *testing.T) {
+	s := start(t, parserRoutes, packAsBytes)
+	user := token(t, issuerHS, "mallory", "read")
+	for _, tc := range parserCases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", bearer(user), tc.body)
+			if status != 400 || !strings.Contains(body, `"jsonrpc":"2.0"`) {
+				t.Fatalf("status %d body %s, want 400 with a JSON-RPC error", status, body)
+			}
+			if n := s.ran("delete_file"); n != 0 {
+				t.Fatalf("delete_file ran %d times", n)
+			}
+		})
+	}
+	// The control: the same user's well-formed calls pass and run.
+	if status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", bearer(user), toolCall(1, "echo", `{"text":"hi"}`)); status != 200 || s.ran("echo") != 1 {
+		t.Fatalf("echo: status %d body %s", status, body)
+	}
+}
+
+// TestInvalidUTF8WithoutPackAsBytes: when the proxy sends the body as a
+// string, Envoy turns bytes that are not UTF-8 into '!' and the service
+// reads the call the upstream rejects or reads the same way (the structure
+// is kept); delete_file still does not run.
+func TestInvalidUTF8WithoutPackAsBytes(t *testing.T) {
+	s := start(t, parserRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	for _, tc := range parserCases {
+		if !strings.Contains(tc.name, "UTF-8") {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", bearer(user), tc.body)
+			if status < 400 || status > 403 || s.ran("delete_file") != 0 {
+				t.Fatalf("status %d body %s, ran %d", status, body, s.ran("delete_file"))
+			}
+		})
+	}
+}
+
+// forwardAuth asks the forward-auth front end as Traefik with forwardBody
+// does: the original method and URI in X-Forwarded-* headers, the body as
+// the request's.
+func (s *suite) forwardAuth(t *testing.T, method string, header map[string]string, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.httpURL+"/", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Forwarded-Method", method)
+	req.Header.Set("X-Forwarded-Uri", "/mcp")
+	req.Header.Set("X-Forwarded-Host", host)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestParserDifferentialsForwardAuth: the forward-auth front end, given the
+// body (Traefik forwardBody), refuses every case with 400, never 2xx.
+func TestParserDifferentialsForwardAuth(t *testing.T) {
+	s := start(t, parserRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	h := map[string]string{"Authorization": "Bearer " + user, "Content-Type": "application/json"}
+	for _, tc := range parserCases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := s.forwardAuth(t, http.MethodPost, h, tc.body)
+			if status != 400 || !strings.Contains(body, `"jsonrpc":"2.0"`) {
+				t.Fatalf("status %d body %s, want 400 with a JSON-RPC error", status, body)
+			}
+		})
+	}
+	if status, body := s.forwardAuth(t, http.MethodPost, h, toolCall(1, "echo", "")); status != 200 {
+		t.Fatalf("control echo: status %d body %s", status, body)
+	}
+	if status, _ := s.forwardAuth(t, http.MethodPost, h, deleteBody); status != 403 {
+		t.Fatalf("control delete_file: status %d, want 403", status)
+	}
+}
+
+// TestLabelsThatChangeTheReading: a charset other than UTF-8 tells an
+// upstream that honours it to read other characters, and a compressed body
+// is read by upstreams that inflate requests (Express's body parser does):
+// neither is readable as sent, so both are refused.
+func TestLabelsThatChangeTheReading(t *testing.T) {
+	s := start(t, parserRoutes, packAsBytes)
+	user := token(t, issuerHS, "mallory", "read")
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	_, _ = w.Write([]byte(deleteBody))
+	_ = w.Close()
+	echo := toolCall(5, "echo", `{"text":"hi"}`)
+	for _, tc := range []struct {
+		name, body string
+		headers    map[string]string
+	}{
+		{"charset utf-16", echo, map[string]string{"content-type": "application/json; charset=utf-16"}},
+		{"charset iso-8859-1", echo, map[string]string{"content-type": "application/json; charset=ISO-8859-1"}},
+		{"charset utf-32 on text/plain", echo, map[string]string{"content-type": "text/plain; charset=utf-32"}},
+		{"gzip body", gz.String(), map[string]string{"content-type": "application/json", "content-encoding": "gzip"}},
+		{"gzip body with an MCP header", gz.String(), map[string]string{"content-type": "application/octet-stream", "content-encoding": "gzip", "mcp-protocol-version": "2025-06-18"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{"authorization": "Bearer " + user}
+			for k, v := range tc.headers {
+				h[k] = v
+			}
+			v := s.checkBytes(t, raw{Headers: h, Body: tc.body})
+			v.wantDenied(t, 400)
+			v.rpc(t)
+			hh := bearer(user)
+			for k, v := range tc.headers {
+				hh.Set(k, v)
+			}
+			status, _, _ := s.viaEnvoy(t, http.MethodPost, "/mcp", hh, tc.body)
+			if status != 400 || s.ran("echo") != 0 || s.ran("delete_file") != 0 {
+				t.Fatalf("through the proxy: status %d, echo ran %d, delete_file ran %d", status, s.ran("echo"), s.ran("delete_file"))
+			}
+		})
+	}
+}
+
+// TestPartialBodyFailsClosed: a body the proxy cut short cannot be read; on
+// a route with rules its call is unknown and refused (400), as is a JSON
+// request whose body the proxy did not send at all.
+func TestPartialBodyFailsClosed(t *testing.T) {
+	s := start(t, parserRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	auth := map[string]string{"authorization": "Bearer " + user}
+	for _, tc := range []struct {
+		name string
+		r    raw
+	}{
+		{"partial tools/call", raw{Headers: auth, Body: deleteBody[:40], Partial: true}},
+		{"partial body on GET", raw{Method: "GET", Headers: auth, Body: deleteBody[:40], Partial: true}},
+		{"no body, JSON content length", raw{Headers: map[string]string{"authorization": "Bearer " + user, "content-type": "application/json", "content-length": "118"}}},
+		{"no body on PUT, chunked", raw{Method: "PUT", Headers: map[string]string{"authorization": "Bearer " + user, "content-type": "application/json", "transfer-encoding": "chunked"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, tc.r)
+			v.wantDenied(t, 400)
+			v.rpc(t)
+		})
+	}
+}

@@ -1,0 +1,377 @@
+package jsonrpc_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/extauthz/extauthz/internal/fixtures"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+)
+
+// The SDK differential: the same body goes to Parse and to the real
+// servers of the go-sdk (MCP) and a2a-go (A2A), whose decoders are what
+// upstreams run. For every body, either Parse refuses it, or the SDK does
+// not act on it, or both read the same method, id, rule name (tool or
+// prompt name, resource URI) and conversation ids. (MCP sessions travel
+// only in the Mcp-Session-Id header, never in the body.)
+
+// reading is what an SDK server acted on.
+type reading struct {
+	method   string
+	name     string // tool or prompt name, resource URI
+	id       []byte // the id of its answer
+	context  string // A2A params.message.contextId
+	taskID   string // A2A params.message.taskId
+	paramsID string // A2A params.id / params.taskId
+}
+
+// recorder keeps the last reading of an SDK server.
+type recorder struct {
+	mu  sync.Mutex
+	got *reading
+}
+
+func (r *recorder) set(x reading) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = &x
+}
+
+func (r *recorder) take() *reading {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.got
+	r.got = nil
+	return x
+}
+
+var errRecorded = errors.New("recorded")
+
+// newMCPReference is a go-sdk server whose middleware records each call it
+// decoded and answers it with an error (nothing runs).
+func newMCPReference(rec *recorder) http.Handler {
+	server := mcp.NewServer(&mcp.Implementation{Name: "reference", Version: "v1"}, &mcp.ServerOptions{
+		Logger:             slog.New(slog.DiscardHandler),
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	mcp.AddTool(server, &mcp.Tool{Name: "delete_file"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return nil, nil, errRecorded
+	})
+	server.AddPrompt(&mcp.Prompt{Name: "p"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return nil, errRecorded
+	})
+	server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			r := reading{method: method}
+			switch p := req.GetParams().(type) {
+			case *mcp.CallToolParamsRaw:
+				r.name = p.Name
+			case *mcp.GetPromptParams:
+				r.name = p.Name
+			case *mcp.ReadResourceParams:
+				r.name = p.URI
+			case *mcp.SubscribeParams:
+				r.name = p.URI
+			case *mcp.UnsubscribeParams:
+				r.name = p.URI
+			}
+			rec.set(r)
+			return nil, errRecorded
+		}
+	})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+		Stateless: true, JSONResponse: true, Logger: slog.New(slog.DiscardHandler), DisableLocalhostProtection: true,
+	})
+}
+
+// a2aReference records every call the a2a-go JSON-RPC handler decoded.
+type a2aReference struct{ rec *recorder }
+
+func (h a2aReference) OnGetTask(_ context.Context, q *a2a.TaskQueryParams) (*a2a.Task, error) {
+	h.rec.set(reading{method: "tasks/get", paramsID: string(q.ID)})
+	return nil, errRecorded
+}
+
+func (h a2aReference) OnCancelTask(_ context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
+	h.rec.set(reading{method: "tasks/cancel", paramsID: string(p.ID)})
+	return nil, errRecorded
+}
+
+func (h a2aReference) message(method string, p *a2a.MessageSendParams) {
+	r := reading{method: method}
+	if p.Message != nil {
+		r.context, r.taskID = p.Message.ContextID, string(p.Message.TaskID)
+	}
+	h.rec.set(r)
+}
+
+func (h a2aReference) OnSendMessage(_ context.Context, p *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	h.message("message/send", p)
+	return nil, errRecorded
+}
+
+func (h a2aReference) OnResubscribeToTask(_ context.Context, p *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+	h.rec.set(reading{method: "tasks/resubscribe", paramsID: string(p.ID)})
+	return func(yield func(a2a.Event, error) bool) { yield(nil, errRecorded) }
+}
+
+func (h a2aReference) OnSendMessageStream(_ context.Context, p *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
+	h.message("message/stream", p)
+	return func(yield func(a2a.Event, error) bool) { yield(nil, errRecorded) }
+}
+
+func (h a2aReference) OnGetTaskPushConfig(_ context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	h.rec.set(reading{method: "tasks/pushNotificationConfig/get", paramsID: string(p.TaskID)})
+	return nil, errRecorded
+}
+
+func (h a2aReference) OnListTaskPushConfig(_ context.Context, p *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	h.rec.set(reading{method: "tasks/pushNotificationConfig/list", paramsID: string(p.TaskID)})
+	return nil, errRecorded
+}
+
+func (h a2aReference) OnSetTaskPushConfig(_ context.Context, p *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
+	h.rec.set(reading{method: "tasks/pushNotificationConfig/set", paramsID: string(p.TaskID)})
+	return nil, errRecorded
+}
+
+func (h a2aReference) OnDeleteTaskPushConfig(_ context.Context, p *a2a.DeleteTaskPushConfigParams) error {
+	h.rec.set(reading{method: "tasks/pushNotificationConfig/delete", paramsID: string(p.TaskID)})
+	return errRecorded
+}
+
+func (h a2aReference) OnGetExtendedAgentCard(context.Context) (*a2a.AgentCard, error) {
+	h.rec.set(reading{method: "agent/getAuthenticatedExtendedCard"})
+	return nil, errRecorded
+}
+
+// references are the SDK servers a body is sent to.
+type references struct {
+	mcpRec, a2aRec recorder
+	mcp, a2a       http.Handler
+}
+
+func newReferences() *references {
+	r := &references{}
+	r.mcp = newMCPReference(&r.mcpRec)
+	r.a2a = a2asrv.NewJSONRPCHandler(a2aReference{&r.a2aRec})
+	return r
+}
+
+// read sends body to an SDK server and returns what it acted on, nil when
+// it acted on nothing.
+func read(h http.Handler, rec *recorder, body []byte, header http.Header) *reading {
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	got := rec.take()
+	if got == nil {
+		return nil
+	}
+	// The id of its answer (an error response, or an SSE event holding one).
+	answer := w.Body.Bytes()
+	if i := bytes.Index(answer, []byte("data: ")); i >= 0 {
+		answer = answer[i+len("data: "):]
+		if j := bytes.IndexByte(answer, '\n'); j >= 0 {
+			answer = answer[:j]
+		}
+	}
+	var resp struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(answer, &resp) == nil {
+		got.id = resp.ID
+	}
+	return got
+}
+
+var mcpHeader = http.Header{
+	"Content-Type":         {"application/json"},
+	"Accept":               {"application/json, text/event-stream"},
+	"Mcp-Protocol-Version": {"2025-06-18"},
+}
+
+var a2aHeader = http.Header{"Content-Type": {"application/json"}}
+
+// sameID reports whether two raw JSON ids are the same string or number.
+func sameID(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return x == y
+}
+
+// assertAgreement sends body to both SDKs and fails when one acts on a
+// call that Parse accepted but read differently.
+func assertAgreement(t *testing.T, refs *references, body []byte) {
+	t.Helper()
+	r, err := jsonrpc.Parse(body)
+	mcpGot := read(refs.mcp, &refs.mcpRec, body, mcpHeader)
+	a2aGot := read(refs.a2a, &refs.a2aRec, body, a2aHeader)
+	if err != nil {
+		return
+	}
+	if got := mcpGot; got != nil {
+		if got.method != r.Method || got.name != r.RuleName() {
+			t.Fatalf("go-sdk read %q as %s %q; Parse as %s %q", body, got.method, got.name, r.Method, r.RuleName())
+		}
+		if r.ID != nil && got.id != nil && !sameID(got.id, r.ID) {
+			t.Fatalf("go-sdk answered %q with id %s; Parse read id %s", body, got.id, r.ID)
+		}
+	}
+	if got := a2aGot; got != nil {
+		if got.method != r.Method {
+			t.Fatalf("a2a-go read %q as %s; Parse as %s", body, got.method, r.Method)
+		}
+		paramsID := r.ParamsID
+		if r.Method == "tasks/pushNotificationConfig/set" {
+			paramsID = r.ParamsTaskID
+		}
+		// a2a-go reads only the JSON names; Parse also reads the proto
+		// field names (context_id), which protobuf JSON upstreams accept.
+		snake := bytes.Contains(body, []byte("context_id")) || bytes.Contains(body, []byte("task_id"))
+		if got.paramsID != paramsID || !snake && (got.context != r.ContextID || got.taskID != r.TaskID) {
+			t.Fatalf("a2a-go read %q as context %q task %q id %q; Parse as %q %q %q",
+				body, got.context, got.taskID, got.paramsID, r.ContextID, r.TaskID, paramsID)
+		}
+		if r.ID != nil && got.id != nil && !sameID(got.id, r.ID) {
+			t.Fatalf("a2a-go answered %q with id %s; Parse read id %s", body, got.id, r.ID)
+		}
+	}
+}
+
+// sdkSeeds are the bodies the SDK clients send (the recordings) and
+// variations an attacker tries.
+func sdkSeeds(t testing.TB) [][]byte {
+	var out [][]byte
+	for _, load := range []func() ([]fixtures.Recording, error){fixtures.MCP, fixtures.A2A} {
+		recs, err := load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if len(r.Body) > 0 {
+				out = append(out, r.Body)
+			}
+		}
+	}
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/etc/passwd"}}}`
+	for _, s := range []string{
+		call,
+		strings.Replace(call, `"name"`, `"Name"`, 1),
+		strings.Replace(call, `"method"`, `"Method"`, 1),
+		strings.Replace(call, `"jsonrpc"`, `"j\u017fonrpc"`, 1),
+		strings.Replace(call, `"params":{`, `"params":{"name":"echo",`, 1),
+		strings.Replace(call, `"id":7`, `"id":7,"id":8`, 1),
+		strings.Replace(call, `"id":7`, `"id":1.5`, 1),
+		`[` + call + `]`,
+		"\xef\xbb\xbf" + call,
+		call + `{}`,
+		call + "\n",
+		`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///etc/passwd","name":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"URI":"file:///etc/passwd","uri":"file:///tmp"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p"}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","contextId":"c","taskId":"t"}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","ContextId":"c"}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","context_id":"c"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"t"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"t","ID":"u"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"t","pushNotificationConfig":{"url":"https://x"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tasks/resubscribe","params":{"id":"t"}}`,
+	} {
+		out = append(out, []byte(s))
+	}
+	return out
+}
+
+// TestSDKsAgreeOnRecordings: every recorded SDK request is accepted by
+// Parse and read as the SDK servers read it.
+func TestSDKsAgreeOnRecordings(t *testing.T) {
+	refs := newReferences()
+	for _, load := range []func() ([]fixtures.Recording, error){fixtures.MCP, fixtures.A2A} {
+		recs, err := load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			if len(rec.Body) == 0 {
+				continue
+			}
+			t.Run(rec.Name, func(t *testing.T) {
+				if _, err := jsonrpc.Parse(rec.Body); err != nil {
+					t.Fatalf("Parse refused a recorded SDK request: %v", err)
+				}
+				assertAgreement(t, refs, rec.Body)
+			})
+		}
+	}
+}
+
+// FuzzSDKAgreement: for any body, Parse refuses it, or the SDK servers do
+// not act on it, or they read the same call.
+func FuzzSDKAgreement(f *testing.F) {
+	for _, s := range sdkSeeds(f) {
+		f.Add(s)
+	}
+	refs := newReferences()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		assertAgreement(t, refs, body)
+	})
+}
+
+// TestReferencesAct: the SDK servers do act on well-formed calls, so that
+// the differential compares readings rather than refusals.
+func TestReferencesAct(t *testing.T) {
+	refs := newReferences()
+	tests := []struct {
+		name, body string
+		mcp        bool
+		want       reading
+	}{
+		{"tools/call", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{}}}`, true,
+			reading{method: "tools/call", name: "delete_file", id: []byte("7")}},
+		{"resources/subscribe", `{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":"file:///etc/passwd"}}`, true,
+			reading{method: "resources/subscribe", name: "file:///etc/passwd", id: []byte(`"s"`)}},
+		{"prompts/get", `{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"p"}}`, true,
+			reading{method: "prompts/get", name: "p", id: []byte("3")}},
+		{"message/send", `{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","contextId":"c","taskId":"t"}}}`, false,
+			reading{method: "message/send", context: "c", taskID: "t", id: []byte(`"a"`)}},
+		{"tasks/get", `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"t"}}`, false,
+			reading{method: "tasks/get", paramsID: "t", id: []byte("2")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got *reading
+			if tt.mcp {
+				got = read(refs.mcp, &refs.mcpRec, []byte(tt.body), mcpHeader)
+			} else {
+				got = read(refs.a2a, &refs.a2aRec, []byte(tt.body), a2aHeader)
+			}
+			if got == nil {
+				t.Fatal("the SDK server did not act on it")
+			}
+			if got.method != tt.want.method || got.name != tt.want.name || got.context != tt.want.context ||
+				got.taskID != tt.want.taskID || got.paramsID != tt.want.paramsID || !sameID(got.id, tt.want.id) {
+				t.Fatalf("read %+v (id %s), want %+v (id %s)", *got, got.id, tt.want, tt.want.id)
+			}
+		})
+	}
+}
