@@ -136,12 +136,12 @@ func claimsAt(iss string, extra jwt.MapClaims) jwt.MapClaims {
 // when configured.
 type jwksServer struct {
 	*httptest.Server
-	doc      atomic.Pointer[[]byte]
-	status   atomic.Int32 // 0 serves the document
-	hits     atomic.Int64 // requests to the JWK set path
+	doc    atomic.Pointer[[]byte]
+	status atomic.Int32 // 0 serves the document
+	hits   atomic.Int64 // requests to the JWK set path
 	// hang, when set, holds requests to the JWK set until it is closed or
 	// the client gives up: an endpoint that accepts and never answers.
-	hang atomic.Pointer[chan struct{}]
+	hang     atomic.Pointer[chan struct{}]
 	metadata atomic.Pointer[map[string][]byte]
 }
 
