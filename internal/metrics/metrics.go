@@ -156,7 +156,9 @@ func (m *Metrics) STSCall(kind string, took time.Duration) {
 }
 
 // VerdictsDropped counts cached verdicts dropped for reason.
-func (m *Metrics) VerdictsDropped(reason string, n int) { m.dropped.WithLabelValues(reason).Add(float64(n)) }
+func (m *Metrics) VerdictsDropped(reason string, n int) {
+	m.dropped.WithLabelValues(reason).Add(float64(n))
+}
 
 // SlowClient counts a connection closed for slowness on listener.
 func (m *Metrics) SlowClient(listener string) { m.slowClients.WithLabelValues(listener).Inc() }
