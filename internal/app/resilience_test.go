@@ -228,6 +228,17 @@ func TestReadinessThroughReloads(t *testing.T) {
 	fetches := jw.Fetches()
 
 	health := healthpb.NewHealthClient(s.conn)
+	// gRPC health follows readiness on a 250 ms tick: wait for the first.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		resp, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gRPC health never SERVING: %v %v", resp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	var (
 		stop             atomic.Bool
 		wg               sync.WaitGroup
