@@ -19,9 +19,14 @@ import (
 // readiness already says NOT_SERVING: the proxy's health checks and
 // Kubernetes' endpoint removal take a moment, and checks they still send
 // here must be answered, not refused. A listener failing ends it early.
-func drain(log *slog.Logger, period time.Duration, errc <-chan error) {
+// The forward-auth front end stops keeping connections alive, so proxies
+// open their next ones to other replicas.
+func drain(log *slog.Logger, period time.Duration, errc <-chan error, front *http.Server) {
 	if period <= 0 {
 		return
+	}
+	if front != nil {
+		front.SetKeepAlivesEnabled(false)
 	}
 	log.Info("shutting down: not ready, answering checks for the drain period", slog.Duration("drain_period", period))
 	t := time.NewTimer(period)

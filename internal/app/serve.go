@@ -380,7 +380,7 @@ loop:
 		// and Kubernetes take this replica out, then finish what is in flight.
 		draining.Store(true)
 		setHealth(false)
-		drain(log, o.DrainPeriod, errc)
+		drain(log, o.DrainPeriod, errc, front)
 	}
 	stopServing(ctx, log, o.ShutdownTimeout, gs, admin, front)
 	adminGS.Stop()
