@@ -280,3 +280,33 @@ func TestReadinessThroughReloads(t *testing.T) {
 		t.Fatalf("50 reloads caused %d JWKS fetches, want at most 2", n)
 	}
 }
+
+// TestKeyRemovalEndsCachedVerdicts: the issuer drops a key from its JWKS;
+// the next refresh drops the cached verdicts of tokens signed with it
+// (counted) and those tokens are refused from then on.
+func TestKeyRemovalEndsCachedVerdicts(t *testing.T) {
+	kept, compromised := testtoken.EC(t, "k1"), testtoken.EC(t, "k2")
+	jw := testjwks.New(t, kept, compromised)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, jwksConfig(jw.URL, ", refresh_interval: 50ms", ""))
+	s := startServerWith(t, nil, ServeOptions{ConfigFile: cfg})
+	waitReadyz(t, s)
+	tok := idpToken(t, compromised, "stolen")
+	for range 2 {
+		if code, err := s.statusOf(t, tok); code != 200 {
+			t.Fatalf("before the rotation: %d %v", code, err)
+		}
+	}
+	jw.SetKeys(kept)
+	const series = `extauthz_verdicts_dropped_total{reason="key_removed"}`
+	deadline := time.Now().Add(10 * time.Second)
+	for metricValue(t, s.adminAddr, series) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached 1", series)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, err := s.statusOf(t, tok); code != 401 {
+		t.Fatalf("token of the removed key after the refresh: %d %v, want 401", code, err)
+	}
+}
