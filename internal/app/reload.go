@@ -61,6 +61,10 @@ func (r *reloader) reload(force bool) error {
 	}
 	r.last = sum
 	old := r.pipeline.Swap(p)
+	// Key sources the new policy does not share stop refreshing now (50
+	// reloads must not mean 50 sources fetching); the rest of the old
+	// policy stays open for the checks still using it.
+	old.Retire()
 	time.AfterFunc(r.grace, old.Close)
 	r.metrics.Reloaded(nil)
 	if r.publish != nil {

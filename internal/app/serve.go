@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,12 +47,22 @@ type ServeOptions struct {
 	LogLevel        string
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// DrainPeriod is how long checks keep being answered after SIGTERM
+	// while /readyz and gRPC health already say NOT_SERVING, so that the
+	// proxy and Kubernetes stop sending before the listeners close.
+	DrainPeriod time.Duration
 	// HTTPAddr serves the HTTP forward-auth front end (nginx auth_request,
 	// Traefik ForwardAuth, Caddy forward_auth, Envoy http_service); "" is off.
 	HTTPAddr       string
 	HTTPConvention string
 	HTTPTrusted    string
 	HTTPPathPrefix string
+	// HTTPReadTimeout bounds reading one forward-auth request, body
+	// included; HTTPMaxConns and HTTPMaxBodies cap open connections and
+	// requests with a body in progress (0: no cap).
+	HTTPReadTimeout time.Duration
+	HTTPMaxConns    int
+	HTTPMaxBodies   int
 	// WatchInterval is how often the configuration file is checked for
 	// changes (0: not watched; SIGHUP still reloads).
 	WatchInterval time.Duration
@@ -82,11 +93,15 @@ func serveFlags(o *ServeOptions) *flag.FlagSet {
 	fs.StringVar(&o.AdminAllowedClients, "admin-allowed-clients", "", "comma-separated client identities allowed to call the admin API: URI SAN (SPIFFE ID), DNS SAN or CN")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain in-flight checks on SIGTERM")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "after the drain period, how long in-flight checks may take to finish")
+	fs.DurationVar(&o.DrainPeriod, "drain-period", 5*time.Second, "on SIGTERM, how long checks keep being answered while readiness already says not serving")
 	fs.StringVar(&o.HTTPAddr, "http-addr", "", "address of the HTTP forward-auth front end (nginx auth_request, Traefik, Caddy, Envoy http_service); off when empty")
 	fs.StringVar(&o.HTTPConvention, "http-convention", "auto", "how the HTTP front end learns the original request: auto, nginx, forwarded (Traefik, Caddy), envoy")
 	fs.StringVar(&o.HTTPTrusted, "http-trusted-proxies", "127.0.0.0/8,::1/128", "comma-separated addresses or CIDRs whose forwarding headers the HTTP front end believes")
 	fs.StringVar(&o.HTTPPathPrefix, "http-path-prefix", "", "path prefix Envoy's http_service puts before the original path (stripped)")
+	fs.DurationVar(&o.HTTPReadTimeout, "http-read-timeout", 10*time.Second, "HTTP front end: the most one request, body included, may take to arrive")
+	fs.IntVar(&o.HTTPMaxConns, "http-max-conns", 4096, "HTTP front end: most open connections (0: no cap)")
+	fs.IntVar(&o.HTTPMaxBodies, "http-max-bodies", 256, "HTTP front end: most requests with a body in progress; more get 503 at once (0: no cap)")
 	fs.DurationVar(&o.WatchInterval, "watch-interval", time.Second, "how often to check the configuration file for changes (0 disables; SIGHUP always reloads)")
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go profiling endpoints under /debug/pprof/ on the admin listener")
 	return fs
@@ -222,7 +237,9 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	if store != nil {
 		defer store.Close()
 	}
-	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, OnSTSCall: m.STSCall, HTTPClient: httpClient, Shared: store}
+	var current atomic.Pointer[check.Pipeline] // for key removals, set once the pipeline exists
+	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, OnSTSCall: m.STSCall, HTTPClient: httpClient, Shared: store,
+		KeySources: newKeySources(bg, cfg, httpClient, log, m, &current)}
 	policy, err := check.Compile(bg, cfg, deps)
 	if err != nil {
 		return err
@@ -238,6 +255,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		return err
 	}
 	defer func() { pipeline.Policy().Close() }()
+	current.Store(pipeline)
 	m.Cache("verdicts", pipeline.CacheStats)
 	m.Cache("sessions", func() cache.Stats { return cache.Stats{Size: pipeline.SessionCount()} })
 	m.Cache("elicitations", func() cache.Stats { return cache.Stats{Size: pipeline.ElicitationCount()} })
@@ -263,8 +281,9 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 			}
 		})
 	}
+	var draining atomic.Bool // set on SIGTERM: not ready, still answering
 	ready := func() bool {
-		return pipeline.Policy().Ready() && (store == nil || !cfg.Redis.RequiredForReady || store.Ready())
+		return !draining.Load() && pipeline.Policy().Ready() && (store == nil || !cfg.Redis.RequiredForReady || store.Ready())
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -323,18 +342,15 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	// The admin gRPC API shares the admin listener, never the ext_authz one.
 	adminGS := grpc.NewServer(append(audit.GRPCOptions(), grpc.MaxRecvMsgSize(8<<20))...)
 	adminv1.RegisterAdminServiceServer(adminGS, adminapi.NewServer(&adminBackend{pipeline: pipeline, started: time.Now()}, adminapi.Options{Logger: log}))
-	admin := &http.Server{
-		Handler:           adminapi.Handler(adminGS, adminHTTPHandler(pipeline, audit, o.Pprof)),
-		Protocols:         adminapi.Protocols(),
-		TLSConfig:         adminTLS,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ReadHeaderTimeout: 5 * time.Second,
-	}
-	ops := &http.Server{Handler: opsHandler(pipeline, m, ready), ReadHeaderTimeout: 5 * time.Second}
+	admin, limitAdmin := limitedServer(adminapi.Handler(adminGS, adminHTTPHandler(pipeline, audit, o.Pprof)), adminLimits("admin"), m.SlowClient, m.Refused)
+	admin.Protocols = adminapi.Protocols()
+	admin.TLSConfig = adminTLS
+	admin.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	ops, limitOps := limitedServer(opsHandler(pipeline, m, ready), adminLimits("ops"), m.SlowClient, m.Refused)
 
 	errc := make(chan error, 4)
 	go func() { errc <- gs.Serve(grpcLis) }()
-	serveAdminOps(admin, adminLis, ops, opsLis, errc)
+	serveAdminOps(admin, limitListener(adminLis, limitAdmin), ops, limitListener(opsLis, limitOps), errc)
 	var front *http.Server
 	httpAddr := ""
 	if httpFront != nil {
@@ -346,8 +362,9 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 			return err
 		}
 		httpAddr = httpLis.Addr().String()
-		front = &http.Server{Handler: httpFront, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
-		go func() { errc <- front.Serve(httpLis) }()
+		var limitFront func(net.Listener) net.Listener
+		front, limitFront = limitedServer(httpFront, frontLimits(o), m.SlowClient, m.Refused)
+		go func() { errc <- front.Serve(limitFront(httpLis)) }()
 	}
 	adminAddr, opsAddr := addrOf(adminLis), addrOf(opsLis)
 	log.Info("serving", slog.String("grpc_addr", grpcLis.Addr().String()), slog.String("admin_addr", adminAddr),
@@ -384,25 +401,14 @@ loop:
 		}
 	}
 
-	log.Info("shutting down: draining in-flight checks")
-	setHealth(false)
-	drained := make(chan struct{})
-	go func() { gs.GracefulStop(); close(drained) }()
-	timer := time.NewTimer(o.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-drained:
-	case <-timer.C:
-		log.Warn("drain timed out; closing remaining connections")
-		gs.Stop()
+	if serveErr == nil {
+		// SIGTERM: say not ready at once, keep answering while the proxy
+		// and Kubernetes take this replica out, then finish what is in flight.
+		draining.Store(true)
+		setHealth(false)
+		drain(log, o.DrainPeriod, errc, front)
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = admin.Shutdown(shutdownCtx)
-	_ = ops.Shutdown(shutdownCtx)
-	if front != nil {
-		_ = front.Shutdown(shutdownCtx)
-	}
+	stopServing(ctx, log, o.ShutdownTimeout, gs, front, admin, ops)
 	adminGS.Stop()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) && !errors.Is(serveErr, grpc.ErrServerStopped) {
 		return serveErr

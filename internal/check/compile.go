@@ -37,6 +37,7 @@ type Policy struct {
 	verifier TokenVerifier
 	ready    func() bool
 	close    func()
+	retire   func() // stops background work that in-flight checks can do without
 	identity config.Identity
 	ident    identityPolicy
 	// issuerNames maps an issuer's iss to its configured name.
@@ -113,6 +114,9 @@ type Deps struct {
 	OnSTSCall func(result string, took time.Duration)
 	// Shared is the cross-replica tier for exchanged tokens; nil for none.
 	Shared *shared.Store
+	// KeySources, when set, keeps issuers' key sources across compiled
+	// policies (reloads); nil gives each policy sources of its own.
+	KeySources *jwtauth.Sources
 }
 
 // Exchangers returns the policy's token exchangers by name.
@@ -145,6 +149,7 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		limits:      f.Limits,
 		ready:       func() bool { return true },
 		close:       func() {},
+		retire:      func() {},
 	}
 	if d.Verifier != nil {
 		p.verifier = d.Verifier
@@ -153,11 +158,13 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		v, err := jwtauth.New(ctx, specs, jwtauth.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now, OnFetch: d.OnJWKSFetch})
+		v, err := jwtauth.New(ctx, specs, jwtauth.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now, OnFetch: d.OnJWKSFetch,
+			MaxWaiting: f.Limits.MaxWaitingPerDependency, Sources: d.KeySources})
 		if err != nil {
 			return nil, err
 		}
 		p.verifier, p.ready, p.close = v, v.Ready, v.Close
+		p.retire = v.Close
 	}
 
 	if err := p.compileLineage(f, d); err != nil {
@@ -432,3 +439,8 @@ func (p *Policy) Ready() bool { return p.ready() }
 
 // Close stops the policy's background work.
 func (p *Policy) Close() { p.close() }
+
+// Retire is called when a newer policy replaced this one: key sources the
+// new policy does not share stop refreshing now, while checks still in
+// flight keep the keys already loaded until Close.
+func (p *Policy) Retire() { p.retire() }

@@ -66,6 +66,7 @@ func compileExchanges(f *config.File, d Deps) (map[string]*exchange.Exchanger, e
 			ActorTokenFile: x.ActorTokenFile, ActorTokenType: x.ActorTokenType,
 			Timeout: x.Timeout.D(), SafetyMargin: x.SafetyMargin.D(), RefreshAhead: x.RefreshAhead.D(),
 			BreakerFailures: x.BreakerFailures, BreakerCooldown: x.BreakerCooldown.D(), CacheSize: x.CacheSize,
+			Budget: f.Limits.CheckDeadline.D(), MaxWaiting: f.Limits.MaxWaitingPerDependency,
 		}, exchangeOptions(d))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("exchange %s: %w", x.Name, err))

@@ -25,6 +25,9 @@ type Grant struct {
 	Scopes   []string
 	Expires  time.Time
 	IssuedAt time.Time // zero when the token has no iat
+	// KeyID is the kid the token was signed with ("" if none named): when
+	// the issuer drops that key, the grant is dropped with it.
+	KeyID string
 	// Claims holds only the claims the route's rules look at: a grant can
 	// sit in the cache for the token's lifetime.
 	Claims map[string]any
@@ -91,6 +94,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		Claims:   c.Raw,
 		Scopes:   scopes(c.Raw),
 		Actors:   lineage.ActChain(c.Raw),
+		KeyID:    c.KeyID,
 	}
 	id := &p.identity
 	sub, ok, err := p.claimValue(c.Raw, id.UserClaim)

@@ -387,6 +387,9 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 			}
 			return p.deny(req, r, &call, denial{outcome: InvalidToken, desc: err.Error()})
 		}
+		var spent context.CancelFunc
+		ctx, spent = e.withBudget(ctx) // see budget.go
+		defer spent()
 		entry = pl.verify(ctx, p, r, token)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {

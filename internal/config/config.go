@@ -155,6 +155,19 @@ type Limits struct {
 	// answered at once with OverloadStatus (fail closed) instead of queueing.
 	MaxConcurrentChecks int `yaml:"max_concurrent_checks"`
 	OverloadStatus      int `yaml:"overload_status"`
+	// CheckDeadline is the most a check waits on its dependencies (a key
+	// set refetch, the STS, Redis); keep it below the proxy's own timeout
+	// (Envoy ext_authz `timeout`, default 200ms in Envoy, 2s in our
+	// examples). What is not ready by then gets the answer it would get
+	// without the dependency: an unknown kid 401, a token needing an
+	// exchange 503 with Retry-After (default 1s).
+	CheckDeadline Duration `yaml:"check_deadline"`
+	// MaxWaitingPerDependency bounds the checks waiting at once on one
+	// dependency: one issuer's key set refetch, or one STS. The others get
+	// their answer at once, so a flood of tokens naming unknown kids never
+	// holds the check slots cached tokens need (default 64). Read at start
+	// for key sets.
+	MaxWaitingPerDependency int `yaml:"max_waiting_per_dependency"`
 }
 
 // Lineage configures the conversation lineage headers and whom to believe
@@ -420,6 +433,8 @@ const (
 	DefaultPerSubject     = 256
 	DefaultMaxDepth       = 8
 	DefaultMaxConcurrent  = 1024
+	DefaultCheckDeadline  = time.Second
+	DefaultMaxWaiting     = 64
 )
 
 // Duration is a time.Duration written as "30s", "5m".
@@ -500,6 +515,12 @@ func (f *File) applyDefaults() {
 	}
 	if f.Limits.OverloadStatus == 0 {
 		f.Limits.OverloadStatus = 503
+	}
+	if f.Limits.CheckDeadline == 0 {
+		f.Limits.CheckDeadline = Duration(DefaultCheckDeadline)
+	}
+	if f.Limits.MaxWaitingPerDependency == 0 {
+		f.Limits.MaxWaitingPerDependency = DefaultMaxWaiting
 	}
 	if f.Elicitations.MaxEntries == 0 {
 		f.Elicitations.MaxEntries = 10_000

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 )
 
 // Algorithms the service verifies.
@@ -157,6 +158,12 @@ func (f *File) Validate() error {
 	}
 	if f.Limits.MaxConcurrentChecks < 0 {
 		v.add("limits.max_concurrent_checks: must not be negative")
+	}
+	if d := f.Limits.CheckDeadline.D(); d < 0 || d > time.Minute {
+		v.add("limits.check_deadline: %s is not between 0 and 1m", d)
+	}
+	if f.Limits.MaxWaitingPerDependency < 0 {
+		v.add("limits.max_waiting_per_dependency: must not be negative")
 	}
 	if s := f.Limits.OverloadStatus; s != 429 && (s < 500 || s > 599) && s != 403 {
 		v.add("limits.overload_status: %d is not 403, 429 or 5xx", s)

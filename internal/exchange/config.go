@@ -32,6 +32,7 @@ const (
 // Defaults for zero Config fields.
 const (
 	DefaultTimeout          = 5 * time.Second
+	DefaultMaxWaiting       = 64
 	DefaultMaxResponseBytes = 64 << 10
 	DefaultSafetyMargin     = 30 * time.Second
 	DefaultRefreshAhead     = time.Minute
@@ -86,8 +87,18 @@ type Config struct {
 	// at most once a second and re-read when it changes.
 	ActorTokenFile string
 	ActorTokenType string // default jwt
-	// Timeout bounds one STS call (default 5s).
+	// Timeout bounds one STS call (default 5s). The call runs apart from
+	// the requests waiting for it, so a late answer is still cached.
 	Timeout time.Duration
+	// Budget bounds how long one request waits for an STS call, and a
+	// call slower than it counts as a failure for the breaker even when it
+	// succeeds: a slow STS is down as far as the proxy's deadline is
+	// concerned (default: Timeout; the service passes its check deadline).
+	Budget time.Duration
+	// MaxWaiting bounds the requests waiting for STS calls at once; the
+	// others are answered Unavailable at once (default 64; negative: no
+	// bound). It keeps a slow STS from holding every check slot.
+	MaxWaiting int
 	// MaxResponseBytes bounds the STS's answer (default 64 KiB).
 	MaxResponseBytes int64
 	// SafetyMargin: an exchanged token is used until it expires minus this
@@ -278,6 +289,10 @@ func compile(c Config) (compiled, error) {
 		errs = append(errs, fmt.Errorf("exchange: requested token type %q is not usable as a bearer token (access_token, jwt)", cc.RequestedTokenType))
 	}
 	positive(&cc.Timeout, DefaultTimeout)
+	positive(&cc.Budget, cc.Timeout)
+	if cc.MaxWaiting == 0 {
+		cc.MaxWaiting = DefaultMaxWaiting
+	}
 	positive(&cc.MaxResponseBytes, DefaultMaxResponseBytes)
 	positive(&cc.SafetyMargin, DefaultSafetyMargin)
 	positive(&cc.RefreshAhead, DefaultRefreshAhead)

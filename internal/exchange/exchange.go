@@ -40,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/extauthz/extauthz/internal/cache"
@@ -64,6 +65,8 @@ type Exchanger struct {
 	group    singleflight.Group
 	breaker  *breaker
 	resolver endpointResolver
+	// waiting bounds the requests waiting for STS calls; nil: no bound.
+	waiting *semaphore.Weighted
 
 	// base bounds background refreshes and STS calls; Close cancels it.
 	base   context.Context
@@ -129,6 +132,9 @@ func New(cfg Config, opts Options) (*Exchanger, error) {
 		onCall:   opts.OnCall,
 		shared:   opts.Shared,
 	}
+	if cc.MaxWaiting > 0 {
+		e.waiting = semaphore.NewWeighted(int64(cc.MaxWaiting))
+	}
 	if cc.ActorTokenFile != "" {
 		if e.actor, err = newActorSource(cc.ActorTokenFile, now, log); err != nil {
 			return nil, err
@@ -183,6 +189,20 @@ func (e *Exchanger) miss(ctx context.Context, k cache.Key, req *request, o Owner
 		}
 		return e.flight(k, req, o), nil
 	})
+	// The call goes on without the callers that stop waiting, and caches
+	// its token for their retry.
+	if e.waiting != nil {
+		if !e.waiting.TryAcquire(1) {
+			return Token{}, errTooManyWaiting
+		}
+		defer e.waiting.Release(1)
+	}
+	var budget <-chan time.Time // nil: the call's own Timeout ends the wait
+	if e.cfg.Budget < e.cfg.Timeout {
+		t := time.NewTimer(e.cfg.Budget)
+		defer t.Stop()
+		budget = t.C
+	}
 	select {
 	case r := <-ch:
 		ent := r.Val.(*entry)
@@ -190,10 +210,17 @@ func (e *Exchanger) miss(ctx context.Context, k cache.Key, req *request, o Owner
 			return Token{}, ent.err
 		}
 		return ent.token, nil
+	case <-budget:
+		return Token{}, errBudgetSpent
 	case <-ctx.Done():
 		return Token{}, &Error{Kind: Unavailable, reason: "request ended while waiting for the STS", RetryAfter: minRetryAfter, cause: ctx.Err()}
 	}
 }
+
+var (
+	errTooManyWaiting = &Error{Kind: Unavailable, reason: "too many requests are waiting for the STS", RetryAfter: minRetryAfter}
+	errBudgetSpent    = &Error{Kind: Unavailable, reason: "the STS did not answer within the budget", RetryAfter: minRetryAfter}
+)
 
 var errNoSubject = &Error{Kind: Unauthorized, reason: "no subject token"}
 
@@ -227,7 +254,9 @@ func (e *Exchanger) flight(k cache.Key, req *request, o Owner) *entry {
 	if out.err == nil && !out.token.ExpiresAt.After(now) {
 		out = outcome{err: &Error{Kind: Unavailable, Status: http.StatusOK, reason: "STS issued an expired token"}}
 	}
-	e.breaker.record(now, out.healthy)
+	// An answer later than the budget missed every waiting request: for
+	// the breaker, that STS is failing.
+	e.breaker.record(now, out.healthy && now.Sub(start) <= e.cfg.Budget)
 
 	if out.err != nil {
 		e.failures.Add(1)

@@ -249,7 +249,9 @@ func TestCacheKey(t *testing.T) {
 func TestSingleFlight(t *testing.T) {
 	c := newClock()
 	sts := newSTS(t, c, ststest.Options{})
-	e := newExchanger(t, c, sts, nil)
+	// Unbounded waiters: this is about sharing one call (TestWaitersBounded
+	// covers the bound).
+	e := newExchanger(t, c, sts, func(cfg *exchange.Config) { cfg.MaxWaiting = -1 })
 	subject := subjectToken(t, c, "alice", nil)
 
 	release := sts.Pause()
@@ -844,5 +846,89 @@ func TestClose(t *testing.T) {
 	}
 	if got := sts.Calls(); got != 1 {
 		t.Errorf("STS calls = %d, want 1", got)
+	}
+}
+
+// TestSlowSTS: an STS that answers, but later than the budget, misses every
+// waiting request. Each request is answered Unavailable (with Retry-After)
+// when its budget ends; the late token is still cached for the retry; and
+// slow calls count as failures, so the breaker opens and later requests are
+// answered at once instead of waiting.
+func TestSlowSTS(t *testing.T) {
+	c := newClock()
+	sts := newSTS(t, c, ststest.Options{})
+	e := newExchanger(t, c, sts, func(cfg *exchange.Config) {
+		cfg.Budget = 50 * time.Millisecond
+		cfg.BreakerFailures = 3
+		cfg.BreakerCooldown = 10 * time.Second
+	})
+	subject := subjectToken(t, c, "alice", nil)
+	for i := range 3 {
+		owner := exchange.Owner{Subject: "alice", Session: fmt.Sprint("slow-", i)}
+		release := sts.Pause()
+		_, err := e.Exchange(context.Background(), subject, docsAPI, owner)
+		if xe := asError(t, err); xe.Kind != exchange.Unavailable || xe.RetryAfter <= 0 {
+			t.Fatalf("call %d beyond the budget: %+v", i, xe)
+		}
+		c.Advance(3 * time.Second) // the STS takes 3 s, then succeeds
+		release()
+		// Retries join the call still in flight until it lands in the cache.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, err := e.Exchange(context.Background(), subject, docsAPI, owner)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("call %d: the late token was not kept for the retry: %v", i, err)
+			}
+		}
+	}
+	if !e.Stats().BreakerOpen {
+		t.Fatal("three calls slower than the budget did not open the breaker")
+	}
+	calls := sts.Calls()
+	_, err := e.Exchange(context.Background(), subject, docsAPI, exchange.Owner{Subject: "alice", Session: "after"})
+	if exchange.KindOf(err) != exchange.Unavailable || sts.Calls() != calls {
+		t.Fatalf("open breaker: err = %v, STS calls %d -> %d", err, calls, sts.Calls())
+	}
+}
+
+// TestWaitersBounded: beyond MaxWaiting, requests missing the cache are
+// answered Unavailable at once instead of queueing on a hung STS.
+func TestWaitersBounded(t *testing.T) {
+	c := newClock()
+	sts := newSTS(t, c, ststest.Options{})
+	e := newExchanger(t, c, sts, func(cfg *exchange.Config) { cfg.MaxWaiting = 2; cfg.Budget = 10 * time.Second })
+	subject := subjectToken(t, c, "alice", nil)
+	release := sts.Pause()
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 10)
+	for i := range 10 {
+		go func() {
+			_, err := e.Exchange(ctx, subject, docsAPI, exchange.Owner{Subject: "alice", Session: fmt.Sprint("w-", i)})
+			errs <- err
+		}()
+	}
+	timeout := time.After(10 * time.Second)
+	for range 8 {
+		select {
+		case err := <-errs:
+			if exchange.KindOf(err) != exchange.Unavailable {
+				t.Fatalf("err = %v", err)
+			}
+		case <-timeout:
+			t.Fatal("requests beyond the bound waited for the hung STS")
+		}
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("a ninth request was answered while two should wait: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	for range 2 {
+		<-errs
 	}
 }

@@ -515,19 +515,18 @@ var lowerNames = func() map[string]string {
 }()
 
 // readBody reads at most limit bytes of the body; partial says there was
-// more (or the read failed) and the body must not be trusted.
+// more (or the read failed) and the body must not be trusted. Memory follows
+// the bytes that arrived, never the announced length: a client that
+// announces a large body and trickles it pins only what it sent.
 func readBody(body io.Reader, contentLength, limit int64) (b []byte, partial bool) {
-	size := limit + 1
-	switch {
-	case contentLength >= 0 && contentLength < limit:
-		size = contentLength + 1 // room to see EOF without growing
-	case size > 64<<10:
-		size = 64 << 10 // unknown length: start modestly
+	want := limit + 1 // room to see that the body is longer than limit
+	if contentLength >= 0 && contentLength < limit {
+		want = contentLength + 1 // room to see EOF without growing
 	}
-	b = make([]byte, 0, size)
+	b = make([]byte, 0, min(want, 4<<10))
 	for {
 		if len(b) == cap(b) {
-			b = slices.Grow(b, int(min(int64(cap(b)), limit+1-int64(len(b)))))
+			b = slices.Grow(b, int(max(min(int64(cap(b)), want-int64(len(b))), 1)))
 		}
 		n, err := body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]

@@ -136,9 +136,12 @@ func claimsAt(iss string, extra jwt.MapClaims) jwt.MapClaims {
 // when configured.
 type jwksServer struct {
 	*httptest.Server
-	doc      atomic.Pointer[[]byte]
-	status   atomic.Int32 // 0 serves the document
-	hits     atomic.Int64 // requests to the JWK set path
+	doc    atomic.Pointer[[]byte]
+	status atomic.Int32 // 0 serves the document
+	hits   atomic.Int64 // requests to the JWK set path
+	// hang, when set, holds requests to the JWK set until it is closed or
+	// the client gives up: an endpoint that accepts and never answers.
+	hang     atomic.Pointer[chan struct{}]
 	metadata atomic.Pointer[map[string][]byte]
 }
 
@@ -161,6 +164,13 @@ func newJWKSServer(t testing.TB, doc []byte) *jwksServer {
 			return
 		}
 		s.hits.Add(1)
+		if h := s.hang.Load(); h != nil {
+			select {
+			case <-*h:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if code := s.status.Load(); code != 0 {
 			http.Error(w, "unavailable", int(code))
 			return

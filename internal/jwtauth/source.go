@@ -10,10 +10,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 const (
@@ -42,6 +45,14 @@ type keySource struct {
 	now                func() time.Time
 	log                *slog.Logger
 	onFetch            func(issuer string, err error) // may be nil
+	// onRemoved, when set, is told the kids a load dropped from the set.
+	onRemoved func(issuer string, kids []string)
+	// waiters bounds the callers waiting for an on-demand refetch; nil
+	// is unbounded. Callers beyond it answer from the current keys.
+	waiters *semaphore.Weighted
+	// seeded marks keys carried over from a replaced source of the same
+	// issuer: serve them, but load this source's own right away.
+	seeded bool
 
 	keys atomic.Pointer[keySet]
 
@@ -86,8 +97,15 @@ func (s *keySource) load(ctx context.Context) error {
 		)
 		set, skipped, err = parseKeySet(doc)
 		if err == nil {
-			first := s.keys.Swap(set) == nil
+			old := s.keys.Swap(set)
+			first := old == nil
 			s.loadedOnce.Do(func() { close(s.loaded) })
+			if gone := removedKIDs(old, set); len(gone) > 0 {
+				s.log.Info("jwtauth: keys removed from the key set", "issuer", s.issuerName, "source", s.location, "kids", gone)
+				if s.onRemoved != nil {
+					s.onRemoved(s.issuerName, gone)
+				}
+			}
 			level := slog.LevelDebug
 			if first {
 				level = slog.LevelInfo
@@ -107,7 +125,7 @@ func (s *keySource) load(ctx context.Context) error {
 // doubling delay.
 func (s *keySource) run() {
 	var delay time.Duration
-	if s.current() != nil {
+	if s.current() != nil && !s.seeded {
 		delay = s.refreshInterval
 	}
 	retry := minRetryDelay
@@ -156,10 +174,33 @@ func (s *keySource) refetch(ctx context.Context) {
 		}()
 	}
 	s.mu.Unlock()
+	// A flood of tokens naming unknown kids must not pin a check each for
+	// the whole wait: beyond the bound, answer from the current keys now.
+	if s.waiters != nil {
+		if !s.waiters.TryAcquire(1) {
+			return
+		}
+		defer s.waiters.Release(1)
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// removedKIDs lists the kids of old that next no longer has.
+func removedKIDs(old, next *keySet) []string {
+	if old == nil {
+		return nil
+	}
+	var gone []string
+	for kid := range old.byKID {
+		if _, ok := next.byKID[kid]; !ok && kid != "" {
+			gone = append(gone, kid)
+		}
+	}
+	slices.Sort(gone)
+	return gone
 }
 
 // close stops on-demand loads from starting.

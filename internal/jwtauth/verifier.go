@@ -39,6 +39,19 @@ type Options struct {
 	// OnFetch, when set, is told about every key set load (err nil on
 	// success), for metrics. It must be cheap and safe for concurrent use.
 	OnFetch func(issuer string, err error)
+	// OnKeysRemoved, when set, is told the kids a key set refresh no
+	// longer contains, so that verdicts of tokens signed with them can be
+	// dropped. It must be safe for concurrent use.
+	OnKeysRemoved func(issuer string, kids []string)
+	// MaxWaiting bounds, per issuer, the calls waiting for an on-demand key
+	// set refetch (a token naming an unknown kid); the others are answered
+	// from the keys at hand at once. 0 means DefaultMaxWaiting, negative
+	// unbounded.
+	MaxWaiting int
+	// Sources, when set, supplies the key sources, shared with other
+	// Verifiers built from it (reloads); the options above are then the
+	// ones Sources was made with. nil: the Verifier has sources of its own.
+	Sources *Sources
 }
 
 // Claims are a verified token's claims.
@@ -49,6 +62,9 @@ type Claims struct {
 	Subject    string // sub, "" if absent
 	ID         string // jti, "" if absent
 	Audience   []string
+	// KeyID is the token's kid header, "" if absent: a key set refresh
+	// that drops it ends what was granted on the token.
+	KeyID string
 	// ExpiresAt is always set; NotBefore and IssuedAt are zero when absent.
 	ExpiresAt, NotBefore, IssuedAt time.Time
 	// Raw is every claim as decoded by encoding/json (numbers are float64).
@@ -62,10 +78,10 @@ type Verifier struct {
 	byIss    map[string][]*issuer // exact "iss" matches, in configuration order
 	catchAll []*issuer            // issuers with no "iss", in configuration order
 	sources  []*keySource
+	pool     *Sources
 	now      func() time.Time
 
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	cancel    context.CancelFunc // of a pool of its own; nil with a shared one
 	closeOnce sync.Once
 }
 
@@ -79,27 +95,25 @@ func New(ctx context.Context, specs []IssuerSpec, opts Options) (*Verifier, erro
 	if err != nil {
 		return nil, err
 	}
-	client := opts.HTTPClient
-	if client == nil {
-		client = &http.Client{Timeout: fetchTimeout}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	now := opts.Now
-	if now == nil {
+	switch {
+	case now == nil && opts.Sources != nil:
+		now = opts.Sources.now
+	case now == nil:
 		now = time.Now
 	}
-
-	lifetime, cancel := context.WithCancel(ctx)
 	v := &Verifier{
 		// Claims are checked by Verify itself, with each issuer's leeway and
 		// sentinel errors; strict decoding refuses non-canonical base64.
 		parser: jwt.NewParser(jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding()),
 		byIss:  make(map[string][]*issuer, len(issuers)),
 		now:    now,
-		cancel: cancel,
+		pool:   opts.Sources,
+	}
+	if v.pool == nil {
+		var lifetime context.Context
+		lifetime, v.cancel = context.WithCancel(ctx)
+		v.pool = NewSources(lifetime, opts)
 	}
 	for i, is := range issuers {
 		if is.iss == "" {
@@ -110,34 +124,8 @@ func New(ctx context.Context, specs []IssuerSpec, opts Options) (*Verifier, erro
 		if is.secret != nil {
 			continue // HMAC: nothing to load
 		}
-		spec := specs[i]
-		src := &keySource{
-			issuerName:         is.name,
-			refreshInterval:    cmpOr(spec.RefreshInterval, defaultRefreshInterval),
-			unknownKIDInterval: cmpOr(spec.UnknownKIDInterval, defaultUnknownKIDInterval),
-			now:                now,
-			log:                log,
-			onFetch:            opts.OnFetch,
-			loaded:             make(chan struct{}),
-			lifetime:           lifetime,
-			wg:                 &v.wg,
-		}
-		switch {
-		case spec.JWKSURL != "":
-			src.location, src.fetch = spec.JWKSURL, fetchURL(client, spec.JWKSURL)
-		case spec.JWKSFile != "":
-			src.location, src.fetch = spec.JWKSFile, fetchFile(spec.JWKSFile)
-			_ = src.load(lifetime) // local, so done now; failures are logged and retried
-		default:
-			src.location, src.fetch = spec.Issuer, fetchDiscovered(client, spec.Issuer)
-		}
-		is.keys = src
-		v.sources = append(v.sources, src)
-		v.wg.Add(1)
-		go func() {
-			defer v.wg.Done()
-			src.run()
-		}()
+		is.keys = v.pool.acquire(specs[i])
+		v.sources = append(v.sources, is.keys)
 	}
 	return v, nil
 }
@@ -173,15 +161,17 @@ func (v *Verifier) WaitReady(ctx context.Context) error {
 	return nil
 }
 
-// Close stops background key refreshes and waits for them to end. Verify
+// Close releases the Verifier's key sources: those no other Verifier of
+// the same Sources holds stop refreshing, and Close waits for them. Verify
 // keeps working on the keys already loaded. Close is idempotent.
 func (v *Verifier) Close() {
 	v.closeOnce.Do(func() {
 		for _, s := range v.sources {
-			s.close()
+			v.pool.release(s)
 		}
-		v.cancel()
-		v.wg.Wait()
+		if v.cancel != nil {
+			v.cancel()
+		}
 	})
 }
 
@@ -192,6 +182,7 @@ type verification struct {
 	ctx     context.Context
 	allowed []string
 	issuer  *issuer
+	kid     string
 	denial  error // why the key function refused, if it did
 }
 
@@ -212,7 +203,12 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	if err != nil {
 		return nil, st.classify(t, err)
 	}
-	return v.checkClaims(st.issuer, claims, audiences)
+	c, err := v.checkClaims(st.issuer, claims, audiences)
+	if err != nil {
+		return nil, err
+	}
+	c.KeyID = st.kid
+	return c, nil
 }
 
 // keyFunc runs after decoding and before the signature check: it picks the
@@ -262,6 +258,7 @@ func (st *verification) key(t *jwt.Token) (any, error) {
 	if hasKID && !ok {
 		return nil, ErrMalformed
 	}
+	st.kid = kid
 	return is.keys.lookup(st.ctx, kid, hasKID, alg)
 }
 

@@ -34,6 +34,9 @@ type Metrics struct {
 	stsLatency   prometheus.Histogram
 	redisOps     *prometheus.CounterVec
 	adminRefused *prometheus.CounterVec
+	dropped      *prometheus.CounterVec
+	slowClients  *prometheus.CounterVec
+	refused      *prometheus.CounterVec
 
 	// handles caches the children of checks and latency per route and
 	// outcome, so the hot path skips the label lookup.
@@ -102,8 +105,20 @@ func New() *Metrics {
 			Namespace: namespace, Name: "admin_unauthenticated_total",
 			Help: "Admin API calls refused for want of valid credentials, by reason (no_credential, bad_token, no_client_cert, client_not_allowed, token_file_broken).",
 		}, []string{"reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "verdicts_dropped_total",
+			Help: "Cached verdicts dropped before their time, by reason (key_removed: the issuer's key set no longer lists the token's kid).",
+		}, []string{"reason"}),
+		slowClients: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "slow_clients_total",
+			Help: "Connections closed because the client was too slow to send its request or read the answer, by listener.",
+		}, []string{"listener"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "http_refused_total",
+			Help: "HTTP requests answered 503 at once because too many bodies were being read, by listener.",
+		}, []string{"listener"}),
 	}
-	m.reg.MustRegister(m.refusedSess)
+	m.reg.MustRegister(m.refusedSess, m.dropped, m.slowClients, m.refused)
 	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -154,6 +169,17 @@ func (m *Metrics) STSCall(kind string, took time.Duration) {
 	m.stsCalls.WithLabelValues(kind).Inc()
 	m.stsLatency.Observe(took.Seconds())
 }
+
+// VerdictsDropped counts cached verdicts dropped for reason.
+func (m *Metrics) VerdictsDropped(reason string, n int) {
+	m.dropped.WithLabelValues(reason).Add(float64(n))
+}
+
+// SlowClient counts a connection closed for slowness on listener.
+func (m *Metrics) SlowClient(listener string) { m.slowClients.WithLabelValues(listener).Inc() }
+
+// Refused counts a request refused for too many bodies in flight.
+func (m *Metrics) Refused(listener string) { m.refused.WithLabelValues(listener).Inc() }
 
 // RedisOp counts one shared-tier operation.
 func (m *Metrics) RedisOp(op, result string) { m.redisOps.WithLabelValues(op, result).Inc() }

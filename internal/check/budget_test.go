@@ -1,0 +1,167 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/exchange/ststest"
+	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/testjwks"
+	"github.com/extauthz/extauthz/internal/testtoken"
+)
+
+// keysPipeline compiles one JWKS issuer and a default route on a real clock
+// with a key source pool whose removed kids go to the pipeline.
+func keysPipeline(t *testing.T, jwksURL, extra string) (*Pipeline, *atomic.Int64) {
+	t.Helper()
+	doc := fmt.Sprintf(`
+issuers: [{name: idp, issuer: https://idp.example.com, algorithms: [RS256], jwks_url: %s, refresh_interval: 20ms, unknown_kid_interval: 1ms}]
+routes: [{name: r, default: true, issuers: [idp]}]
+limits: {check_deadline: 100ms}
+%s`, jwksURL, extra)
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		pl      atomic.Pointer[Pipeline]
+		dropped atomic.Int64
+	)
+	sources := jwtauth.NewSources(t.Context(), jwtauth.Options{OnKeysRemoved: func(issuer string, kids []string) {
+		if p := pl.Load(); p != nil {
+			dropped.Add(int64(p.DropKeys(issuer, kids)))
+		}
+	}})
+	p, err := Compile(t.Context(), cfg, Deps{KeySources: sources})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("keys never loaded")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	x, err := New(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.Store(x)
+	return x, &dropped
+}
+
+func signed(t *testing.T, k testtoken.Key) string {
+	return k.Sign(t, jwt.MapClaims{"sub": "alice", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()})
+}
+
+// checkWithin runs a check and fails the test if it outlives bound: the
+// check deadline must answer long before a hung dependency would.
+func checkWithin(t *testing.T, pl *Pipeline, tok string, bound time.Duration) Verdict {
+	t.Helper()
+	done := make(chan Verdict, 1)
+	go func() { done <- pl.Check(context.Background(), agentReq(Headers{"authorization": "Bearer " + tok})) }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(bound):
+		t.Fatalf("the check waited longer than %s on a hung dependency", bound)
+		return Verdict{}
+	}
+}
+
+// TestCheckDeadline: against a hung JWKS, a token naming an unknown kid is
+// answered 401 once the check deadline is spent, and cached tokens keep
+// being allowed.
+func TestCheckDeadline(t *testing.T) {
+	k1, k2 := testtoken.RSA(t, "k1"), testtoken.RSA(t, "k2")
+	jw := testjwks.New(t, k1)
+	pl, _ := keysPipeline(t, jw.URL, "")
+	cachedTok := signed(t, k1)
+	if v := checkWithin(t, pl, cachedTok, 5*time.Second); v.Outcome != Allowed {
+		t.Fatalf("before the outage: %v %s", v.Outcome, v.Description)
+	}
+	jw.Hang(true)
+	defer jw.Hang(false)
+	v := checkWithin(t, pl, signed(t, k2), 3*time.Second)
+	if v.Outcome != InvalidToken || v.Status() != 401 {
+		t.Fatalf("unknown kid against a hung JWKS: %v %d %s, want 401", v.Outcome, v.Status(), v.Description)
+	}
+	if v := checkWithin(t, pl, cachedTok, 3*time.Second); v.Outcome != Allowed || !v.CacheHit {
+		t.Fatalf("cached token during the outage: %v hit=%v", v.Outcome, v.CacheHit)
+	}
+}
+
+// TestRemovedKeyDropsVerdicts: when a refresh of the JWKS no longer lists a
+// kid, the cached verdicts of tokens signed with it go, and those tokens
+// are refused from then on.
+func TestRemovedKeyDropsVerdicts(t *testing.T) {
+	k1, k2 := testtoken.RSA(t, "k1"), testtoken.RSA(t, "k2")
+	jw := testjwks.New(t, k1, k2)
+	pl, dropped := keysPipeline(t, jw.URL, "")
+	keep, revoke := signed(t, k1), signed(t, k2)
+	for _, tok := range []string{keep, revoke, revoke} {
+		if v := checkWithin(t, pl, tok, 5*time.Second); v.Outcome != Allowed {
+			t.Fatalf("before rotation: %v %s", v.Outcome, v.Description)
+		}
+	}
+	jw.SetKeys(k1) // k2 compromised: the issuer drops it
+	deadline := time.Now().Add(5 * time.Second)
+	for dropped.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the removal of k2 never dropped its cached verdict")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := dropped.Load(); n != 1 {
+		t.Fatalf("%d verdicts dropped, want 1 (only k2's)", n)
+	}
+	if v := checkWithin(t, pl, revoke, 5*time.Second); v.Outcome != InvalidToken || v.CacheHit {
+		t.Fatalf("token of the removed key: %v hit=%v, want a fresh 401", v.Outcome, v.CacheHit)
+	}
+	if v := checkWithin(t, pl, keep, 5*time.Second); v.Outcome != Allowed || !v.CacheHit {
+		t.Fatalf("token of the kept key: %v hit=%v, want a cached allow", v.Outcome, v.CacheHit)
+	}
+}
+
+// TestExchangeDeadline: a new token needing an exchange at an STS slower
+// than the check deadline gets 503 with Retry-After within the deadline.
+func TestExchangeDeadline(t *testing.T) {
+	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "x", Method: "client_secret_basic", Secret: "s"}}})
+	doc := fmt.Sprintf(`
+issuers: [{name: dev, algorithms: [HS256], secret: %s}]
+exchanges: [{name: sts, token_endpoint: %s, client_auth: {method: client_secret_basic, client_id: x, client_secret_env: S}}]
+routes: [{name: r, default: true, issuers: [dev], exchange: {sts: sts, audience: [https://up.example.com]}}]
+limits: {check_deadline: 100ms}
+`, secret, sts.TokenURL)
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Getenv: func(string) string { return "s" }, HTTPClient: sts.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pl, err := New(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := sts.Pause()
+	defer release()
+	tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
+	v := checkWithin(t, pl, tok, 3*time.Second)
+	if v.Outcome != Unavailable || v.Status() != 503 {
+		t.Fatalf("slow STS: %v %d %s", v.Outcome, v.Status(), v.Description)
+	}
+	if ra, _ := header(v.ResponseHeaders, "retry-after"); ra == "" {
+		t.Fatal("503 without Retry-After")
+	}
+}
