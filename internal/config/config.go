@@ -372,7 +372,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: invalid duration %q", n.Line, s)
+		// A TypeError lets the decoder go on and report every other
+		// problem in the file too.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: invalid duration %q (want a number with a unit, such as 30s or 5m)", n.Line, s)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -401,15 +403,15 @@ func Parse(b []byte) (*File, error) {
 		if errors.As(err, &te) {
 			errs := make([]error, 0, len(te.Errors))
 			for _, e := range te.Errors {
-				errs = append(errs, errors.New(e))
+				errs = append(errs, typeError(e))
 			}
 			return nil, errors.Join(errs...)
 		}
-		return nil, err
+		return nil, syntaxError(b, err)
 	}
 	f.applyDefaults()
 	if err := f.Validate(); err != nil {
-		return nil, err
+		return nil, withLines(b, err)
 	}
 	return &f, nil
 }
