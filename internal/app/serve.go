@@ -85,7 +85,7 @@ func serveCommand(ctx context.Context, args []string, env Env) error {
 	var showVersion bool
 	fs := serveFlags(&o)
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
-	if err := parseFlags(fs, args); err != nil {
+	if err := serveCmd.parseFlags(fs, args, env.Stdout, 0); err != nil {
 		return err
 	}
 	if showVersion {
