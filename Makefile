@@ -19,6 +19,7 @@ DEB_PACKAGES := nginx protobuf-compiler libprotobuf-dev redis-server
 .PHONY: deps
 deps: ## Install the system packages the tests need (Debian; idempotent).
 	@scripts/install-deps.sh $(DEB_PACKAGES)
+	@scripts/install-helm.sh
 
 .PHONY: build
 build: ## Build bin/extauthz and bin/extauthz-loadtest.
