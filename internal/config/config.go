@@ -395,6 +395,17 @@ func Load(path string) (*File, error) {
 // Parse strictly decodes, defaults and validates a YAML document. Every
 // problem found is returned at once, joined.
 func Parse(b []byte) (*File, error) {
+	f, err := ParseAll(b)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// ParseAll is Parse, but when the document decodes and only validation
+// fails it returns the decoded file with the error, so that a caller can
+// go on looking for more problems (validate checks the files it names).
+func ParseAll(b []byte) (*File, error) {
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -411,7 +422,7 @@ func Parse(b []byte) (*File, error) {
 	}
 	f.applyDefaults()
 	if err := f.Validate(); err != nil {
-		return nil, withLines(b, err)
+		return &f, withLines(b, err)
 	}
 	return &f, nil
 }

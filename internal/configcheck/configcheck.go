@@ -7,14 +7,19 @@
 package configcheck
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,11 +62,16 @@ func Bytes(ctx context.Context, raw []byte, o Options) Result {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	f, err := config.Parse(raw)
-	if err != nil {
+	f, err := config.ParseAll(raw)
+	if f == nil {
 		return Result{Problems: lines(err)}
 	}
+	// A file that decodes is checked further even when it is invalid, so
+	// that every problem is reported in one run.
 	c := &checker{loc: config.NewLocator(raw), getenv: o.Getenv}
+	if err != nil {
+		c.problems = lines(err)
+	}
 	c.issuers(f)
 	c.exchanges(f)
 	c.lineage(f)
@@ -70,7 +80,10 @@ func Bytes(ctx context.Context, raw []byte, o Options) Result {
 		c.online(ctx, f, o.HTTPClient)
 	}
 	if len(c.problems) > 0 {
-		return Result{File: f, Problems: c.problems}
+		if err != nil {
+			f = nil // not a configuration serve would run
+		}
+		return Result{File: f, Problems: byLine(c.problems)}
 	}
 	// Whatever else serve refuses at start. Without Online no request
 	// leaves the process: remote key sets are only loaded above.
@@ -93,6 +106,21 @@ type offline struct{}
 
 func (offline) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, errors.New("not fetched offline")
+}
+
+var lineNumber = regexp.MustCompile(`^line (\d+): `)
+
+// byLine orders problems by their line; those without one come last.
+func byLine(problems []string) []string {
+	line := func(p string) int {
+		if m := lineNumber.FindStringSubmatch(p); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return n
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(problems, func(a, b string) int { return cmp.Compare(line(a), line(b)) })
+	return problems
 }
 
 func lines(err error) []string {

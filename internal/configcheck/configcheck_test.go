@@ -319,3 +319,21 @@ routes: [{name: r, default: true, issuers: [url, disc]}]
 		t.Fatalf("online, one missing key set: %v", r.Problems)
 	}
 }
+
+// TestInvalidAndMissingTogether: validation problems and missing
+// surroundings come in one report, ordered by line.
+func TestInvalidAndMissingTogether(t *testing.T) {
+	doc := "issuers:\n  - name: a\n    secret_env: UNSET\n    leeway: 2h\nroutes:\n  - name: r\n    issuers: [nobody]\n"
+	r := Bytes(t.Context(), []byte(doc), Options{Getenv: func(string) string { return "" }})
+	want := []string{
+		"line 3: issuers[0] (a).secret_env: environment variable UNSET is not set",
+		"line 4: issuers[0] (a).leeway: must be between 0 and 1h",
+		`line 7: routes[0] (r).issuers: unknown issuer "nobody"`,
+	}
+	if !slices.Equal(r.Problems, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(r.Problems, "\n"), strings.Join(want, "\n"))
+	}
+	if r.File != nil {
+		t.Error("an invalid file is returned as if serve could run it")
+	}
+}
