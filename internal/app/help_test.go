@@ -107,6 +107,9 @@ func TestUsageErrorsSayWhatIsValid(t *testing.T) {
 			if code != 2 || !strings.Contains(errOut, tt.want) {
 				t.Fatalf("exit %d, stderr lacks %q:\n%s", code, tt.want, errOut)
 			}
+			if !strings.Contains(errOut, "\nUsage:") {
+				t.Errorf("no help after the error:\n%s", errOut)
+			}
 		})
 	}
 }

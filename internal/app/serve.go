@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -87,6 +88,9 @@ func serveCommand(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
 	if err := serveCmd.parseFlags(fs, args, env.Stdout, 0); err != nil {
 		return err
+	}
+	if _, err := newLogger(io.Discard, o.LogLevel, o.LogFormat); err != nil {
+		return serveCmd.usageErr(fs, err) // with the help, like any usage error
 	}
 	if showVersion {
 		fmt.Fprintln(env.Stdout, version())
