@@ -42,7 +42,13 @@ func CheckFile(doc []byte) error {
 		return errors.New("no YAML or JSON document found")
 	}
 	if len(docs) == 1 && (field(docs[0], "static_resources") != nil || field(docs[0], "dynamic_resources") != nil) {
-		return Check(doc)
+		if err := Check(doc); err != nil {
+			return err
+		}
+		// Valid for Envoy; now the rules for the filter that calls extauthz.
+		r := &resourceChecker{}
+		r.extAuthzFilters(docs[0], "")
+		return r.err()
 	}
 	r := &resourceChecker{}
 	for _, d := range docs {
@@ -57,6 +63,7 @@ func CheckFile(doc []byte) error {
 type resourceChecker struct {
 	problems []*Problem
 	checked  int // documents of a kind this checker knows
+	visits   int // nodes walked, bounded like the schema walk's
 }
 
 func (r *resourceChecker) report(n *yaml.Node, path, format string, args ...any) {
@@ -288,6 +295,28 @@ func (r *resourceChecker) envoyFilter(d *yaml.Node, where string) {
 			r.report(value, at, "the filter needs a name (envoy.filters.http.ext_authz)")
 		}
 		r.extAuthz(tc, at)
+	}
+}
+
+// extAuthzFilters applies the ext_authz rules to every ext_authz filter
+// configuration under n.
+func (r *resourceChecker) extAuthzFilters(n *yaml.Node, path string) {
+	n = resolve(n)
+	if r.visits++; n == nil || r.visits > maxVisits {
+		return
+	}
+	if n.Kind == yaml.MappingNode && strings.HasSuffix(str(field(n, "@type")), "ext_authz.v3.ExtAuthz") {
+		r.extAuthz(n, path)
+		return
+	}
+	for i, c := range n.Content {
+		p := path
+		if n.Kind == yaml.MappingNode && i%2 == 1 {
+			p = join2(path, n.Content[i-1].Value)
+		} else if n.Kind == yaml.SequenceNode {
+			p = fmt.Sprintf("%s[%s]", path, itemName(c, i))
+		}
+		r.extAuthzFilters(c, p)
 	}
 }
 

@@ -100,6 +100,8 @@ func TestCheckFileFindsProblems(t *testing.T) {
 		{"SecurityPolicy failing open", strings.Replace(sp, "failOpen: false", "failOpen: true", 1), "line 25: SecurityPolicy files-mcp-extauthz: spec.extAuth: failOpen: true"},
 		{"SecurityPolicy without body", strings.Replace(sp, "maxRequestBytes: 1048576", "maxRequestBytes: 0", 1), "bodyToExtAuth.maxRequestBytes must be set"},
 		{"nothing to check", "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n", "nothing to check"},
+		{"Envoy bootstrap failing open", strings.Replace(readShipped(t, "envoy/envoy.yaml"), "failure_mode_allow: false", "failure_mode_allow: true", 1), "static_resources.listeners[ingress].filter_chains[0].filters[envoy.filters.network.http_connection_manager].typed_config.http_filters[envoy.filters.http.ext_authz].typed_config: failure_mode_allow is true"},
+		{"Envoy bootstrap sending cut bodies", strings.Replace(readShipped(t, "envoy/envoy.yaml"), "allow_partial_message: false", "allow_partial_message: true", 1), "allow_partial_message: true sends cut bodies"},
 		{"broken Envoy bootstrap", strings.Replace(readShipped(t, "envoy/envoy.yaml"), "failure_mode_allow", "failure_mode_alow", 1), "unknown field \"failure_mode_alow\""},
 	}
 	for _, tt := range tests {
