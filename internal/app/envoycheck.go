@@ -41,6 +41,9 @@ func envoyCheckCommand(args []string, env Env) error {
 			continue
 		}
 		fmt.Fprintf(env.Stdout, "%s: ok\n", path)
+		for _, r := range envoyconfig.Requirements(b) {
+			fmt.Fprintf(env.Stdout, "  needs %s\n", r)
+		}
 	}
 	if failed > 0 {
 		fmt.Fprintf(env.Stderr, "%s of %d failed\n", plural(failed, "file"), fs.NArg())
