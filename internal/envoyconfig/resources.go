@@ -159,6 +159,10 @@ func (r *resourceChecker) document(d *yaml.Node) {
 			r.meshConfig(d, "meshConfig")
 			return
 		}
+		if mc := field(d, "meshConfig"); mc != nil { // istiod Helm values
+			r.meshConfig(mc, "meshConfig")
+			return
+		}
 		r.report(d, "", "neither an Envoy bootstrap (static_resources, dynamic_resources), a mesh config (extensionProviders) nor a Kubernetes resource (kind)")
 	default:
 		known = false // Gateway, HTTPRoute, ...: nothing of extauthz's to check

@@ -3,6 +3,7 @@ package envoyconfig
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -116,5 +117,33 @@ func TestCheckFileFindsProblems(t *testing.T) {
 				t.Fatalf("error lacks %q:\n%v", tt.want, err)
 			}
 		})
+	}
+}
+
+// TestCheckFileDocSnippets: every Istio and Envoy Gateway snippet the
+// documentation shows passes envoy-check.
+func TestCheckFileDocSnippets(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	files = append(files, filepath.Join(repoRoot, "README.md"))
+	fence := regexp.MustCompile("(?ms)^```ya?ml\\n(.*?)^```")
+	kinds := regexp.MustCompile(`(?m)^(kind: (AuthorizationPolicy|SecurityPolicy|EnvoyFilter|IstioOperator)|meshConfig:|extensionProviders:)`)
+	checked := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range fence.FindAllSubmatch(b, -1) {
+			if !kinds.Match(m[1]) {
+				continue
+			}
+			checked++
+			if err := CheckFile(m[1]); err != nil {
+				t.Errorf("%s: a snippet fails envoy-check:\n%v\n%s", f, err, m[1])
+			}
+		}
+	}
+	if checked < 4 {
+		t.Errorf("only %d snippets checked", checked)
 	}
 }
