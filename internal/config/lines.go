@@ -99,30 +99,38 @@ func unjoin(err error) []error {
 	return []error{err}
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line \d+: `)
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// maxSyntaxScan bounds the lines syntaxError re-parses after the reported
+// one.
+const maxSyntaxScan = 2000
 
 // syntaxError rewrites a YAML syntax error with the line where the document
-// stops parsing. The decoder reports the line (0-based) where the enclosing
-// block began, one or more lines before the mistake; the first prefix of
-// whole lines that fails to parse ends at the line to look at.
+// stops parsing. The decoder reports where the enclosing block began, and
+// for parser errors counts lines from 0, so the line it names is at or
+// before the mistake; from there, the first prefix of whole lines that fails
+// to parse ends at the line to look at.
 func syntaxError(b []byte, err error) error {
-	if !yamlLine.MatchString(err.Error()) {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
 		return err
 	}
-	msg := yamlLine.ReplaceAllString(err.Error(), "")
+	reported, _ := strconv.Atoi(m[1])
+	msg := strings.TrimPrefix(err.Error(), m[0])
 	lines := bytes.SplitAfter(b, []byte("\n"))
-	if len(lines) > 10_000 {
-		return err
+	from := max(reported, 1)
+	if from > len(lines) {
+		return fmt.Errorf("line %d: YAML syntax: %s", len(lines), msg)
 	}
-	var prefix []byte
-	for i, l := range lines {
-		prefix = append(prefix, l...)
+	prefix := bytes.Join(lines[:from-1], nil)
+	for i := from - 1; i < len(lines) && i < from-1+maxSyntaxScan; i++ {
+		prefix = append(prefix, lines[i]...)
 		var n yaml.Node
 		if yaml.Unmarshal(prefix, &n) != nil {
 			return fmt.Errorf("line %d: YAML syntax: %s", i+1, msg)
 		}
 	}
-	return fmt.Errorf("YAML syntax: %s", msg)
+	return fmt.Errorf("line %d: YAML syntax: %s (in the block starting there)", reported+1, msg)
 }
 
 var (

@@ -80,3 +80,23 @@ func TestLocator(t *testing.T) {
 		}
 	}
 }
+
+func TestSyntaxErrorLine(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		line string
+	}{
+		{"a flow list over two lines before the mistake", "a: [1,\n    2]\nb:\n  - x\n - y\nc: d\n", "line 5: YAML syntax"},
+		{"a tab", "issuers:\n\t- name: a\n", "line 2: YAML syntax"},
+		{"a mistake deep in a long list", "issuers:\n" + strings.Repeat("  - name: a\n", 3000) + " bad: 1\n", "line 3002: YAML syntax"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil || !strings.HasPrefix(err.Error(), tt.line) {
+				t.Fatalf("err = %v, want %s", err, tt.line)
+			}
+		})
+	}
+}
