@@ -134,8 +134,9 @@ func syntaxError(b []byte, err error) error {
 }
 
 var (
-	unknownField = regexp.MustCompile(`field (\S+) not found in type config\.(\w+)`)
-	cannotDecode = regexp.MustCompile("cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)")
+	unknownField = regexp.MustCompile(`field (.*) not found in type config\.(\w+)`)
+	goType       = regexp.MustCompile(`(\[\]|map\[\w+\])*\*?config\.\w+`)
+	cannotDecode = regexp.MustCompile("(?s)cannot unmarshal (!\\S*)(?: `(.*?)`)? into (\\S+)")
 )
 
 // typeError rewrites the decoder's messages, which name Go types, in the
@@ -147,16 +148,20 @@ func typeError(msg string) error {
 	}
 	if m := cannotDecode.FindStringSubmatch(msg); m != nil {
 		found := "found " + yamlKind(m[1])
-		if m[2] != "" {
-			found = fmt.Sprintf("%q is %s", m[2], yamlKind(m[1]))
+		if v := m[2]; v != "" {
+			if len(v) > 40 {
+				v = v[:40] + "..."
+			}
+			found = fmt.Sprintf("%q is %s", v, yamlKind(m[1]))
 		}
 		return errors.New(strings.Replace(msg, m[0], fmt.Sprintf("%s, want %s", found, wantKind(m[3])), 1))
 	}
-	return errors.New(msg)
+	// Any other decoder message: still no Go type names.
+	return errors.New(goType.ReplaceAllString(msg, "a configuration section"))
 }
 
 func yamlKind(tag string) string {
-	switch tag {
+	switch strings.TrimPrefix(tag, "!!") {
 	case "str":
 		return "a string"
 	case "int":
@@ -167,8 +172,12 @@ func yamlKind(tag string) string {
 		return "a list"
 	case "map":
 		return "a mapping"
+	case "float":
+		return "a number"
+	case "null":
+		return "empty"
 	}
-	return "a " + tag
+	return "a value tagged " + tag
 }
 
 func wantKind(goType string) string {

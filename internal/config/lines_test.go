@@ -1,6 +1,9 @@
 package config
 
 import (
+	"bytes"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -99,4 +102,34 @@ func TestSyntaxErrorLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParse: any document gives a file or errors in the file's words, with
+// lines inside the document.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("issuers: [{name: a, secret_env: S}]\nroutes: [{name: r, issuers: [a]}]\n"))
+	f.Add([]byte("issuers:\n  - name: a\n   bad: 1\n"))
+	f.Add([]byte("routes:\n  - {name: r, hosts: 3, rules: {a: 1}}\nissuers: [{leeway: 30}]\n"))
+	f.Add([]byte("a: [1,\n  2\n"))
+	line := regexp.MustCompile(`(?m)^line (\d+): `)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1<<16 {
+			return
+		}
+		_, err := Parse(b)
+		if err == nil {
+			return
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "config.") {
+			t.Fatalf("error names a Go type: %s", msg)
+		}
+		// YAML breaks lines at LF, CR LF and a lone CR.
+		lines := bytes.Count(b, []byte("\n")) + bytes.Count(b, []byte("\r")) + 1
+		for _, m := range line.FindAllStringSubmatch(msg, -1) {
+			if n, _ := strconv.Atoi(m[1]); n < 1 || n > lines {
+				t.Fatalf("line %d outside the document's %d lines: %s", n, lines, msg)
+			}
+		}
+	})
 }
