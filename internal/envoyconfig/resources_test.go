@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -146,4 +147,30 @@ func TestCheckFileDocSnippets(t *testing.T) {
 	if checked < 4 {
 		t.Errorf("only %d snippets checked", checked)
 	}
+}
+
+// FuzzCheckFile: any file gets an answer, never a crash, and problems carry
+// lines inside the file.
+func FuzzCheckFile(f *testing.F) {
+	f.Add([]byte(envoyFilter))
+	f.Add([]byte(meshConfigMap))
+	f.Add([]byte("apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nspec: {action: CUSTOM, rules: [{to: []}]}\n"))
+	f.Add([]byte("kind: SecurityPolicy\nspec: {extAuth: {grpc: {}, failOpen: true}}\n---\nkind: ConfigMap\ndata: {mesh: \"extensionProviders: [{name: x, envoyExtAuthzGrpc: {}}]\"}\n"))
+	f.Add([]byte("a: &a [*a, *a]\n"))
+	line := regexp.MustCompile(`(?m)^line (\d+): `)
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		if len(doc) > 1<<16 {
+			return
+		}
+		err := CheckFile(doc)
+		if err == nil {
+			return
+		}
+		lines := strings.Count(string(doc), "\n") + strings.Count(string(doc), "\r") + 1
+		for _, m := range line.FindAllStringSubmatch(err.Error(), -1) {
+			if n, _ := strconv.Atoi(m[1]); n < 1 || n > lines {
+				t.Fatalf("line %d outside the file's %d lines: %v", n, lines, err)
+			}
+		}
+	})
 }
