@@ -3,7 +3,7 @@
 # from the Go module proxy into the user's cache. HELM=/path overrides it.
 set -euo pipefail
 version=v3.22.0 # keep in step with helmVersion in deploy/helm/chart_test.go
-dir="${XDG_CACHE_HOME:-$HOME/.cache}/extauthz-tools/helm-$version"
+dir="${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/extauthz-tools/helm-$version"
 if [ -n "${HELM:-}" ] || [ -x "$dir/helm" ]; then
   exit 0
 fi

@@ -49,7 +49,10 @@ func helmBinary(t *testing.T) string {
 	}
 	cache := os.Getenv("XDG_CACHE_HOME")
 	if cache == "" {
-		home, _ := os.UserHomeDir()
+		home := os.Getenv("HOME")
+		if home == "" {
+			home = "/tmp" // as scripts/install-helm.sh
+		}
 		cache = filepath.Join(home, ".cache")
 	}
 	if p := filepath.Join(cache, "extauthz-tools", "helm-"+helmVersion, "helm"); fileExists(p) {
