@@ -57,9 +57,9 @@ Example:
 `
 
 // RunCLI runs `extauthz admin` with args (what follows "admin"), printing
-// results to stdout and usage to stderr. It returns nil on success,
-// flag.ErrHelp after printing help, an error matching ErrUsage when called
-// wrongly, an error matching ErrDenied when an explained request would be
+// results and help to stdout (stderr is unused: the caller prints Usage after
+// a usage error). It returns nil on success, flag.ErrHelp after printing
+// help, an error matching ErrUsage when called wrongly, an error matching ErrDenied when an explained request would be
 // denied, and any other error when the call failed (status.Code tells the
 // gRPC code).
 func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
