@@ -22,6 +22,7 @@ TS_CLIENT := internal/e2e/testdata/ts
 deps: ## Install the system packages the tests need (Debian; idempotent).
 	@scripts/install-deps.sh $(DEB_PACKAGES)
 	@cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	@scripts/install-helm.sh
 
 .PHONY: build
 build: ## Build bin/extauthz and bin/extauthz-loadtest.

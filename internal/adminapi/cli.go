@@ -38,7 +38,9 @@ var (
 	ErrUsage = errors.New("usage error")
 )
 
-const usageText = `Usage: extauthz admin [--addr HOST:PORT] [--token-file F] [--tls-ca F] [--tls-cert F --tls-key F] COMMAND [ARGS]
+// Usage is the help of `extauthz admin`, printed on -h and after a usage
+// error.
+const Usage = `Usage: extauthz admin [--addr HOST:PORT] [--timeout D] [--token-file F] [--tls-ca F] [--tls-cert F --tls-key F] COMMAND [ARGS]
 
 Commands:
   invalidate-session SESSION   drop cached verdicts, exchanged tokens and
@@ -61,12 +63,16 @@ Flags (before or after COMMAND):
                      speak TLS and present this client certificate (mTLS)
   --tls-server-name N
                      the name the service's certificate must carry
+  --json             (explain, stats) print the response as protojson
+
+Example:
+  extauthz admin --addr 127.0.0.1:9092 explain examples/requests/allowed.json
 `
 
 // RunCLI runs `extauthz admin` with args (what follows "admin"), printing
-// results to stdout and usage to stderr. It returns nil on success,
-// flag.ErrHelp after printing help, an error matching ErrUsage when called
-// wrongly, an error matching ErrDenied when an explained request would be
+// results and help to stdout (stderr is unused: the caller prints Usage after
+// a usage error). It returns nil on success, flag.ErrHelp after printing
+// help, an error matching ErrUsage when called wrongly, an error matching ErrDenied when an explained request would be
 // denied, and any other error when the call failed (status.Code tells the
 // gRPC code).
 func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -77,7 +83,6 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	args = fs.Args()
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usageText)
 		return usageErrorf("admin: a command is required")
 	}
 	cmd, args := args[0], args[1:]
@@ -89,11 +94,10 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "stats":
 		return c.stats(ctx, args)
 	case "help":
-		fmt.Fprint(stdout, usageText)
+		fmt.Fprint(stdout, Usage)
 		return nil
 	}
-	fmt.Fprint(stderr, usageText)
-	return usageErrorf("admin: unknown command %q", cmd)
+	return usageErrorf("admin: unknown command %q (valid commands: invalidate-session, invalidate-subject, explain, stats)", cmd)
 }
 
 type cli struct {
@@ -124,8 +128,13 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 func (c *cli) parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(c.stdout, usageText)
+			fmt.Fprint(c.stdout, Usage)
 			return err
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+			var valid []string
+			fs.VisitAll(func(f *flag.Flag) { valid = append(valid, "--"+f.Name) })
+			return usageErrorf("%s: unknown flag --%s (valid flags: %s)", fs.Name(), strings.TrimLeft(name, "-"), strings.Join(valid, ", "))
 		}
 		return usageErrorf("%s: %v", fs.Name(), err)
 	}
@@ -222,12 +231,7 @@ func (c *cli) explain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json {
-		err = writeJSON(c.stdout, resp)
-	} else {
-		err = printExplanation(c.stdout, resp)
-	}
-	if err != nil {
+	if err := PrintExplanation(c.stdout, resp, c.json); err != nil {
 		return fmt.Errorf("admin explain: %w", err)
 	}
 	if !resp.GetAllowed() {

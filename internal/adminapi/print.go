@@ -29,7 +29,14 @@ func printDropped(w io.Writer, kind, id, done string, d *adminv1.Dropped) error 
 	return tw.Flush()
 }
 
-func printExplanation(w io.Writer, e *adminv1.ExplainResponse) error {
+// PrintExplanation writes how a request is decided: a table of the decision
+// and its steps, then the CheckResponse; or, asJSON, the whole
+// ExplainResponse as protojson. `extauthz check` and `extauthz admin
+// explain` both print with it.
+func PrintExplanation(w io.Writer, e *adminv1.ExplainResponse, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, e)
+	}
 	decision := "denied"
 	if e.GetAllowed() {
 		decision = "allowed"

@@ -95,9 +95,21 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 	if e.Response == nil {
 		return nil, s.fail(ctx, "Explain", errors.New("the backend returned no CheckResponse"))
 	}
-	resp, err := anypb.New(e.Response)
+	out, err := e.Proto()
 	if err != nil {
 		return nil, s.fail(ctx, "Explain", err)
+	}
+	return out, nil
+}
+
+// Proto is the explanation as the admin API sends it.
+func (e Explanation) Proto() (*adminv1.ExplainResponse, error) {
+	if e.Response == nil {
+		return nil, errors.New("the backend returned no CheckResponse")
+	}
+	resp, err := anypb.New(e.Response)
+	if err != nil {
+		return nil, err
 	}
 	out := &adminv1.ExplainResponse{
 		Route:         e.Route,

@@ -34,8 +34,14 @@ func (b *adminBackend) RevokeSubject(ctx context.Context, issuer, subject string
 }
 
 func (b *adminBackend) Explain(ctx context.Context, req *authv3.CheckRequest) (adminapi.Explanation, error) {
+	return explain(ctx, b.pipeline, req), nil
+}
+
+// explain decides req without side effects; `check` and the admin API's
+// Explain both print what it returns.
+func explain(ctx context.Context, pl *check.Pipeline, req *authv3.CheckRequest) adminapi.Explanation {
 	in := envoyauthz.Input(req)
-	v, steps := b.pipeline.Explain(ctx, &in)
+	v, steps := pl.Explain(ctx, &in)
 	e := adminapi.Explanation{
 		Route: v.Route, Outcome: v.Outcome.String(), Allowed: v.Outcome.Allow(), HTTPStatus: v.Status(),
 		Description: v.Description, Response: envoyauthz.Response(&v),
@@ -43,7 +49,7 @@ func (b *adminBackend) Explain(ctx context.Context, req *authv3.CheckRequest) (a
 	for _, s := range steps {
 		e.Steps = append(e.Steps, adminapi.Step{Name: s.Name, Outcome: s.Outcome, Detail: s.Detail})
 	}
-	return e, nil
+	return e
 }
 
 func (b *adminBackend) Stats(context.Context) (adminapi.Stats, error) {

@@ -25,6 +25,9 @@ type Env struct {
 	Getenv         func(string) string
 }
 
+// errReported says the command has printed why it failed (exit status 1).
+var errReported = errors.New("problems reported")
+
 // Main runs the command line args (without the program name) and returns the
 // process exit code.
 func Main(ctx context.Context, args []string, env Env) int {
@@ -32,12 +35,20 @@ func Main(ctx context.Context, args []string, env Env) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		if errors.Is(err, errDenied) {
-			return 1 // the decision is already printed
+		if errors.Is(err, errDenied) || errors.Is(err, errReported) {
+			return 1 // the decision or the problems are already printed
 		}
 		fmt.Fprintf(env.Stderr, "extauthz: %v\n", err)
+		var wh withHelp
+		if errors.As(err, &wh) {
+			fmt.Fprintf(env.Stderr, "\n%s", wh.help)
+		}
 		var ue usageError
 		if errors.As(err, &ue) {
+			return 2
+		}
+		if errors.Is(err, adminapi.ErrUsage) {
+			fmt.Fprintf(env.Stderr, "\n%s", adminapi.Usage)
 			return 2
 		}
 		return 1
@@ -45,13 +56,12 @@ func Main(ctx context.Context, args []string, env Env) int {
 	return 0
 }
 
-// usageError marks errors in how the command was called (exit status 2).
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
 func run(ctx context.Context, args []string, env Env) error {
 	cmd := "serve"
+	if len(args) > 0 && isHelp(args[0]) {
+		usage(env.Stdout)
+		return flag.ErrHelp
+	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
@@ -66,40 +76,55 @@ func run(ctx context.Context, args []string, env Env) error {
 		return checkCommand(ctx, args, env)
 	case "admin":
 		err := adminapi.RunCLI(ctx, args, env.Stdout, env.Stderr)
-		switch {
-		case errors.Is(err, adminapi.ErrUsage):
-			return usageError{err}
-		case errors.Is(err, adminapi.ErrDenied):
+		if errors.Is(err, adminapi.ErrDenied) {
 			return errDenied
 		}
 		return err
+	case "envoy-check":
+		return envoyCheckCommand(args, env)
 	case "version":
-		fmt.Fprintln(env.Stdout, version())
-		return nil
+		return versionCommand(args, env)
 	case "help":
 		usage(env.Stdout)
 		return nil
 	default:
-		usage(env.Stderr)
-		return usageError{fmt.Errorf("unknown command %q", cmd)}
+		var b strings.Builder
+		usage(&b)
+		return withHelp{error: usageError{fmt.Errorf("unknown command %q", cmd)}, help: b.String()}
 	}
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `extauthz: Envoy ext_authz server for MCP servers and A2A agents
+	fmt.Fprint(w, `extauthz: Envoy ext_authz and forward-auth server for MCP servers and A2A agents
 
 Usage:
-  extauthz [serve] [flags]            serve ext_authz v3 (gRPC) and the admin endpoints
-  extauthz validate --config FILE     check a configuration file
-  extauthz token --sub USER [flags]   print a token the built-in default accepts
-  extauthz check [--config FILE] REQUEST.json
-                                      decide a CheckRequest offline and show every step
+  extauthz [serve] [flags]              serve ext_authz (gRPC), forward-auth (HTTP) and the operational endpoints
+  extauthz validate [--online] --config FILE
+                                        check a configuration file as serve would, listing every problem
+  extauthz token --sub USER [flags]     print a token the built-in default accepts
+  extauthz check [--config FILE] [--json] REQUEST.json
+                                        decide a CheckRequest offline and show every step
   extauthz admin [--addr H:P] invalidate-session ID | revoke-subject --issuer ISS SUB | explain REQUEST.json | stats
-                                      call the admin API of a running service
-  extauthz version                    print the version
+                                        call the admin API of a running service
+  extauthz envoy-check FILE...          check Envoy, Istio and Envoy Gateway configuration offline
+  extauthz version                      print the version
 
-Run "extauthz COMMAND -h" for a command's flags.
+Run "extauthz COMMAND -h" for a command's flags and an example.
+
+Example:
+  JWT_SECRET=$(head -c 32 /dev/urandom | base64) extauthz serve --log-format text
 `)
+}
+
+var versionCmd = command{name: "version", summary: "Print the version.", examples: []string{"extauthz version"}}
+
+func versionCommand(args []string, env Env) error {
+	fs := versionCmd.flagSet()
+	if err := versionCmd.parseFlags(fs, args, env.Stdout, 0); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout, version())
+	return nil
 }
 
 func version() string {
@@ -112,26 +137,11 @@ func version() string {
 	return "devel"
 }
 
-// parseFlags parses args, collecting every problem.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
-	}
-	return nil
-}
-
 // newLogger builds the service's logger: JSON or text on stderr.
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level: %w", err)}
+		return nil, usageError{fmt.Errorf("--log-level: %q is not one of %s", level, strings.Join(logLevels, ", "))}
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {

@@ -286,8 +286,8 @@ func TestValidateCommand(t *testing.T) {
 		wantCode int
 		want     []string
 	}{
-		{"good file", map[string]string{"S": strings.Repeat("x", 32)}, good, 0, []string{"ok (1 issuers, 1 routes)"}},
-		{"secret env unset", nil, good, 1, []string{"environment variable S is empty"}},
+		{"good file", map[string]string{"S": strings.Repeat("x", 32)}, good, 0, []string{"ok (1 issuer, 1 route)"}},
+		{"secret env unset", nil, good, 1, []string{"line 1: issuers[0] (a).secret_env: environment variable S is not set"}},
 		{"every problem at once", map[string]string{"S": strings.Repeat("x", 32)}, bad, 1, []string{"line 4", "isuers"}},
 		{"missing file", nil, filepath.Join(dir, "nope.yaml"), 1, []string{"no such file"}},
 	}

@@ -3,14 +3,12 @@ package app
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
+	"github.com/extauthz/extauthz/internal/adminapi"
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 )
@@ -18,28 +16,34 @@ import (
 // errDenied makes `extauthz check` exit non-zero for a denied request.
 var errDenied = errors.New("denied")
 
+var checkCmd = command{
+	name: "check",
+	args: "REQUEST.json",
+	summary: "Decide a CheckRequest offline (protojson; an AttributeContext or an OPA-style {\"attributes\": ...}\n" +
+		"also work) and print the decision, every step and the response Envoy would apply, in the\n" +
+		"format of `extauthz admin explain`. Exit 1 when the request is denied.",
+	examples: []string{"extauthz check --config examples/compose/extauthz.yaml examples/requests/allowed.json"},
+}
+
 // checkCommand evaluates a CheckRequest offline: the fastest way to find out
 // why a policy decides what it does.
 func checkCommand(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "configuration file (default: the built-in default)")
+	fs := checkCmd.flagSet()
+	cfgPath := fs.String("config", "", "configuration file (default: the built-in default, JWT_SECRET and HS256)")
 	at := fs.String("time", "", "evaluate as of this RFC 3339 time (default: now), e.g. to replay an old capture")
 	wait := fs.Duration("wait", 10*time.Second, "how long to wait for remote key sets to load")
-	fs.SetOutput(env.Stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	asJSON := fs.Bool("json", false, "print the explanation as protojson (an extauthz.admin.v1.ExplainResponse)")
+	if err := checkCmd.parseFlags(fs, args, env.Stdout, 1); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
-		return usageError{errors.New("check: want exactly one REQUEST.json")}
+		return checkCmd.usageErr(fs, errors.New("check: want exactly one REQUEST.json"))
 	}
 	now := time.Now
 	if *at != "" {
 		t, err := time.Parse(time.RFC3339, *at)
 		if err != nil {
-			return usageError{fmt.Errorf("--time: %w", err)}
+			return checkCmd.usageErr(fs, fmt.Errorf("--time: %w", err))
 		}
 		now = func() time.Time { return t }
 	}
@@ -52,7 +56,7 @@ func checkCommand(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	cfg, _, err := loadConfig(*cfgPath, env, quiet)
+	cfg, _, err := loadConfig(*cfgPath, env, warnings(env))
 	if err != nil {
 		return err
 	}
@@ -70,26 +74,22 @@ func checkCommand(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	in := envoyauthz.Input(req)
-	v, steps := pl.Explain(ctx, &in)
-	w := env.Stdout
-	fmt.Fprintf(w, "decision: %s (HTTP %d)", v.Outcome, v.Status())
-	if v.Description != "" {
-		fmt.Fprintf(w, ": %s", v.Description)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "steps:")
-	for i, s := range steps {
-		fmt.Fprintf(w, "  %d. %-10s %-18s %s\n", i+1, s.Name, s.Outcome, s.Detail)
-	}
-	resp := envoyauthz.Response(&v)
-	out, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(resp)
+	e := explain(ctx, pl, req)
+	resp, err := e.Proto()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "response:\n%s\n", out)
-	if !v.Outcome.Allow() {
+	if err := adminapi.PrintExplanation(env.Stdout, resp, *asJSON); err != nil {
+		return err
+	}
+	if !e.Allowed {
 		return errDenied
 	}
 	return nil
+}
+
+// warnings logs only warnings, as text on stderr: the commands besides serve
+// say loudly when they run on the development secret, as serve does.
+func warnings(env Env) *slog.Logger {
+	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

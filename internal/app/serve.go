@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -112,8 +113,11 @@ func serveCommand(ctx context.Context, args []string, env Env) error {
 	var showVersion bool
 	fs := serveFlags(&o)
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
-	if err := parseFlags(fs, args); err != nil {
+	if err := serveCmd.parseFlags(fs, args, env.Stdout, 0); err != nil {
 		return err
+	}
+	if _, err := newLogger(io.Discard, o.LogLevel, o.LogFormat); err != nil {
+		return serveCmd.usageErr(fs, err) // with the help, like any usage error
 	}
 	if showVersion {
 		fmt.Fprintln(env.Stdout, version())

@@ -2,14 +2,12 @@ package app
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
-
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/jwtauth"
 )
 
 // multiFlag collects a repeatable flag.
@@ -18,10 +16,17 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+var tokenCmd = command{
+	name: "token",
+	summary: "Print a token the built-in default configuration accepts: signed with JWT_SECRET (at least\n" +
+		"32 bytes; without it the public development secret, with a warning) and JWT_ALGORITHM (HS256).",
+	examples: []string{"TOKEN=$(extauthz token --sub alice --session sess-42 --ttl 1h)"},
+}
+
 // tokenCommand prints a token that the built-in default accepts: signed with
 // JWT_SECRET (or the development secret) and JWT_ALGORITHM (HS256).
 func tokenCommand(args []string, env Env) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs := tokenCmd.flagSet()
 	sub := fs.String("sub", "", "subject (user id); required")
 	session := fs.String("session", "", "session_id claim")
 	iss := fs.String("iss", "", "iss claim")
@@ -30,7 +35,7 @@ func tokenCommand(args []string, env Env) error {
 	var aud, extra multiFlag
 	fs.Var(&aud, "aud", "aud claim (repeatable)")
 	fs.Var(&extra, "claim", "extra string claim as name=value (repeatable)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := tokenCmd.parseFlags(fs, args, env.Stdout, 0); err != nil {
 		return err
 	}
 	var problems []error
@@ -40,12 +45,14 @@ func tokenCommand(args []string, env Env) error {
 	if *ttl <= 0 {
 		problems = append(problems, errors.New("--ttl must be positive"))
 	}
-	cfg, _, err := config.Default(env.Getenv)
+	// The same configuration, secret rules and warning as serve without
+	// --config.
+	cfg, _, err := loadConfig("", env, warnings(env))
 	if err != nil {
 		problems = append(problems, err)
 	}
 	now := time.Now()
-	claims := jwt.MapClaims{"sub": *sub, "iat": now.Unix(), "exp": now.Add(*ttl).Unix()}
+	claims := map[string]any{"sub": *sub, "iat": now.Unix(), "exp": now.Add(*ttl).Unix()}
 	for _, kv := range extra {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -55,7 +62,7 @@ func tokenCommand(args []string, env Env) error {
 		claims[k] = v
 	}
 	if err := errors.Join(problems...); err != nil {
-		return usageError{err}
+		return tokenCmd.usageErr(fs, err)
 	}
 	if *session != "" {
 		claims["session_id"] = *session
@@ -78,9 +85,9 @@ func tokenCommand(args []string, env Env) error {
 		secret = s
 	}
 	alg := cfg.Issuers[0].Algorithms[0]
-	tok, err := jwt.NewWithClaims(jwt.GetSigningMethod(alg), claims).SignedString([]byte(secret))
+	tok, err := jwtauth.SignHMAC(alg, []byte(secret), claims)
 	if err != nil {
-		return err
+		return fmt.Errorf("JWT_SECRET: %w", err)
 	}
 	fmt.Fprintln(env.Stdout, tok)
 	return nil

@@ -448,7 +448,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: invalid duration %q", n.Line, s)
+		// A TypeError lets the decoder go on and report every other
+		// problem in the file too.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: invalid duration %q (want a number with a unit, such as 30s or 5m)", n.Line, s)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -469,6 +471,17 @@ func Load(path string) (*File, error) {
 // Parse strictly decodes, defaults and validates a YAML document. Every
 // problem found is returned at once, joined.
 func Parse(b []byte) (*File, error) {
+	f, err := ParseAll(b)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// ParseAll is Parse, but when the document decodes and only validation
+// fails it returns the decoded file with the error, so that a caller can
+// go on looking for more problems (validate checks the files it names).
+func ParseAll(b []byte) (*File, error) {
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -477,11 +490,11 @@ func Parse(b []byte) (*File, error) {
 		if errors.As(err, &te) {
 			errs := make([]error, 0, len(te.Errors))
 			for _, e := range te.Errors {
-				errs = append(errs, errors.New(e))
+				errs = append(errs, typeError(e))
 			}
 			return nil, errors.Join(errs...)
 		}
-		return nil, err
+		return nil, syntaxError(b, err)
 	}
 	var src yaml.Node
 	if yaml.Unmarshal(b, &src) == nil {
@@ -489,7 +502,7 @@ func Parse(b []byte) (*File, error) {
 	}
 	f.applyDefaults()
 	if err := f.Validate(); err != nil {
-		return nil, err
+		return &f, withLines(b, err)
 	}
 	return &f, nil
 }
