@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -420,12 +421,7 @@ func TestProxyHTTP2(t *testing.T) {
 }
 
 func TestProxyUnreachableAuthz(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
+	addr := refusingAddr(t)
 	up := &upstreamRecorder{}
 	p := NewProxy(t, addr, up, ProxyOptions{Timeout: time.Second})
 	if resp, _ := (clientRequest{path: "/"}).send(t, p); resp.StatusCode != http.StatusForbidden {
@@ -481,4 +477,24 @@ func TestProxyContractBreachFailsTheTest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusingAddr returns a loopback address that refuses connections: a TCP
+// socket bound to it but never listening holds the port for the test, so no
+// other server can take it meanwhile (a closed listener's port can be).
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
