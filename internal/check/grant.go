@@ -133,9 +133,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			g.remove = append(g.remove, name)
 		}
 	}
-	if !r.forwardAuthorization {
-		g.remove = append(g.remove, "authorization")
-	}
+	g.remove = append(g.remove, r.credentialRemove...)
 	return g, nil
 }
 

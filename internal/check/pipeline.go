@@ -269,6 +269,9 @@ func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
 	if e.route != nil && e.route.dryRun {
 		v = e.route.dryRunVerdict(v)
 	}
+	if e.route != nil {
+		e.route.stripCredentialCookie(req, &v)
+	}
 	return v
 }
 
@@ -314,6 +317,10 @@ func (e *evaluation) step(name, outcome, detail string) {
 
 func (e *evaluation) decide(ctx context.Context) Verdict {
 	pl, p, req := e.pl, e.p, e.req
+	if d := canonicalRequest(req); d != nil {
+		e.step("canonical", "refused", d.desc)
+		return p.deny(req, nil, earlyCall(req), *d)
+	}
 	if v, ok := p.protectedResource(req); ok {
 		if e.steps != nil {
 			e.step("discovery", "answered", "protected resource metadata of route "+v.Route)
@@ -331,7 +338,13 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	if e.steps != nil {
 		e.step("route", r.Name, routeReason(req))
 	}
-	if r.isPublic(req.Path) {
+	if d := p.ambiguousHeader(r, req); d != nil {
+		e.step("headers", "ambiguous", d.desc)
+		return p.deny(req, r, earlyCall(req), *d)
+	}
+	// A JSON-RPC call is never public: an upstream serving every path would
+	// run it.
+	if r.isPublic(req.Path) && !looksLikeCall(req) {
 		e.step("public", "yes", "public path: no token needed")
 		return Verdict{Outcome: Public, Route: r.Name, Remove: r.publicRemove()}
 	}
@@ -339,6 +352,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	if bad != nil {
 		e.step("jsonrpc", "malformed", bad.desc)
 		return p.deny(req, r, &call, denial{outcome: Malformed, desc: bad.desc, rpcCode: bad.code})
+	}
+	if d := canonicalCall(&call); d != nil {
+		e.step("jsonrpc", "malformed", d.desc)
+		return p.deny(req, r, &call, *d)
 	}
 	if call.Protocol != "" {
 		if e.steps != nil {
