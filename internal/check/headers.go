@@ -88,13 +88,19 @@ func containsFold(s, word string) bool {
 	return false
 }
 
-// cookiePairs calls fn with each name=value pair of a Cookie header ("; "
-// separated, as Envoy joins repeated Cookie headers); names are
-// case-sensitive (RFC 6265).
+// cookiePairs calls fn with each name=value pair of a Cookie header; names
+// are case-sensitive (RFC 6265). Pairs are separated by ";" (Envoy joins
+// repeated Cookie headers with "; ") and by "," (a front end that joins
+// them as any other header; a cookie value never holds a comma), as
+// credential.Find reads them.
 func cookiePairs(header string, fn func(name, pair string)) {
 	for header != "" {
 		var part string
-		part, header, _ = strings.Cut(header, ";")
+		if i := strings.IndexAny(header, ";,"); i >= 0 {
+			part, header = header[:i], header[i+1:]
+		} else {
+			part, header = header, ""
+		}
 		part = strings.TrimSpace(part)
 		name, _, _ := strings.Cut(part, "=")
 		fn(name, part)
