@@ -108,3 +108,32 @@ func TestCanonicalRequestKeepsCanonicalStrings(t *testing.T) {
 		t.Fatalf("%v allocations, path %q", allocs, req.Path)
 	}
 }
+
+// TestPublicPathWithCall: a JSON-RPC call on a public path needs a token,
+// except on a route that declares plain HTTP.
+func TestPublicPathWithCall(t *testing.T) {
+	f := newFixture(t, `  - name: hooks
+    hosts: [hooks.example.com]
+    issuers: [dev]
+    protocol: http
+    public_paths: [/hook]
+`)
+	call := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`)
+	tests := []struct {
+		name string
+		req  *Request
+		want Outcome
+	}{
+		{"agent card without a call", &Request{Method: "GET", Path: "/.well-known/agent-card.json", Headers: Headers{}}, Public},
+		{"call on a public path", &Request{Method: "POST", Path: "/public/x", Headers: Headers{}, Body: call}, MissingToken},
+		{"session header on a public path", &Request{Method: "GET", Path: "/public/x", Headers: Headers{"mcp-session-id": "s"}}, MissingToken},
+		{"JSON on a plain HTTP route's public path", &Request{Method: "POST", Path: "/hook", Headers: Headers{}, Body: call, ContextExtensions: map[string]string{"route": "hooks"}}, Public},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if v := f.pl.Check(t.Context(), tt.req); v.Outcome != tt.want {
+				t.Fatalf("outcome %v, want %v (%s)", v.Outcome, tt.want, v.Description)
+			}
+		})
+	}
+}

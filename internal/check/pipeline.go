@@ -342,9 +342,9 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		e.step("headers", "ambiguous", d.desc)
 		return p.deny(req, r, earlyCall(req), *d)
 	}
-	// A JSON-RPC call is never public: an upstream serving every path would
-	// run it.
-	if r.isPublic(req.Path) && !looksLikeCall(req) {
+	// A JSON-RPC call is never public (unless the route declares plain
+	// HTTP): an MCP server serving every path would run it.
+	if r.isPublic(req.Path) && (r.protocol == ProtoHTTP || !looksLikeCall(req)) {
 		e.step("public", "yes", "public path: no token needed")
 		return Verdict{Outcome: Public, Route: r.Name, Remove: r.publicRemove()}
 	}
