@@ -137,3 +137,23 @@ func TestPublicPathWithCall(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkRequestStages measures what the canonical-form and header stages
+// add to every check: a canonical host and path, typical MCP headers.
+func BenchmarkRequestStages(b *testing.B) {
+	f := newFixture(b, "")
+	p := f.pl.Policy()
+	r, _ := p.routes.ByName("agent")
+	h := Headers{"authorization": "Bearer x.y.z", "mcp-session-id": "0123456789abcdef", "mcp-protocol-version": "2025-06-18",
+		"content-type": "application/json", "accept": "application/json, text/event-stream", "x-request-id": "r-1", "cookie": "theme=dark"}
+	req := &Request{Method: "POST", Host: "agent.example.com:8443", Path: "/mcp?x=1", Headers: h}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := canonicalRequest(req); d != nil {
+			b.Fatal(d.desc)
+		}
+		if d := p.ambiguousHeader(r, req); d != nil {
+			b.Fatal(d.desc)
+		}
+	}
+}

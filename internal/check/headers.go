@@ -20,15 +20,16 @@ const (
 )
 
 // singleValuedHeaders are the headers every route reads as one value, by
-// name, besides Authorization, the partial-body flag and the route's own
-// credential header, which have rules of their own.
-func singleValuedHeaders(n lineage.Names) []string {
-	out := []string{hMCPSession, "mcp-method", "mcp-name", "mcp-protocol-version", "a2a-version"}
+// name, besides Authorization and the route's own credential header, which
+// have rules of their own.
+func singleValuedHeaders(n lineage.Names) map[string]bool {
+	out := map[string]bool{hMCPSession: true, "mcp-method": true, "mcp-name": true, "mcp-protocol-version": true,
+		"a2a-version": true, hPartialBody: true}
 	// The actor chain is a list by design; every other lineage header is one
 	// value.
 	for _, name := range []string{n.Root, n.Parent, n.Depth, n.Signed} {
 		if name != "" {
-			out = append(out, name)
+			out[name] = true
 		}
 	}
 	return out
@@ -41,8 +42,19 @@ func singleValuedHeaders(n lineage.Names) []string {
 // or "false", the route's credential cookie sent twice.
 func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
 	h := req.Headers
-	for _, name := range p.singleValued {
-		if v, ok := h[name]; ok && strings.IndexByte(v, ',') >= 0 {
+	// One pass over the values: commas are rare, and only a value with one
+	// needs its name looked up.
+	for name, v := range h {
+		if strings.IndexByte(v, ',') < 0 {
+			continue
+		}
+		switch {
+		case name == hAuthorization:
+			if containsFold(v, "bearer") {
+				// A bearer token never holds a comma: two credentials.
+				return headerDenial("authorization has more than one value")
+			}
+		case p.singleValued[name] || name == r.credentials.Header:
 			return headerDenial(name + " has more than one value")
 		}
 	}
@@ -54,20 +66,11 @@ func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
 			}
 		}
 	}
-	if v, ok := h[hAuthorization]; ok && strings.IndexByte(v, ',') >= 0 && containsFold(v, "bearer") {
-		// A bearer token never holds a comma: this is two credentials.
-		return headerDenial("authorization has more than one value")
-	}
 	if v, ok := h[hPartialBody]; ok && v != "true" && v != "false" {
 		return headerDenial(hPartialBody + " is neither true nor false")
 	}
-	if name := r.credentials.Header; name != "" {
-		if v, ok := h[name]; ok && strings.IndexByte(v, ',') >= 0 {
-			return headerDenial(name + " has more than one value")
-		}
-	}
 	if name := r.credentials.Cookie; name != "" {
-		if cookieCount(h[hCookie], name) > 1 {
+		if c := h[hCookie]; c != "" && strings.Contains(c, name) && cookieCount(c, name) > 1 {
 			return headerDenial("the " + name + " cookie is sent more than once")
 		}
 	}
