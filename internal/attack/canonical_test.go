@@ -381,3 +381,38 @@ func TestCanonicalPathsEndToEnd(t *testing.T) {
 		t.Fatalf("delete_file ran %d times", n)
 	}
 }
+
+// TestCanonicalForwardAuth: the forward-auth front end refuses the same
+// spellings through the same package.
+func TestCanonicalForwardAuth(t *testing.T) {
+	s := start(t, pathsYAML, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	tests := []struct{ name, uri, host string }{
+		{"dot segments out of a public path", "/.well-known/oauth-protected-resource/../../mcp", filesHost},
+		{"encoded dot segments", "/.well-known/oauth-protected-resource/%2e%2e/%2e%2e/mcp", filesHost},
+		{"encoded slashes", "/.well-known/oauth-protected-resource%2f..%2fmcp", filesHost},
+		{"path parameters", "/mcp;jsessionid=1", filesHost},
+		{"double slash", "//mcp", filesHost},
+		{"encoded letter", "/%6dcp", filesHost},
+		{"absolute-form", "http://" + filesHost + "/mcp", filesHost},
+		{"backslash", `/public\..\mcp`, filesHost},
+		{"encoded NUL", "/mcp%00", filesHost},
+		{"overlong dot", "/public/%c0%ae%c0%ae/mcp", filesHost},
+		{"trailing host dot", "/mcp", filesHost + "."},
+		{"trailing host dot with a port", "/mcp", filesHost + ".:443"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := s.forwardAuth(t, tt.uri, tt.host, bearer(user), toolCall(1, "delete_file", "{}"))
+			if status != 400 {
+				t.Fatalf("status %d, body %s", status, body)
+			}
+		})
+	}
+	// Control: upper-case host and lower-case escapes are canonicalised onto
+	// the strict route, which refuses the tool.
+	status, _, body := s.forwardAuth(t, "/mcp/a%3bb", "FILES.EXAMPLE.TEST:443", bearer(user), toolCall(1, "delete_file", "{}"))
+	if status != 403 {
+		t.Fatalf("status %d, body %s", status, body)
+	}
+}

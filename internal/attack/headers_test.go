@@ -411,3 +411,77 @@ func (s *suite) viaEnvoyHost(t *testing.T, reqHost, path string, header http.Hea
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(b)
 }
+
+// forwardAuth asks the forward-auth front end about a request described
+// as Traefik and Caddy describe it, with hdr added (values as separate
+// header lines).
+func (s *suite) forwardAuth(t *testing.T, uri, reqHost string, hdr http.Header, body string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.httpURL+"/", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Forwarded-Method", "POST")
+	req.Header.Set("X-Forwarded-Uri", uri)
+	req.Header.Set("X-Forwarded-Host", reqHost)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// TestHeadersForwardAuth: the forward-auth front end joins repeated header
+// lines as Envoy does, and refuses or strips the same way.
+func TestHeadersForwardAuth(t *testing.T) {
+	s := start(t, headersYAML, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	other := token(t, issuerHS, "victim", "read")
+	auth := func(extra http.Header) http.Header {
+		h := http.Header{"Authorization": {"Bearer " + user}}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	refused := []struct {
+		name string
+		hdr  http.Header
+	}{
+		{"two Mcp-Session-Id lines", auth(http.Header{"Mcp-Session-Id": {"S", "junk"}})},
+		{"two Authorization lines", http.Header{"Authorization": {"Bearer " + user, "Bearer " + other}}},
+		{"two Mcp-Method lines", auth(http.Header{"Mcp-Method": {"tools/call", "tools/list"}})},
+		{"two credential cookies on two lines", http.Header{"Cookie": {"at=" + user, "at=" + other}}},
+		{"two credential header lines", http.Header{"X-Api-Token": {user, other}}},
+	}
+	for i, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := s.forwardAuth(t, "/mcp", host, tt.hdr, toolCall(600+i, "whoami", ""))
+			if status != 400 || !strings.Contains(body, fmt.Sprintf(`"id":%d`, 600+i)) {
+				t.Fatalf("status %d, body %s", status, body)
+			}
+		})
+	}
+
+	t.Run("credential cookie rewritten in the answer", func(t *testing.T) {
+		status, hdr, body := s.forwardAuth(t, "/mcp", host, auth(http.Header{"Cookie": {"theme=dark; at=" + other}, "X-Api-Token": {other}}), toolCall(1, "whoami", ""))
+		if status != 200 || hdr.Get("Cookie") != "theme=dark" {
+			t.Fatalf("status %d, Cookie %q, body %s", status, hdr.Get("Cookie"), body)
+		}
+		removed := hdr.Get("X-Envoy-Auth-Headers-To-Remove")
+		for _, name := range []string{"authorization", "x-api-token", "x-extauthz-dry-run"} {
+			if !strings.Contains(removed, name) {
+				t.Errorf("%s not in the removal list %q", name, removed)
+			}
+		}
+	})
+}
