@@ -77,22 +77,30 @@ func Target(target string) (path, query string, err error) {
 	if target[0] != '/' {
 		return "", "", &Error{"path", ErrNotOriginForm}
 	}
-	for i := 0; i < len(target); i++ {
-		switch c := target[i]; {
-		case c <= ' ' || c == 0x7f:
-			return "", "", &Error{"path", ErrControl}
-		case c >= 0x80:
-			return "", "", &Error{"path", ErrNonASCII}
-		case c == '#':
-			return "", "", &Error{"path", ErrFragment}
+	path, query, _ = strings.Cut(target, "?")
+	for i := 0; i < len(query); i++ {
+		if err := forbiddenByte(query[i]); err != nil {
+			return "", "", &Error{"path", err}
 		}
 	}
-	path, query, _ = strings.Cut(target, "?")
 	path, err = requestPath(path)
 	if err != nil {
 		return "", "", &Error{"path", err}
 	}
 	return path, query, nil
+}
+
+// forbiddenByte refuses the bytes no request target may carry anywhere.
+func forbiddenByte(c byte) error {
+	switch {
+	case c <= ' ' || c == 0x7f:
+		return ErrControl
+	case c >= 0x80:
+		return ErrNonASCII
+	case c == '#':
+		return ErrFragment
+	}
+	return nil
 }
 
 // Path canonicalises a path without a query (a configured path prefix or
@@ -123,7 +131,7 @@ func requestPath(p string) (string, error) {
 			segStart = i + 1
 			continue
 		}
-		switch p[i] {
+		switch c := p[i]; c {
 		case '\\':
 			return "", ErrBackslash
 		case ';':
@@ -135,6 +143,10 @@ func requestPath(p string) (string, error) {
 			}
 			lowerHex = lowerHex || lower
 			i += n - 1
+		default:
+			if err := forbiddenByte(c); err != nil {
+				return "", err
+			}
 		}
 	}
 	if !lowerHex {

@@ -260,3 +260,21 @@ func FuzzURI(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkTarget(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Target("/mcp/tools/list?cursor=abc"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkHost(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Host("files.example.test:8443"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
