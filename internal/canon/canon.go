@@ -31,6 +31,7 @@ var (
 	ErrControl           = errors.New("contains control characters or spaces")
 	ErrNonASCII          = errors.New("contains bytes that are not ASCII (they must be percent-encoded)")
 	ErrFragment          = errors.New("contains a fragment (#)")
+	ErrQuery             = errors.New("contains a query (?)")
 	ErrBackslash         = errors.New("contains a backslash")
 	ErrPathParams        = errors.New("contains path parameters (;)")
 	ErrBadEscape         = errors.New("contains an invalid percent-encoding")
@@ -107,7 +108,7 @@ func forbiddenByte(c byte) error {
 // public path) by the rules of Target.
 func Path(p string) (string, error) {
 	if strings.IndexByte(p, '?') >= 0 {
-		return "", &Error{"path", ErrBadEscape}
+		return "", &Error{"path", ErrQuery}
 	}
 	path, _, err := Target(p)
 	return path, err

@@ -278,3 +278,24 @@ func BenchmarkHost(b *testing.B) {
 		}
 	}
 }
+
+// FuzzHost: an accepted host is lower case, canonical (a fixed point), and
+// carries none of the characters that could make it two hosts or a path.
+func FuzzHost(f *testing.F) {
+	for _, s := range []string{"files.example.test", "A.B:80", "[::1]:8080", "a.b.", "a,b", "[fe80::1%25x]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := Host(s)
+		if err != nil {
+			return
+		}
+		again, err := Host(h)
+		if err != nil || again != h || h != strings.ToLower(s) {
+			t.Fatalf("Host(%q) = %q, then %q, %v", s, h, again, err)
+		}
+		if strings.ContainsAny(h, ",@/%?# \\") || strings.HasSuffix(strings.Split(h, ":")[0], ".") {
+			t.Fatalf("accepted %q", h)
+		}
+	})
+}
