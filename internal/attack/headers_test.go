@@ -92,6 +92,9 @@ func TestHeadersJoined(t *testing.T) {
 			if e := v.rpc(t); string(e.ID) != fmt.Sprint(id) || e.Error.Code != -32600 {
 				t.Fatalf("JSON-RPC error id %s code %d, want %d -32600", e.ID, e.Error.Code, id)
 			}
+			if !strings.Contains(v.Body, tt.header) {
+				t.Fatalf("the refusal does not name %s: %s", tt.header, v.Body)
+			}
 		})
 	}
 }
@@ -194,7 +197,7 @@ func TestHeadersSessionHijackEndToEnd(t *testing.T) {
 			a["Mcp-Session-Id"] = []string{session, "junk-" + session}
 			a.Set("Mcp-Protocol-Version", "2025-06-18")
 			status, _, body = s.viaEnvoy(t, http.MethodPost, "/mcp", a, toolCall(3, "delete_file", `{"path":"/victim/data"}`))
-			if status != 400 || s.ran("delete_file") != 0 {
+			if status != 400 || !strings.Contains(body, "mcp-session-id has more than one value") || s.ran("delete_file") != 0 {
 				t.Fatalf("hijack: status %d, body %s, delete_file ran %d times", status, body, s.ran("delete_file"))
 			}
 			a["Mcp-Session-Id"] = []string{"junk-" + session, session}
