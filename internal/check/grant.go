@@ -128,6 +128,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			g.set = append(g.set, Header{Name: ch.Header, Value: v})
 		}
 	}
+	g.remove = make([]string, 0, len(r.identityOwned)+len(r.credentialRemove))
 	for _, name := range r.identityOwned {
 		if !isSet(g.set, name) {
 			g.remove = append(g.remove, name)
