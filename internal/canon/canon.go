@@ -18,7 +18,6 @@ package canon
 import (
 	"errors"
 	"net/netip"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -114,20 +113,29 @@ func Path(p string) (string, error) {
 	return path, err
 }
 
+// plainPathByte marks the bytes a request path may carry as they are, with
+// no further look: unreserved characters and the sub-delimiters other than
+// ";", ":" and "@".
+var plainPathByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = isUnreserved(byte(c)) || strings.IndexByte("!$&'()*+,=:@", byte(c)) >= 0
+	}
+	return t
+}()
+
 func requestPath(p string) (string, error) {
 	lowerHex := false
 	segStart := 1
-	for i := 0; i <= len(p); i++ {
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) && plainPathByte[p[i]] {
+			continue
+		}
 		if i == len(p) || p[i] == '/' {
-			if i > 0 {
-				switch p[segStart:i] {
-				case "":
-					if i < len(p) { // a trailing slash is one empty segment
-						return "", ErrEmptySegment
-					}
-				case ".", "..":
-					return "", ErrDotSegment
-				}
+			switch seg := p[segStart:i]; {
+			case seg == "" && i < len(p): // a trailing slash is one empty segment
+				return "", ErrEmptySegment
+			case seg == "." || seg == "..":
+				return "", ErrDotSegment
 			}
 			segStart = i + 1
 			continue
@@ -260,6 +268,20 @@ func Host(h string) (string, error) {
 	return h, nil
 }
 
+// hostByte classifies host name bytes: 1 a lower-case letter, digit, "-"
+// or "_", 2 an upper-case letter; 0 anything else but ".".
+var hostByte = func() (t [256]uint8) {
+	for c := 0; c < 256; c++ {
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+			t[c] = 1
+		case 'A' <= c && c <= 'Z':
+			t[c] = 2
+		}
+	}
+	return t
+}()
+
 func hostName(name string) error {
 	if name == "" || len(name) > 253 {
 		return ErrHost
@@ -269,17 +291,16 @@ func hostName(name string) error {
 	}
 	start := 0
 	for i := 0; i <= len(name); i++ {
-		if i == len(name) || name[i] == '.' {
-			if i == start {
-				return ErrHost
-			}
-			start = i + 1
+		if i < len(name) && hostByte[name[i]] != 0 {
 			continue
 		}
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+		if i < len(name) && name[i] != '.' {
 			return ErrHost
 		}
+		if i == start {
+			return ErrHost // an empty label
+		}
+		start = i + 1
 	}
 	return nil
 }
@@ -288,8 +309,14 @@ func validPort(p string) bool {
 	if p == "" || len(p) > 5 {
 		return false
 	}
-	n, err := strconv.Atoi(p)
-	return err == nil && n >= 1 && n <= 65535 && p[0] != '+' && p[0] != '-'
+	n := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+		n = n*10 + int(p[i]-'0')
+	}
+	return n >= 1 && n <= 65535
 }
 
 func isUnreserved(c byte) bool {
