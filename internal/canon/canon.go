@@ -37,6 +37,7 @@ var (
 	ErrEncodedUnreserved = errors.New("percent-encodes a character that needs no encoding")
 	ErrEncodedSlash      = errors.New("contains an encoded slash or backslash (%2F, %5C)")
 	ErrEncodedControl    = errors.New("contains an encoded control character (%00-%1F, %7F)")
+	ErrEncodedPercent    = errors.New("contains an encoded percent sign (%25), which a reader that decodes twice takes for an escape")
 	ErrBadUTF8           = errors.New("percent-encodes bytes that are not UTF-8 (overlong or invalid)")
 	ErrEmptySegment      = errors.New("contains an empty path segment (//)")
 	ErrDotSegment        = errors.New("contains dot segments")
@@ -67,7 +68,7 @@ func (e *Error) Unwrap() error { return e.Err }
 //   - not starting with "/" (absolute-form "http://h/p", asterisk-form "*");
 //   - control bytes, spaces, bytes above 0x7F, "#" anywhere in the target;
 //   - in the path: "\\", ";", "//", "." and ".." segments, "%2F", "%5C",
-//     encoded control bytes, invalid escapes, escapes of unreserved
+//     "%25" (double encoding), encoded control bytes, invalid escapes, escapes of unreserved
 //     characters ("%6D" for "m", "%2E" for "."), escaped bytes that are not
 //     UTF-8 (overlong forms such as "%C0%AE").
 func Target(target string) (path, query string, err error) {
@@ -204,6 +205,8 @@ func escapeRun(s string, decodeUnreserved bool) (n int, lowerHex bool, err error
 			return 0, false, ErrEncodedControl
 		case b == '/' || b == '\\':
 			return 0, false, ErrEncodedSlash
+		case b == '%':
+			return 0, false, ErrEncodedPercent
 		case isUnreserved(b) && !decodeUnreserved:
 			return 0, false, ErrEncodedUnreserved
 		}

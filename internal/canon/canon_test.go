@@ -2,6 +2,8 @@ package canon
 
 import (
 	"errors"
+	"net/url"
+	"path"
 	"strings"
 	"testing"
 )
@@ -35,6 +37,8 @@ func TestTarget(t *testing.T) {
 		{"encoded tilde", "/%7Euser", "", "", ErrEncodedUnreserved},
 		{"backslash", `/x\..\mcp`, "", "", ErrBackslash},
 		{"encoded NUL", "/mcp%00.json", "", "", ErrEncodedControl},
+		{"double-encoded dot segments", "/public/%252e%252e/mcp", "", "", ErrEncodedPercent},
+		{"encoded percent", "/100%25", "", "", ErrEncodedPercent},
 		{"encoded newline", "/mcp%0a", "", "", ErrEncodedControl},
 		{"raw NUL", "/mcp\x00", "", "", ErrControl},
 		{"space", "/m cp", "", "", ErrControl},
@@ -139,6 +143,7 @@ func TestURI(t *testing.T) {
 		{"escapes above root later", "file:///tmp/../../etc/passwd", "", ErrEscapesRoot},
 		{"encoded slash", "file:///etc%2fpasswd", "", ErrEncodedSlash},
 		{"encoded NUL", "file:///etc/passwd%00.txt", "", ErrEncodedControl},
+		{"double-encoded dot segments", "file:///tmp/%252e%252e/etc/passwd", "", ErrEncodedPercent},
 		{"raw NUL", "file:///etc/passwd\x00", "", ErrControl},
 		{"bad escape", "file:///%zz", "", ErrBadEscape},
 		{"overlong", "file:///tmp/%c0%ae%c0%ae/etc", "", ErrBadUTF8},
@@ -296,6 +301,33 @@ func FuzzHost(f *testing.F) {
 		}
 		if strings.ContainsAny(h, ",@/%?# \\") || strings.HasSuffix(strings.Split(h, ":")[0], ".") {
 			t.Fatalf("accepted %q", h)
+		}
+	})
+}
+
+// FuzzFileURIAgainstGo is a differential test: a file: URI the service
+// accepts names the same file for a Go server that reads it with net/url
+// and cleans the path (the usual way), so that a rule on the canonical form
+// is a rule on the file the server opens.
+func FuzzFileURIAgainstGo(f *testing.F) {
+	for _, s := range []string{"file:///tmp/../etc/passwd", "FILE://localhost/%65tc//passwd", "file:/etc/./x", "file:////etc/passwd", "file:///a/%2e%2E/b/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := URI(s)
+		if err != nil || !strings.HasPrefix(c, "file://") {
+			return
+		}
+		theirs, err := url.Parse(s)
+		if err != nil {
+			return // Go refuses it: nothing to read differently
+		}
+		ours, err := url.Parse(c)
+		if err != nil {
+			t.Fatalf("canonical %q of %q does not parse: %v", c, s, err)
+		}
+		if path.Clean(theirs.Path) != path.Clean(ours.Path) {
+			t.Fatalf("%q: Go reads %q, the canonical form %q names %q", s, path.Clean(theirs.Path), c, path.Clean(ours.Path))
 		}
 	})
 }

@@ -17,7 +17,8 @@ import (
 //     any other host, a relative path or a query is refused;
 //   - percent-encoded unreserved characters are decoded ("%65" is "e"),
 //     other escapes are kept with upper-case hex, characters above 0x7F are
-//     percent-encoded as UTF-8; "%2F", "%5C", encoded control bytes,
+//     percent-encoded as UTF-8; "%2F", "%5C", "%25" (which a reader that
+//     decodes twice takes for an escape), encoded control bytes,
 //     invalid escapes and escaped bytes that are not UTF-8 are refused;
 //   - in a hierarchical path, empty segments are collapsed ("////etc" is
 //     "/etc") and dot segments removed ("/tmp/../etc" is "/etc"); a ".."
