@@ -52,7 +52,7 @@ type Policy struct {
 	signedVerifier *lineage.SignedVerifier // nil unless peers or a signer
 	// singleValued are the headers read as one value whatever the route
 	// (see headers.go).
-	singleValued map[string]bool
+	singleValued []string
 }
 
 // Route is one compiled route.

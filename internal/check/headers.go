@@ -20,16 +20,15 @@ const (
 )
 
 // singleValuedHeaders are the headers every route reads as one value, by
-// name, besides Authorization and the route's own credential header, which
-// have rules of their own.
-func singleValuedHeaders(n lineage.Names) map[string]bool {
-	out := map[string]bool{hMCPSession: true, "mcp-method": true, "mcp-name": true, "mcp-protocol-version": true,
-		"a2a-version": true, hPartialBody: true}
+// name, besides Authorization, Mcp-Session-Id, the partial-body flag and the
+// route's own credential header, which have rules of their own.
+func singleValuedHeaders(n lineage.Names) []string {
+	out := []string{"mcp-method", "mcp-name", "mcp-protocol-version", "a2a-version"}
 	// The actor chain is a list by design; every other lineage header is one
 	// value.
 	for _, name := range []string{n.Root, n.Parent, n.Depth, n.Signed} {
 		if name != "" {
-			out[name] = true
+			out = append(out, name)
 		}
 	}
 	return out
@@ -37,31 +36,32 @@ func singleValuedHeaders(n lineage.Names) map[string]bool {
 
 // ambiguousHeader reports the first header of req that does not have the
 // one value the service reads, as a denial: a joined single-valued header,
-// an Authorization header holding more than one bearer credential, a
-// session id outside visible ASCII, a partial-body flag other than "true"
-// or "false", the route's credential cookie sent twice.
+// a session id outside visible ASCII, a partial-body flag other than "true"
+// or "false", the route's credential cookie sent twice. Authorization is
+// looked at only when no token can be read from it (ambiguousAuthorization):
+// a token read and verified before holds no comma.
 func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
 	h := req.Headers
-	// One pass over the values: commas are rare, and only a value with one
-	// needs its name looked up.
-	for name, v := range h {
-		if strings.IndexByte(v, ',') < 0 {
-			continue
+	// Looking up a few names is cheaper than scanning every value: most of
+	// them are absent.
+	for _, name := range p.singleValued {
+		if v, ok := h[name]; ok && strings.IndexByte(v, ',') >= 0 {
+			return headerDenial(name + " has more than one value")
 		}
-		switch {
-		case name == hAuthorization:
-			if containsFold(v, "bearer") {
-				// A bearer token never holds a comma: two credentials.
-				return headerDenial("authorization has more than one value")
-			}
-		case p.singleValued[name] || name == r.credentials.Header:
+	}
+	if name := r.credentials.Header; name != "" {
+		if v, ok := h[name]; ok && strings.IndexByte(v, ',') >= 0 {
 			return headerDenial(name + " has more than one value")
 		}
 	}
 	if v, ok := h[hMCPSession]; ok {
-		// MCP: a session id is visible ASCII (0x21-0x7E).
+		// MCP: a session id is visible ASCII (0x21-0x7E); a comma is
+		// visible, but here it joins two ids.
 		for i := 0; i < len(v); i++ {
-			if v[i] < 0x21 || v[i] > 0x7e {
+			switch c := v[i]; {
+			case c == ',':
+				return headerDenial("mcp-session-id has more than one value")
+			case c < 0x21 || c > 0x7e:
 				return headerDenial("mcp-session-id is not visible ASCII")
 			}
 		}
@@ -73,6 +73,19 @@ func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
 		if c := h[hCookie]; c != "" && strings.Contains(c, name) && cookieCount(c, name) > 1 {
 			return headerDenial("the " + name + " cookie is sent more than once")
 		}
+	}
+	return nil
+}
+
+// ambiguousAuthorization refuses an Authorization header that holds more
+// than one credential, one of them a bearer token ("Bearer a,Bearer b",
+// "Basic x,Bearer t"): the upstream may read either. A bearer token never
+// holds a comma, so a token that passed its syntax check cannot be one;
+// the pipeline asks only when no usable token was read.
+func ambiguousAuthorization(req *Request) *denial {
+	v := req.Headers[hAuthorization]
+	if strings.IndexByte(v, ',') >= 0 && containsFold(v, "bearer") {
+		return headerDenial("authorization has more than one value")
 	}
 	return nil
 }

@@ -345,6 +345,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	// A JSON-RPC call is never public (unless the route declares plain
 	// HTTP): an MCP server serving every path would run it.
 	if r.isPublic(req.Path) && (r.protocol == ProtoHTTP || !looksLikeCall(req)) {
+		if d := ambiguousAuthorization(req); d != nil {
+			e.step("credential", "ambiguous", d.desc)
+			return p.deny(req, r, nil, *d)
+		}
 		e.step("public", "yes", "public path: no token needed")
 		return Verdict{Outcome: Public, Route: r.Name, Remove: r.publicRemove()}
 	}
@@ -368,6 +372,12 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		// Opt-in: some agent frameworks put the token in the tool call.
 		token, err = credential.Check(metaBearer(call.metaToken))
 	}
+	if err != nil {
+		if d := ambiguousAuthorization(req); d != nil {
+			e.step("credential", "ambiguous", d.desc)
+			return p.deny(req, r, &call, *d)
+		}
+	}
 	switch {
 	case errors.Is(err, credential.ErrMissing):
 		e.step("credential", "missing", "no bearer token")
@@ -388,6 +398,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		// Only tokens not seen before need their syntax checked: every
 		// cached one passed this.
 		if err := credential.Syntax(token); err != nil {
+			if d := ambiguousAuthorization(req); d != nil {
+				e.step("credential", "ambiguous", d.desc)
+				return p.deny(req, r, &call, *d)
+			}
 			if e.steps != nil {
 				e.step("credential", "invalid", err.Error())
 			}
