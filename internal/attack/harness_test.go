@@ -1,6 +1,7 @@
 package attack
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -372,4 +373,40 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// fwd is a request as a forward-auth proxy describes it to the front end,
+// in the forwarded convention of Traefik and Caddy.
+type fwd struct {
+	Method string      // X-Forwarded-Method, POST when empty
+	URI    string      // X-Forwarded-Uri, /mcp when empty
+	Host   string      // X-Forwarded-Host, host when empty
+	Header http.Header // the client's own headers
+	Body   string      // the body, as Traefik's forwardBody sends it
+}
+
+// forwardAuth asks the forward-auth front end about r.
+func (s *suite) forwardAuth(t *testing.T, r fwd) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.httpURL+"/", strings.NewReader(r.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Forwarded-Method", cmp.Or(r.Method, http.MethodPost))
+	req.Header.Set("X-Forwarded-Uri", cmp.Or(r.URI, "/mcp"))
+	req.Header.Set("X-Forwarded-Host", cmp.Or(r.Host, host))
+	req.Header.Set("X-Forwarded-Proto", "https")
+	if r.Body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range r.Header {
+		req.Header[k] = vs
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
 }

@@ -186,7 +186,7 @@ func TestHTTPMethodsEndToEnd(t *testing.T) {
 func TestHTTPMethodsForwardAuth(t *testing.T) {
 	s := start(t, methodRoutes, options{})
 	user := token(t, issuerHS, "mallory", "read")
-	h := map[string]string{"Authorization": "Bearer " + user, "Content-Type": "application/json"}
+	h := bearer(user)
 	for _, tc := range []struct {
 		method string
 		want   int
@@ -194,7 +194,7 @@ func TestHTTPMethodsForwardAuth(t *testing.T) {
 		{"PUT", 403}, {"GET", 403}, {"post", 400}, {"Post", 400},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
-			if status, body := s.forwardAuth(t, tc.method, h, deleteBody); status != tc.want {
+			if status, _, body := s.forwardAuth(t, fwd{Method: tc.method, Header: h, Body: deleteBody}); status != tc.want {
 				t.Fatalf("status %d body %s, want %d", status, body, tc.want)
 			}
 		})

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -283,50 +282,24 @@ func TestInvalidUTF8WithoutPackAsBytes(t *testing.T) {
 	}
 }
 
-// forwardAuth asks the forward-auth front end as Traefik with forwardBody
-// does: the original method and URI in X-Forwarded-* headers, the body as
-// the request's.
-func (s *suite) forwardAuth(t *testing.T, method string, header map[string]string, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.httpURL+"/", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Forwarded-Method", method)
-	req.Header.Set("X-Forwarded-Uri", "/mcp")
-	req.Header.Set("X-Forwarded-Host", host)
-	req.Header.Set("X-Forwarded-Proto", "https")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // TestParserDifferentialsForwardAuth: the forward-auth front end, given the
 // body (Traefik forwardBody), refuses every case with 400, never 2xx.
 func TestParserDifferentialsForwardAuth(t *testing.T) {
 	s := start(t, parserRoutes, options{})
 	user := token(t, issuerHS, "mallory", "read")
-	h := map[string]string{"Authorization": "Bearer " + user, "Content-Type": "application/json"}
+	h := bearer(user)
 	for _, tc := range parserCases {
 		t.Run(tc.name, func(t *testing.T) {
-			status, body := s.forwardAuth(t, http.MethodPost, h, tc.body)
+			status, _, body := s.forwardAuth(t, fwd{Header: h, Body: tc.body})
 			if status != 400 || !strings.Contains(body, `"jsonrpc":"2.0"`) {
 				t.Fatalf("status %d body %s, want 400 with a JSON-RPC error", status, body)
 			}
 		})
 	}
-	if status, body := s.forwardAuth(t, http.MethodPost, h, toolCall(1, "echo", "")); status != 200 {
+	if status, _, body := s.forwardAuth(t, fwd{Header: h, Body: toolCall(1, "echo", "")}); status != 200 {
 		t.Fatalf("control echo: status %d body %s", status, body)
 	}
-	if status, _ := s.forwardAuth(t, http.MethodPost, h, deleteBody); status != 403 {
+	if status, _, _ := s.forwardAuth(t, fwd{Header: h, Body: deleteBody}); status != 403 {
 		t.Fatalf("control delete_file: status %d, want 403", status)
 	}
 }

@@ -55,6 +55,9 @@ type Policy struct {
 	lineageNames   lineage.Names
 	signer         *lineage.Signer         // nil unless configured
 	signedVerifier *lineage.SignedVerifier // nil unless peers or a signer
+	// singleValued are the headers read as one value whatever the route
+	// (see headers.go).
+	singleValued []string
 }
 
 // Route is one compiled route.
@@ -77,6 +80,10 @@ type Route struct {
 	identityOwned        []string // owned headers a grant sets or strips (lineage does its own)
 	// unauthenticatedRemove is owned plus authorization unless forwarded.
 	unauthenticatedRemove []string
+	// credentialRemove are the headers carrying a credential that never go
+	// upstream: Authorization and the configured credential header, unless
+	// the route forwards credentials.
+	credentialRemove []string
 
 	protocol       string // ProtoMCP, ProtoA2A, ProtoHTTP, or "" (auto)
 	rules          []rule
@@ -171,6 +178,7 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		p.close()
 		return nil, err
 	}
+	p.singleValued = singleValuedHeaders(p.lineageNames)
 	exchangers, err := compileExchanges(f, d)
 	if err != nil {
 		p.close()
@@ -232,6 +240,12 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		upstreamValidatesMCPHeaders: rc.UpstreamValidatesMCPHeaders,
 		resource:                    rc.ProtectedResource,
 	}
+	if err := compileURIPatterns(r.rules); err != nil {
+		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
+	}
+	if err := checkRoutePaths(rc.PathPrefix, rc.PublicPaths); err != nil {
+		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
+	}
 	switch rc.Protocol {
 	case config.ProtocolMCP:
 		r.protocol = ProtoMCP
@@ -272,6 +286,10 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	for _, ch := range rc.ClaimHeaders {
 		r.owned = append(r.owned, ch.Header)
 	}
+	if !rc.DryRun {
+		// Only a dry-run route sets it (on every request it passes).
+		r.owned = append(r.owned, DryRunHeader)
+	}
 	r.lineageOff = rc.Lineage.Disabled
 	r.dryRun = rc.DryRun
 	r.identityOwned = slices.Clone(r.owned)
@@ -297,7 +315,11 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	r.trust = t
 	r.unauthenticatedRemove = slices.Clone(r.owned)
 	if !r.forwardAuthorization {
-		r.unauthenticatedRemove = append(r.unauthenticatedRemove, "authorization")
+		r.credentialRemove = []string{"authorization"}
+		if h := r.credentials.Header; h != "" && h != "authorization" {
+			r.credentialRemove = append(r.credentialRemove, h)
+		}
+		r.unauthenticatedRemove = append(r.unauthenticatedRemove, r.credentialRemove...)
 	}
 	if r.exchange, err = compileRouteExchange(rc.Exchange, p.exchangers); err != nil {
 		return nil, fmt.Errorf("route %s: exchange: %w", rc.Name, err)

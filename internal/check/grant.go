@@ -153,14 +153,13 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			g.set = append(g.set, Header{Name: ch.Header, Value: v})
 		}
 	}
+	g.remove = make([]string, 0, len(r.identityOwned)+len(r.credentialRemove))
 	for _, name := range r.identityOwned {
 		if !isSet(g.set, name) {
 			g.remove = append(g.remove, name)
 		}
 	}
-	if !r.forwardAuthorization {
-		g.remove = append(g.remove, "authorization")
-	}
+	g.remove = append(g.remove, r.credentialRemove...)
 	return g, nil
 }
 

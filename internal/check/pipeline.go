@@ -280,6 +280,9 @@ func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
 	if e.route != nil && e.route.dryRun {
 		v = e.route.dryRunVerdict(v)
 	}
+	if e.route != nil {
+		e.route.stripCredentialCookie(req, &v)
+	}
 	return v
 }
 
@@ -325,6 +328,10 @@ func (e *evaluation) step(name, outcome, detail string) {
 
 func (e *evaluation) decide(ctx context.Context) Verdict {
 	pl, p, req := e.pl, e.p, e.req
+	if d := canonicalRequest(req); d != nil {
+		e.step("canonical", "refused", d.desc)
+		return p.deny(req, nil, earlyCall(req), *d)
+	}
 	if v, ok := p.protectedResource(req); ok {
 		if e.steps != nil {
 			e.step("discovery", "answered", "protected resource metadata of route "+v.Route)
@@ -342,7 +349,17 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	if e.steps != nil {
 		e.step("route", r.Name, routeReason(req))
 	}
-	if r.isPublic(req.Path) {
+	if d := p.ambiguousHeader(r, req); d != nil {
+		e.step("headers", "ambiguous", d.desc)
+		return p.deny(req, r, earlyCall(req), *d)
+	}
+	// A JSON-RPC call is never public (unless the route declares plain
+	// HTTP): an MCP server serving every path would run it.
+	if r.isPublic(req.Path) && (r.protocol == ProtoHTTP || !looksLikeCall(req)) {
+		if d := ambiguousAuthorization(req); d != nil {
+			e.step("credential", "ambiguous", d.desc)
+			return p.deny(req, r, nil, *d)
+		}
 		e.step("public", "yes", "public path: no token needed")
 		return Verdict{Outcome: Public, Route: r.Name, Remove: r.publicRemove()}
 	}
@@ -350,6 +367,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	if bad != nil {
 		e.step("jsonrpc", "malformed", bad.desc)
 		return p.deny(req, r, &call, denial{outcome: Malformed, desc: bad.desc, rpcCode: bad.code})
+	}
+	if d := canonicalCall(&call); d != nil {
+		e.step("jsonrpc", "malformed", d.desc)
+		return p.deny(req, r, &call, *d)
 	}
 	if call.Protocol != "" {
 		if e.steps != nil {
@@ -361,6 +382,12 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	if errors.Is(err, credential.ErrMissing) && r.tokenInMeta && call.metaToken != "" {
 		// Opt-in: some agent frameworks put the token in the tool call.
 		token, err = credential.Check(metaBearer(call.metaToken))
+	}
+	if err != nil {
+		if d := ambiguousAuthorization(req); d != nil {
+			e.step("credential", "ambiguous", d.desc)
+			return p.deny(req, r, &call, *d)
+		}
 	}
 	switch {
 	case errors.Is(err, credential.ErrMissing):
@@ -382,6 +409,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		// Only tokens not seen before need their syntax checked: every
 		// cached one passed this.
 		if err := credential.Syntax(token); err != nil {
+			if d := ambiguousAuthorization(req); d != nil {
+				e.step("credential", "ambiguous", d.desc)
+				return p.deny(req, r, &call, *d)
+			}
 			if e.steps != nil {
 				e.step("credential", "invalid", err.Error())
 			}

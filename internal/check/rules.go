@@ -22,6 +22,11 @@ type rule struct {
 	scopeParam string
 	claims     []claimRequirement
 	deny       bool
+
+	// uriNames are names canonicalised as resource URI patterns, matched
+	// against canonical URIs (nil when the rule cannot apply to a resource
+	// method).
+	uriNames []string
 }
 
 type claimRequirement struct {
@@ -97,7 +102,11 @@ func (r *rule) matches(method string, meanings []int, name string) bool {
 	if !r.matchesMethod(method, meanings) {
 		return false
 	}
-	if len(r.names) > 0 && !anyGlob(r.names, name) {
+	names := r.names
+	if r.uriNames != nil && isURIMethod(method) {
+		names = r.uriNames
+	}
+	if len(names) > 0 && !anyGlob(names, name) {
 		return false
 	}
 	return true

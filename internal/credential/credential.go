@@ -116,11 +116,16 @@ var b64token = func() (t [256]bool) {
 }()
 
 // cookie finds name in a Cookie header ("a=1; b=2"; Envoy joins repeated
-// Cookie headers with "; ").
+// Cookie headers with "; ", a front end may join them with ","; a cookie
+// value never holds either).
 func cookie(header, name string) (string, bool) {
 	for header != "" {
 		var part string
-		part, header, _ = strings.Cut(header, ";")
+		if i := strings.IndexAny(header, ";,"); i >= 0 {
+			part, header = header[:i], header[i+1:]
+		} else {
+			part, header = header, ""
+		}
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if ok && k == name {
 			return strings.Trim(v, `"`), true

@@ -158,7 +158,7 @@ func (e *feEnv) testErrors(t *testing.T) {
 	tok := e.token(t, nil)
 	// A request the service refuses itself: nginx would make it a 500.
 	status, _, body := rawMCP(t, e.base+"/mcp/%2e%2e/mcp", tok, initializeBody, nil)
-	if status != http.StatusBadRequest || !strings.Contains(body, "dot segments") {
+	if status != http.StatusBadRequest || !strings.Contains(body, `"invalid_request"`) {
 		t.Errorf("dot segments: %d %s, want the service's 400", status, body)
 	}
 	// The token service down: 503 with Retry-After and a JSON-RPC error.

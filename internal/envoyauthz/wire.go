@@ -166,9 +166,9 @@ func (w *wireRequest) http(num protowire.Number, v string) error {
 }
 
 // request finishes the plain request: the raw header list merged as Envoy
-// merges headers (lower-case keys, repeats joined with ",", invalid UTF-8
-// as "!"), attributes Envoy left empty taken from the pseudo-headers, the
-// body and whether it is partial.
+// merges headers (lower-case keys, repeats joined with "," or for Cookie
+// "; ", invalid UTF-8 as "!"), attributes Envoy left empty taken from the
+// pseudo-headers, the body and whether it is partial.
 func (w *wireRequest) request() *check.Request {
 	in := &w.in
 	if len(in.Headers) == 0 && len(w.rawHdr) > 0 {
@@ -178,7 +178,7 @@ func (w *wireRequest) request() *check.Request {
 				v = strings.ToValidUTF8(v, "!")
 			}
 			if prev, ok := in.Headers[k]; ok {
-				v = prev + "," + v
+				v = prev + joiner(k) + v
 			}
 			in.Headers[k] = v
 		}
@@ -200,6 +200,15 @@ func (w *wireRequest) request() *check.Request {
 	}
 	in.BodyPartial = h["x-envoy-auth-partial-body"] == "true"
 	return in
+}
+
+// joiner is how Envoy joins repeated values of a header: "; " for Cookie
+// (RFC 6265 section 5.4), "," for every other.
+func joiner(key string) string {
+	if key == "cookie" {
+		return "; "
+	}
+	return ","
 }
 
 // fields calls fn with every length-delimited field of the message in s

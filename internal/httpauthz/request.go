@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/extauthz/extauthz/internal/canon"
 	"github.com/extauthz/extauthz/internal/check"
 )
 
@@ -372,54 +373,18 @@ func (o *original) validate() badRequest {
 	if !isToken(o.method) {
 		return "the original method is malformed"
 	}
-	if !validHost(o.host) {
-		return "the original host is malformed"
+	// One canonical form for every front end (internal/canon): what the
+	// pipeline would refuse is refused here already, with the reason.
+	if _, err := canon.Host(o.host); err != nil {
+		return badRequest("the original host is malformed: " + err.Error())
 	}
-	if len(o.uri) == 0 || o.uri[0] != '/' {
-		return "the original URI is not a path"
-	}
-	for i := 0; i < len(o.uri); i++ {
-		if c := o.uri[i]; c <= ' ' || c == 0x7f || c == '#' {
-			return "the original URI contains forbidden characters"
-		}
-	}
-	if hasDotSegment(o.uri) {
-		// The check matches routes and public paths on the path as sent;
-		// an upstream that resolves "/public/../mcp" would serve another
-		// path than the one checked.
-		return "the original URI contains dot segments"
+	if _, _, err := canon.Target(o.uri); err != nil {
+		return badRequest(err.Error())
 	}
 	if o.scheme != "http" && o.scheme != "https" {
 		o.scheme = "https"
 	}
 	return ""
-}
-
-// hasDotSegment reports whether the path of uri, percent-decoded, has a "."
-// or ".." segment, with "/" or "\" as separators. Undecodable paths count as
-// having one.
-func hasDotSegment(uri string) bool {
-	path := uri
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
-	}
-	if strings.IndexByte(path, '%') >= 0 {
-		p, err := url.PathUnescape(path)
-		if err != nil {
-			return true
-		}
-		path = p
-	}
-	start := 0
-	for i := 0; i <= len(path); i++ {
-		if i == len(path) || path[i] == '/' || path[i] == '\\' {
-			if seg := path[start:i]; seg == "." || seg == ".." {
-				return true
-			}
-			start = i + 1
-		}
-	}
-	return false
 }
 
 // isToken reports whether s is a non-empty RFC 9110 token (a method).
@@ -432,21 +397,6 @@ func isToken(s string) bool {
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validHost accepts a host name or IP literal with an optional port; empty
-// is allowed (HTTP/1.0).
-func validHost(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '.', c == '-', c == ':', c == '[', c == ']', c == '_':
 		default:
 			return false
 		}
@@ -486,7 +436,11 @@ func headerMap(hdr http.Header) check.Headers {
 		case 1:
 			m[lk] = vs[0]
 		default:
-			m[lk] = strings.Join(vs, ",")
+			sep := ","
+			if lk == "cookie" {
+				sep = "; " // as Envoy and HTTP/2 join cookies
+			}
+			m[lk] = strings.Join(vs, sep)
 		}
 	}
 	return m

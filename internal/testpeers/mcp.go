@@ -16,6 +16,12 @@ const (
 	ToolDeleteFile = "delete_file"
 	// ResourceWhoAmI reads like the whoami tool.
 	ResourceWhoAmI = "peer://whoami"
+	// ResourceFiles is a template of file resources: any file: URI with a
+	// path reads as its own URI (nothing is read from disk).
+	ResourceFiles = "file:///{+path}"
+	// ReadResource is the ToolCall.Tool reported to OnToolCall for a read of
+	// a ResourceFiles resource, with the URI in the arguments.
+	ReadResource = "resources/read"
 )
 
 // MCPOptions configures [NewMCPServer].
@@ -33,7 +39,9 @@ type MCPOptions struct {
 	// Logger receives the SDK's log; nil discards it.
 	Logger *slog.Logger
 	// OnToolCall, when set, is called with every tool call before it is
-	// answered, so a test can tell whether a call reached the server at all.
+	// answered, so a test can tell whether a call reached the server at all,
+	// and with every read of a ResourceFiles resource as a call of the tool
+	// ReadResource with arguments {"uri": ...}.
 	// It may be called concurrently.
 	OnToolCall func(ToolCall)
 }
@@ -103,6 +111,11 @@ func NewMCPServer(opts MCPOptions) http.Handler {
 		Name:     "whoami",
 		MIMEType: "application/json",
 	}, p.readWhoAmI)
+	server.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: ResourceFiles,
+		Name:        "files",
+		MIMEType:    "text/plain",
+	}, p.readFile)
 
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
 		Stateless:                  opts.Stateless,
@@ -160,6 +173,15 @@ func (p *mcpPeer) readWhoAmI(_ context.Context, req *mcp.ReadResourceRequest) (*
 		MIMEType: "application/json",
 		Text:     p.seen(req.Extra).marshal(),
 	}}}, nil
+}
+
+func (p *mcpPeer) readFile(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	if p.onCall != nil {
+		args, _ := json.Marshal(map[string]string{"uri": uri})
+		p.onCall(ToolCall{Tool: ReadResource, Arguments: args, Seen: p.seen(req.Extra)})
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: "contents of " + uri}}}, nil
 }
 
 func textResult(text string) *mcp.CallToolResult {

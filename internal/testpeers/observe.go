@@ -29,6 +29,7 @@ var ObservedHeaders = []string{
 	"X-Actor-Chain",
 	HeaderKagentRootContextID,
 	HeaderKagentParentContextID,
+	"X-Extauthz-Dry-Run",
 }
 
 // The lineage headers kagent stamps on every outbound A2A call.
@@ -56,6 +57,11 @@ type Observation struct {
 	Authorization bool `json:"authorization"`
 	// AuthorizationSHA256 is [Fingerprint] of the first Authorization value.
 	AuthorizationSHA256 string `json:"authorizationSha256,omitempty"`
+	// Cookies are the names (never the values) of the cookies that arrived.
+	Cookies []string `json:"cookies,omitempty"`
+	// APIToken reports whether an X-Api-Token header (an alternative
+	// credential header) arrived.
+	APIToken bool `json:"apiToken,omitempty"`
 	// Next is what the next agent in the chain saw (A2A with a next hop).
 	Next *Observation `json:"next,omitempty"`
 }
@@ -81,6 +87,10 @@ func observe(peer string, h http.Header) Observation {
 		o.Authorization = true
 		o.AuthorizationSHA256 = Fingerprint(auth[0])
 	}
+	for _, c := range (&http.Request{Header: h}).Cookies() {
+		o.Cookies = append(o.Cookies, c.Name)
+	}
+	o.APIToken = len(h.Values("X-Api-Token")) > 0
 	return o
 }
 

@@ -1,0 +1,171 @@
+package check
+
+import (
+	"strings"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/lineage"
+)
+
+// Headers the service reads as one value. Envoy joins a repeated header with
+// "," (and with encode_raw_headers the front end does the same), so a comma
+// in one of them means two values, of which the upstream may read either:
+// the request is refused rather than decided on one of them. The full table,
+// with the headers that are lists by design, is in docs/security-model.md.
+const (
+	hAuthorization = "authorization"
+	hMCPSession    = "mcp-session-id"
+	hPartialBody   = "x-envoy-auth-partial-body"
+	hCookie        = "cookie"
+)
+
+// singleValuedHeaders are the headers every route reads as one value, by
+// name, besides Authorization, Mcp-Session-Id, the partial-body flag and the
+// route's own credential header, which have rules of their own.
+func singleValuedHeaders(n lineage.Names) []string {
+	out := []string{"mcp-method", "mcp-name", "mcp-protocol-version", "a2a-version"}
+	// The actor chain is a list by design; every other lineage header is one
+	// value.
+	for _, name := range []string{n.Root, n.Parent, n.Depth, n.Signed} {
+		if name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// ambiguousHeader reports the first header of req that does not have the
+// one value the service reads, as a denial: a joined single-valued header,
+// a session id outside visible ASCII, a partial-body flag other than "true"
+// or "false", the route's credential cookie sent twice. Authorization is
+// looked at only when no token can be read from it (ambiguousAuthorization):
+// a token read and verified before holds no comma.
+func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
+	h := req.Headers
+	// Looking up a few names is cheaper than scanning every value: most of
+	// them are absent.
+	for _, name := range p.singleValued {
+		if v, ok := h[name]; ok && strings.IndexByte(v, ',') >= 0 {
+			return headerDenial(name + " has more than one value")
+		}
+	}
+	if name := r.credentials.Header; name != "" {
+		if v, ok := h[name]; ok && strings.IndexByte(v, ',') >= 0 {
+			return headerDenial(name + " has more than one value")
+		}
+	}
+	if v, ok := h[hMCPSession]; ok {
+		// MCP: a session id is visible ASCII (0x21-0x7E); a comma is
+		// visible, but here it joins two ids.
+		for i := 0; i < len(v); i++ {
+			switch c := v[i]; {
+			case c == ',':
+				return headerDenial("mcp-session-id has more than one value")
+			case c < 0x21 || c > 0x7e:
+				return headerDenial("mcp-session-id is not visible ASCII")
+			}
+		}
+	}
+	if v, ok := h[hPartialBody]; ok && v != "true" && v != "false" {
+		return headerDenial(hPartialBody + " is neither true nor false")
+	}
+	if name := r.credentials.Cookie; name != "" {
+		if c := h[hCookie]; c != "" && strings.Contains(c, name) && cookieCount(c, name) > 1 {
+			return headerDenial("the " + name + " cookie is sent more than once")
+		}
+	}
+	return nil
+}
+
+// ambiguousAuthorization refuses an Authorization header that holds more
+// than one credential, one of them a bearer token ("Bearer a,Bearer b",
+// "Basic x,Bearer t"): the upstream may read either. A bearer token never
+// holds a comma, so a token that passed its syntax check cannot be one;
+// the pipeline asks only when no usable token was read.
+func ambiguousAuthorization(req *Request) *denial {
+	v := req.Headers[hAuthorization]
+	if strings.IndexByte(v, ',') >= 0 && containsFold(v, "bearer") {
+		return headerDenial("authorization has more than one value")
+	}
+	return nil
+}
+
+func headerDenial(desc string) *denial {
+	return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
+}
+
+// cookiePairs calls fn with each name=value pair of a Cookie header; names
+// are case-sensitive (RFC 6265). Pairs are separated by ";" (Envoy joins
+// repeated Cookie headers with "; ") and by "," (a front end that joins
+// them as any other header; a cookie value never holds a comma), as
+// credential.Find reads them.
+func cookiePairs(header string, fn func(name, pair string)) {
+	for header != "" {
+		var part string
+		if i := strings.IndexAny(header, ";,"); i >= 0 {
+			part, header = header[:i], header[i+1:]
+		} else {
+			part, header = header, ""
+		}
+		part = strings.TrimSpace(part)
+		name, _, _ := strings.Cut(part, "=")
+		fn(name, part)
+	}
+}
+
+func cookieCount(header, name string) int {
+	if header == "" {
+		return 0
+	}
+	n := 0
+	cookiePairs(header, func(k, _ string) {
+		if k == name {
+			n++
+		}
+	})
+	return n
+}
+
+// withoutCookie is the Cookie header without the cookie name; found is
+// false when it had none.
+func withoutCookie(header, name string) (rest string, found bool) {
+	var b strings.Builder
+	cookiePairs(header, func(k, pair string) {
+		switch {
+		case k == name:
+			found = true
+		case pair == "":
+		default:
+			if b.Len() > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(pair)
+		}
+	})
+	return b.String(), found
+}
+
+// stripCredentialCookie takes the route's credential cookie out of the
+// Cookie header upstream of a passing request, unless the route forwards
+// credentials: the rest of the header is set again without it, or the
+// header removed when nothing is left.
+func (r *Route) stripCredentialCookie(req *Request, v *Verdict) {
+	name := r.credentials.Cookie
+	if name == "" || r.forwardAuthorization || !v.Outcome.Allow() {
+		return
+	}
+	header := req.Headers[hCookie]
+	if header == "" || !strings.Contains(header, name) {
+		return
+	}
+	rest, found := withoutCookie(header, name)
+	if !found {
+		return
+	}
+	// Full slice expressions: the verdict's slices may be the grant's.
+	if rest == "" {
+		v.Remove = append(v.Remove[:len(v.Remove):len(v.Remove)], hCookie)
+	} else {
+		v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: hCookie, Value: rest})
+	}
+}
