@@ -47,6 +47,14 @@ type Policy struct {
 	perSubject  int
 	sessionIdle time.Duration
 	limits      config.Limits
+	// delegates may join the sessions and tasks of the users they act for.
+	delegates []delegate
+	// taskOwnership binds tasks to their creator.
+	taskOwnership bool
+	// sessionSources is where the session id comes from, in order;
+	// defaultSession the id of the "default" source.
+	sessionSources []sessionSource
+	defaultSession string
 
 	exchangers     map[string]*exchange.Exchanger
 	elicitMax      int
@@ -143,8 +151,13 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		issuerNames: issuerNames(f),
 		sessionIdle: f.Sessions.IdleTimeout.D(),
 		limits:      f.Limits,
+		delegates:   compileDelegates(f.Sessions.Delegates),
 		ready:       func() bool { return true },
 		close:       func() {},
+	}
+	p.taskOwnership = f.Sessions.TaskOwnership == nil || *f.Sessions.TaskOwnership
+	if err := p.compileSessionSources(f.Identity); err != nil {
+		return nil, err
 	}
 	if d.Verifier != nil {
 		p.verifier = d.Verifier

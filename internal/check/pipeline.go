@@ -37,6 +37,7 @@ type Pipeline struct {
 	policy       atomic.Pointer[Policy]
 	cache        *cache.Cache[*cached]
 	sessions     *session.Store
+	tasks        *session.Store // tasks bound to their creator, bounded like sessions
 	elicitations *elicit.Store
 	consents     *cache.Cache[bool]
 	// initURL remembers, per subject, whether the client's last initialize
@@ -111,7 +112,7 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Pipeline{cache: c, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
+	pl := &Pipeline{cache: c, sessions: sessions, tasks: session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now), elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
 		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer,
 		shared: o.Shared, sessionIdle: p.sessionIdle}
 	if o.ElicitationKey != nil {
@@ -428,7 +429,7 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 
 	switch {
 	case call.Method != "":
-		o, desc, scope := r.authorize(g, call.Method, call.Name)
+		o, desc, scope := e.authorizeCall(r, g, &call)
 		if e.steps != nil {
 			e.step("rules", o.String(), desc)
 		}
@@ -462,6 +463,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 			e.step("session", "bound", "MCP session belongs to "+g.Subject)
 		}
 	}
+	if d, ok := e.bindTasks(ctx, r, &call, g); !ok {
+		e.step("task", d.outcome.String(), d.desc)
+		return withRetryAfter(denyAs(d), d.retryAfter)
+	}
 	v := Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Call: call, Set: g.set, Remove: g.remove}
 	if !r.lineageOff {
 		if d, ok := pl.applyLineage(ctx, p, r, req, &call, g, &v); !ok {
@@ -473,6 +478,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		if e.steps != nil {
 			e.step("lineage", "derived", fmt.Sprintf("root %q parent %q depth %d actors %v (trusted: %v)", v.Lineage.Root, v.Lineage.Parent, v.Lineage.Depth, v.Lineage.ActorChain, v.Lineage.Trusted))
 		}
+	}
+	if d, ok := e.applySessionID(ctx, r, &call, g, &v); !ok {
+		e.step("session-id", d.outcome.String(), d.desc)
+		return withRetryAfter(denyAs(d), d.retryAfter)
 	}
 	if r.exchange != nil && r.exchange.needed(&call, r.upstreamValidatesMCPHeaders) {
 		if d, ok := e.applyExchange(ctx, r, &call, g, token, &v); !ok {
