@@ -60,6 +60,9 @@ type Policy struct {
 	elicitMax      int
 	elicitTTL      time.Duration
 	lineageNames   lineage.Names
+	// lineageNoMint: no lineage headers when nothing names the
+	// conversation (the kagent preset), instead of a new root.
+	lineageNoMint bool
 	signer         *lineage.Signer         // nil unless configured
 	signedVerifier *lineage.SignedVerifier // nil unless peers or a signer
 }
@@ -346,6 +349,7 @@ func (p *Policy) compileLineage(f *config.File, d Deps) error {
 	n := lineage.DefaultNames()
 	if l.Preset == "kagent" {
 		n = lineage.KagentNames()
+		p.lineageNoMint = true
 	}
 	n.User, n.Session = f.Identity.UserHeader, f.Identity.SessionHeader
 	for _, o := range []struct {

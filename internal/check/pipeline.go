@@ -540,14 +540,14 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 		}
 	}
 	res, err := lineage.Derive(in, lineage.Facts{ContextID: call.ContextID, MCPSessionID: call.MCPSession, TokenSessionID: g.Session, ActChain: g.Actors},
-		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth})
+		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth, NoMint: p.lineageNoMint})
 	switch {
 	case errors.Is(err, lineage.ErrTooDeep):
 		return denial{outcome: TooDeep, desc: "the delegation chain is deeper than this route allows"}, false
 	case err != nil:
 		return denial{outcome: Malformed, desc: "malformed lineage header", rpcCode: jsonrpc.CodeInvalidRequest}, false
 	}
-	if r.signLineage && p.signer != nil {
+	if r.signLineage && p.signer != nil && res.Root != "" {
 		if res.Signed, err = p.signer.Sign(&res, g.Subject, g.Session); err != nil {
 			// A missing signature only costs the next hop its proof.
 			pl.log.LogAttrs(ctx, slog.LevelWarn, "signing lineage failed", slog.String("route", r.Name), slog.String("error", err.Error()))

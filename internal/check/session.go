@@ -152,7 +152,7 @@ func (e *evaluation) bind(ctx context.Context, r *Route, store *session.Store, k
 	pl.log.LogAttrs(ctx, slog.LevelWarn, kind+" hijack attempt",
 		slog.String("route", r.Name), slog.String("user", g.Subject),
 		slog.String("request_id", req.RequestID), slog.String("method", req.Method))
-	if pl.observer != nil {
+	if pl.observer != nil && kind != bindTask {
 		pl.observer.SessionConflict(r.Name)
 	}
 	return conflict, false
