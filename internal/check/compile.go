@@ -56,13 +56,13 @@ type Policy struct {
 	sessionSources []sessionSource
 	defaultSession string
 
-	exchangers     map[string]*exchange.Exchanger
-	elicitMax      int
-	elicitTTL      time.Duration
-	lineageNames   lineage.Names
+	exchangers   map[string]*exchange.Exchanger
+	elicitMax    int
+	elicitTTL    time.Duration
+	lineageNames lineage.Names
 	// lineageNoMint: no lineage headers when nothing names the
 	// conversation (the kagent preset), instead of a new root.
-	lineageNoMint bool
+	lineageNoMint  bool
 	signer         *lineage.Signer         // nil unless configured
 	signedVerifier *lineage.SignedVerifier // nil unless peers or a signer
 }
