@@ -55,14 +55,14 @@ type Policy struct {
 	// defaultSession the id of the "default" source.
 	sessionSources []sessionSource
 	defaultSession string
-
-	exchangers   map[string]*exchange.Exchanger
-	elicitMax    int
-	elicitTTL    time.Duration
-	lineageNames lineage.Names
 	// lineageNoMint: no lineage headers when nothing names the
 	// conversation (the kagent preset), instead of a new root.
-	lineageNoMint  bool
+	lineageNoMint bool
+
+	exchangers     map[string]*exchange.Exchanger
+	elicitMax      int
+	elicitTTL      time.Duration
+	lineageNames   lineage.Names
 	signer         *lineage.Signer         // nil unless configured
 	signedVerifier *lineage.SignedVerifier // nil unless peers or a signer
 }
