@@ -208,12 +208,14 @@ func TestSessionMetrics(t *testing.T) {
 	pl, mint := agentPipeline(t, "sessions: {max_entries: 2, max_per_subject: 1}\n", st)
 	alice, bob, carol := mint(nil), mint(jwt.MapClaims{"sub": "bob"}), mint(jwt.MapClaims{"sub": "carol"})
 	ctx := context.Background()
-	use := func(tok, sid string) { pl.Check(ctx, call("mcp.example.com", tok, Headers{"mcp-session-id": sid}, mcpPing)) }
-	use(alice, "s1") // miss, created
-	use(alice, "s1") // hit
-	use(bob, "s1")   // conflict
-	use(bob, "s2")   // miss, created
-	use(carol, "s3") // miss, refused: the store is full
+	use := func(tok, sid string) {
+		pl.Check(ctx, call("mcp.example.com", tok, Headers{"mcp-session-id": sid}, mcpPing))
+	}
+	use(alice, "s1")                                                    // miss, created
+	use(alice, "s1")                                                    // hit
+	use(bob, "s1")                                                      // conflict
+	use(bob, "s2")                                                      // miss, created
+	use(carol, "s3")                                                    // miss, refused: the store is full
 	pl.Check(ctx, call("agent.example.com", alice, nil, a2aSend("c1"))) // another route: miss, created (contexts count too)
 	want := map[string][5]int{"mcp": {1, 3, 2, 1, 1}, "a2a": {0, 1, 1, 0, 0}}
 	for route, w := range want {
