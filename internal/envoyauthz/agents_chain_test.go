@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/envoytest"
@@ -203,5 +205,68 @@ sessions:
 	status, body = callTool(rogueToken)
 	if status != 403 || !strings.Contains(body, "session_conflict") || !strings.Contains(body, `"id":9`) {
 		t.Fatalf("unrelated principal in the user's session: %d %s", status, body)
+	}
+}
+
+// TestA2ATaskOwnedByCreator: a task alice's A2A SDK client created is hers:
+// bob's client, holding the task id, cannot fetch, cancel or resubscribe to
+// it (403, a JSON-RPC error), alice's delegate can.
+func TestA2ATaskOwnedByCreator(t *testing.T) {
+	addr := serveGRPC(t, `
+issuers: [{name: idp, issuer: https://idp.example.com, secret: `+protoSecret+`}]
+routes: [{name: agents, default: true, protocol: a2a, issuers: [idp]}]
+sessions: {delegates: [{client_ids: [research-agent]}]}
+`)
+	mint := func(claims jwt.MapClaims) string {
+		c := jwt.MapClaims{"sub": "alice", "session_id": "sess-1", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()}
+		for k, v := range claims {
+			c[k] = v
+		}
+		return testtoken.HMAC(t, "HS256", protoSecret, c)
+	}
+	p := envoytest.NewProxy(t, addr, testpeers.NewA2AAgent(testpeers.A2AOptions{Name: "agent"}), envoytest.ProxyOptions{
+		Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clientOf := func(tok string) *a2aclient.Client {
+		c, err := testpeers.NewA2AClient(ctx, p.URL, testpeers.NewHTTPClient(tok, nil, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Destroy() })
+		return c
+	}
+	alice := clientOf(mint(nil))
+	_, task, err := testpeers.AskWhoAmI(ctx, alice, "ctx-alice")
+	if err != nil || task == nil {
+		t.Fatalf("alice's task: %v %v", task, err)
+	}
+	if _, err := alice.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err != nil {
+		t.Fatalf("alice polls her task: %v", err)
+	}
+	bob := clientOf(mint(jwt.MapClaims{"sub": "bob", "session_id": "sess-b"}))
+	if _, err := bob.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err == nil {
+		t.Fatal("bob fetched alice's task")
+	}
+	if _, err := bob.CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID}); err == nil {
+		t.Fatal("bob cancelled alice's task")
+	}
+	delegate := clientOf(mint(jwt.MapClaims{"sub": "research-agent", "azp": "research-agent", "act": map[string]any{"sub": "alice"}}))
+	if got, err := delegate.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err != nil || got.ID != task.ID {
+		t.Fatalf("alice's delegate: %v %v", got, err)
+	}
+	// What bob's client received: 403 with a JSON-RPC error carrying the id.
+	body := `{"jsonrpc":"2.0","id":"q-1","method":"GetTask","params":{"id":"` + string(task.ID) + `"}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+mint(jwt.MapClaims{"sub": "bob"}))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 403 || !strings.Contains(string(b), `"id":"q-1"`) || !strings.Contains(string(b), "task belongs to another user") {
+		t.Fatalf("bob's GetTask: %d %s", resp.StatusCode, b)
 	}
 }
