@@ -74,6 +74,10 @@ routes:
 		t.Run(tt.name, func(t *testing.T) {
 			req := call("mcp.example.com", mint(tt.claims), nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tt.tool+`"}}`)
 			req.SourcePrincipal = tt.principal
+			_, steps := pl.Explain(context.Background(), req)
+			if st, _ := explained(steps, "exchange"); !strings.Contains(st.Detail, tt.audience) {
+				t.Fatalf("Explain's exchange step %+v does not name %s", st, tt.audience)
+			}
 			v := pl.Check(context.Background(), req)
 			if v.Outcome != Allowed {
 				t.Fatalf("%v: %s", v.Outcome, v.Description)

@@ -180,21 +180,28 @@ func (re *routeExchange) needed(call *Call, headersTrusted bool) bool {
 // targetFor picks the tool's override for MCP tools/call (tool is the
 // tool's name when one applies), then the calling agent's over it.
 func (re *routeExchange) targetFor(call *Call, g *Grant, principal string) (target exchange.Target, consent bool, tool string) {
-	target = re.target
+	target, _, consent, tool = re.pickTarget(call, g, principal)
+	return target, consent, tool
+}
+
+// pickTarget is targetFor, also saying which override won ("route",
+// "tool", "agent #i"), for Explain.
+func (re *routeExchange) pickTarget(call *Call, g *Grant, principal string) (target exchange.Target, by string, consent bool, tool string) {
+	target, by = re.target, "route"
 	if call.Method == "tools/call" {
 		for _, t := range re.tools {
 			if anyGlob(t.names, call.Name) {
-				target, consent, tool = t.target, t.consent, call.Name
+				target, by, consent, tool = t.target, "tool "+call.Name, t.consent, call.Name
 				break
 			}
 		}
 	}
 	for i := range re.agents {
 		if re.agents[i].matches(g, principal) {
-			return target.Override(re.agents[i].override), consent, tool
+			return target.Override(re.agents[i].override), "agent #" + strconv.Itoa(i), consent, tool
 		}
 	}
-	return target, consent, tool
+	return target, by, consent, tool
 }
 
 // consentKey names what a consent or pending elicitation is for.
@@ -221,7 +228,10 @@ func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g 
 		return e.reauthorize(ctx, r, call, g, consentKey(r, tool)), false
 	}
 	if e.readOnly {
-		e.step("exchange", "not run", "explain never calls the STS")
+		if e.steps != nil {
+			_, by, _, _ := re.pickTarget(call, g, e.req.SourcePrincipal)
+			e.step("exchange", "not run", fmt.Sprintf("explain never calls the STS; audience %v resource %v by the %s override", target.Audience, target.Resource, by))
+		}
 		return Verdict{}, true
 	}
 	tok, err := re.ex.Exchange(ctx, token, target, exchange.Owner{Subject: g.Subject, Session: call.MCPSession})
