@@ -270,3 +270,123 @@ sessions: {delegates: [{client_ids: [research-agent]}]}
 		t.Fatalf("bob's GetTask: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestSessionFromRealIdentityProviders is item 1 as the design's agents
+// drive it: the MCP SDK client with a Dex-like token (sid, no session_id)
+// gets x-session-id from sid; without any session claim it is the MCP
+// session the service bound, or the A2A context; a forged one never
+// arrives.
+func TestSessionFromRealIdentityProviders(t *testing.T) {
+	addr := serveGRPC(t, `
+issuers: [{name: dex, issuer: https://dex.example.com, secret: `+protoSecret+`}]
+routes:
+  - {name: tools, path_prefix: /mcp, protocol: mcp, issuers: [dex]}
+  - {name: agents, default: true, protocol: a2a, issuers: [dex]}
+`)
+	mint := func(claims jwt.MapClaims) string {
+		c := jwt.MapClaims{"sub": "alice", "iss": "https://dex.example.com", "exp": time.Now().Add(time.Hour).Unix()}
+		for k, v := range claims {
+			c[k] = v
+		}
+		return testtoken.HMAC(t, "HS256", protoSecret, c)
+	}
+	proxy := func(upstream http.Handler) *envoytest.Proxy {
+		return envoytest.NewProxy(t, addr, upstream, envoytest.ProxyOptions{
+			Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+	}
+	tools := proxy(testpeers.NewMCPServer(testpeers.MCPOptions{JSONResponse: true}))
+	agent := proxy(testpeers.NewA2AAgent(testpeers.A2AOptions{Name: "agent"}))
+	forged := http.Header{"X-Session-Id": {"../../bob"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	mcpSession := func(tok string) (testpeers.Observation, string) {
+		cs, err := testpeers.NewMCPClient(ctx, tools.URL+"/mcp", testpeers.NewHTTPClient(tok, forged, nil), &testpeers.MCPClientOptions{ProtocolVersion: testpeers.MCPVersion20250618})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		seen, err := testpeers.WhoAmI(ctx, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seen, cs.ID()
+	}
+	if seen, _ := mcpSession(mint(jwt.MapClaims{"sid": "CiQ5ZGV4LXNlc3Npb24"})); seen.Headers.Get("X-Session-Id") != "CiQ5ZGV4LXNlc3Npb24" {
+		t.Fatalf("Dex-like token: the tool saw session %v, want the sid", seen.Headers["X-Session-Id"])
+	}
+	if seen, sid := mcpSession(mint(nil)); sid == "" || seen.Headers.Get("X-Session-Id") != sid {
+		t.Fatalf("no session claim: the tool saw session %v, want the bound MCP session %q", seen.Headers["X-Session-Id"], sid)
+	}
+	client, err := testpeers.NewA2AClient(ctx, agent.URL, testpeers.NewHTTPClient(mint(nil), forged, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Destroy()
+	obs, _, err := testpeers.AskWhoAmI(ctx, client, "ctx-42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs.Headers.Get("X-Session-Id") != "ctx-42" {
+		t.Fatalf("A2A without a session claim: the agent saw session %v, want the bound context", obs.Headers["X-Session-Id"])
+	}
+	// Bob's SDK client in alice's context is refused.
+	bob, err := testpeers.NewA2AClient(ctx, agent.URL, testpeers.NewHTTPClient(mint(jwt.MapClaims{"sub": "bob"}), nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Destroy()
+	if _, _, err := testpeers.AskWhoAmI(ctx, bob, "ctx-42"); err == nil {
+		t.Fatal("bob wrote into alice's A2A context")
+	}
+}
+
+// TestKagentPresetWithoutConversation is item 5 with kagent's own header
+// convention: an MCP call that nothing names (stateless server, no session
+// claim) carries no lineage headers; one that something names does.
+func TestKagentPresetWithoutConversation(t *testing.T) {
+	addr := serveGRPC(t, `
+issuers: [{name: idp, issuer: https://idp.example.com, secret: `+protoSecret+`}]
+routes: [{name: tools, default: true, protocol: mcp, issuers: [idp]}]
+lineage: {preset: kagent}
+`)
+	tools := envoytest.NewProxy(t, addr, testpeers.NewMCPServer(testpeers.MCPOptions{Stateless: true, JSONResponse: true}), envoytest.ProxyOptions{
+		Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tt := range []struct {
+		name     string
+		claims   jwt.MapClaims
+		wantRoot string
+	}{
+		{"nothing names the conversation", nil, ""},
+		{"the token's session does", jwt.MapClaims{"session_id": "sess-7"}, "sess-7"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := jwt.MapClaims{"sub": "alice", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()}
+			for k, v := range tt.claims {
+				c[k] = v
+			}
+			forged := http.Header{testpeers.HeaderKagentRootContextID: {"forged"}}
+			cs, err := testpeers.NewMCPClient(ctx, tools.URL+"/mcp", testpeers.NewHTTPClient(testtoken.HMAC(t, "HS256", protoSecret, c), forged, nil), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			seen, err := testpeers.WhoAmI(ctx, cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := seen.Headers.Get(testpeers.HeaderKagentRootContextID); got != tt.wantRoot {
+				t.Fatalf("root %q, want %q", got, tt.wantRoot)
+			}
+			if tt.wantRoot == "" {
+				for _, h := range []string{testpeers.HeaderKagentParentContextID, "X-Lineage-Depth", "X-Actor-Chain", "X-Root-Context-Id"} {
+					if vs := seen.Headers[h]; len(vs) > 0 {
+						t.Fatalf("lineage header %s = %v without a conversation", h, vs)
+					}
+				}
+			}
+		})
+	}
+}
