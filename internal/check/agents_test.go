@@ -20,7 +20,7 @@ import (
 
 // agentPipeline is one issuer (a Dex-like one: its tokens carry sid, not
 // session_id), an MCP route and an A2A route.
-func agentPipeline(t *testing.T, extra string, obs Observer, routes ...string) (*Pipeline, func(jwt.MapClaims) string) {
+func agentPipeline(t testing.TB, extra string, obs Observer, routes ...string) (*Pipeline, func(jwt.MapClaims) string) {
 	t.Helper()
 	doc := `
 issuers: [{name: dex, issuer: https://dex.example.com, algorithms: [HS256], secret: ` + secret + `}]
@@ -411,5 +411,32 @@ func TestTaskRulesNameTheTool(t *testing.T) {
 	v := pl.Check(ctx, call("files.example.com", admin, nil, `{"jsonrpc":"2.0","id":4,"method":"tasks/result","params":{"taskId":"T-del"}}`))
 	if v.Outcome != Forbidden || !strings.Contains(v.Description, "groups") {
 		t.Fatalf("a rule naming the task's tool was not applied: %v %s", v.Outcome, v.Description)
+	}
+}
+
+// BenchmarkSessionSources: a session named by the token costs nothing per
+// request; one named by the request's own (bound) id costs the binding
+// lookup and a copy of the header lists; a task operation the task's.
+func BenchmarkSessionSources(b *testing.B) {
+	pl, mint := agentPipeline(b, "", nil)
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		req  *Request
+	}{
+		{"claim", call("mcp.example.com", mint(jwt.MapClaims{"sid": "s"}), nil, mcpPing)},
+		{"mcp-session", call("mcp.example.com", mint(nil), Headers{"mcp-session-id": "m"}, mcpPing)},
+		{"a2a-context", call("agent.example.com", mint(nil), nil, a2aSend("c"))},
+		{"task", call("mcp.example.com", mint(jwt.MapClaims{"sid": "s"}), nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t"}}`)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if v := pl.Check(ctx, bc.req); v.Outcome != Allowed {
+				b.Fatalf("%v", v.Outcome)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				pl.Check(ctx, bc.req)
+			}
+		})
 	}
 }
