@@ -112,9 +112,10 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Pipeline{cache: c, sessions: sessions, tasks: session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now), elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
+	pl := &Pipeline{cache: c, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
 		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer,
 		shared: o.Shared, sessionIdle: p.sessionIdle}
+	pl.tasks = session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now)
 	if o.ElicitationKey != nil {
 		if err := pl.elicitations.SetStateKey(o.ElicitationKey); err != nil {
 			return nil, err
