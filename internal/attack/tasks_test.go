@@ -140,3 +140,30 @@ func TestTasksFlood(t *testing.T) {
 		t.Fatalf("alice after the flood: %d %s", v.Status, v.Body)
 	}
 }
+
+// TestSessionMetricsByRoute: the session metrics an operator watches for
+// these attacks are exposed by route, and name no user, session or task.
+func TestSessionMetricsByRoute(t *testing.T) {
+	s := start(t, stateYAML, options{})
+	alice, mallory := token(t, issuerHS, "alice"), token(t, issuerHS, "mallory")
+	s.check(t, raw{Headers: inSessionRaw(alice, "sess-secret-1"), Body: toolCall(1, "whoami", "")})
+	s.check(t, raw{Headers: inSessionRaw(alice, "sess-secret-1"), Body: toolCall(2, "whoami", "")})
+	wantConflict(t, s.check(t, raw{Headers: inSessionRaw(mallory, "sess-secret-1"), Body: toolCall(3, "whoami", "")}))
+	s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + alice}, Body: taskOp(4, "tasks/get", "taskId", "task-secret-1")})
+	_, body := httpGet(t, "http://"+s.opsAddr+"/metrics")
+	for _, want := range []string{
+		`extauthz_session_lookups_total{result="hit",route="mcp"} 1`,
+		`extauthz_session_lookups_total{result="miss",route="mcp"} 1`,
+		`extauthz_session_bindings_created_total{route="mcp"} 1`,
+		`extauthz_session_hijack_attempts_total{route="mcp"} 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, secret := range []string{"alice", "mallory", "sess-secret", "task-secret"} {
+		if strings.Contains(body, secret) {
+			t.Errorf("metrics name %q", secret)
+		}
+	}
+}
