@@ -440,3 +440,23 @@ func BenchmarkSessionSources(b *testing.B) {
 		})
 	}
 }
+
+// TestRequestSessionSafeValues: a request's session id is held to
+// identity.safe_values: skipped with refuse, encoded with encode.
+func TestRequestSessionSafeValues(t *testing.T) {
+	for _, tt := range []struct {
+		unsafe, want string
+	}{
+		{"refuse", "default"},
+		{"encode", "~Li4vLi4vYm9i"},
+	} {
+		pl, mint := agentPipeline(t, "identity: {safe_values: path-segment, unsafe_values: "+tt.unsafe+", default_session: default}\n", nil)
+		v := pl.Check(context.Background(), call("mcp.example.com", mint(nil), Headers{"mcp-session-id": "../../bob"}, mcpPing))
+		if v.Outcome != Allowed {
+			t.Fatalf("%s: %v %s", tt.unsafe, v.Outcome, v.Description)
+		}
+		if got, _ := header(v.Set, "x-session-id"); got != tt.want {
+			t.Fatalf("%s: x-session-id %q, want %q", tt.unsafe, got, tt.want)
+		}
+	}
+}
