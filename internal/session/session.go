@@ -56,6 +56,20 @@ const (
 	Created
 )
 
+func (r Result) String() string {
+	switch r {
+	case Owned:
+		return "owned"
+	case Conflict:
+		return "conflict"
+	case Full:
+		return "full"
+	case Created:
+		return "created"
+	}
+	return "unknown"
+}
+
 // Accepted reports whether the subject may use the session.
 func (r Result) Accepted() bool { return r == Owned || r == Created }
 
