@@ -48,6 +48,17 @@ type Policy struct {
 	perSubject  int
 	sessionIdle time.Duration
 	limits      config.Limits
+	// delegates may join the sessions and tasks of the users they act for.
+	delegates []delegate
+	// taskOwnership binds tasks to their creator.
+	taskOwnership bool
+	// sessionSources is where the session id comes from, in order;
+	// defaultSession the id of the "default" source.
+	sessionSources []sessionSource
+	defaultSession string
+	// lineageNoMint: no lineage headers when nothing names the
+	// conversation (the kagent preset), instead of a new root.
+	lineageNoMint bool
 
 	exchangers     map[string]*exchange.Exchanger
 	elicitMax      int
@@ -154,9 +165,14 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		issuerNames: issuerNames(f),
 		sessionIdle: f.Sessions.IdleTimeout.D(),
 		limits:      f.Limits,
+		delegates:   compileDelegates(f.Sessions.Delegates),
 		ready:       func() bool { return true },
 		close:       func() {},
 		retire:      func() {},
+	}
+	p.taskOwnership = f.Sessions.TaskOwnership == nil || *f.Sessions.TaskOwnership
+	if err := p.compileSessionSources(f.Identity); err != nil {
+		return nil, err
 	}
 	if d.Verifier != nil {
 		p.verifier = d.Verifier
@@ -362,6 +378,7 @@ func (p *Policy) compileLineage(f *config.File, d Deps) error {
 	n := lineage.DefaultNames()
 	if l.Preset == "kagent" {
 		n = lineage.KagentNames()
+		p.lineageNoMint = true
 	}
 	n.User, n.Session = f.Identity.UserHeader, f.Identity.SessionHeader
 	for _, o := range []struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,8 +29,44 @@ type routeExchange struct {
 	methods      []string
 	meanings     []bool // the methods (jsonrpc.Methods) the globs name
 	tools        []toolExchange
+	agents       []agentExchange
 	authorizeURL string
 	message      string
+}
+
+// agentExchange is a per-agent override (seed 003's per-agent
+// STSAudience): it is applied over the tool's, so the agent's fields win.
+type agentExchange struct {
+	clientIDs   []string
+	actSubjects []string
+	principals  []string // exact, or a prefix ending in /*
+	override    exchange.Target
+}
+
+// matches reports whether the caller is this agent: its azp/client_id, a
+// subject of its token's act chain, or its mTLS principal.
+func (a *agentExchange) matches(g *Grant, principal string) bool {
+	if g.ClientID != "" && slices.Contains(a.clientIDs, g.ClientID) {
+		return true
+	}
+	for _, s := range g.Actors {
+		if slices.Contains(a.actSubjects, s) {
+			return true
+		}
+	}
+	if principal == "" {
+		return false
+	}
+	for _, p := range a.principals {
+		if prefix, ok := strings.CutSuffix(p, "/*"); ok {
+			if strings.HasPrefix(principal, prefix+"/") {
+				return true
+			}
+		} else if p == principal {
+			return true
+		}
+	}
+	return false
 }
 
 type toolExchange struct {
@@ -108,6 +145,21 @@ func compileRouteExchange(rc *config.RouteExchange, exchangers map[string]*excha
 		}
 		re.tools = append(re.tools, toolExchange{names: t.Names, target: target, consent: t.Consent})
 	}
+	for i, a := range rc.Agents {
+		if len(a.ClientIDs)+len(a.ActSubjects)+len(a.Principals) == 0 {
+			return nil, fmt.Errorf("agents[%d]: name client_ids, act_subjects or principals", i)
+		}
+		for _, p := range a.Principals {
+			if p == "" || strings.Contains(strings.TrimSuffix(p, "/*"), "*") {
+				return nil, fmt.Errorf("agents[%d]: principal %q: exact, or a prefix ending in /*", i, p)
+			}
+		}
+		o := exchange.Target{Audience: a.Audience, Resource: a.Resource, Scope: a.Scope}
+		if err := re.target.Override(o).Validate(); err != nil {
+			return nil, err
+		}
+		re.agents = append(re.agents, agentExchange{clientIDs: a.ClientIDs, actSubjects: a.ActSubjects, principals: a.Principals, override: o})
+	}
 	if re.authorizeURL != "" {
 		if _, err := elicit.WithState(re.authorizeURL, "x"); err != nil {
 			return nil, err
@@ -130,17 +182,31 @@ func (re *routeExchange) needed(call *Call, headersTrusted bool) bool {
 	return matchMethod(re.methods, re.meanings, call.Method, jsonrpc.Meanings(call.Method, jsonrpc.ProtocolUnknown))
 }
 
-// targetFor picks the tool's override for MCP tools/call; tool is the
-// tool's name when an override applies.
-func (re *routeExchange) targetFor(call *Call) (target exchange.Target, consent bool, tool string) {
+// targetFor picks the tool's override for MCP tools/call (tool is the
+// tool's name when one applies), then the calling agent's over it.
+func (re *routeExchange) targetFor(call *Call, g *Grant, principal string) (target exchange.Target, consent bool, tool string) {
+	target, _, consent, tool = re.pickTarget(call, g, principal)
+	return target, consent, tool
+}
+
+// pickTarget is targetFor, also saying which override won ("route",
+// "tool", "agent #i"), for Explain.
+func (re *routeExchange) pickTarget(call *Call, g *Grant, principal string) (target exchange.Target, by string, consent bool, tool string) {
+	target, by = re.target, "route"
 	if call.Method == "tools/call" {
 		for _, t := range re.tools {
 			if anyGlob(t.names, call.Name) {
-				return t.target, t.consent, call.Name
+				target, by, consent, tool = t.target, "tool "+call.Name, t.consent, call.Name
+				break
 			}
 		}
 	}
-	return re.target, false, ""
+	for i := range re.agents {
+		if re.agents[i].matches(g, principal) {
+			return target.Override(re.agents[i].override), "agent #" + strconv.Itoa(i), consent, tool
+		}
+	}
+	return target, by, consent, tool
 }
 
 // consentKey names what a consent or pending elicitation is for.
@@ -161,13 +227,16 @@ func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g 
 		e.step("exchange", "unknown tool", "per-tool exchange needs the call from the body")
 		return e.p.deny(e.req, r, call, denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}), false
 	}
-	target, needsConsent, tool := re.targetFor(call)
+	target, needsConsent, tool := re.targetFor(call, g, e.req.SourcePrincipal)
 	if needsConsent && !e.pl.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
 		e.step("exchange", "consent required", tool)
 		return e.reauthorize(ctx, r, call, g, consentKey(r, tool)), false
 	}
 	if e.readOnly {
-		e.step("exchange", "not run", "explain never calls the STS")
+		if e.steps != nil {
+			_, by, _, _ := re.pickTarget(call, g, e.req.SourcePrincipal)
+			e.step("exchange", "not run", fmt.Sprintf("explain never calls the STS; audience %v resource %v by the %s override", target.Audience, target.Resource, by))
+		}
 		return Verdict{}, true
 	}
 	tok, err := re.ex.Exchange(ctx, token, target, exchange.Owner{Subject: g.Subject, Session: call.MCPSession})

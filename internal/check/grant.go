@@ -35,6 +35,13 @@ type Grant struct {
 	// about who is acting for the subject.
 	Actors []string
 
+	// sessionSource is the index in Policy.sessionSources of the source
+	// that named the session header for every request of this grant, -1
+	// when none did; sessionPerRequest says a request's own ids decide it
+	// (sessionFor); sessionClaimIdx is the source Session came from.
+	sessionSource, sessionClaimIdx int
+	sessionPerRequest              bool
+
 	// scopeOK records whether the route's required scopes are all held; a
 	// grant is per route, so this is decided once.
 	scopeOK bool
@@ -107,7 +114,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if g.Subject, err = p.ident.user(c.IssuerName, sub); err != nil {
 		return nil, err
 	}
-	if g.Session, _, err = p.claimValue(c.Raw, id.SessionClaim); err != nil {
+	if err = p.grantSession(g, c.Raw); err != nil {
 		return nil, err
 	}
 	// The namespace is a safe segment (config validation); the subject
@@ -118,7 +125,9 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	}
 	userValue = g.Subject[:len(g.Subject)-len(sub)] + userValue
 	sessionValue := g.Session
-	if g.Session != "" {
+	if g.sessionSource >= 0 && p.sessionSources[g.sessionSource].kind == srcDefault {
+		sessionValue = p.defaultSession
+	} else if g.Session != "" {
 		if sessionValue, err = p.ident.headerValue("session", g.Session); err != nil {
 			return nil, err
 		}
@@ -141,7 +150,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		return nil, &claimError{"the user or session is too long for a header"}
 	}
 	g.set = append(g.set, Header{Name: id.UserHeader, Value: userValue})
-	if g.Session != "" {
+	if g.sessionSource >= 0 {
 		g.set = append(g.set, Header{Name: id.SessionHeader, Value: sessionValue})
 	}
 	for _, ch := range r.claimHeaders {

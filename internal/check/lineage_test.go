@@ -87,7 +87,7 @@ func TestLineageDefaults(t *testing.T) {
 		{name: "depth counts up", headers: Headers{"x-root-context-id": "R", "x-parent-context-id": "P", "x-lineage-depth": "3"}, want: map[string]string{"x-lineage-depth": "4"}},
 		{name: "depth above 8 is a runaway loop", headers: Headers{"x-root-context-id": "R", "x-parent-context-id": "P", "x-lineage-depth": "8"}, wantOutcome: TooDeep},
 		{name: "A2A context id roots a new chain", body: a2aBody, want: map[string]string{"x-root-context-id": "ctx-9", "x-lineage-depth": "0"}},
-		{name: "MCP session id when the token has none", claims: jwt.MapClaims{"session_id": nil}, headers: Headers{"mcp-session-id": "mcp-7"}, want: map[string]string{"x-root-context-id": "mcp-7", "x-session-id": ""}},
+		{name: "MCP session id when the token has none", claims: jwt.MapClaims{"session_id": nil}, headers: Headers{"mcp-session-id": "mcp-7"}, want: map[string]string{"x-root-context-id": "mcp-7", "x-session-id": "mcp-7"}},
 		{name: "a new id when nothing names the conversation", claims: jwt.MapClaims{"session_id": nil}, want: map[string]string{"x-lineage-depth": "0"}},
 		{name: "act chain is the signed truth", claims: jwt.MapClaims{"act": map[string]any{"sub": "agent-b", "act": map[string]any{"sub": "agent-a"}}},
 			headers: Headers{"x-root-context-id": "R", "x-parent-context-id": "P", "x-lineage-depth": "0", "x-actor-chain": "mallory"},

@@ -37,6 +37,7 @@ type Pipeline struct {
 	policy       atomic.Pointer[Policy]
 	cache        *cache.Cache[*cached]
 	sessions     *session.Store
+	tasks        *session.Store // tasks bound to their creator, bounded like sessions
 	elicitations *elicit.Store
 	consents     *cache.Cache[bool]
 	// initURL remembers, per subject, whether the client's last initialize
@@ -114,6 +115,7 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	pl := &Pipeline{cache: c, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
 		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer,
 		shared: o.Shared, sessionIdle: p.sessionIdle}
+	pl.tasks = session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now)
 	if o.ElicitationKey != nil {
 		if err := pl.elicitations.SetStateKey(o.ElicitationKey); err != nil {
 			return nil, err
@@ -462,7 +464,7 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 
 	switch {
 	case call.Method != "":
-		o, desc, scope := r.authorize(g, call.Method, call.Name)
+		o, desc, scope := e.authorizeCall(r, g, &call)
 		if e.steps != nil {
 			e.step("rules", o.String(), desc)
 		}
@@ -496,6 +498,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 			e.step("session", "bound", "MCP session belongs to "+g.Subject)
 		}
 	}
+	if d, ok := e.bindTasks(ctx, r, &call, g); !ok {
+		e.step("task", d.outcome.String(), d.desc)
+		return withRetryAfter(denyAs(d), d.retryAfter)
+	}
 	v := Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Call: call, Set: g.set, Remove: g.remove}
 	if !r.lineageOff {
 		if d, ok := pl.applyLineage(ctx, p, r, req, &call, g, &v); !ok {
@@ -507,6 +513,10 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 		if e.steps != nil {
 			e.step("lineage", "derived", fmt.Sprintf("root %q parent %q depth %d actors %v (trusted: %v)", v.Lineage.Root, v.Lineage.Parent, v.Lineage.Depth, v.Lineage.ActorChain, v.Lineage.Trusted))
 		}
+	}
+	if d, ok := e.applySessionID(ctx, r, &call, g, &v); !ok {
+		e.step("session-id", d.outcome.String(), d.desc)
+		return withRetryAfter(denyAs(d), d.retryAfter)
 	}
 	if r.exchange != nil && r.exchange.needed(&call, r.upstreamValidatesMCPHeaders) {
 		if d, ok := e.applyExchange(ctx, r, &call, g, token, &v); !ok {
@@ -565,14 +575,14 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 		}
 	}
 	res, err := lineage.Derive(in, lineage.Facts{ContextID: call.ContextID, MCPSessionID: call.MCPSession, TokenSessionID: g.Session, ActChain: g.Actors},
-		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth})
+		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth, NoMint: p.lineageNoMint})
 	switch {
 	case errors.Is(err, lineage.ErrTooDeep):
 		return denial{outcome: TooDeep, desc: "the delegation chain is deeper than this route allows"}, false
 	case err != nil:
 		return denial{outcome: Malformed, desc: "malformed lineage header", rpcCode: jsonrpc.CodeInvalidRequest}, false
 	}
-	if r.signLineage && p.signer != nil {
+	if r.signLineage && p.signer != nil && res.Root != "" {
 		if res.Signed, err = p.signer.Sign(&res, g.Subject, g.Session); err != nil {
 			// A missing signature only costs the next hop its proof.
 			pl.log.LogAttrs(ctx, slog.LevelWarn, "signing lineage failed", slog.String("route", r.Name), slog.String("error", err.Error()))

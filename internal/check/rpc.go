@@ -33,6 +33,9 @@ type Call struct {
 	TaskID          string // A2A params.message.taskId, else params.id
 	// metaToken is a bearer token found in params._meta (opt-in per route).
 	metaToken string
+	// taskRefs are every task id the call names (params.taskId, params.id,
+	// params.message.taskId): an upstream reads one of them (tasks.go).
+	taskRefs [3]string
 }
 
 // rpcDenial is a malformed JSON-RPC request: HTTP 400 with this code.
@@ -113,6 +116,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.ContextID = rpc.ContextID
 		c.TaskID = firstNonEmpty(rpc.TaskID, rpc.ParamsID)
 		c.metaToken = rpc.MetaAuthorization
+		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		if rpc.IsResponse {
 			c.Method = ""
 		}

@@ -3,10 +3,12 @@ package check
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/session"
 )
 
@@ -26,54 +28,167 @@ type SessionObserver interface {
 	SessionRefused(route string)
 }
 
+// SessionStatsObserver, when the pipeline's Observer implements it, counts
+// session lookups (a hit: the caller's binding, or one it may join, was
+// there; a miss: it was not) and the bindings created. Conflicts and
+// refusals are counted by Observer.SessionConflict and SessionObserver.
+type SessionStatsObserver interface {
+	SessionLookup(route string, hit bool)
+	SessionCreated(route string)
+}
+
 // mcpSessionID is the request's Mcp-Session-Id, read from the headers
 // rather than from the classified call, so that no reading of the body can
 // switch binding off.
 func mcpSessionID(req *Request) string { return req.Headers.Get("mcp-session-id") }
 
+// What a binding guards: an MCP session, an A2A context, a task. Each has
+// its own key space on the route.
+const (
+	bindSession = "MCP session"
+	bindContext = "A2A context"
+	bindTask    = "task"
+)
+
+// bindingKey is the store key of id of kind on route r: MCP sessions keep
+// the key they always had; the others are set apart by a part no header
+// value can hold.
+func bindingKey(route, kind, id string) string {
+	switch kind {
+	case bindContext:
+		return session.Key(route+"\x00a2a-context", id)
+	case bindTask:
+		return session.Key(route+"\x00task", id)
+	}
+	return session.Key(route, id)
+}
+
 // bindSession enforces that an MCP session is used only by the user who
-// first used it.
+// first used it (or a delegate of theirs).
 func (e *evaluation) bindSession(ctx context.Context, r *Route, sid string, g *Grant) (denial, bool) {
+	d, ok := e.bind(ctx, r, e.pl.sessions, bindSession, sid, g)
+	if ok && !e.readOnly && e.req.Method == "DELETE" {
+		e.pl.endSession(e.p, g.Subject, sid)
+	}
+	return d, ok
+}
+
+// bind binds id (of kind) in store to g's user on first sight and refuses
+// anybody else but the delegates sessions.delegates lets join the owner.
+func (e *evaluation) bind(ctx context.Context, r *Route, store *session.Store, kind, id string, g *Grant) (denial, bool) {
 	pl, req := e.pl, e.req
-	key := session.Key(r.Name, sid)
+	key := bindingKey(r.Name, kind, id)
+	conflict := denial{outcome: SessionConflict, desc: "this " + kind + " belongs to another user"}
+	if kind == bindTask {
+		conflict.outcome = Forbidden
+	}
 	if e.readOnly {
-		if b, bound := pl.sessions.Lookup(key); bound && b.Subject != g.Subject {
-			return denial{outcome: SessionConflict, desc: "this MCP session belongs to another user"}, false
+		if b, bound := store.Lookup(key); bound && b.Subject != g.Subject {
+			if rule, ok := e.p.mayJoin(g, b.Subject); ok {
+				e.step(kind, "delegate", "joins "+b.Subject+"'s "+kind+" by sessions.delegates "+rule)
+				return denial{}, true
+			}
+			return conflict, false
 		}
 		return denial{}, true
 	}
-	var res session.Result
+	var (
+		res   session.Result
+		owner string
+	)
 	if pl.shared != nil {
 		var d denial
-		if res, d = e.bindShared(ctx, key, g); d.outcome == Unavailable {
+		if owner, res, d = e.bindShared(ctx, store, key, g); d.outcome == Unavailable {
 			return d, false
 		}
 	} else {
-		_, res = pl.sessions.Bind(key, g.Subject, func(b *session.Binding) {
-			b.ElicitationURL, _ = pl.initURL.Get(cache.NewKey(r.Name, g.Subject))
+		owner, res = store.Bind(key, g.Subject, func(b *session.Binding) {
+			if kind == bindSession {
+				b.ElicitationURL, _ = pl.initURL.Get(cache.NewKey(r.Name, g.Subject))
+			}
 		})
+	}
+	stats, _ := pl.observer.(SessionStatsObserver)
+	if kind == bindTask {
+		stats = nil // session metrics count sessions
 	}
 	switch res {
 	case session.Owned:
-		if req.Method == "DELETE" {
-			pl.endSession(e.p, g.Subject, sid)
+		if stats != nil {
+			stats.SessionLookup(r.Name, true)
+		}
+		return denial{}, true
+	case session.Created:
+		if stats != nil {
+			stats.SessionLookup(r.Name, false)
+			stats.SessionCreated(r.Name)
 		}
 		return denial{}, true
 	case session.Full:
-		pl.log.LogAttrs(ctx, slog.LevelWarn, "session refused: the binding store is full",
-			slog.String("route", r.Name), slog.String("user", g.Subject), slog.String("request_id", req.RequestID))
-		if so, ok := pl.observer.(SessionObserver); ok {
+		if stats != nil {
+			stats.SessionLookup(r.Name, false)
+		}
+		pl.log.LogAttrs(ctx, slog.LevelWarn, "binding refused: the binding store is full",
+			slog.String("kind", kind), slog.String("route", r.Name), slog.String("user", g.Subject), slog.String("request_id", req.RequestID))
+		if so, ok := pl.observer.(SessionObserver); ok && kind != bindTask {
 			so.SessionRefused(r.Name)
 		}
-		return denial{outcome: Unavailable, desc: "too many MCP sessions are in use: retry later", retryAfter: pl.sessions.RetryAfter()}, false
+		return denial{outcome: Unavailable, desc: "too many " + kind + "s are in use: retry later", retryAfter: store.RetryAfter()}, false
 	}
-	pl.log.LogAttrs(ctx, slog.LevelWarn, "session hijack attempt",
+	if rule, ok := e.p.mayJoin(g, owner); ok {
+		// A delegate's use keeps the owner's binding alive, as the
+		// owner's own would.
+		if pl.shared == nil {
+			store.Bind(key, owner, nil)
+		}
+		if stats != nil {
+			stats.SessionLookup(r.Name, true)
+		}
+		if e.steps != nil {
+			e.step(kind, "delegate", "joins "+owner+"'s "+kind+" by sessions.delegates "+rule)
+		}
+		return denial{}, true
+	}
+	pl.log.LogAttrs(ctx, slog.LevelWarn, kind+" hijack attempt",
 		slog.String("route", r.Name), slog.String("user", g.Subject),
 		slog.String("request_id", req.RequestID), slog.String("method", req.Method))
-	if pl.observer != nil {
+	if pl.observer != nil && kind != bindTask {
 		pl.observer.SessionConflict(r.Name)
 	}
-	return denial{outcome: SessionConflict, desc: "this MCP session belongs to another user"}, false
+	return conflict, false
+}
+
+// delegate is a compiled sessions.delegates entry.
+type delegate struct {
+	name        string
+	clientIDs   []string
+	actSubjects []string
+}
+
+// mayJoin reports whether g may use a binding owner holds, and by which
+// delegates rule: g's token names a configured delegate (its client id,
+// or a subject in its act chain) and acts for owner (owner is in its act
+// chain, read in g's issuer's subject space). Same-user tokens never get
+// here: they own the binding.
+func (p *Policy) mayJoin(g *Grant, owner string) (string, bool) {
+	if owner == "" || len(g.Actors) == 0 {
+		return "", false
+	}
+	for _, d := range p.delegates {
+		named := g.ClientID != "" && slices.Contains(d.clientIDs, g.ClientID)
+		for _, a := range g.Actors {
+			named = named || slices.Contains(d.actSubjects, a)
+		}
+		if !named {
+			continue
+		}
+		for _, a := range g.Actors {
+			if u, err := p.ident.user(g.Issuer, a); err == nil && u == owner {
+				return d.name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // endSession drops what the service holds for a session its owner
@@ -104,4 +219,16 @@ func withRetryAfter(v Verdict, d time.Duration) Verdict {
 	}
 	v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "retry-after", Value: secs})
 	return v
+}
+
+func compileDelegates(ds []config.SessionDelegate) []delegate {
+	out := make([]delegate, 0, len(ds))
+	for i, d := range ds {
+		name := d.Name
+		if name == "" {
+			name = "#" + strconv.Itoa(i)
+		}
+		out = append(out, delegate{name: name, clientIDs: slices.Clone(d.ClientIDs), actSubjects: slices.Clone(d.ActSubjects)})
+	}
+	return out
 }

@@ -31,23 +31,23 @@ func (a sharedTokens) PutToken(ctx context.Context, key string, o exchange.Owner
 	return a.s.PutToken(ctx, key, shared.Owner{Subject: o.Subject, Session: o.Session}, token, ttl)
 }
 
-// bindShared binds an MCP session across replicas: the first binding wins
-// everywhere, and each user's bindings are bounded across replicas. The
-// local store answers repeat requests and asks the shared tier again at
-// half the idle time, which keeps the shared binding alive. With the tier
-// unreachable, fail closed (503) or, configured, fall back to this replica
-// alone. The shared tier is the truth: a local store too full to keep a
-// copy only costs a round trip.
-func (e *evaluation) bindShared(ctx context.Context, key string, g *Grant) (session.Result, denial) {
+// bindShared binds a session (or context, or task) across replicas: the
+// first binding wins everywhere, and each user's bindings are bounded
+// across replicas. The local store answers repeat requests and asks the
+// shared tier again at half the idle time, which keeps the shared binding
+// alive. With the tier unreachable, fail closed (503) or, configured, fall
+// back to this replica alone. The shared tier is the truth: a local store
+// too full to keep a copy only costs a round trip. It returns the owner.
+func (e *evaluation) bindShared(ctx context.Context, store *session.Store, key string, g *Grant) (string, session.Result, denial) {
 	pl := e.pl
 	now := pl.now()
-	if b, ok := pl.sessions.Lookup(key); ok {
+	if b, ok := store.Lookup(key); ok {
 		if b.Subject != g.Subject {
-			return session.Conflict, denial{}
+			return b.Subject, session.Conflict, denial{}
 		}
 		if now.Sub(b.Confirmed) < pl.sessionIdle/2 {
-			_, res := pl.sessions.Bind(key, g.Subject, nil) // extends the local idle time
-			return res, denial{}
+			owner, res := store.Bind(key, g.Subject, nil) // extends the local idle time
+			return owner, res, denial{}
 		}
 	}
 	// Redis keeps the binding 1.5 idle: this replica goes back to it only
@@ -57,17 +57,22 @@ func (e *evaluation) bindShared(ctx context.Context, key string, g *Grant) (sess
 	switch {
 	case err != nil && pl.shared.FailOpen():
 		pl.log.LogAttrs(ctx, slog.LevelWarn, "session store unavailable: binding on this replica only", slog.String("error", err.Error()))
-		_, res := pl.sessions.Bind(key, g.Subject, nil)
-		return res, denial{}
+		owner, res := store.Bind(key, g.Subject, nil)
+		return owner, res, denial{}
 	case err != nil:
-		return session.Conflict, denial{outcome: Unavailable, desc: "the session store is unavailable"}
+		return "", session.Conflict, denial{outcome: Unavailable, desc: "the session store is unavailable"}
 	case !owned:
-		pl.sessions.Put(key, session.Binding{Subject: owner, Confirmed: now})
-		return session.Conflict, denial{}
+		store.Put(key, session.Binding{Subject: owner, Confirmed: now})
+		return owner, session.Conflict, denial{}
 	}
+	_, known := store.Lookup(key)
 	url, _ := pl.initURL.Get(cache.NewKey(e.route.Name, g.Subject))
-	pl.sessions.Put(key, session.Binding{Subject: g.Subject, Confirmed: now, ElicitationURL: url})
-	return session.Owned, denial{}
+	store.Put(key, session.Binding{Subject: g.Subject, Confirmed: now, ElicitationURL: url})
+	if known {
+		return g.Subject, session.Owned, denial{}
+	}
+	// New to this replica: created here or on another one.
+	return g.Subject, session.Created, denial{}
 }
 
 // shareElicitation lets another replica complete a pending elicitation.

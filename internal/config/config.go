@@ -122,6 +122,9 @@ type RouteExchange struct {
 	// Tools override audience, resource and scope for MCP tools/call by tool
 	// name (globs, first match), and may require the user's consent first.
 	Tools []ToolExchange `yaml:"tools"`
+	// Agents override audience, resource and scope by the calling agent;
+	// an agent's override wins over a tool's.
+	Agents []AgentExchange `yaml:"agents"`
 	// AuthorizeURL is where a user authorizes the upstream when the STS
 	// answers interaction_required / consent_required or consent is needed;
 	// the service adds state=<elicitation id>.
@@ -138,6 +141,19 @@ type ToolExchange struct {
 	// Consent requires the user to have completed the authorization at
 	// AuthorizeURL (an elicitation) before the first call.
 	Consent bool `yaml:"consent"`
+}
+
+// AgentExchange overrides audience, resource and scope for the calling
+// agent: its azp/client_id, a subject of its token's act chain, or its mTLS
+// principal (exact, or a prefix ending in /*). The first matching agent
+// override wins over a tool's.
+type AgentExchange struct {
+	ClientIDs   []string `yaml:"client_ids"`
+	ActSubjects []string `yaml:"act_subjects"`
+	Principals  []string `yaml:"principals"`
+	Audience    []string `yaml:"audience"`
+	Resource    []string `yaml:"resource"`
+	Scope       string   `yaml:"scope"`
 }
 
 // Tracing sends OpenTelemetry spans to an OTLP/gRPC collector; off unless
@@ -240,6 +256,24 @@ type Sessions struct {
 	// IdleTimeout is how long a binding lives after its last use; set it
 	// to at least the upstream's session lifetime.
 	IdleTimeout Duration `yaml:"idle_timeout"`
+	// Delegates may use a session (or task) of the user their token acts
+	// for: the user is the token's subject or in its act chain, and the
+	// caller is named here. Never implicit: empty means nobody but the
+	// owner.
+	Delegates []SessionDelegate `yaml:"delegates"`
+	// TaskOwnership binds MCP and A2A tasks to their creator like sessions
+	// (default on).
+	TaskOwnership *bool `yaml:"task_ownership"`
+}
+
+// SessionDelegate names callers that may join the session of the user
+// their token acts for.
+type SessionDelegate struct {
+	Name string `yaml:"name"`
+	// ClientIDs are the caller token's azp or client_id.
+	ClientIDs []string `yaml:"client_ids"`
+	// ActSubjects are subjects in the caller token's act chain.
+	ActSubjects []string `yaml:"act_subjects"`
 }
 
 // Issuer is one trusted token issuer and where its keys come from: exactly one
@@ -398,6 +432,15 @@ type Identity struct {
 	SessionClaim  string `yaml:"session_claim"`
 	UserHeader    string `yaml:"user_header"`
 	SessionHeader string `yaml:"session_header"`
+	// SessionSources is where the session comes from, in order, the first
+	// that names one winning (docs/sessions.md): "claim:<name>",
+	// "mcp-session-id", "a2a-context-id", "default". The request's ids are
+	// used only once session binding accepted them. Default: claim
+	// session_claim, claim sid, mcp-session-id, a2a-context-id, default.
+	SessionSources []string `yaml:"session_sources"`
+	// DefaultSession is the session of a request no other source names
+	// (the "default" source); empty: none.
+	DefaultSession string `yaml:"default_session"`
 	// MaxHeaderValue bounds a header value built from a claim.
 	MaxHeaderValue int `yaml:"max_header_value"`
 	// SafeValues: "path-segment" makes the user and session header values
@@ -409,6 +452,14 @@ type Identity struct {
 	// base64url).
 	UnsafeValues string `yaml:"unsafe_values"`
 }
+
+// Session sources (Identity.SessionSources).
+const (
+	SessionSourceClaim   = "claim:" // followed by the claim's name
+	SessionSourceMCP     = "mcp-session-id"
+	SessionSourceA2A     = "a2a-context-id"
+	SessionSourceDefault = "default"
+)
 
 // Identity value policies.
 const (
@@ -552,6 +603,13 @@ func (f *File) applyDefaults() {
 	setDefault(&id.SessionHeader, DefaultSessionHeader)
 	id.UserHeader = strings.ToLower(id.UserHeader)
 	id.SessionHeader = strings.ToLower(id.SessionHeader)
+	if len(id.SessionSources) == 0 {
+		id.SessionSources = []string{SessionSourceClaim + id.SessionClaim}
+		if id.SessionClaim != "sid" {
+			id.SessionSources = append(id.SessionSources, SessionSourceClaim+"sid")
+		}
+		id.SessionSources = append(id.SessionSources, SessionSourceMCP, SessionSourceA2A, SessionSourceDefault)
+	}
 	if id.MaxHeaderValue == 0 {
 		id.MaxHeaderValue = DefaultMaxHeaderValue
 	}

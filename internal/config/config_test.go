@@ -235,6 +235,9 @@ func TestIdentityErrors(t *testing.T) {
 		{"bad safe_values", "issuers: [{name: a, secret: s}]\nidentity: {safe_values: yes}\n" + routes, "identity.safe_values"},
 		{"bad unsafe_values", "issuers: [{name: a, secret: s}]\nidentity: {unsafe_values: drop}\n" + routes, "identity.unsafe_values"},
 		{"per subject above max", "issuers: [{name: a, secret: s}]\nsessions: {max_entries: 10, max_per_subject: 11}\n" + routes, "max_per_subject"},
+		{"unknown session source", "issuers: [{name: a, secret: s}]\nidentity: {session_sources: [cookie]}\n" + routes, "identity.session_sources"},
+		{"claim source without a name", "issuers: [{name: a, secret: s}]\nidentity: {session_sources: [\"claim:\"]}\n" + routes, "identity.session_sources"},
+		{"delegate naming nobody", "issuers: [{name: a, secret: s}]\nsessions: {delegates: [{name: x}]}\n" + routes, "sessions.delegates"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -243,6 +246,24 @@ func TestIdentityErrors(t *testing.T) {
 				t.Fatalf("Parse error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestSessionSourcesDefault(t *testing.T) {
+	f, err := Parse([]byte("issuers: [{name: a, secret: s}]\nroutes: [{name: r, default: true, issuers: [a]}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"claim:session_id", "claim:sid", SessionSourceMCP, SessionSourceA2A, SessionSourceDefault}
+	if strings.Join(f.Identity.SessionSources, " ") != strings.Join(want, " ") {
+		t.Fatalf("default session sources %v, want %v", f.Identity.SessionSources, want)
+	}
+	f, err = Parse([]byte("issuers: [{name: a, secret: s}]\nroutes: [{name: r, default: true, issuers: [a]}]\nidentity: {session_claim: sid}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Identity.SessionSources[0] != "claim:sid" || f.Identity.SessionSources[1] != SessionSourceMCP {
+		t.Fatalf("session_claim sid: %v", f.Identity.SessionSources)
 	}
 }
 

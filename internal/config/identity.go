@@ -44,6 +44,19 @@ func (v *validator) identity(f *File) {
 	if f.Sessions.MaxPerSubject < 0 || f.Sessions.MaxPerSubject > max(f.Sessions.MaxEntries, 1) {
 		v.add("sessions.max_per_subject: must be between 1 and max_entries")
 	}
+	for _, src := range id.SessionSources {
+		switch {
+		case src == SessionSourceMCP, src == SessionSourceA2A, src == SessionSourceDefault:
+		case strings.HasPrefix(src, SessionSourceClaim) && len(src) > len(SessionSourceClaim):
+		default:
+			v.add("identity.session_sources: %q is not claim:<name>, %s, %s or %s", src, SessionSourceMCP, SessionSourceA2A, SessionSourceDefault)
+		}
+	}
+	for i, d := range f.Sessions.Delegates {
+		if len(d.ClientIDs) == 0 && len(d.ActSubjects) == 0 {
+			v.add("sessions.delegates[%d]: name client_ids or act_subjects", i)
+		}
+	}
 	type named struct{ ns, issuer string }
 	var seen []named
 	for _, is := range f.Issuers {

@@ -51,8 +51,9 @@ func (e *feEnv) testAllowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Absent means absent: not empty, not Caddy's literal placeholder.
-	wantHeaders(t, "Go SDK's tool call", seen, map[string]string{"X-User-Id": "alice", "X-Session-Id": "", "X-Actor-Chain": "", "X-Parent-Context-Id": ""})
+	// Absent means absent: not empty, not Caddy's literal placeholder. The
+	// token names no session: the session is the bound MCP session, if any.
+	wantHeaders(t, "Go SDK's tool call", seen, map[string]string{"X-User-Id": "alice", "X-Session-Id": cs.ID(), "X-Actor-Chain": "", "X-Parent-Context-Id": ""})
 
 	for _, sdk := range sdks {
 		res := nodeClient(t, map[string]any{"sdk": sdk, "url": e.base + "/mcp", "token": tok, "scenario": "call", "tool": "whoami"}, nil)

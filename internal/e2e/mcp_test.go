@@ -130,7 +130,9 @@ func TestNginxMCPForgedIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantHeaders(t, "the tool", seen, map[string]string{"X-User-Id": "alice", "X-Session-Id": ""})
+	// The token names no session: the session is the MCP session the
+	// service bound to alice, never the forged one.
+	wantHeaders(t, "the tool", seen, map[string]string{"X-User-Id": "alice", "X-Session-Id": cs.ID()})
 	for _, c := range e.calls() {
 		for name, vs := range c.Seen.Headers {
 			for _, v := range vs {

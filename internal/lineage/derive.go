@@ -63,11 +63,16 @@ type Options struct {
 	MaxDepth int
 	// NewID makes a context id when the request names none; nil means NewID.
 	NewID func() string
+	// NoMint makes no id when nothing names the conversation (no context,
+	// session, trusted inbound lineage or signed token): the result is
+	// empty and no lineage header is sent, as kagent does without a
+	// session.
+	NoMint bool
 }
 
 // Result is the lineage of a request as it goes upstream.
 type Result struct {
-	Root    string // never empty
+	Root    string // empty only when NoMint found nothing naming the conversation
 	Parent  string // "" at the root
 	Depth   int
 	Context string // the request's own context: the next hop's parent
@@ -100,7 +105,7 @@ type Result struct {
 // cause an error. Errors are ErrTooDeep and ErrMalformed (errors.Is).
 func Derive(in Inbound, f Facts, o Options) (Result, error) {
 	var r Result
-	ctxID, err := ownContext(f, o.NewID)
+	ctxID, err := ownContext(f, o.NewID, o.NoMint)
 	if err != nil {
 		return Result{}, err
 	}
@@ -155,11 +160,14 @@ func Derive(in Inbound, f Facts, o Options) (Result, error) {
 	if r.Depth > maxDepth {
 		return Result{}, fmt.Errorf("%w: depth %d exceeds %d", ErrTooDeep, r.Depth, maxDepth)
 	}
+	if r.Root == "" {
+		return Result{}, nil // NoMint, and nothing names the conversation
+	}
 	return r, nil
 }
 
 // ownContext picks the request's own context id.
-func ownContext(f Facts, newID func() string) (string, error) {
+func ownContext(f Facts, newID func() string, noMint bool) (string, error) {
 	var id, what string
 	switch {
 	case f.ContextID != "":
@@ -168,6 +176,8 @@ func ownContext(f Facts, newID func() string) (string, error) {
 		id, what = f.MCPSessionID, "MCP session id"
 	case f.TokenSessionID != "":
 		id, what = f.TokenSessionID, "token session id"
+	case noMint:
+		return "", nil
 	default:
 		if newID == nil {
 			newID = NewID

@@ -23,7 +23,11 @@ func (r *Result) Headers(n Names) (set []Header, remove []string) {
 func (r *Result) AppendHeaders(set []Header, remove []string, n Names) ([]Header, []string) {
 	set, remove = appendHeader(set, remove, n.Root, r.Root)
 	set, remove = appendHeader(set, remove, n.Parent, r.Parent)
-	if n.Depth != "" {
+	switch {
+	case n.Depth == "":
+	case r.Root == "": // nothing names the conversation (Options.NoMint)
+		remove = append(remove, n.Depth)
+	default:
 		set = append(set, Header{n.Depth, strconv.Itoa(r.Depth)})
 	}
 	if n.ActorChain != "" {

@@ -27,6 +27,8 @@ type Metrics struct {
 	latency      *prometheus.HistogramVec
 	hijacks      *prometheus.CounterVec
 	refusedSess  *prometheus.CounterVec
+	sessLookups  *prometheus.CounterVec
+	sessCreated  *prometheus.CounterVec
 	jwksFetches  *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
 	generation   prometheus.Gauge
@@ -76,6 +78,14 @@ func New() *Metrics {
 			Namespace: namespace, Name: "session_bindings_refused_total",
 			Help: "New MCP sessions refused (503) because the binding store was full of live bindings.",
 		}, []string{"route"}),
+		sessLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "session_lookups_total",
+			Help: "Requests naming an MCP session or A2A context, by route and result: hit (bound to the caller, or joined by a delegate) or miss (unbound).",
+		}, []string{"route", "result"}),
+		sessCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "session_bindings_created_total",
+			Help: "MCP sessions and A2A contexts bound to a user on first sight, by route.",
+		}, []string{"route"}),
 		jwksFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "jwks_fetches_total",
 			Help: "Key set loads by issuer and result (ok, error).",
@@ -118,7 +128,7 @@ func New() *Metrics {
 			Help: "HTTP requests answered 503 at once because too many bodies were being read, by listener.",
 		}, []string{"listener"}),
 	}
-	m.reg.MustRegister(m.refusedSess, m.dropped, m.slowClients, m.refused)
+	m.reg.MustRegister(m.refusedSess, m.sessLookups, m.sessCreated, m.dropped, m.slowClients, m.refused)
 	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -150,6 +160,23 @@ func (m *Metrics) SessionConflict(route string) { m.hijacks.WithLabelValues(rout
 // SessionRefused counts a new MCP session refused because the binding store
 // was full (check.SessionObserver).
 func (m *Metrics) SessionRefused(route string) { m.refusedSess.WithLabelValues(route).Inc() }
+
+// SessionLookup counts a request naming a session (check.SessionStatsObserver).
+func (m *Metrics) SessionLookup(route string, hit bool) {
+	result := "miss"
+	if hit {
+		result = "hit"
+	}
+	m.sessLookups.WithLabelValues(route, result).Inc()
+}
+
+// SessionCreated counts a binding created (check.SessionStatsObserver).
+func (m *Metrics) SessionCreated(route string) { m.sessCreated.WithLabelValues(route).Inc() }
+
+var (
+	_ check.SessionObserver      = (*Metrics)(nil)
+	_ check.SessionStatsObserver = (*Metrics)(nil)
+)
 
 // JWKSFetch counts a key set load.
 func (m *Metrics) JWKSFetch(issuer string, err error) {

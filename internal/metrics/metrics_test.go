@@ -26,6 +26,11 @@ func TestExposition(t *testing.T) {
 	m.Checked("files", check.Allowed, 3*time.Microsecond)
 	m.Checked("files", check.InvalidToken, time.Millisecond)
 	m.SessionConflict("files")
+	m.SessionLookup("files", true)
+	m.SessionLookup("files", false)
+	m.SessionLookup("files", false)
+	m.SessionCreated("files")
+	m.SessionRefused("files")
 	m.JWKSFetch("corp", nil)
 	m.JWKSFetch("corp", errors.New("down"))
 	m.Reloaded(nil)
@@ -39,6 +44,10 @@ func TestExposition(t *testing.T) {
 		`extauthz_checks_total{outcome="invalid_token",route="files"} 1`,
 		`extauthz_check_duration_seconds_count{route="files"} 3`,
 		`extauthz_session_hijack_attempts_total{route="files"} 1`,
+		`extauthz_session_lookups_total{result="hit",route="files"} 1`,
+		`extauthz_session_lookups_total{result="miss",route="files"} 2`,
+		`extauthz_session_bindings_created_total{route="files"} 1`,
+		`extauthz_session_bindings_refused_total{route="files"} 1`,
 		`extauthz_jwks_fetches_total{issuer="corp",result="error"} 1`,
 		`extauthz_jwks_fetches_total{issuer="corp",result="ok"} 1`,
 		`extauthz_config_reloads_total{result="error"} 1`,

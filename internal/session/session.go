@@ -22,6 +22,7 @@
 package session
 
 import (
+	"cmp"
 	"sync"
 	"time"
 )
@@ -35,20 +36,42 @@ type Binding struct {
 	// Confirmed is when a shared tier last confirmed the binding (zero
 	// without one).
 	Confirmed time.Time
+	// Tool is, for a task, the tool it was created for when the creating
+	// call was seen ("" when bound on first sight).
+	Tool string
 }
 
 // Result is what Bind decided.
 type Result uint8
 
 const (
-	// Owned: the subject owns the session (it did, or does now).
+	// Owned: the subject owned the session already.
 	Owned Result = iota
 	// Conflict: another subject owns the session.
 	Conflict
 	// Full: the session is unbound and there is no room to bind it without
 	// dropping another user's live binding; refuse the request.
 	Full
+	// Created: the session was unbound and now belongs to the subject.
+	Created
 )
+
+func (r Result) String() string {
+	switch r {
+	case Owned:
+		return "owned"
+	case Conflict:
+		return "conflict"
+	case Full:
+		return "full"
+	case Created:
+		return "created"
+	}
+	return "unknown"
+}
+
+// Accepted reports whether the subject may use the session.
+func (r Result) Accepted() bool { return r == Owned || r == Created }
 
 // entry is one binding, linked into the store's use order and into its
 // owner's. Both lists run from the most to the least recently used, which
@@ -126,7 +149,7 @@ func (s *Store) Bind(key, subject string, init func(*Binding)) (owner string, r 
 	if !s.add(key, b, now) {
 		return "", Full
 	}
-	return subject, Owned
+	return subject, Created
 }
 
 // Put records a binding a shared tier decided, replacing the local one. It
@@ -138,6 +161,7 @@ func (s *Store) Put(key string, b Binding) bool {
 	if e, ok := s.entries[key]; ok {
 		if e.b.Subject == b.Subject && now < e.idleUntil {
 			b.ElicitationURL = b.ElicitationURL || e.b.ElicitationURL
+			b.Tool = cmp.Or(b.Tool, e.b.Tool)
 			e.b = b
 			s.touch(e, now)
 			return true

@@ -34,12 +34,12 @@ func TestBind(t *testing.T) {
 		wantOwner string
 		want      Result
 	}{
-		{"first use binds", 0, "alice", "alice", Owned},
+		{"first use binds", 0, "alice", "alice", Created},
 		{"owner again", 30 * time.Second, "alice", "alice", Owned},
 		{"another user is refused", 0, "mallory", "alice", Conflict},
 		{"use extended the idle deadline", 50 * time.Second, "mallory", "alice", Conflict},
 		{"a second before the deadline it still holds", 9 * time.Second, "mallory", "alice", Conflict},
-		{"expired binding is taken over", 61 * time.Second, "bob", "bob", Owned},
+		{"expired binding is taken over", 61 * time.Second, "bob", "bob", Created},
 	}
 	for _, st := range steps {
 		c.advance(st.advance)
@@ -73,7 +73,7 @@ func TestNoEvictionOfOthers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClock()
 			s := New(tc.size, tc.per, time.Hour, c.now)
-			mustBind(t, s, victim, "alice", Owned)
+			mustBind(t, s, victim, "alice", Created)
 			full := 0
 			for i := range tc.sessions {
 				for _, a := range tc.attackers {
@@ -107,13 +107,13 @@ func TestNoEvictionOfOthers(t *testing.T) {
 func TestOwnEviction(t *testing.T) {
 	c := newClock()
 	s := New(100, 2, time.Hour, c.now)
-	mustBind(t, s, "a1", "alice", Owned)
+	mustBind(t, s, "a1", "alice", Created)
 	c.advance(time.Second)
-	mustBind(t, s, "a2", "alice", Owned)
+	mustBind(t, s, "a2", "alice", Created)
 	c.advance(time.Second)
 	mustBind(t, s, "a1", "alice", Owned) // a2 is now the least recently used
 	c.advance(time.Second)
-	mustBind(t, s, "a3", "alice", Owned)
+	mustBind(t, s, "a3", "alice", Created)
 	if _, ok := s.Lookup("a2"); ok {
 		t.Fatal("alice's least recently used binding was kept beyond her bound")
 	}
@@ -130,8 +130,8 @@ func TestOwnEviction(t *testing.T) {
 func TestExpiredMakeRoom(t *testing.T) {
 	c := newClock()
 	s := New(2, 0, time.Minute, c.now)
-	mustBind(t, s, "x", "alice", Owned)
-	mustBind(t, s, "y", "bob", Owned)
+	mustBind(t, s, "x", "alice", Created)
+	mustBind(t, s, "y", "bob", Created)
 	mustBind(t, s, "z", "carol", Full)
 	if d := s.RetryAfter(); d != time.Minute {
 		t.Fatalf("RetryAfter = %v, want the oldest binding's remaining minute", d)
@@ -139,7 +139,7 @@ func TestExpiredMakeRoom(t *testing.T) {
 	c.advance(59 * time.Second)
 	mustBind(t, s, "z", "carol", Full)
 	c.advance(time.Second)
-	mustBind(t, s, "z", "carol", Owned)
+	mustBind(t, s, "z", "carol", Created)
 	if s.Len() != 2 || s.CountSubject("alice") != 0 {
 		t.Fatalf("len %d: the expired oldest binding was not pushed out", s.Len())
 	}
@@ -177,7 +177,7 @@ func TestBindIsAtomic(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if owner, r := s.Bind(k, fmt.Sprint("user-", i), nil); r == Owned {
+			if owner, r := s.Bind(k, fmt.Sprint("user-", i), nil); r.Accepted() {
 				owners <- owner
 			}
 		}()
@@ -274,7 +274,7 @@ func FuzzNoEvictionOfOthers(f *testing.F) {
 				if r != Conflict || owner != prev.owner {
 					t.Fatalf("step %d: %s bound %s, live binding of %s: %v %q", step, sub, key, prev.owner, r, owner)
 				}
-			case r == Owned:
+			case r.Accepted():
 				model[key] = use{sub, step}
 			case r == Full:
 				for k, u := range model {

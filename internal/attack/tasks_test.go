@@ -1,0 +1,169 @@
+package attack
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Tasks belong to their creator (threat model classes 3 and 6). A task id is
+// a capability: whoever holds it can read the result, cancel the work or
+// follow its events. An attacker with a valid token of their own and the
+// victim's task id tries every spelling of every task operation, splits the
+// id across the fields different upstreams read, hides the call in headers,
+// borrows the victim's name from another issuer, and floods the store to get
+// the victim's binding dropped.
+
+// tasksYAML is an MCP route with a deliberately small store: 20 bindings,
+// at most 4 per user.
+const tasksYAML = `routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [hs, other]
+    audiences: [` + audience + `]
+sessions: {max_entries: 20, max_per_subject: 4}
+`
+
+// taskOp is a task operation body naming task in params.taskId (MCP) or
+// params.id (A2A).
+func taskOp(id int, method, field, task string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%q:%q}}`, id, method, field, task)
+}
+
+// wantTaskRefused fails unless v refuses the task as another user's, with
+// the request's JSON-RPC id.
+func wantTaskRefused(t *testing.T, v verdict, id string) {
+	t.Helper()
+	v.wantDenied(t, 403)
+	if e := v.rpc(t); string(e.ID) != id || !strings.Contains(v.Body, "task belongs to another user") {
+		t.Fatalf("refusal %s, want id %s and the reason", v.Body, id)
+	}
+}
+
+func TestTasksAnotherUsersTask(t *testing.T) {
+	s := start(t, tasksYAML, options{})
+	alice := token(t, issuerHS, "alice")
+	bob := token(t, issuerHS, "bob")
+	const task = "task-of-alice"
+	if v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + alice}, Body: taskOp(1, "tasks/get", "taskId", task)}); !v.Allowed {
+		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
+	}
+	bobAuth := map[string]string{"authorization": "Bearer " + bob}
+	cases := []struct {
+		name, body, id string
+	}{
+		{"MCP tasks/get", taskOp(2, "tasks/get", "taskId", task), "2"},
+		{"MCP tasks/result", taskOp(3, "tasks/result", "taskId", task), "3"},
+		{"MCP tasks/cancel", taskOp(4, "tasks/cancel", "taskId", task), "4"},
+		{"A2A v0.3 tasks/get by params.id", taskOp(5, "tasks/get", "id", task), "5"},
+		{"A2A v1.0 GetTask", taskOp(6, "GetTask", "id", task), "6"},
+		{"A2A v1.0 CancelTask", taskOp(7, "CancelTask", "id", task), "7"},
+		{"A2A v0.3 tasks/resubscribe", taskOp(8, "tasks/resubscribe", "id", task), "8"},
+		{"A2A v1.0 SubscribeToTask", taskOp(9, "SubscribeToTask", "id", task), "9"},
+		{"push notification config of the task", taskOp(10, "tasks/pushNotificationConfig/get", "id", task), "10"},
+		{"the id split across fields: the upstream may read either", `{"jsonrpc":"2.0","id":11,"method":"tasks/get","params":{"taskId":"bobs-own","id":"` + task + `"}}`, "11"},
+		{"an escaped method name", `{"jsonrpc":"2.0","id":12,"method":"tasks\/result","params":{"taskId":"` + task + `"}}`, "12"},
+		{"a string id", `{"jsonrpc":"2.0","id":"x-13","method":"tasks/get","params":{"taskId":"` + task + `"}}`, `"x-13"`},
+		{"continuing the task by a message", `{"jsonrpc":"2.0","id":14,"method":"message/send","params":{"message":{"messageId":"m","taskId":"` + task + `","role":"user","parts":[]}}}`, "14"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wantTaskRefused(t, s.check(t, raw{Headers: bobAuth, Body: tc.body}), tc.id)
+		})
+	}
+
+	t.Run("alice of another issuer is another user", func(t *testing.T) {
+		other := token(t, issuerOther, "alice")
+		wantTaskRefused(t, s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + other}, Body: taskOp(20, "tasks/get", "taskId", task)}), "20")
+	})
+	t.Run("a task operation named only by headers cannot be checked", func(t *testing.T) {
+		h := map[string]string{"authorization": "Bearer " + bob, "mcp-method": "tasks/get", "mcp-protocol-version": "2026-07-28"}
+		v := s.check(t, raw{Headers: h})
+		v.wantDenied(t, 400)
+		v = s.check(t, raw{Headers: h, Body: taskOp(21, "tasks/get", "taskId", task)[:30], Partial: true})
+		if v.Allowed {
+			t.Fatal("a partial body let a task operation through")
+		}
+	})
+	t.Run("a huge id is refused, not stored", func(t *testing.T) {
+		v := s.check(t, raw{Headers: bobAuth, Body: taskOp(22, "tasks/get", "taskId", strings.Repeat("x", 4096))})
+		v.wantDenied(t, 400)
+	})
+	t.Run("duplicate keys never pick the victim's id", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":23,"method":"tasks/get","params":{"taskId":"bobs-own","taskId":"` + task + `"}}`
+		if v := s.check(t, raw{Headers: bobAuth, Body: body}); v.Allowed {
+			t.Fatal("duplicate taskId keys were allowed")
+		}
+	})
+	t.Run("alice still has her task", func(t *testing.T) {
+		if v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + alice}, Body: taskOp(24, "tasks/result", "taskId", task)}); !v.Allowed {
+			t.Fatalf("alice: %d %s", v.Status, v.Body)
+		}
+	})
+}
+
+// TestTasksFlood: creating tasks never drops another user's binding; a
+// full store refuses new tasks with 503 instead.
+func TestTasksFlood(t *testing.T) {
+	s := start(t, tasksYAML, options{})
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	const task = "victim-task"
+	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "tasks/get", "taskId", task)}); !v.Allowed {
+		t.Fatalf("alice: %d %s", v.Status, v.Body)
+	}
+	mallory := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "mallory")}
+	for i := range 100 {
+		if v := s.check(t, raw{Headers: mallory, Body: taskOp(i, "tasks/get", "taskId", fmt.Sprint("m-", i))}); !v.Allowed {
+			t.Fatalf("mallory's own task %d: %d (one user's tasks push out only that user's)", i, v.Status)
+		}
+	}
+	refused := 0
+	for u := range 10 {
+		h := map[string]string{"authorization": "Bearer " + token(t, issuerHS, fmt.Sprint("sybil-", u))}
+		for i := range 4 {
+			v := s.check(t, raw{Headers: h, Body: taskOp(7, "tasks/get", "taskId", fmt.Sprintf("s-%d-%d", u, i))})
+			if !v.Allowed {
+				v.wantDenied(t, 503)
+				if e := v.rpc(t); string(e.ID) != "7" {
+					t.Fatalf("refusal without the id: %s", v.Body)
+				}
+				refused++
+			}
+		}
+	}
+	if refused == 0 {
+		t.Fatal("40 new tasks fit a store of 20: nothing was refused")
+	}
+	wantTaskRefused(t, s.check(t, raw{Headers: mallory, Body: taskOp(8, "tasks/result", "taskId", task)}), "8")
+	if v := s.check(t, raw{Headers: alice, Body: taskOp(9, "tasks/result", "taskId", task)}); !v.Allowed {
+		t.Fatalf("alice after the flood: %d %s", v.Status, v.Body)
+	}
+}
+
+// TestSessionMetricsByRoute: the session metrics an operator watches for
+// these attacks are exposed by route, and name no user, session or task.
+func TestSessionMetricsByRoute(t *testing.T) {
+	s := start(t, stateYAML, options{})
+	alice, mallory := token(t, issuerHS, "alice"), token(t, issuerHS, "mallory")
+	s.check(t, raw{Headers: inSessionRaw(alice, "sess-secret-1"), Body: toolCall(1, "whoami", "")})
+	s.check(t, raw{Headers: inSessionRaw(alice, "sess-secret-1"), Body: toolCall(2, "whoami", "")})
+	wantConflict(t, s.check(t, raw{Headers: inSessionRaw(mallory, "sess-secret-1"), Body: toolCall(3, "whoami", "")}))
+	s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + alice}, Body: taskOp(4, "tasks/get", "taskId", "task-secret-1")})
+	_, body := httpGet(t, "http://"+s.opsAddr+"/metrics")
+	for _, want := range []string{
+		`extauthz_session_lookups_total{result="hit",route="mcp"} 1`,
+		`extauthz_session_lookups_total{result="miss",route="mcp"} 1`,
+		`extauthz_session_bindings_created_total{route="mcp"} 1`,
+		`extauthz_session_hijack_attempts_total{route="mcp"} 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, secret := range []string{"alice", "mallory", "sess-secret", "task-secret"} {
+		if strings.Contains(body, secret) {
+			t.Errorf("metrics name %q", secret)
+		}
+	}
+}

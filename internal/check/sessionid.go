@@ -1,0 +1,195 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/extauthz/extauthz/internal/config"
+)
+
+// The session header (x-session-id) names the conversation a workload keys
+// its state on (seed 000: data/workspaces/{user}/{session}/). Identity
+// providers disagree on where it lives: the design's own tokens carry
+// session_id, Dex, Keycloak, Auth0 and Entra put the OIDC session in sid,
+// and many tokens carry none. identity.session_sources is the ordered list
+// of places to look; the first that names a session wins, and Explain says
+// which one did. A token's claim is signed; the request's own ids
+// (Mcp-Session-Id, the A2A contextId) are the client's word, so they are
+// used only once session binding accepted them for this user: nobody can
+// put their id into another user's workspace path.
+
+// Session source kinds.
+const (
+	srcClaim = iota
+	srcMCP
+	srcA2A
+	srcDefault
+)
+
+// sessionSource is one compiled entry of identity.session_sources.
+type sessionSource struct {
+	kind  int
+	claim string // srcClaim: the claim's name
+	name  string // as configured, for Explain
+}
+
+// perRequest reports whether the source is read from the request rather
+// than from the token.
+func (s sessionSource) perRequest() bool { return s.kind == srcMCP || s.kind == srcA2A }
+
+func (p *Policy) compileSessionSources(id config.Identity) error {
+	for _, src := range id.SessionSources {
+		s := sessionSource{name: src}
+		switch {
+		case src == config.SessionSourceMCP:
+			s.kind = srcMCP
+		case src == config.SessionSourceA2A:
+			s.kind = srcA2A
+		case src == config.SessionSourceDefault:
+			s.kind = srcDefault
+		default:
+			s.kind, s.claim = srcClaim, strings.TrimPrefix(src, config.SessionSourceClaim)
+		}
+		p.sessionSources = append(p.sessionSources, s)
+	}
+	if id.DefaultSession != "" {
+		v, ok := p.sessionHeaderValue(id.DefaultSession)
+		if !ok {
+			return fmt.Errorf("identity.default_session %q cannot be a session header value", id.DefaultSession)
+		}
+		p.defaultSession = v
+	}
+	return nil
+}
+
+// sessionHeaderValue is v as the session header carries it (safe_values
+// applied), or false when it cannot be one.
+func (p *Policy) sessionHeaderValue(v string) (string, bool) {
+	if v == "" || len(v) > p.identity.MaxHeaderValue {
+		return "", false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c == 0x7f {
+			return "", false
+		}
+	}
+	out, err := p.ident.headerValue("session", v)
+	return out, err == nil
+}
+
+// grantSession decides what the token alone says about the session: the
+// first claim source with a value is the grant's Session (the key of
+// invalidation and of exchanged tokens). When no source read from the
+// request comes before the winner, the header is the grant's and costs
+// nothing per request; otherwise each request picks (sessionFor).
+func (p *Policy) grantSession(g *Grant, claims map[string]any) error {
+	g.sessionSource, g.sessionClaimIdx = -1, -1
+	perRequest := false
+	for i, src := range p.sessionSources {
+		if src.perRequest() {
+			perRequest = true
+			continue
+		}
+		if src.kind == srcDefault {
+			if !perRequest && p.defaultSession != "" {
+				g.sessionSource = i
+				break
+			}
+			continue
+		}
+		v, ok, err := p.claimValue(claims, src.claim)
+		if err != nil {
+			return err
+		}
+		if ok && v != "" {
+			g.Session, g.sessionClaimIdx = v, i
+			if !perRequest {
+				g.sessionSource = i
+			}
+			break
+		}
+	}
+	g.sessionPerRequest = g.sessionSource < 0 && perRequest
+	return nil
+}
+
+// sessionFor picks the request's session from the sources in order. A
+// request id is taken only once its binding accepted this user: the MCP
+// session was bound before (or the source is skipped when the route does
+// not bind sessions), and an A2A context is bound here, so another user's
+// context id is refused (session_conflict) rather than named.
+func (e *evaluation) sessionFor(ctx context.Context, r *Route, call *Call, g *Grant) (value, from string, d denial, ok bool) {
+	p := e.p
+	for i, src := range p.sessionSources {
+		switch src.kind {
+		case srcClaim:
+			if i == g.sessionClaimIdx {
+				v, _ := p.sessionHeaderValue(g.Session)
+				return v, src.name, denial{}, v != ""
+			}
+		case srcMCP:
+			sid := mcpSessionID(e.req)
+			if sid == "" || !r.sessionBinding || call.Protocol == ProtoA2A {
+				continue
+			}
+			if v, good := p.sessionHeaderValue(sid); good {
+				return v, src.name, denial{}, true
+			}
+		case srcA2A:
+			if call.ContextID == "" || !r.sessionBinding {
+				continue
+			}
+			v, good := p.sessionHeaderValue(call.ContextID)
+			if !good {
+				continue
+			}
+			if d, bound := e.bind(ctx, r, e.pl.sessions, bindContext, call.ContextID, g); !bound {
+				return "", src.name, d, false
+			}
+			return v, src.name, denial{}, true
+		case srcDefault:
+			if p.defaultSession != "" {
+				return p.defaultSession, src.name, denial{}, true
+			}
+		}
+	}
+	return "", "", denial{}, true
+}
+
+// applySessionID sets the session header of a grant whose session depends
+// on the request. The grant's slices are shared by every request: the
+// header is added to copies.
+func (e *evaluation) applySessionID(ctx context.Context, r *Route, call *Call, g *Grant, v *Verdict) (denial, bool) {
+	if !g.sessionPerRequest {
+		if e.steps != nil {
+			from := "none"
+			if g.sessionSource >= 0 {
+				from = e.p.sessionSources[g.sessionSource].name
+			}
+			e.step("session-id", from, "decided by the token")
+		}
+		return denial{}, true
+	}
+	value, from, d, ok := e.sessionFor(ctx, r, call, g)
+	if !ok {
+		return d, false
+	}
+	if value == "" {
+		e.step("session-id", "none", "no source names a session")
+		return denial{}, true
+	}
+	if e.steps != nil {
+		e.step("session-id", from, value)
+	}
+	name := e.p.identity.SessionHeader
+	v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: name, Value: value})
+	rm := make([]string, 0, len(v.Remove))
+	for _, h := range v.Remove {
+		if h != name {
+			rm = append(rm, h)
+		}
+	}
+	v.Remove = rm
+	return denial{}, true
+}

@@ -1,0 +1,149 @@
+package check
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/session"
+)
+
+// Tasks belong to their creator (seed 004; MCP tasks since 2025-11-25, A2A
+// tasks). A task id is a capability: whoever knows it can poll the result,
+// cancel the work or subscribe to its events, so the service binds each task
+// to a user like an MCP session (the same store design: bounded per user,
+// never evicting another user's live task, shared through Redis) and
+// refuses every task operation by anybody else (403, JSON-RPC error with
+// the request's id) but the delegates sessions.delegates lets join.
+//
+// ext_authz never sees the response that creates a task, so a task is bound
+// on first sight: the first task operation that names it. TaskCreated binds
+// it at creation instead, with the tool it was created for, once a
+// response-path filter reports it; rules then see task operations under
+// that tool's name, and tasks/result of a delete_* task needs what
+// tools/call delete_* needs.
+
+// maxTaskID bounds a task id: longer ones are not ids but an attack on the
+// store's memory.
+const maxTaskID = 512
+
+// taskMethod classifies a method in either protocol's spelling: op names an
+// existing task by id (get, result, cancel, resubscribe, push notification
+// configurations); send may continue one (params.message.taskId). tasks/list
+// names none: its answer is the upstream's to filter.
+func taskMethod(method string) (op, send bool) {
+	switch method {
+	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/resubscribe",
+		"GetTask", "CancelTask", "SubscribeToTask":
+		return true, false
+	case "message/send", "message/stream", "SendMessage", "SendStreamingMessage":
+		return false, true
+	}
+	if strings.HasPrefix(method, "tasks/pushNotificationConfig/") ||
+		strings.HasSuffix(method, "TaskPushNotificationConfig") || strings.HasSuffix(method, "TaskPushNotificationConfigs") {
+		return true, false
+	}
+	return false, false
+}
+
+// taskIDs are the ids of the tasks the call acts on. An operation's every
+// id is checked, whichever field its upstream reads (MCP params.taskId, A2A
+// params.id); a message continues the task of params.message.taskId.
+func taskIDs(call *Call) []string {
+	op, send := taskMethod(call.Method)
+	var ids []string
+	switch {
+	case op:
+		for _, id := range call.taskRefs {
+			if id != "" && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	case send && call.taskRefs[2] != "":
+		ids = append(ids, call.taskRefs[2])
+	}
+	return ids
+}
+
+// bindTasks is the task ownership stage.
+func (e *evaluation) bindTasks(ctx context.Context, r *Route, call *Call, g *Grant) (denial, bool) {
+	if !e.p.taskOwnership || call.Protocol == "" || call.Method == "" {
+		return denial{}, true
+	}
+	op, send := taskMethod(call.Method)
+	if !op && !send {
+		return denial{}, true
+	}
+	if op && !call.Body {
+		// Mcp-Method alone names a task operation but not its task.
+		return denial{outcome: Malformed, desc: "a task operation needs its body to be checked: send the body to the service", rpcCode: jsonrpc.CodeInvalidRequest}, false
+	}
+	for _, id := range taskIDs(call) {
+		if len(id) > maxTaskID {
+			return denial{outcome: Malformed, desc: "task id is too long", rpcCode: jsonrpc.CodeInvalidParams}, false
+		}
+		if d, ok := e.bind(ctx, r, e.pl.tasks, bindTask, id, g); !ok {
+			return d, false
+		}
+		if e.steps != nil {
+			e.step("task", "bound", "task "+id+" belongs to "+g.Subject)
+		}
+	}
+	return denial{}, true
+}
+
+// authorizeCall applies the route's rules. A task operation on a task
+// whose tool is known is matched under the tool's name, and must also pass
+// what tools/call of that tool needs.
+func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
+	name, tool := call.Name, ""
+	if op, _ := taskMethod(call.Method); op && name == "" {
+		tool = e.taskTool(r, call)
+		name = tool
+	}
+	o, desc, scope := r.authorize(g, call.Method, name)
+	if o == Allowed && tool != "" {
+		if o2, desc2, scope2 := r.authorize(g, "tools/call", tool); o2 != Allowed {
+			return o2, "the task's tool " + tool + ": " + desc2, scope2
+		}
+	}
+	return o, desc, scope
+}
+
+// taskTool is the tool the call's task was created for, "" when unknown.
+func (e *evaluation) taskTool(r *Route, call *Call) string {
+	for _, id := range taskIDs(call) {
+		if b, ok := e.pl.tasks.Lookup(bindingKey(r.Name, bindTask, id)); ok && b.Tool != "" {
+			return b.Tool
+		}
+	}
+	return ""
+}
+
+// TaskCreated binds a task to the user who created it, with the tool it
+// was created for (MCP tools/call with params.task; "" for none), as a
+// response-path filter sees the creating answer. subject is the user as
+// Grant.Subject names it. It reports false when another user already holds
+// the id or the store has no room.
+func (pl *Pipeline) TaskCreated(ctx context.Context, route, taskID, subject, tool string) bool {
+	key := bindingKey(route, bindTask, taskID)
+	if pl.shared != nil {
+		owner, owned, err := pl.shared.Bind(ctx, key, subject, pl.sessionIdle+pl.sessionIdle/2, pl.Policy().perSubject)
+		if err != nil || !owned {
+			if err == nil {
+				pl.tasks.Put(key, session.Binding{Subject: owner, Confirmed: pl.now()})
+			}
+			return false
+		}
+		return pl.tasks.Put(key, session.Binding{Subject: subject, Tool: tool, Confirmed: pl.now()})
+	}
+	owner, res := pl.tasks.Bind(key, subject, func(b *session.Binding) { b.Tool = tool })
+	if res == session.Owned && owner == subject && tool != "" {
+		pl.tasks.Put(key, session.Binding{Subject: subject, Tool: tool})
+	}
+	return res.Accepted()
+}
+
+// TaskCount is the number of task bindings held.
+func (pl *Pipeline) TaskCount() int { return pl.tasks.Len() }
