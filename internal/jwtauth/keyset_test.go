@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -90,3 +92,39 @@ func TestKeySetErrors(t *testing.T) {
 		t.Fatalf("%d key sources live after failed KeySet calls", n)
 	}
 }
+
+// A JWK set URL configured with credentials (userinfo, a query key) never
+// shows them in the logs or errors of a failing load.
+func TestKeySetLogsNoCredentials(t *testing.T) {
+	srv := newJWKSServer(t, []byte(`not json`))
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	sources := NewSources(t.Context(), Options{HTTPClient: srv.Client(), Logger: log, Now: newClock().Now})
+	u := strings.Replace(srv.keysURL(), "http://", "http://client:pa55word@", 1) + "?api_key=pa55word"
+	ks, err := sources.KeySet(t.Context(), IssuerSpec{Name: "u", Issuer: "u", JWKSURL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	if _, err := ks.Key(t.Context(), "a", true, "ES256"); !errors.Is(err, ErrKeysUnavailable) {
+		t.Fatalf("Key() = %v, want ErrKeysUnavailable", err)
+	}
+	mu.Lock()
+	got := logs.String()
+	mu.Unlock()
+	if !strings.Contains(got, "key set load failed") {
+		t.Fatalf("no failed load logged:\n%s", got)
+	}
+	if strings.Contains(got, "pa55word") {
+		t.Fatalf("logs show a credential:\n%s", got)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

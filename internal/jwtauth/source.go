@@ -35,7 +35,7 @@ type fetchFunc func(ctx context.Context) ([]byte, error)
 // keeps serving while loads fail.
 type keySource struct {
 	issuerName         string
-	location           string // for logs: a URL, file path or issuer
+	location           string // for logs: a URL (without credentials or query), file path or issuer
 	fetch              fetchFunc
 	refreshInterval    time.Duration
 	unknownKIDInterval time.Duration
