@@ -55,3 +55,8 @@ func (k *KeySet) Ready() bool { return k.src.current() != nil }
 func (k *KeySet) Close() {
 	k.closeOnce.Do(func() { k.pool.release(k.src) })
 }
+
+// Reload loads the key set now, whatever the refetch rate limit, for a
+// caller that knows the source changed (a replaced file). On failure the
+// previous keys stay, and the failure is logged.
+func (k *KeySet) Reload(ctx context.Context) error { return k.src.load(ctx) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -128,3 +129,32 @@ func TestKeySetLogsNoCredentials(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestKeySetReload(t *testing.T) {
+	a, b := testKey{kid: "a", private: ecPrivate()}, testKey{kid: "b", private: edPrivate()}
+	file := writeJWKS(t, jwksDoc(t, a))
+	sources := NewSources(t.Context(), Options{Logger: discardLogger(), Now: newClock().Now})
+	ks, err := sources.KeySet(t.Context(), IssuerSpec{Name: "f", Issuer: "f", JWKSFile: file, Algorithms: []string{"ES256", "EdDSA"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	if err := os.WriteFile(file, jwksDoc(t, b), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ks.Reload(t.Context()); err != nil {
+		t.Fatalf("Reload() = %v", err)
+	}
+	if _, err := ks.Key(t.Context(), "b", true, "EdDSA"); err != nil {
+		t.Fatalf("Key(b) after Reload = %v", err)
+	}
+	if err := os.WriteFile(file, []byte(`{"keys":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ks.Reload(t.Context()); err == nil {
+		t.Fatal("Reload() of an unusable file = nil")
+	}
+	if _, err := ks.Key(t.Context(), "b", true, "EdDSA"); err != nil {
+		t.Fatalf("Key(b) after a failed Reload = %v, want the previous keys kept", err)
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -143,13 +146,17 @@ func NewSignedVerifier(o VerifierOptions) (*SignedVerifier, error) {
 			errs = append(errs, fmt.Errorf("signed lineage peer %q: issuer listed twice", p.Issuer))
 			continue
 		}
+		var watch *fileWatch
+		if p.JWKSFile != "" {
+			watch = newFileWatch(p.JWKSFile, o.Now) // before the read: a change in between is seen
+		}
 		ks, err := peerKeys(sources, p, o)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("signed lineage peer %q: %w", p.Issuer, err))
 			continue
 		}
 		v.sets = append(v.sets, ks)
-		v.keys[p.Issuer] = keyLookup(ks)
+		v.keys[p.Issuer] = keyLookup(ks, watch)
 	}
 	if err := errors.Join(errs...); err != nil {
 		v.Close()
@@ -269,13 +276,6 @@ func peerKeys(sources *jwtauth.Sources, p Peer, o VerifierOptions) (*jwtauth.Key
 	if p.JWKSURL != "" && o.Client == nil {
 		return nil, errors.New("an HTTP client is required for a JWKS URL")
 	}
-	// A replaced file is looked at when a token names a key it lacks, at
-	// most once per keyCheckInterval; a URL at most once per
-	// unknownKIDInterval.
-	unknownKID := unknownKIDInterval
-	if p.JWKSFile != "" {
-		unknownKID = keyCheckInterval
-	}
 	return sources.KeySet(context.Background(), jwtauth.IssuerSpec{
 		Name:               p.Issuer,
 		Issuer:             p.Issuer,
@@ -283,18 +283,61 @@ func peerKeys(sources *jwtauth.Sources, p Peer, o VerifierOptions) (*jwtauth.Key
 		JWKSURL:            p.JWKSURL,
 		JWKSFile:           p.JWKSFile,
 		RefreshInterval:    o.RefreshInterval,
-		UnknownKIDInterval: unknownKID,
+		UnknownKIDInterval: unknownKIDInterval,
 	})
 }
 
-// keyLookup returns the lookup of a peer's key set for one token.
-func keyLookup(ks *jwtauth.KeySet) func(context.Context) jwt.Keyfunc {
+// keyLookup returns the lookup of a peer's key set for one token; with a
+// file watch, a replaced file is read again first.
+func keyLookup(ks *jwtauth.KeySet, watch *fileWatch) func(context.Context) jwt.Keyfunc {
 	return func(ctx context.Context) jwt.Keyfunc {
 		return func(t *jwt.Token) (any, error) {
+			if watch != nil && watch.changed() {
+				_ = ks.Reload(ctx) // a failure is logged; the previous keys stay
+			}
 			kid, hasKID := t.Header["kid"].(string)
 			ctx, cancel := context.WithTimeout(ctx, unknownKIDWait)
 			defer cancel()
 			return ks.Key(ctx, kid, hasKID, t.Method.Alg())
 		}
 	}
+}
+
+// fileWatch tells when a peer's JWK set file was replaced, looking at most
+// once per keyCheckInterval: a key the peer removes from the file stops
+// verifying within about a second, as a new one starts.
+type fileWatch struct {
+	path string
+	now  func() time.Time
+
+	nextCheck atomic.Int64 // UnixNano
+	mu        sync.Mutex   // guards stamp; one look at a time
+	stamp     os.FileInfo
+}
+
+func newFileWatch(path string, now func() time.Time) *fileWatch {
+	w := &fileWatch{path: path, now: now}
+	w.stamp, _ = os.Stat(path)
+	w.nextCheck.Store(now().Add(keyCheckInterval).UnixNano())
+	return w
+}
+
+// changed reports whether the file differs from when it was last seen;
+// false while another caller is looking.
+func (w *fileWatch) changed() bool {
+	now := w.now()
+	if now.UnixNano() < w.nextCheck.Load() || !w.mu.TryLock() {
+		return false
+	}
+	defer w.mu.Unlock()
+	if now.UnixNano() < w.nextCheck.Load() {
+		return false
+	}
+	w.nextCheck.Store(now.Add(keyCheckInterval).UnixNano())
+	fi, err := os.Stat(w.path)
+	if err != nil || sameFile(w.stamp, fi) {
+		return false
+	}
+	w.stamp = fi
+	return true
 }
