@@ -40,6 +40,7 @@ test: deps proto-check ## Run every test with the race detector (what CI runs).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@$(GO) tool staticcheck ./...
 	$(GO) test -race -count=1 ./...
 
 .PHONY: bench
@@ -59,6 +60,7 @@ fuzz: ## Run each fuzz target for 20s.
 	done
 
 .PHONY: lint
-lint: ## gofmt and go vet.
+lint: ## gofmt, go vet and staticcheck (pinned in go.mod's tool block).
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
 	$(GO) vet ./...
+	@$(GO) tool staticcheck ./...

@@ -2,8 +2,9 @@
 # Regenerates the Go code of the protobuf APIs under proto/ with protoc,
 # protoc-gen-go and protoc-gen-go-grpc, installing what is missing:
 # protoc and the well-known types from Debian (protobuf-compiler,
-# libprotobuf-dev) when running as root, the two plugins
-# with `go install` into bin/tools at pinned versions.
+# libprotobuf-dev) when running as root. The two plugins are pinned in
+# go.mod's tool block and run through `go tool`, which builds them once into
+# the Go build cache.
 #
 #   scripts/gen-proto.sh           regenerate next to the .proto files
 #   scripts/gen-proto.sh --check   regenerate into a temporary directory and
@@ -12,11 +13,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
-# protoc-gen-go must match the protobuf runtime in go.mod; protoc-gen-go-grpc
-# is a released version whose output the grpc module in go.mod supports.
-PROTOC_GEN_GO_VERSION=$("$GO" list -m -f '{{.Version}}' google.golang.org/protobuf)
-PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
-TOOLS=$PWD/bin/tools
 
 check=false
 case "${1:-}" in
@@ -37,18 +33,11 @@ if ! protoc_ready; then
   protoc_ready || { echo "gen-proto: protoc or its include/google/protobuf is missing" >&2; exit 1; }
 fi
 
-# install_tool PACKAGE VERSION installs PACKAGE@VERSION into $TOOLS unless the
-# binary there was already built from that version.
-install_tool() {
-  local pkg=$1 version=$2 bin
-  bin=$TOOLS/$(basename "$pkg")
-  if [ -x "$bin" ] && "$GO" version -m "$bin" 2>/dev/null | grep -q "[[:space:]]mod[[:space:]].*[[:space:]]$version[[:space:]]"; then
-    return
-  fi
-  GOBIN=$TOOLS "$GO" install "$pkg@$version"
-}
-install_tool google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
-install_tool google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
+# protoc runs plugins by path: `go tool -n` builds a pinned tool (quietly,
+# once) and prints where. protoc-gen-go comes from the protobuf module the
+# code links against, so the generated code always matches its runtime.
+plugin_go=$("$GO" tool -n protoc-gen-go)
+plugin_go_grpc=$("$GO" tool -n protoc-gen-go-grpc)
 
 out=proto
 if $check; then
@@ -59,8 +48,8 @@ fi
 # Relative paths under -I proto keep machine paths out of the generated code.
 mapfile -t files < <(cd proto && find . -name '*.proto' -printf '%P\n' | LC_ALL=C sort)
 protoc -I proto \
-  --plugin=protoc-gen-go="$TOOLS/protoc-gen-go" \
-  --plugin=protoc-gen-go-grpc="$TOOLS/protoc-gen-go-grpc" \
+  --plugin=protoc-gen-go="$plugin_go" \
+  --plugin=protoc-gen-go-grpc="$plugin_go_grpc" \
   --go_out="$out" --go_opt=paths=source_relative \
   --go-grpc_out="$out" --go-grpc_opt=paths=source_relative \
   "${files[@]}"

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/bounded"
 )
 
 // child is a server process the run started and must stop.
@@ -164,7 +166,7 @@ func waitReady(ctx context.Context, client *http.Client, url string, c *child, t
 		}
 		resp, err := client.Do(req)
 		if err == nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			bounded.Drain(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil

@@ -17,6 +17,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/bounded"
+	"github.com/extauthz/extauthz/internal/secrets"
 )
 
 // MinTokenBytes is the shortest admin bearer token accepted: 32 bytes, e.g.
@@ -249,7 +252,7 @@ func (f *tokenFile) current() ([][sha256.Size]byte, error) {
 }
 
 func readTokens(path string) ([][sha256.Size]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := bounded.ReadFile(path, secrets.MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("admin token file: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/extauthz/extauthz/internal/secrets"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
 
@@ -318,11 +319,11 @@ func (c *cli) transport() (credentials.TransportCredentials, error) {
 
 // readToken reads the token: the file's first non-empty line.
 func readToken(path string) (string, error) {
-	data, err := os.ReadFile(path)
+	data, err := secrets.Load(nil, "", path)
 	if err != nil {
 		return "", err
 	}
-	for line := range strings.SplitSeq(string(data), "\n") {
+	for line := range strings.SplitSeq(data, "\n") {
 		if line = strings.TrimSpace(line); line != "" {
 			return line, nil
 		}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,18 +100,16 @@ func TestSlowClients(t *testing.T) {
 // requests without a body pass.
 func TestBodiesInFlightCapped(t *testing.T) {
 	var (
-		mu      sync.Mutex
+		release = make(chan struct{})
 		started = make(chan struct{}, 10)
 	)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		started <- struct{}{}
-		mu.Lock() // held by the test: bodies stay in progress
-		mu.Unlock()
+		<-release // closed by the test: until then bodies stay in progress
 		_, _ = io.Copy(io.Discard, r.Body)
 	})
 	addr, _, refused := serveLimited(t, handler, httpLimits{Name: "t", Read: 5 * time.Second, MaxBodies: 2})
-	mu.Lock()
-	defer mu.Unlock()
+	defer close(release)
 	var held []net.Conn
 	defer func() {
 		for _, c := range held {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"strconv"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/metrics"
+	"github.com/extauthz/extauthz/internal/secrets"
 )
 
 // The service's HTTP listeners besides the front ends:
@@ -158,19 +158,14 @@ func completeElicitation(pl *check.Pipeline, w http.ResponseWriter, r *http.Requ
 // configured environment variable or file, or nil (a random one per
 // process). Read at start only.
 func elicitationKey(e config.Elicitations, env Env) ([]byte, error) {
-	var key []byte
-	switch {
-	case e.StateKeyEnv != "":
-		key = []byte(env.Getenv(e.StateKeyEnv))
-	case e.StateKeyFile != "":
-		b, err := os.ReadFile(e.StateKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("elicitations.state_key_file: %w", err)
-		}
-		key = []byte(strings.TrimRight(string(b), "\r\n"))
-	default:
+	if e.StateKeyEnv == "" && e.StateKeyFile == "" {
 		return nil, nil
 	}
+	s, err := secrets.Load(env.Getenv, e.StateKeyEnv, e.StateKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("elicitations state key: %w", err)
+	}
+	key := []byte(s)
 	if len(key) < elicit.MinStateKeyBytes {
 		return nil, fmt.Errorf("elicitations: the state key must be at least %d bytes", elicit.MinStateKeyBytes)
 	}

@@ -380,7 +380,10 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	// Readiness flips once every key set has loaded.
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	// Health is set from the same reading the loop compares against: keys
+	// that loaded since the first setHealth would otherwise never be told.
 	isReady := ready()
+	setHealth(isReady)
 	var serveErr error
 loop:
 	for {

@@ -21,6 +21,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/route"
+	"github.com/extauthz/extauthz/internal/secrets"
 	"github.com/extauthz/extauthz/internal/shared"
 )
 
@@ -438,18 +439,12 @@ func issuerSpecs(issuers []config.Issuer, getenv func(string) string) ([]jwtauth
 			UnknownKIDInterval: is.UnknownKIDInterval.D(),
 		}
 		switch {
-		case is.SecretEnv != "":
-			s := getenv(is.SecretEnv)
-			if s == "" {
-				errs = append(errs, fmt.Errorf("issuer %s: environment variable %s is empty", is.Name, is.SecretEnv))
-			}
-			spec.Secret = []byte(s)
-		case is.SecretFile != "":
-			b, err := os.ReadFile(is.SecretFile)
+		case is.SecretEnv != "" || is.SecretFile != "":
+			s, err := secrets.Load(getenv, is.SecretEnv, is.SecretFile)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("issuer %s: %w", is.Name, err))
 			}
-			spec.Secret = []byte(strings.TrimRight(string(b), "\r\n"))
+			spec.Secret = []byte(s)
 		case is.Secret != "":
 			spec.Secret = []byte(is.Secret)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/secrets"
 	"github.com/extauthz/extauthz/internal/session"
 	"github.com/extauthz/extauthz/internal/shared"
 )
@@ -80,24 +80,14 @@ func compileExchanges(f *config.File, d Deps) (map[string]*exchange.Exchanger, e
 	out := make(map[string]*exchange.Exchanger, len(f.Exchanges))
 	var errs []error
 	for _, x := range f.Exchanges {
-		secret := ""
-		switch {
-		case x.ClientAuth.ClientSecretEnv != "":
-			if secret = d.Getenv(x.ClientAuth.ClientSecretEnv); secret == "" {
-				errs = append(errs, fmt.Errorf("exchange %s: environment variable %s is empty", x.Name, x.ClientAuth.ClientSecretEnv))
-				continue
-			}
-		case x.ClientAuth.ClientSecretFile != "":
-			b, err := os.ReadFile(x.ClientAuth.ClientSecretFile)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("exchange %s: %w", x.Name, err))
-				continue
-			}
-			secret = strings.TrimRight(string(b), "\r\n")
+		clientSecret, err := secrets.Load(d.Getenv, x.ClientAuth.ClientSecretEnv, x.ClientAuth.ClientSecretFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("exchange %s: %w", x.Name, err))
+			continue
 		}
 		ex, err := exchange.New(exchange.Config{
 			TokenEndpoint: x.TokenEndpoint, Issuer: x.Issuer,
-			Auth: exchange.ClientAuth{Method: x.ClientAuth.Method, ClientID: x.ClientAuth.ClientID, ClientSecret: secret,
+			Auth: exchange.ClientAuth{Method: x.ClientAuth.Method, ClientID: x.ClientAuth.ClientID, ClientSecret: clientSecret,
 				PrivateKeyFile: x.ClientAuth.PrivateKeyFile, KeyID: x.ClientAuth.KeyID, Algorithm: x.ClientAuth.Algorithm},
 			SubjectTokenType: x.SubjectTokenType, RequestedTokenType: x.RequestedTokenType,
 			ActorTokenFile: x.ActorTokenFile, ActorTokenType: x.ActorTokenType,

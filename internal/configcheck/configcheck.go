@@ -28,6 +28,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/pemkey"
+	"github.com/extauthz/extauthz/internal/secrets"
 )
 
 // Options say what the check may use.
@@ -198,8 +199,10 @@ func (c *checker) issuers(f *config.File) {
 		case is.SecretEnv != "":
 			c.secret(p+".secret_env", c.env(p+".secret_env", is.SecretEnv))
 		case is.SecretFile != "":
-			if b, ok := c.file(p+".secret_file", is.SecretFile); ok {
-				c.secret(p+".secret_file", strings.TrimRight(string(b), "\r\n"))
+			if s, err := secrets.Load(c.getenv, "", is.SecretFile); err != nil {
+				c.add(p+".secret_file", "%v", unwrapPath(err))
+			} else {
+				c.secret(p+".secret_file", s)
 			}
 		case is.Secret != "":
 			c.secret(p+".secret", is.Secret)

@@ -269,6 +269,7 @@ func headerOptions(hs []check.Header) []*corev3.HeaderValueOption {
 	backing := make([]corev3.HeaderValueOption, len(hs))
 	for i, h := range hs {
 		vals[i].Key, vals[i].Value = h.Name, h.Value
+		//lint:ignore SA1019 append false is what every Envoy release reads (append_action is not honoured by all of them)
 		backing[i].Header, backing[i].Append = &vals[i], appendFalse
 		opts[i] = &backing[i]
 	}

@@ -149,6 +149,7 @@ func TestWirePathOverGRPC(t *testing.T) {
 			if h.GetHeader().GetKey() == "x-user-id" {
 				user = h.GetHeader().GetValue()
 			}
+			//lint:ignore SA1019 the service sets append, deprecated but read by every Envoy
 			if h.GetAppend() == nil || h.GetAppend().GetValue() {
 				t.Fatal("append must be explicitly false")
 			}

@@ -141,6 +141,7 @@ func headerMutations(opts []*corev3.HeaderValueOption, request bool) ([]headerMu
 		if !validHeaderValue(value) {
 			return nil, fmt.Errorf("value of %q: %w", key, ErrInvalidMutation)
 		}
+		//lint:ignore SA1019 ext_authz answers still carry append; this emulates how Envoy applies it
 		if o.GetAppend() == nil {
 			return nil, fmt.Errorf("header %q: %w", key, ErrAppendUnset)
 		}
@@ -148,6 +149,7 @@ func headerMutations(opts []*corev3.HeaderValueOption, request bool) ([]headerMu
 			return nil, fmt.Errorf("header %q: %w", key, ErrRawValue)
 		}
 		lk := strings.ToLower(key)
+		//lint:ignore SA1019 as above: Envoy reads append on ext_authz header mutations
 		m := headerMutation{key: lk, value: value, appendValue: o.GetAppend().GetValue()}
 		if strings.HasPrefix(lk, ":") && !refusedByDefaultRules(lk) {
 			if !request || lk != ":path" || m.appendValue {

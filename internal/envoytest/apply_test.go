@@ -16,6 +16,7 @@ import (
 
 // hv is a HeaderValueOption with append set explicitly.
 func hv(key, value string, appendValue bool) *corev3.HeaderValueOption {
+	//lint:ignore SA1019 the emulated answers set append, as the service's do
 	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: key, Value: value}, Append: wrapperspb.Bool(appendValue)}
 }
 

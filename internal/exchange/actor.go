@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/bounded"
 )
 
 // maxActorTokenSize bounds the actor token file.
@@ -75,10 +77,7 @@ func (a *actorSource) reload() error {
 	if a.info != nil && os.SameFile(a.info, fi) && fi.Size() == a.info.Size() && fi.ModTime().Equal(a.info.ModTime()) {
 		return nil
 	}
-	if fi.Size() > maxActorTokenSize {
-		return fmt.Errorf("file is larger than %d bytes", maxActorTokenSize)
-	}
-	b, err := os.ReadFile(a.path)
+	b, err := bounded.ReadFile(a.path, maxActorTokenSize)
 	if err != nil {
 		return err
 	}

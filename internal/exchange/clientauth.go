@@ -12,10 +12,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/bounded"
 	"github.com/extauthz/extauthz/internal/pemkey"
+	"github.com/extauthz/extauthz/internal/secrets"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -39,7 +40,7 @@ func newClientAuth(a ClientAuth) (*clientAuth, error) {
 	if a.Method != AuthPrivateKeyJWT {
 		return ca, nil
 	}
-	pemBytes, err := os.ReadFile(a.PrivateKeyFile)
+	pemBytes, err := bounded.ReadFile(a.PrivateKeyFile, secrets.MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("exchange: reading the client private key: %w", err)
 	}

@@ -117,20 +117,6 @@ func TestCacheKeyDistinct(t *testing.T) {
 	}
 }
 
-func TestMetadataURLs(t *testing.T) {
-	tests := []struct{ issuer, oauth, oidc string }{
-		{"https://sts.example", "https://sts.example/.well-known/oauth-authorization-server", "https://sts.example/.well-known/openid-configuration"},
-		{"https://sts.example/", "https://sts.example/.well-known/oauth-authorization-server", "https://sts.example/.well-known/openid-configuration"},
-		{"https://sts.example/realms/a", "https://sts.example/.well-known/oauth-authorization-server/realms/a", "https://sts.example/realms/a/.well-known/openid-configuration"},
-	}
-	for _, tc := range tests {
-		got := metadataURLs(tc.issuer)
-		if len(got) != 2 || got[0] != tc.oauth || got[1] != tc.oidc {
-			t.Errorf("metadataURLs(%q) = %q", tc.issuer, got)
-		}
-	}
-}
-
 func TestBreakerStates(t *testing.T) {
 	now := time.Unix(0, 0)
 	b := newBreaker(2, 10*time.Second)

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +13,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/bounded"
+	"github.com/extauthz/extauthz/internal/discovery"
 )
 
 // maxTokenSize bounds an issued token.
@@ -82,42 +83,18 @@ func (e *Exchanger) post(ctx context.Context, endpoint string, form url.Values) 
 		if errors.Is(err, context.DeadlineExceeded) {
 			reason = "STS timed out"
 		}
-		return outcome{err: &Error{Kind: Unavailable, reason: reason, cause: scrubURLError(err)}}
+		return outcome{err: &Error{Kind: Unavailable, reason: reason, cause: bounded.ScrubURLError(err)}}
 	}
 	defer resp.Body.Close()
-	body, err := readLimited(resp.Body, e.cfg.MaxResponseBytes)
+	body, err := bounded.Read(resp.Body, e.cfg.MaxResponseBytes)
 	if err != nil {
 		reason := "reading the STS response failed"
-		if errors.Is(err, errTooLarge) {
+		if errors.Is(err, bounded.ErrTooLarge) {
 			reason = "STS response too large"
 		}
 		return outcome{err: &Error{Kind: Unavailable, Status: resp.StatusCode, reason: reason, cause: err}}
 	}
 	return parseResponse(resp.StatusCode, resp.Header, body, e.cfg.RequestedTokenType, e.now())
-}
-
-var errTooLarge = errors.New("response too large")
-
-// readLimited reads at most limit bytes, failing when there are more.
-func readLimited(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, errTooLarge
-	}
-	return b, nil
-}
-
-// scrubURLError keeps the cause of a *url.Error but drops the URL, which
-// may carry userinfo from configuration.
-func scrubURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
-	}
-	return err
 }
 
 // tokenResponse is RFC 8693 section 2.2.1 and RFC 6749 section 5.2.
@@ -274,24 +251,6 @@ type endpointResolver struct {
 	found  string
 }
 
-// metadataURLs are where an issuer's metadata may be: RFC 8414 section 3
-// (well-known path inserted before the issuer's path), then OpenID Connect
-// Discovery (appended).
-func metadataURLs(issuer string) []string {
-	u, err := url.Parse(issuer)
-	if err != nil {
-		return nil
-	}
-	path := strings.TrimSuffix(u.Path, "/")
-	oauth := *u
-	oauth.Path = "/.well-known/oauth-authorization-server" + path
-	oauth.RawPath = ""
-	oidc := *u
-	oidc.Path = path + "/.well-known/openid-configuration"
-	oidc.RawPath = ""
-	return []string{oauth.String(), oidc.String()}
-}
-
 // endpoint returns the token endpoint, discovering it if needed.
 func (e *Exchanger) endpoint(ctx context.Context) (string, *Error) {
 	if e.cfg.endpoint != nil {
@@ -303,55 +262,14 @@ func (e *Exchanger) endpoint(ctx context.Context) (string, *Error) {
 	if r.found != "" {
 		return r.found, nil
 	}
-	var errs []error
-	for _, mu := range metadataURLs(r.issuer) {
-		ep, err := e.discover(ctx, mu, r.issuer)
-		if err == nil {
-			r.found = ep
-			return ep, nil
-		}
-		errs = append(errs, err)
+	md, err := discovery.Discover(ctx, e.client, r.issuer, e.cfg.MaxResponseBytes, discovery.TokenEndpoint)
+	if err == nil {
+		r.found = md.TokenEndpoint
+		return r.found, nil
 	}
 	reason := "token endpoint discovery failed"
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		reason = "token endpoint discovery timed out"
 	}
-	return "", &Error{Kind: Unavailable, reason: reason, cause: errors.Join(errs...)}
-}
-
-// discover fetches one metadata document and returns its token endpoint.
-func (e *Exchanger) discover(ctx context.Context, metadataURL, issuer string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metadataURL, nil)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return "", scrubURLError(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: status %d", metadataURL, resp.StatusCode)
-	}
-	body, err := readLimited(resp.Body, e.cfg.MaxResponseBytes)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", metadataURL, err)
-	}
-	var md struct {
-		Issuer        string `json:"issuer"`
-		TokenEndpoint string `json:"token_endpoint"`
-	}
-	if err := json.Unmarshal(body, &md); err != nil {
-		return "", fmt.Errorf("%s: %w", metadataURL, err)
-	}
-	// RFC 8414 section 3.3: the issuer must be identical, or the metadata
-	// is someone else's.
-	if md.Issuer != issuer {
-		return "", fmt.Errorf("%s: metadata names issuer %q", metadataURL, md.Issuer)
-	}
-	if _, err := httpURL(md.TokenEndpoint); err != nil {
-		return "", fmt.Errorf("%s: token_endpoint: %w", metadataURL, err)
-	}
-	return md.TokenEndpoint, nil
+	return "", &Error{Kind: Unavailable, reason: reason, cause: err}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/extauthz/extauthz/internal/bounded"
 )
 
 // DefaultMaxWaiting bounds, per key source, the callers waiting for an
@@ -116,11 +118,11 @@ func (p *Sources) acquire(spec IssuerSpec) *keySource {
 	}
 	switch {
 	case spec.JWKSURL != "":
-		src.location, src.fetch = spec.JWKSURL, fetchURL(p.client, spec.JWKSURL)
+		src.location, src.fetch = bounded.Redact(spec.JWKSURL), fetchURL(p.client, spec.JWKSURL)
 	case spec.JWKSFile != "":
 		src.location, src.fetch = spec.JWKSFile, fetchFile(spec.JWKSFile)
 	default:
-		src.location, src.fetch = spec.Issuer, fetchDiscovered(p.client, spec.Issuer)
+		src.location, src.fetch = bounded.Redact(spec.Issuer), fetchDiscovered(p.client, spec.Issuer)
 	}
 	// A changed source of the same issuer starts from the keys the old one
 	// last loaded, so tokens keep verifying while the new one loads (or

@@ -2,21 +2,18 @@ package jwtauth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/extauthz/extauthz/internal/bounded"
+	"github.com/extauthz/extauthz/internal/discovery"
 )
 
 const (
@@ -38,7 +35,7 @@ type fetchFunc func(ctx context.Context) ([]byte, error)
 // keeps serving while loads fail.
 type keySource struct {
 	issuerName         string
-	location           string // for logs: a URL, file path or issuer
+	location           string // for logs: a URL (without credentials or query), file path or issuer
 	fetch              fetchFunc
 	refreshInterval    time.Duration
 	unknownKIDInterval time.Duration
@@ -228,7 +225,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // fetchURL returns a fetchFunc for a JWK set at u.
 func fetchURL(client *http.Client, u string) fetchFunc {
 	return func(ctx context.Context) ([]byte, error) {
-		return get(ctx, client, u)
+		return bounded.Get(ctx, client, u, "application/json", maxDocumentSize)
 	}
 }
 
@@ -237,134 +234,31 @@ func fetchURL(client *http.Client, u string) fetchFunc {
 // next unknown kid.
 func fetchFile(path string) fetchFunc {
 	return func(context.Context) ([]byte, error) {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return readBounded(f)
+		return bounded.ReadFile(path, maxDocumentSize)
 	}
 }
 
 // fetchDiscovered returns a fetchFunc that finds the JWK set through the
-// issuer's metadata (OpenID Connect Discovery, then RFC 8414) and fetches
-// it. The jwks_uri is looked up once and kept; a later failure to fetch the
-// set looks it up again. Callers serialize calls (keySource.loadMu).
+// issuer's metadata (package discovery: RFC 8414, then OpenID Connect
+// Discovery) and fetches it. The jwks_uri is looked up once and kept; a
+// later failure to fetch the set looks it up again. Callers serialize calls
+// (keySource.loadMu).
 func fetchDiscovered(client *http.Client, issuer string) fetchFunc {
 	var jwksURI string
 	return func(ctx context.Context) ([]byte, error) {
 		if jwksURI == "" {
-			u, err := discover(ctx, client, issuer)
+			md, err := discovery.Discover(ctx, client, issuer, maxDocumentSize, discovery.JWKSURI)
 			if err != nil {
 				return nil, err
 			}
-			jwksURI = u
+			jwksURI = md.JWKSURI
 		}
-		doc, err := get(ctx, client, jwksURI)
+		doc, err := bounded.Get(ctx, client, jwksURI, "application/json", maxDocumentSize)
 		if err != nil {
 			jwksURI = ""
 		}
 		return doc, err
 	}
-}
-
-// discover returns the jwks_uri from the issuer's metadata, trying each
-// well-known location in turn.
-func discover(ctx context.Context, client *http.Client, issuer string) (string, error) {
-	var errs []error
-	for _, u := range metadataURLs(issuer) {
-		doc, err := get(ctx, client, u)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		var md struct {
-			Issuer  string `json:"issuer"`
-			JWKSURI string `json:"jwks_uri"`
-		}
-		if err := json.Unmarshal(doc, &md); err != nil {
-			errs = append(errs, fmt.Errorf("%s: decode metadata: %w", u, err))
-			continue
-		}
-		// Both specifications require the document to name the issuer it
-		// was fetched for; anything else is a mix-up or a misconfiguration.
-		if md.Issuer != issuer {
-			errs = append(errs, fmt.Errorf("%s: metadata names issuer %q", u, md.Issuer))
-			continue
-		}
-		if err := checkHTTPURL(md.JWKSURI); err != nil {
-			errs = append(errs, fmt.Errorf("%s: jwks_uri: %w", u, err))
-			continue
-		}
-		return md.JWKSURI, nil
-	}
-	return "", fmt.Errorf("discovery: %w", errors.Join(errs...))
-}
-
-// metadataURLs are the metadata locations for issuer: OpenID Connect
-// Discovery appends the well-known path to the issuer; RFC 8414 inserts it
-// between the host and the issuer's path.
-func metadataURLs(issuer string) []string {
-	oidc := strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
-	u, err := url.Parse(issuer)
-	if err != nil {
-		return []string{oidc}
-	}
-	path := strings.TrimSuffix(u.Path, "/")
-	oauth := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/.well-known/oauth-authorization-server" + path}
-	return []string{oidc, oauth.String()}
-}
-
-// get fetches u and returns its body, which must be 200 and at most
-// maxDocumentSize.
-func get(ctx context.Context, client *http.Client, u string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		// Drain a little so the connection can be reused.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		return nil, fmt.Errorf("GET %s: status %d", u, resp.StatusCode)
-	}
-	doc, err := readBounded(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
-	}
-	return doc, nil
-}
-
-// readBounded reads r to the end, refusing more than maxDocumentSize bytes.
-func readBounded(r io.Reader) ([]byte, error) {
-	doc, err := io.ReadAll(io.LimitReader(r, maxDocumentSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(doc) > maxDocumentSize {
-		return nil, fmt.Errorf("document exceeds %d bytes", maxDocumentSize)
-	}
-	return doc, nil
-}
-
-// checkHTTPURL accepts an absolute http or https URL with a host.
-func checkHTTPURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	if u.Scheme != "https" && u.Scheme != "http" {
-		return fmt.Errorf("%q is not an http(s) URL", s)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("%q has no host", s)
-	}
-	return nil
 }
 
 // lookup returns the key for a token, refetching the key set (rate-limited)

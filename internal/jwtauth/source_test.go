@@ -420,22 +420,3 @@ func TestClose(t *testing.T) {
 		t.Fatal("a closed verifier fetched keys")
 	}
 }
-
-func TestMetadataURLs(t *testing.T) {
-	tests := []struct {
-		issuer string
-		want   []string
-	}{
-		{"https://idp.example", []string{"https://idp.example/.well-known/openid-configuration", "https://idp.example/.well-known/oauth-authorization-server"}},
-		{"https://idp.example/", []string{"https://idp.example/.well-known/openid-configuration", "https://idp.example/.well-known/oauth-authorization-server"}},
-		{"https://idp.example/t/1", []string{"https://idp.example/t/1/.well-known/openid-configuration", "https://idp.example/.well-known/oauth-authorization-server/t/1"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.issuer, func(t *testing.T) {
-			got := metadataURLs(tc.issuer)
-			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
-				t.Fatalf("metadataURLs() = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}

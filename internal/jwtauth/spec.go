@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/discovery"
 )
 
 // IssuerSpec is one trusted token issuer: what its tokens must look like and
@@ -30,8 +32,9 @@ type IssuerSpec struct {
 	JWKSURL string
 	// JWKSFile is a local JWK set file, re-read at every refresh.
 	JWKSFile string
-	// Discovery finds the JWK set through {Issuer}/.well-known/openid-configuration,
-	// falling back to RFC 8414 .well-known/oauth-authorization-server.
+	// Discovery finds the JWK set through the issuer's metadata: RFC 8414
+	// .well-known/oauth-authorization-server, then OpenID Connect
+	// {Issuer}/.well-known/openid-configuration (package discovery).
 	Discovery bool
 	// Leeway is the clock skew allowed when checking exp, nbf and iat.
 	Leeway time.Duration
@@ -126,7 +129,7 @@ func compile(spec IssuerSpec) (*issuer, error) {
 		return nil, fail("refresh intervals must not be negative")
 	}
 	if spec.JWKSURL != "" {
-		if err := checkHTTPURL(spec.JWKSURL); err != nil {
+		if err := discovery.CheckHTTPURL(spec.JWKSURL); err != nil {
 			return nil, fail("JWKS URL: %v", err)
 		}
 	}
@@ -134,7 +137,7 @@ func compile(spec IssuerSpec) (*issuer, error) {
 		if spec.Issuer == "" {
 			return nil, fail("discovery needs the issuer URL")
 		}
-		if err := checkHTTPURL(spec.Issuer); err != nil {
+		if err := discovery.CheckHTTPURL(spec.Issuer); err != nil {
 			return nil, fail("discovery: issuer: %v", err)
 		}
 		if u, _ := url.Parse(spec.Issuer); u.RawQuery != "" || u.Fragment != "" {

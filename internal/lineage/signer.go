@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/extauthz/extauthz/internal/bounded"
 	"github.com/extauthz/extauthz/internal/pemkey"
 )
 
@@ -335,17 +335,9 @@ func sameFile(old, cur os.FileInfo) bool {
 
 // loadSigningKey reads and parses a PEM private key file.
 func loadSigningKey(path string) (*signingKey, error) {
-	f, err := os.Open(path)
+	data, err := bounded.ReadFile(path, maxKeyFileSize)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxKeyFileSize {
-		return nil, fmt.Errorf("key file %s is larger than %d bytes", path, maxKeyFileSize)
 	}
 	return parseSigningKey(data)
 }

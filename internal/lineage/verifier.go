@@ -2,10 +2,8 @@ package lineage
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -13,10 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/MicahParks/jwkset"
-	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
-	"golang.org/x/time/rate"
+
+	"github.com/extauthz/extauthz/internal/jwtauth"
 )
 
 const (
@@ -30,16 +27,15 @@ const (
 
 	// maxSignedSize bounds an inbound signed lineage token.
 	maxSignedSize = 8 << 10
-	// maxJWKSSize bounds a peer's JWK set document, fetched or read.
-	maxJWKSSize = 1 << 20
-	// jwksTimeout bounds one JWK set fetch.
-	jwksTimeout = 10 * time.Second
 	// unknownKIDInterval rate-limits refetches for tokens naming a key the
 	// set does not have (a peer that just rotated, or a forgery).
 	unknownKIDInterval = 10 * time.Second
 	// unknownKIDWait bounds how long such a refetch may hold a request.
 	unknownKIDWait = 2 * time.Second
 )
+
+// signedAlgorithms are the JWS algorithms of signed lineage tokens.
+var signedAlgorithms = []string{jwt.SigningMethodEdDSA.Alg(), jwt.SigningMethodES256.Alg()}
 
 // ErrSignedInvalid is a signed lineage token that is not accepted: bad
 // signature, unknown issuer or key, expired, wrong type, unusable claims, or
@@ -98,6 +94,7 @@ type SignedVerifier struct {
 	now         func() time.Time
 	maxLifetime time.Duration
 	leeway      time.Duration
+	sets        []*jwtauth.KeySet // the peers', released by Close
 	stop        context.CancelFunc
 }
 
@@ -124,6 +121,7 @@ func NewSignedVerifier(o VerifierOptions) (*SignedVerifier, error) {
 		return nil, errors.New("signed lineage verifier: negative duration")
 	}
 	lifetime, stop := context.WithCancel(context.Background())
+	sources := jwtauth.NewSources(lifetime, jwtauth.Options{HTTPClient: o.Client, Logger: o.Logger, Now: o.Now})
 	v := &SignedVerifier{
 		keys:        make(map[string]func(context.Context) jwt.Keyfunc, len(o.Peers)+1),
 		now:         o.Now,
@@ -131,7 +129,7 @@ func NewSignedVerifier(o VerifierOptions) (*SignedVerifier, error) {
 		leeway:      o.Leeway,
 		stop:        stop,
 		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg(), jwt.SigningMethodES256.Alg()}),
+			jwt.WithValidMethods(signedAlgorithms),
 			jwt.WithLeeway(o.Leeway),
 			jwt.WithTimeFunc(o.Now),
 			jwt.WithExpirationRequired(),
@@ -144,31 +142,40 @@ func NewSignedVerifier(o VerifierOptions) (*SignedVerifier, error) {
 	}
 	var errs []error
 	for _, p := range o.Peers {
-		kf, err := peerKeys(lifetime, p, o)
-		if err == nil {
-			if _, dup := v.keys[p.Issuer]; dup {
-				err = errors.New("issuer listed twice")
-			}
+		if _, dup := v.keys[p.Issuer]; dup && p.Issuer != "" {
+			errs = append(errs, fmt.Errorf("signed lineage peer %q: issuer listed twice", p.Issuer))
+			continue
 		}
+		var watch *fileWatch
+		if p.JWKSFile != "" {
+			watch = newFileWatch(p.JWKSFile, o.Now) // before the read: a change in between is seen
+		}
+		ks, err := peerKeys(sources, p, o)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("signed lineage peer %q: %w", p.Issuer, err))
 			continue
 		}
-		v.keys[p.Issuer] = kf.KeyfuncCtx
+		v.sets = append(v.sets, ks)
+		v.keys[p.Issuer] = keyLookup(ks, watch)
 	}
 	if err := errors.Join(errs...); err != nil {
-		stop()
+		v.Close()
 		return nil, err
 	}
 	if len(v.keys) == 0 {
-		stop()
+		v.Close()
 		return nil, errors.New("signed lineage verifier: no peers")
 	}
 	return v, nil
 }
 
-// Close stops refreshing JWK set URLs.
-func (v *SignedVerifier) Close() { v.stop() }
+// Close stops refreshing the peers' key sets.
+func (v *SignedVerifier) Close() {
+	for _, ks := range v.sets {
+		ks.Close()
+	}
+	v.stop()
+}
 
 // Verify checks a signed lineage token and returns the lineage it carries.
 // When subject is not empty the token must name the same user: a lineage
@@ -257,163 +264,80 @@ func (s *Signer) keyfunc(t *jwt.Token) (any, error) {
 	return key, nil
 }
 
-// peerKeys builds the key lookup for one peer.
-func peerKeys(lifetime context.Context, p Peer, o VerifierOptions) (keyfunc.Keyfunc, error) {
+// peerKeys acquires the key set of one peer from the shared key-set
+// machinery of package jwtauth.
+func peerKeys(sources *jwtauth.Sources, p Peer, o VerifierOptions) (*jwtauth.KeySet, error) {
 	if p.Issuer == "" {
 		return nil, errors.New("issuer is required")
 	}
 	if (p.JWKSURL == "") == (p.JWKSFile == "") {
 		return nil, errors.New("exactly one of JWKS URL and JWKS file is required")
 	}
-	var storage jwkset.Storage
-	if p.JWKSFile != "" {
-		fk, err := newFileKeys(p.JWKSFile, o.Now, o.Logger)
-		if err != nil {
-			return nil, err
-		}
-		storage = fk
-	} else {
-		if o.Client == nil {
-			return nil, errors.New("an HTTP client is required for a JWKS URL")
-		}
-		client := *o.Client
-		client.Transport = limitedBody{base: o.Client.Transport}
-		log := o.Logger.With("issuer", p.Issuer, "url", p.JWKSURL)
-		remote, err := jwkset.NewStorageFromHTTP(p.JWKSURL, jwkset.HTTPClientStorageOptions{
-			Client:                    &client,
-			Ctx:                       lifetime,
-			HTTPTimeout:               jwksTimeout,
-			NoErrorReturnFirstHTTPReq: true,
-			RefreshInterval:           o.RefreshInterval,
-			RefreshErrorHandler: func(ctx context.Context, err error) {
-				log.WarnContext(ctx, "signed lineage JWK set fetch failed", "error", err)
-			},
-		})
-		if err != nil {
-			return nil, err
-		}
-		storage, err = jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
-			HTTPURLs:          map[string]jwkset.Storage{p.JWKSURL: remote},
-			RateLimitWaitMax:  unknownKIDWait,
-			RefreshUnknownKID: rate.NewLimiter(rate.Every(unknownKIDInterval), 1),
-		})
-		if err != nil {
-			return nil, err
-		}
+	if p.JWKSURL != "" && o.Client == nil {
+		return nil, errors.New("an HTTP client is required for a JWKS URL")
 	}
-	return keyfunc.New(keyfunc.Options{Ctx: lifetime, Storage: storage})
+	return sources.KeySet(context.Background(), jwtauth.IssuerSpec{
+		Name:               p.Issuer,
+		Issuer:             p.Issuer,
+		Algorithms:         signedAlgorithms,
+		JWKSURL:            p.JWKSURL,
+		JWKSFile:           p.JWKSFile,
+		RefreshInterval:    o.RefreshInterval,
+		UnknownKIDInterval: unknownKIDInterval,
+	})
 }
 
-// limitedBody bounds response bodies, so that a peer cannot make us read an
-// endless JWK set.
-type limitedBody struct{ base http.RoundTripper }
-
-func (l limitedBody) RoundTrip(r *http.Request) (*http.Response, error) {
-	base := l.base
-	if base == nil {
-		base = http.DefaultTransport
+// keyLookup returns the lookup of a peer's key set for one token; with a
+// file watch, a replaced file is read again first.
+func keyLookup(ks *jwtauth.KeySet, watch *fileWatch) func(context.Context) jwt.Keyfunc {
+	return func(ctx context.Context) jwt.Keyfunc {
+		return func(t *jwt.Token) (any, error) {
+			if watch != nil && watch.changed() {
+				_ = ks.Reload(ctx) // a failure is logged; the previous keys stay
+			}
+			kid, hasKID := t.Header["kid"].(string)
+			ctx, cancel := context.WithTimeout(ctx, unknownKIDWait)
+			defer cancel()
+			return ks.Key(ctx, kid, hasKID, t.Method.Alg())
+		}
 	}
-	resp, err := base.RoundTrip(r)
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.LimitReader(resp.Body, maxJWKSSize), resp.Body}
-	return resp, nil
 }
 
-// fileKeys is a JWK set read from a file and read again, at most once per
-// keyCheckInterval, when the file is replaced. A replacement that cannot be
-// used is logged and the previous keys kept.
-type fileKeys struct {
-	jwkset.Storage // the keys last read
-	path           string
-	now            func() time.Time
-	log            *slog.Logger
+// fileWatch tells when a peer's JWK set file was replaced, looking at most
+// once per keyCheckInterval: a key the peer removes from the file stops
+// verifying within about a second, as a new one starts.
+type fileWatch struct {
+	path string
+	now  func() time.Time
 
 	nextCheck atomic.Int64 // UnixNano
-	mu        sync.Mutex   // guards stamp; one reload at a time
+	mu        sync.Mutex   // guards stamp; one look at a time
 	stamp     os.FileInfo
 }
 
-func newFileKeys(path string, now func() time.Time, log *slog.Logger) (*fileKeys, error) {
-	f := &fileKeys{Storage: jwkset.NewMemoryStorage(), path: path, now: now, log: log}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.load(); err != nil {
-		return nil, err
-	}
-	f.stamp = fi
-	f.nextCheck.Store(now().Add(keyCheckInterval).UnixNano())
-	return f, nil
+func newFileWatch(path string, now func() time.Time) *fileWatch {
+	w := &fileWatch{path: path, now: now}
+	w.stamp, _ = os.Stat(path)
+	w.nextCheck.Store(now().Add(keyCheckInterval).UnixNano())
+	return w
 }
 
-func (f *fileKeys) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
-	f.refresh()
-	return f.Storage.KeyRead(ctx, kid)
-}
-
-func (f *fileKeys) KeyReadAll(ctx context.Context) ([]jwkset.JWK, error) {
-	f.refresh()
-	return f.Storage.KeyReadAll(ctx)
-}
-
-func (f *fileKeys) refresh() {
-	now := f.now()
-	if now.UnixNano() < f.nextCheck.Load() || !f.mu.TryLock() {
-		return
+// changed reports whether the file differs from when it was last seen;
+// false while another caller is looking.
+func (w *fileWatch) changed() bool {
+	now := w.now()
+	if now.UnixNano() < w.nextCheck.Load() || !w.mu.TryLock() {
+		return false
 	}
-	defer f.mu.Unlock()
-	if now.UnixNano() < f.nextCheck.Load() {
-		return
+	defer w.mu.Unlock()
+	if now.UnixNano() < w.nextCheck.Load() {
+		return false
 	}
-	f.nextCheck.Store(now.Add(keyCheckInterval).UnixNano())
-	fi, err := os.Stat(f.path)
-	if err != nil || sameFile(f.stamp, fi) {
-		return
+	w.nextCheck.Store(now.Add(keyCheckInterval).UnixNano())
+	fi, err := os.Stat(w.path)
+	if err != nil || sameFile(w.stamp, fi) {
+		return false
 	}
-	f.stamp = fi
-	if err := f.load(); err != nil {
-		f.log.Error("signed lineage JWK set file unusable, keeping the previous keys", "file", f.path, "error", err)
-	}
-}
-
-// load replaces the keys with the file's usable public signing keys.
-func (f *fileKeys) load() error {
-	file, err := os.Open(f.path)
-	if err != nil {
-		return err
-	}
-	defer file.Close()
-	data, err := io.ReadAll(io.LimitReader(file, maxJWKSSize+1))
-	if err != nil {
-		return err
-	}
-	if len(data) > maxJWKSSize {
-		return fmt.Errorf("JWK set file larger than %d bytes", maxJWKSSize)
-	}
-	var set jwkset.JWKSMarshal
-	if err := json.Unmarshal(data, &set); err != nil {
-		return fmt.Errorf("decode JWK set: %w", err)
-	}
-	keys := make([]jwkset.JWK, 0, len(set.Keys))
-	for _, m := range set.Keys {
-		if m.USE != "" && m.USE != jwkset.UseSig {
-			continue
-		}
-		// Private: false reads only public parts and refuses symmetric keys.
-		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
-		if err != nil {
-			continue
-		}
-		keys = append(keys, jwk)
-	}
-	if len(keys) == 0 {
-		return errors.New("JWK set has no usable public signing key")
-	}
-	return f.Storage.KeyReplaceAll(context.Background(), keys)
+	w.stamp = fi
+	return true
 }

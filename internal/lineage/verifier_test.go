@@ -269,7 +269,7 @@ func TestVerifyFilePeerRotation(t *testing.T) {
 			t.Fatalf("%s: key A accepted %v (%v), key B accepted %v (%v); want %v, %v", st.name, errA == nil, errA, errB == nil, errB, st.wantA, st.wantB)
 		}
 	}
-	if !strings.Contains(logs.String(), "JWK set file unusable") {
+	if !strings.Contains(logs.String(), "key set load failed") {
 		t.Errorf("logs lack the unusable file:\n%s", logs.String())
 	}
 }
@@ -305,7 +305,7 @@ func TestVerifyJWKSTooLarge(t *testing.T) {
 	signer := testSigner(t, clock, peerIssuer)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Valid JSON, but only after more white space than we read.
-		_, _ = w.Write([]byte(strings.Repeat(" ", maxJWKSSize)))
+		_, _ = w.Write([]byte(strings.Repeat(" ", 1<<20))) // the JWK set limit
 		_, _ = w.Write(signer.JWKS())
 	}))
 	t.Cleanup(srv.Close)
@@ -336,7 +336,7 @@ func TestVerifyPeerDownAtStart(t *testing.T) {
 	if _, err := verifier.Verify(t.Context(), tok, "alice"); !errors.Is(err, ErrSignedInvalid) {
 		t.Fatalf("Verify() = %v, want ErrSignedInvalid", err)
 	}
-	if !strings.Contains(logs.String(), "JWK set fetch failed") {
+	if !strings.Contains(logs.String(), "key set load failed") {
 		t.Errorf("logs lack the failed fetch:\n%s", logs.String())
 	}
 }

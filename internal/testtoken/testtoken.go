@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/jwtauth"
 )
 
 // Key is a signing key with its JWK id and algorithm.
@@ -64,9 +66,10 @@ func (k Key) Sign(t testing.TB, claims jwt.MapClaims) string {
 	return s
 }
 
-// HMAC signs claims with an HMAC secret.
+// HMAC signs claims with an HMAC secret, as the service's own development
+// tokens are signed (jwtauth.SignHMAC).
 func HMAC(t testing.TB, alg string, secret string, claims jwt.MapClaims) string {
-	s, err := jwt.NewWithClaims(jwt.GetSigningMethod(alg), claims).SignedString([]byte(secret))
+	s, err := jwtauth.SignHMAC(alg, []byte(secret), claims)
 	if err != nil {
 		t.Fatal(err)
 	}
