@@ -82,148 +82,194 @@ func FilterList(method string, body []byte, keep Predicate) ([]byte, int, error)
 	if body[i] != '{' {
 		return nil, 0, fmt.Errorf("%w: not an object", ErrUnexpectedShape)
 	}
-	top, err := members(body, i, "result", "error", "method")
-	if err != nil {
-		return nil, 0, err
-	}
-	result := top[0]
-	if result.start < 0 {
-		if top[1].start >= 0 || top[2].start >= 0 {
-			return body, 0, nil
+	f := listFilter{d: body, shape: shape, keep: keep, list: valueSpan{-1, -1}}
+	sawResult, sawOther := false, false
+	_, err := object(body, i, func(key []byte, v int) (int, error) {
+		if is, err := keyIs(key, "result"); err != nil || is {
+			sawResult = true
+			if err != nil {
+				return 0, err
+			}
+			return f.result(v)
 		}
+		if string(key) == "error" || string(key) == "method" {
+			sawOther = true
+		}
+		return skipValue(body, v), nil
+	})
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case !sawResult && sawOther:
+		return body, 0, nil // an error response, a request or a notification
+	case !sawResult:
 		return nil, 0, fmt.Errorf("%w: no result", ErrUnexpectedShape)
-	}
-	if body[result.start] != '{' {
-		return nil, 0, fmt.Errorf("%w: result is not an object", ErrUnexpectedShape)
-	}
-	inResult, err := members(body, result.start, shape.array)
-	if err != nil {
-		return nil, 0, err
-	}
-	list := inResult[0]
-	if list.start < 0 || body[list.start] != '[' {
-		return nil, 0, fmt.Errorf("%w: result.%s is not an array", ErrUnexpectedShape, shape.array)
-	}
-
-	entries := elements(body, list)
-	keepAt := make([]bool, len(entries))
-	removed := 0
-	for n, e := range entries {
-		if body[e.start] != '{' {
-			return nil, 0, fmt.Errorf("%w: an entry of result.%s is not an object", ErrUnexpectedShape, shape.array)
-		}
-		m, err := members(body, e.start, shape.nameKey, "annotations")
-		if err != nil {
-			return nil, 0, err
-		}
-		name, ok := stringValue(body, m[0])
-		if !ok {
-			return nil, 0, fmt.Errorf("%w: an entry's %s is not a string", ErrUnexpectedShape, shape.nameKey)
-		}
-		var annotations json.RawMessage
-		if m[1].start >= 0 {
-			annotations = body[m[1].start:m[1].end]
-		}
-		keepAt[n] = keep(shape.kind, name, annotations)
-		if !keepAt[n] {
-			removed++
-		}
-	}
-	if removed == 0 {
+	case f.list.start < 0:
+		return nil, 0, fmt.Errorf("%w: no result.%s", ErrUnexpectedShape, shape.array)
+	case f.removed == 0:
 		return body, 0, nil
 	}
+	return f.rebuild(), f.removed, nil
+}
 
-	// Rebuild the array: what lies between '[' and the first entry, the
-	// kept entries joined by the original first separator, and what lies
-	// between the last entry and ']'.
+// listFilter walks one response, in a single pass over a document
+// ValidateStrict accepted.
+type listFilter struct {
+	d       []byte
+	shape   listShape
+	keep    Predicate
+	list    valueSpan   // the entries array, brackets included
+	entries []valueSpan // each entry
+	keepAt  []bool
+	removed int
+}
+
+func (f *listFilter) result(v int) (int, error) {
+	if f.d[v] != '{' {
+		return 0, fmt.Errorf("%w: result is not an object", ErrUnexpectedShape)
+	}
+	return object(f.d, v, func(key []byte, v int) (int, error) {
+		if is, err := keyIs(key, f.shape.array); err != nil {
+			return 0, err
+		} else if is {
+			return f.array(v)
+		}
+		return skipValue(f.d, v), nil
+	})
+}
+
+func (f *listFilter) array(v int) (int, error) {
+	d := f.d
+	if d[v] != '[' {
+		return 0, fmt.Errorf("%w: result.%s is not an array", ErrUnexpectedShape, f.shape.array)
+	}
+	i := skipWS(d, v+1)
+	for d[i] != ']' {
+		end, err := f.entry(i)
+		if err != nil {
+			return 0, err
+		}
+		f.entries = append(f.entries, valueSpan{i, end})
+		i = skipWS(d, end)
+		if d[i] == ',' {
+			i = skipWS(d, i+1)
+		}
+	}
+	f.list = valueSpan{v, i + 1}
+	return i + 1, nil
+}
+
+func (f *listFilter) entry(v int) (int, error) {
+	d := f.d
+	if d[v] != '{' {
+		return 0, fmt.Errorf("%w: an entry of result.%s is not an object", ErrUnexpectedShape, f.shape.array)
+	}
+	name, annotations := valueSpan{-1, -1}, valueSpan{-1, -1}
+	end, err := object(d, v, func(key []byte, v int) (int, error) {
+		end := skipValue(d, v)
+		if is, err := keyIs(key, f.shape.nameKey); err != nil {
+			return 0, err
+		} else if is {
+			name = valueSpan{v, end}
+		}
+		if is, err := keyIs(key, "annotations"); err != nil {
+			return 0, err
+		} else if is {
+			annotations = valueSpan{v, end}
+		}
+		return end, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	n, ok := stringValue(d, name)
+	if !ok {
+		return 0, fmt.Errorf("%w: an entry's %s is not a string", ErrUnexpectedShape, f.shape.nameKey)
+	}
+	var raw json.RawMessage
+	if annotations.start >= 0 {
+		raw = d[annotations.start:annotations.end]
+	}
+	kept := f.keep(f.shape.kind, n, raw)
+	f.keepAt = append(f.keepAt, kept)
+	if !kept {
+		f.removed++
+	}
+	return end, nil
+}
+
+// rebuild writes the response with the refused entries left out: what lies
+// between '[' and the first entry, the kept entries joined by the original
+// first separator, and what lies between the last entry and ']'.
+func (f *listFilter) rebuild() []byte {
+	d, entries := f.d, f.entries
 	sep := []byte(",")
 	if len(entries) > 1 {
-		sep = body[entries[0].end:entries[1].start]
+		sep = d[entries[0].end:entries[1].start]
 	}
-	out := make([]byte, 0, len(body))
-	out = append(out, body[:list.start+1]...)
-	if len(entries) > 0 {
-		out = append(out, body[list.start+1:entries[0].start]...)
-	}
+	out := make([]byte, 0, len(d))
+	out = append(out, d[:entries[0].start]...)
 	first := true
 	for n, e := range entries {
-		if !keepAt[n] {
+		if !f.keepAt[n] {
 			continue
 		}
 		if !first {
 			out = append(out, sep...)
 		}
-		out = append(out, body[e.start:e.end]...)
+		out = append(out, d[e.start:e.end]...)
 		first = false
 	}
-	if len(entries) > 0 {
-		out = append(out, body[entries[len(entries)-1].end:list.end-1]...)
-	}
-	out = append(out, body[list.end-1:]...)
-	return out, removed, nil
+	return append(out, d[entries[len(entries)-1].end:]...)
 }
 
 // valueSpan is where a value sits in a document: [start, end); start < 0
 // when absent.
 type valueSpan struct{ start, end int }
 
-// members reads the object at d[i] (already validated) and returns the
-// value spans of the wanted keys, compared after unescaping. A key that
-// equals a wanted one only under case folding is an error: some client
-// decoders (Go's encoding/json) would read it as that member.
-func members(d []byte, i int, want ...string) ([]valueSpan, error) {
-	found := make([]valueSpan, len(want))
-	for n := range found {
-		found[n].start = -1
-	}
+// object walks the object at d[i] (validated) and calls member with each
+// key, unescaped, and the index of its value; member returns the index
+// after the value. object returns the index after the object.
+func object(d []byte, i int, member func(key []byte, v int) (int, error)) (int, error) {
 	i = skipWS(d, i+1) // '{'
 	if d[i] == '}' {
-		return found, nil
+		return i + 1, nil
 	}
 	for {
-		keyEnd, escaped := skipString(d, i)
+		keyEnd := skipString(d, i)
 		key := d[i+1 : keyEnd-1]
-		if escaped {
+		if bytes.IndexByte(key, '\\') >= 0 {
 			var k string
 			if err := json.Unmarshal(d[i:keyEnd], &k); err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrUnreadable, err)
+				return 0, fmt.Errorf("%w: %w", ErrUnreadable, err)
 			}
 			key = []byte(k)
 		}
 		i = skipWS(d, keyEnd)
 		i = skipWS(d, i+1) // ':'
-		end := skipValue(d, i)
-		for n, w := range want {
-			if string(key) == w {
-				found[n] = valueSpan{i, end}
-			} else if bytes.EqualFold(key, []byte(w)) {
-				return nil, fmt.Errorf("%w: key %q is ambiguous with %q", ErrUnexpectedShape, key, w)
-			}
+		end, err := member(key, i)
+		if err != nil {
+			return 0, err
 		}
 		i = skipWS(d, end)
 		if d[i] == '}' {
-			return found, nil
+			return i + 1, nil
 		}
 		i = skipWS(d, i+1) // ','
 	}
 }
 
-// elements returns the spans of the values of the array at a.
-func elements(d []byte, a valueSpan) []valueSpan {
-	var out []valueSpan
-	i := skipWS(d, a.start+1)
-	if d[i] == ']' {
-		return out
+// keyIs reports whether key is want. A key equal to want only under case
+// folding is an error: some client decoders (Go's encoding/json) would
+// read it as that member, others would not.
+func keyIs(key []byte, want string) (bool, error) {
+	if string(key) == want {
+		return true, nil
 	}
-	for {
-		end := skipValue(d, i)
-		out = append(out, valueSpan{i, end})
-		i = skipWS(d, end)
-		if d[i] == ']' {
-			return out
-		}
-		i = skipWS(d, i+1)
+	if len(key) <= 3*len(want) && bytes.EqualFold(key, []byte(want)) {
+		return false, fmt.Errorf("%w: key %q is ambiguous with %q", ErrUnexpectedShape, key, want)
 	}
+	return false, nil
 }
 
 // stringValue decodes the JSON string at v; false when absent or not a
@@ -253,19 +299,21 @@ func skipWS(d []byte, i int) int {
 	return i
 }
 
-// skipString returns the index after the string at d[i] and whether it
-// holds escapes.
-func skipString(d []byte, i int) (int, bool) {
-	escaped := false
+// skipString returns the index after the string at d[i]. It jumps from
+// quote to quote (bytes.IndexByte is vectorised): a quote preceded by an
+// odd number of backslashes is escaped and does not end the string.
+func skipString(d []byte, i int) int {
 	i++
 	for {
-		j := bytes.IndexAny(d[i:], `"\`)
-		i += j
-		if d[i] == '"' {
-			return i + 1, escaped
+		i += bytes.IndexByte(d[i:], '"')
+		backslashes := 0
+		for j := i - 1; d[j] == '\\'; j-- { // stops at the opening quote at the latest
+			backslashes++
 		}
-		escaped = true
-		i += 2 // the escape and the byte it escapes; \uXXXX's digits are plain
+		if backslashes%2 == 0 {
+			return i + 1
+		}
+		i++
 	}
 }
 
@@ -273,14 +321,13 @@ func skipString(d []byte, i int) (int, bool) {
 func skipValue(d []byte, i int) int {
 	switch d[i] {
 	case '"':
-		end, _ := skipString(d, i)
-		return end
+		return skipString(d, i)
 	case '{', '[':
 		depth := 0
 		for {
 			switch d[i] {
 			case '"':
-				i, _ = skipString(d, i)
+				i = skipString(d, i)
 				continue
 			case '{', '[':
 				depth++
