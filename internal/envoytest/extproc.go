@@ -717,6 +717,9 @@ func (r *extProcRun) process(dir extProcDir, in ExtProcMessage, firstByteDelay t
 			}
 			return msg, nil
 		}
+		if dir == extProcResponseDir && headersContinue(r.bodyMode(dir)) {
+			r.downstreamStarted = true
+		}
 		if err := r.extra(); err != nil {
 			return msg, r.failed(err)
 		}
@@ -728,8 +731,8 @@ func (r *extProcRun) process(dir extProcDir, in ExtProcMessage, firstByteDelay t
 	}
 
 	bodyMode = r.bodyMode(dir) // after any override
-	if dir == extProcResponseDir && (bodyMode == filterv3.ProcessingMode_NONE || bodyMode == filterv3.ProcessingMode_STREAMED) {
-		r.downstreamStarted = true // headers continue now; BUFFERED holds them
+	if dir == extProcResponseDir && headersContinue(bodyMode) {
+		r.downstreamStarted = true
 	}
 	var lr *extProcLocalReply
 	switch {
@@ -769,6 +772,12 @@ func (r *extProcRun) process(dir extProcDir, in ExtProcMessage, firstByteDelay t
 		r.fail(fmt.Errorf("%w: content-length %s, body %d bytes", ErrExtProcContentLength, cl, len(msg.Body())))
 	}
 	return msg, nil
+}
+
+// headersContinue reports whether headers go on to the peer once their
+// reply is applied; BUFFERED and BUFFERED_PARTIAL hold them for the body.
+func headersContinue(body filterv3.ProcessingMode_BodySendMode) bool {
+	return body == filterv3.ProcessingMode_NONE || body == filterv3.ProcessingMode_STREAMED
 }
 
 // buffered sends the whole body (BUFFERED) or its first BufferLimit bytes
