@@ -19,7 +19,7 @@ func TestValidateStrict(t *testing.T) {
 		{"invalid utf-8", "{\"a\":\"\xff\"}", ErrParse},
 		{"trailing garbage", `{} x`, ErrParse},
 		{"empty", ``, ErrParse},
-		{"too deep", deepArray(MaxDepth+1), ErrTooDeep},
+		{"too deep", deepArray(MaxDepth + 1), ErrTooDeep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

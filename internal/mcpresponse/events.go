@@ -11,13 +11,13 @@ import (
 // FilterEvent applies FilterList to the JSON-RPC message one server-sent
 // event carries (its data lines joined by "\n", as a client reads them) and
 // returns the event with its data lines replaced when entries were
-// removed. An event without data (a priming event, a comment) comes back
-// unchanged. The other fields (event, id, retry, comments) and the line
+// removed. An event with no or empty data (a priming event, a comment)
+// comes back unchanged: clients do not dispatch it. The other fields (event, id, retry, comments) and the line
 // ends are kept; the new data is written where the first data line was,
 // one data line per line of the message.
 func FilterEvent(method string, event []byte, keep Predicate) ([]byte, int, error) {
 	var data []byte
-	hasData := false
+	hasData := false // a second data line adds "\n" even after an empty first
 	eol := []byte("\n")
 	first := true
 	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
@@ -34,7 +34,9 @@ func FilterEvent(method string, event []byte, keep Predicate) ([]byte, int, erro
 			hasData = true
 		}
 	}
-	if !hasData {
+	if len(data) == 0 {
+		// No data, or empty data (a priming event): the SSE spec does not
+		// dispatch it, so no client reads a message from it.
 		return event, 0, nil
 	}
 	filtered, removed, err := FilterList(method, data, keep)
