@@ -63,3 +63,16 @@ func BenchmarkReassembler1000Events(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/event")
 }
+
+// BenchmarkStdlibValid100Tools is a yardstick for the machine the
+// benchmarks run on: encoding/json only validating the same response that
+// BenchmarkFilterList100Tools validates strictly, walks and rebuilds.
+func BenchmarkStdlibValid100Tools(b *testing.B) {
+	body := toolsList(100)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if !json.Valid(body) {
+			b.Fatal("invalid")
+		}
+	}
+}

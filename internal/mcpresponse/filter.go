@@ -266,7 +266,9 @@ func keyIs(key []byte, want string) (bool, error) {
 	if string(key) == want {
 		return true, nil
 	}
-	if len(key) <= 3*len(want) && bytes.EqualFold(key, []byte(want)) {
+	// Folding maps at most one byte to three (K, U+212A, is k), never
+	// fewer: only keys of these lengths can fold onto want.
+	if len(key) >= len(want) && len(key) <= 3*len(want) && bytes.EqualFold(key, []byte(want)) {
 		return false, fmt.Errorf("%w: key %q is ambiguous with %q", ErrUnexpectedShape, key, want)
 	}
 	return false, nil
@@ -299,15 +301,22 @@ func skipWS(d []byte, i int) int {
 	return i
 }
 
-// skipString returns the index after the string at d[i]. It jumps from
-// quote to quote (bytes.IndexByte is vectorised): a quote preceded by an
-// odd number of backslashes is escaped and does not end the string.
+// skipString returns the index after the string at d[i]. Short strings
+// are scanned byte by byte; longer ones jump from quote to quote
+// (bytes.IndexByte is vectorised). A quote preceded by an odd number of
+// backslashes is escaped and does not end the string.
 func skipString(d []byte, i int) int {
 	i++
 	for {
-		i += bytes.IndexByte(d[i:], '"')
+		j := i
+		for end := min(i+16, len(d)); j < end && d[j] != '"'; j++ {
+		}
+		if j == len(d) || d[j] != '"' {
+			j += bytes.IndexByte(d[j:], '"')
+		}
+		i = j
 		backslashes := 0
-		for j := i - 1; d[j] == '\\'; j-- { // stops at the opening quote at the latest
+		for k := i - 1; d[k] == '\\'; k-- { // stops at the opening quote at the latest
 			backslashes++
 		}
 		if backslashes%2 == 0 {
@@ -317,6 +326,9 @@ func skipString(d []byte, i int) int {
 	}
 }
 
+// structural marks the bytes skipValue stops at inside an object or array.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
 // skipValue returns the index after the value at d[i].
 func skipValue(d []byte, i int) int {
 	switch d[i] {
@@ -325,13 +337,16 @@ func skipValue(d []byte, i int) int {
 	case '{', '[':
 		depth := 0
 		for {
+			for !structural[d[i]] {
+				i++
+			}
 			switch d[i] {
 			case '"':
 				i = skipString(d, i)
 				continue
 			case '{', '[':
 				depth++
-			case '}', ']':
+			default: // '}', ']'
 				depth--
 				if depth == 0 {
 					return i + 1
