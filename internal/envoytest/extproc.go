@@ -915,6 +915,15 @@ func (r *extProcRun) duplex(dir extProcDir, msg ExtProcMessage, firstByteDelay t
 		sendBody()
 	}
 	chunksSent := func() bool { return bodyTimer == nil && hasBody }
+	// fail: when failing open before the body went to the processor, the
+	// upstream body passes unprocessed.
+	fail := func(err error) (ExtProcMessage, *extProcLocalReply) {
+		lr := r.failed(err)
+		if lr == nil && bodyTimer != nil {
+			msg.Chunks = in
+		}
+		return msg, lr
+	}
 
 	headersDone, eosDone, trailersDone := false, !hasBody, !hasTrailers
 	idle := time.NewTimer(r.cfg.StreamIdleTimeout)
@@ -926,7 +935,7 @@ func (r *extProcRun) duplex(dir extProcDir, msg ExtProcMessage, firstByteDelay t
 			sendBody()
 			continue
 		case <-idle.C:
-			return msg, r.failed(fmt.Errorf("%w: stream idle", ErrExtProcTimeout))
+			return fail(fmt.Errorf("%w: stream idle", ErrExtProcTimeout))
 		case rep := <-r.replies:
 			if rep.err == io.EOF {
 				r.gone = true
@@ -936,7 +945,7 @@ func (r *extProcRun) duplex(dir extProcDir, msg ExtProcMessage, firstByteDelay t
 				return msg, nil
 			}
 			if rep.err != nil {
-				return msg, r.failed(fmt.Errorf("%w: %v", ErrExtProcStream, rep.err))
+				return fail(fmt.Errorf("%w: %v", ErrExtProcStream, rep.err))
 			}
 			r.res.Received = append(r.res.Received, rep.msg)
 			kind := extProcReplyKind(rep.msg)
@@ -946,7 +955,7 @@ func (r *extProcRun) duplex(dir extProcDir, msg ExtProcMessage, firstByteDelay t
 			case kind == extProcHeadersKind(dir) && !headersDone:
 				headersDone = true
 				if err := r.mutate(&msg.Headers, extProcCommon(rep.msg).GetHeaderMutation(), dir); err != nil {
-					return msg, r.failed(err)
+					return fail(err)
 				}
 				if dir == extProcResponseDir {
 					r.downstreamStarted = true
@@ -955,13 +964,13 @@ func (r *extProcRun) duplex(dir extProcDir, msg ExtProcMessage, firstByteDelay t
 				sr := extProcCommon(rep.msg).GetBodyMutation().GetStreamedResponse()
 				switch {
 				case sr == nil:
-					return msg, r.failed(fmt.Errorf("%w: body mutation other than streamed_response in FULL_DUPLEX_STREAMED", ErrExtProcSpurious))
+					return fail(fmt.Errorf("%w: body mutation other than streamed_response in FULL_DUPLEX_STREAMED", ErrExtProcSpurious))
 				case !headersDone:
-					return msg, r.failed(fmt.Errorf("%w: streamed_response before the headers reply", ErrExtProcSpurious))
+					return fail(fmt.Errorf("%w: streamed_response before the headers reply", ErrExtProcSpurious))
 				case !chunksSent():
-					return msg, r.failed(fmt.Errorf("%w: streamed_response before any body chunk was sent", ErrExtProcSpurious))
+					return fail(fmt.Errorf("%w: streamed_response before any body chunk was sent", ErrExtProcSpurious))
 				case eosDone:
-					return msg, r.failed(fmt.Errorf("%w: streamed_response after end_of_stream", ErrExtProcSpurious))
+					return fail(fmt.Errorf("%w: streamed_response after end_of_stream", ErrExtProcSpurious))
 				}
 				if len(sr.GetBody()) > 0 {
 					msg.Chunks = append(msg.Chunks, sr.GetBody())
@@ -976,11 +985,11 @@ func (r *extProcRun) duplex(dir extProcDir, msg ExtProcMessage, firstByteDelay t
 					hm = rep.msg.GetResponseTrailers().GetHeaderMutation()
 				}
 				if err := r.mutate(&msg.Trailers, hm, dir); err != nil {
-					return msg, r.failed(err)
+					return fail(err)
 				}
 				eosDone = true // trailers end the body
 			default:
-				return msg, r.failed(fmt.Errorf("%w: %s in FULL_DUPLEX_STREAMED", ErrExtProcSpurious, kind))
+				return fail(fmt.Errorf("%w: %s in FULL_DUPLEX_STREAMED", ErrExtProcSpurious, kind))
 			}
 		}
 	}

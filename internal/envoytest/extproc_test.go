@@ -181,28 +181,35 @@ func TestExtProcMessageOrder(t *testing.T) {
 		mode *filterv3.ProcessingMode
 		ex   ExtProcExchange
 		want string
+		cfg  ExtProcConfig // Mode is set from mode
 	}{
 		{"defaults: headers only", nil, exchange(post(listRequest), ok200("{}")),
-			"request_headers response_headers"},
+			"request_headers response_headers", ExtProcConfig{}},
 		{"no body means end_of_stream on headers", nil, ExtProcExchange{Request: ExtProcRequest("GET", "h", "/mcp", nil), Response: ExtProcResponse(204, nil)},
-			"request_headers+eos response_headers+eos"},
+			"request_headers+eos response_headers+eos", ExtProcConfig{}},
 		{"buffered request: one body message", modes(buffered, none), exchange(post(`{"jsonrpc":`, `"2.0"}`), ok200("{}")),
-			"request_headers request_body+eos response_headers"},
+			"request_headers request_body+eos response_headers", ExtProcConfig{}},
 		{"streamed response: one message per chunk", modes(none, streamedM), ExtProcExchange{Request: post("x"), Response: ok200("a", "b", "c")},
-			"request_headers response_headers response_body response_body response_body+eos"},
+			"request_headers response_headers response_body response_body response_body+eos", ExtProcConfig{}},
 		{"partial under the limit: one message", modes(none, partial), ExtProcExchange{Request: post("x"), Response: ok200("a", "b")},
-			"request_headers response_headers response_body+eos"},
+			"request_headers response_headers response_body+eos", ExtProcConfig{}},
 		{"trailers sent only in SEND mode", &filterv3.ProcessingMode{ResponseBodyMode: streamedM, ResponseTrailerMode: sendMode}, exchange(post("x"), withTrailers),
-			"request_headers response_headers response_body response_body response_trailers"},
+			"request_headers response_headers response_body response_body response_trailers", ExtProcConfig{}},
 		{"trailers skipped by default", modes(none, streamedM), exchange(post("x"), withTrailers),
-			"request_headers response_headers response_body response_body"},
+			"request_headers response_headers response_body response_body", ExtProcConfig{}},
 		{"header SKIP", &filterv3.ProcessingMode{RequestHeaderMode: filterv3.ProcessingMode_SKIP, ResponseHeaderMode: filterv3.ProcessingMode_SKIP, ResponseBodyMode: buffered},
-			ExtProcExchange{Request: post("x"), Response: ok200("a", "b")}, "response_body+eos"},
+			ExtProcExchange{Request: post("x"), Response: ok200("a", "b")}, "response_body+eos", ExtProcConfig{}},
+		{"partial over the limit: the first bytes, no eos", modes(none, partial), exchange(post("x"), ok200("abc", "def")),
+			"request_headers response_headers response_body", ExtProcConfig{BufferLimit: 4}},
+		{"streamed request body sent before the headers reply", modes(streamedM, none), exchange(post("a", "b"), ok200("{}")),
+			"request_headers request_body request_body+eos response_headers", ExtProcConfig{SendBodyWithoutWaiting: true}},
 	}
 	conn := NewExtProcServer(t, process(passthrough))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := ExtProc(t, conn, ExtProcConfig{Mode: tt.mode}, tt.ex)
+			cfg := tt.cfg
+			cfg.Mode = tt.mode
+			res := ExtProc(t, conn, cfg, tt.ex)
 			if res.Err != nil {
 				t.Fatalf("err %v", res.Err)
 			}
@@ -211,6 +218,32 @@ func TestExtProcMessageOrder(t *testing.T) {
 			}
 			if !bytes.Equal(res.Downstream.Body(), tt.ex.Response.Body()) || res.Upstream == nil || !bytes.Equal(res.Upstream.Body(), tt.ex.Request.Body()) {
 				t.Fatalf("bodies changed: up %q down %q", res.Upstream.Body(), res.Downstream.Body())
+			}
+		})
+	}
+}
+
+func TestExtProcBufferOverflow(t *testing.T) {
+	conn := NewExtProcServer(t, process(passthrough))
+	tests := []struct {
+		name     string
+		mode     *filterv3.ProcessingMode
+		wantCode int
+		wantUp   bool
+	}{
+		{"request within the limit", modes(buffered, none), 200, true},
+		{"request over the limit: 413", modes(buffered, none), 413, false},
+		{"response over the limit: 500", modes(none, buffered), 500, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			limit := 1 << 20
+			if tt.name != "request within the limit" {
+				limit = 3
+			}
+			res := ExtProc(t, conn, ExtProcConfig{Mode: tt.mode, BufferLimit: limit}, exchange(post("abcd"), ok200("efgh")))
+			if res.Downstream.Status() != tt.wantCode || (res.Upstream != nil) != tt.wantUp {
+				t.Fatalf("status %d upstream %v", res.Downstream.Status(), res.Upstream != nil)
 			}
 		})
 	}
@@ -612,6 +645,7 @@ func TestExtProcFullDuplex(t *testing.T) {
 	tests := []struct {
 		inject    string
 		delay     time.Duration
+		failOpen  bool
 		wantErr   error
 		wantCode  int
 		wantReset bool
@@ -623,10 +657,19 @@ func TestExtProcFullDuplex(t *testing.T) {
 		{inject: "right after headers reply", delay: 100 * time.Millisecond, wantErr: ErrExtProcSpurious, wantCode: 500, wantReset: true},
 		{inject: "after eos", wantErr: ErrExtProcSpurious, wantCode: 200, wantBody: "id: 1\ndata:\n\nevent: message\ndata: {}\n\n"},
 		{inject: "body mutation", wantErr: ErrExtProcSpurious, wantCode: 500, wantReset: true},
+		// Once a duplex direction sent body data, failure_mode_allow no
+		// longer applies.
+		{inject: "body mutation", failOpen: true, wantErr: ErrExtProcSpurious, wantCode: 500, wantReset: true},
+		// Before any body data it does: the processor is dropped and the
+		// upstream body passes.
+		{inject: "right after headers reply", delay: 100 * time.Millisecond, failOpen: true, wantErr: ErrExtProcSpurious, wantCode: 200,
+			wantBody: "id: 1\ndata:\n\nevent: message\ndata: {}\n\n"},
 	}
 	for _, tt := range tests {
-		t.Run("inject "+tt.inject, func(t *testing.T) {
+		t.Run(fmt.Sprintf("inject %s fail open %v", tt.inject, tt.failOpen), func(t *testing.T) {
 			conn := NewExtProcServer(t, process(duplexProcessor(tt.inject)))
+			cfg := cfg
+			cfg.FailureModeAllow = tt.failOpen
 			res := ExtProc(t, conn, cfg, ExtProcExchange{Request: ExtProcRequest("GET", "h", "/mcp", nil), Response: sse, FirstByteDelay: tt.delay})
 			if !errors.Is(res.Err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", res.Err, tt.wantErr)
