@@ -345,12 +345,14 @@ func TestExtProcSpurious(t *testing.T) {
 			}
 			return one(cont(req))
 		}, wantErr: ErrExtProcSpurious, wantCode: 500},
-		{name: "reply after the last message", reply: func(n int, req *extprocv3.ProcessingRequest) ([]*extprocv3.ProcessingResponse, error) {
-			if req.GetResponseHeaders() != nil {
+		// The duplicate is caught either at once (nothing outstanding) or
+		// while the response headers are awaited (wrong kind): 500 both ways.
+		{name: "second reply to request_headers, no body", reply: func(n int, req *extprocv3.ProcessingRequest) ([]*extprocv3.ProcessingResponse, error) {
+			if req.GetRequestHeaders() != nil {
 				return []*extprocv3.ProcessingResponse{cont(req), cont(req)}, nil
 			}
 			return one(cont(req))
-		}, wantErr: ErrExtProcSpurious, wantCode: 500, wantReset: true}, // headers already went downstream
+		}, wantErr: ErrExtProcSpurious, wantCode: 500},
 		{name: "streamed_response outside duplex", mode: modes(none, buffered), reply: func(n int, req *extprocv3.ProcessingRequest) ([]*extprocv3.ProcessingResponse, error) {
 			if b := req.GetResponseBody(); b != nil {
 				return one(streamed(req, b.GetBody(), true))
@@ -654,7 +656,7 @@ func TestExtProcFullDuplex(t *testing.T) {
 		{inject: "", wantCode: 200, wantBody: "id: 1\ndata:\n\nevent: message\ndata: {}\n\n"},
 		{inject: "after first chunk", wantCode: 200, wantBody: "id: 1\ndata:\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/elicitation/complete\",\"params\":{\"elicitationId\":\"e1\"}}\n\nevent: message\ndata: {}\n\n"},
 		{inject: "before headers reply", wantErr: ErrExtProcSpurious, wantCode: 500},
-		{inject: "right after headers reply", delay: 100 * time.Millisecond, wantErr: ErrExtProcSpurious, wantCode: 500, wantReset: true},
+		{inject: "right after headers reply", delay: 300 * time.Millisecond, wantErr: ErrExtProcSpurious, wantCode: 500, wantReset: true},
 		{inject: "after eos", wantErr: ErrExtProcSpurious, wantCode: 200, wantBody: "id: 1\ndata:\n\nevent: message\ndata: {}\n\n"},
 		{inject: "body mutation", wantErr: ErrExtProcSpurious, wantCode: 500, wantReset: true},
 		// Once a duplex direction sent body data, failure_mode_allow no
@@ -662,7 +664,7 @@ func TestExtProcFullDuplex(t *testing.T) {
 		{inject: "body mutation", failOpen: true, wantErr: ErrExtProcSpurious, wantCode: 500, wantReset: true},
 		// Before any body data it does: the processor is dropped and the
 		// upstream body passes.
-		{inject: "right after headers reply", delay: 100 * time.Millisecond, failOpen: true, wantErr: ErrExtProcSpurious, wantCode: 200,
+		{inject: "right after headers reply", delay: 300 * time.Millisecond, failOpen: true, wantErr: ErrExtProcSpurious, wantCode: 200,
 			wantBody: "id: 1\ndata:\n\nevent: message\ndata: {}\n\n"},
 	}
 	for _, tt := range tests {
