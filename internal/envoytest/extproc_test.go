@@ -761,3 +761,28 @@ func asciiUpper(b []byte) []byte {
 	}
 	return out
 }
+
+func TestExtProcBodyReplyHeaderMutation(t *testing.T) {
+	conn := NewExtProcServer(t, process(func(n int, req *extprocv3.ProcessingRequest) ([]*extprocv3.ProcessingResponse, error) {
+		if b := req.GetResponseBody(); b != nil {
+			return one(setBody(req, string(b.GetBody()), &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{set("x-late", "1")}}))
+		}
+		return one(cont(req))
+	}))
+	tests := []struct {
+		name string
+		mode filterv3.ProcessingMode_BodySendMode
+		want bool
+	}{
+		{"buffered: headers held, applied", buffered, true},
+		{"streamed: headers gone, ignored", streamedM, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := ExtProc(t, conn, ExtProcConfig{Mode: modes(none, tt.mode)}, exchange(post(listRequest), ok200("ab", "cd")))
+			if res.Err != nil || res.Downstream.Has("x-late") != tt.want || string(res.Downstream.Body()) != "abcd" {
+				t.Fatalf("err %v x-late %v body %q", res.Err, res.Downstream.Has("x-late"), res.Downstream.Body())
+			}
+		})
+	}
+}
