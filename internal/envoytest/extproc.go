@@ -95,7 +95,7 @@ type ExtProcConfig struct {
 	// RequestAttributes and ResponseAttributes are the evaluated
 	// request_attributes/response_attributes, sent under
 	// attributes["envoy.filters.http.ext_proc"] on the first message of
-	// their extProcDir only.
+	// their direction only.
 	RequestAttributes, ResponseAttributes map[string]*structpb.Value
 }
 
@@ -307,12 +307,12 @@ type extProcRun struct {
 	// downstreamStarted: response headers went to the client; a later
 	// immediate response or error resets the stream.
 	downstreamStarted bool
-	// duplexBody: a duplex extProcDir sent body data, after which failure
+	// duplexBody: a duplex direction sent body data, after which failure
 	// mode allow no longer applies (ep.cc, Envoy 1.36).
 	duplexBody bool
 }
 
-// extProcLocalReply is how a extProcDir ends early: Envoy answers the client itself.
+// extProcLocalReply is how a direction ends early: Envoy answers the client itself.
 type extProcLocalReply struct{ msg ExtProcMessage }
 
 func (r *extProcRun) run(ex ExtProcExchange) {
@@ -368,24 +368,28 @@ func (r *extProcRun) fail(err error) {
 }
 
 // send opens the stream on the first message and sends m with the
-// metadata and, first per extProcDir, the attributes.
-func (r *extProcRun) send(dir extProcDir, m *extprocv3.ProcessingRequest) bool {
+// metadata and, first per direction, the attributes.
+func (r *extProcRun) send(dir extProcDir, m *extprocv3.ProcessingRequest) {
 	if r.gone {
-		return false
+		return
 	}
 	if r.stream == nil {
 		s, err := extprocv3.NewExternalProcessorClient(r.conn).Process(r.ctx)
 		if err != nil {
 			r.gone = true
 			r.fail(fmt.Errorf("%w: open: %v", ErrExtProcStream, err))
-			return false
+			return
 		}
 		r.stream = s
 		r.replies = make(chan extProcReply, 64)
 		go func() {
 			for {
 				msg, err := s.Recv()
-				r.replies <- extProcReply{msg, err}
+				select {
+				case r.replies <- extProcReply{msg, err}:
+				case <-r.ctx.Done():
+					return
+				}
 				if err != nil {
 					return
 				}
@@ -408,11 +412,9 @@ func (r *extProcRun) send(dir extProcDir, m *extprocv3.ProcessingRequest) bool {
 	r.sentAttrs[dir] = true
 	r.res.Sent = append(r.res.Sent, m)
 	if err := r.stream.Send(m); err != nil {
-		// The processor ended the stream; Recv reports how.
-		return true
+		return // the processor ended the stream; Recv reports how
 	}
 	r.outstanding++
-	return true
 }
 
 // errExtProcGone: the processor is out of the exchange (closed OK, or failed
@@ -659,7 +661,7 @@ func extProcCommon(m *extprocv3.ProcessingResponse) *extprocv3.CommonResponse {
 	return nil
 }
 
-// extProcDir runs one extProcDir of the exchange and returns the message as
+// direction runs one direction of the exchange and returns the message as
 // it leaves the filter, or the local reply that replaces the exchange.
 func (r *extProcRun) process(dir extProcDir, in ExtProcMessage, firstByteDelay time.Duration) (ExtProcMessage, *extProcLocalReply) {
 	msg := ExtProcMessage{Headers: slices.Clone(in.Headers), Chunks: slices.Clone(in.Chunks), Trailers: slices.Clone(in.Trailers)}
@@ -702,7 +704,7 @@ func (r *extProcRun) process(dir extProcDir, in ExtProcMessage, firstByteDelay t
 		}
 		r.overrideMode(dir, rep.GetModeOverride())
 		if cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
-			// The body is the mutation's; no more messages this extProcDir;
+			// The body is the mutation's; no more messages this direction;
 			// what the peer still sends is drained.
 			msg.Chunks = nil
 			if b := cr.GetBodyMutation().GetBody(); len(b) > 0 {
@@ -886,9 +888,9 @@ func (r *extProcRun) streamed(dir extProcDir, msg *ExtProcMessage, hasTrailers, 
 	return nil
 }
 
-// duplex runs a FULL_DUPLEX_STREAMED extProcDir: headers and every chunk go
+// duplex runs a FULL_DUPLEX_STREAMED direction: headers and every chunk go
 // to the processor as they arrive (the chunks after firstByteDelay), and
-// the processor answers M:N with streamed_response; the extProcDir ends with
+// the processor answers M:N with streamed_response; the direction ends with
 // its end_of_stream (and the trailers reply when there are trailers).
 func (r *extProcRun) duplex(dir extProcDir, msg ExtProcMessage, firstByteDelay time.Duration) (ExtProcMessage, *extProcLocalReply) {
 	hasBody, hasTrailers := len(msg.Chunks) > 0, len(msg.Trailers) > 0
