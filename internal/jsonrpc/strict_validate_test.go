@@ -2,6 +2,8 @@ package jsonrpc
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -39,4 +41,32 @@ func deepArray(n int) string {
 		b = append(b, ']')
 	}
 	return string(b)
+}
+
+func TestWalkStrict(t *testing.T) {
+	doc := `{"a":{"b":[1,{"c":2}]},"d\u0065":"x"}`
+	var got []string
+	err := WalkStrict([]byte(doc), 3, func(depth int, key []byte, start, end int) {
+		got = append(got, fmt.Sprintf("%d %s=%s", depth, key, doc[start:end]))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`3 =1`, `3 ={"c":2}`, `2 b=[1,{"c":2}]`, `1 a={"b":[1,{"c":2}]}`, `1 de="x"`}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("visits %q, want %q", got, want)
+	}
+}
+
+// FuzzWalkStrict: WalkStrict accepts exactly what ValidateStrict accepts.
+func FuzzWalkStrict(f *testing.F) {
+	f.Add([]byte(`{"a":[{"b":1,"b":2}]}`), 2)
+	f.Add([]byte(`[[[[1]]]]`), 3)
+	f.Fuzz(func(t *testing.T, doc []byte, maxDepth int) {
+		want := ValidateStrict(doc)
+		got := WalkStrict(doc, maxDepth%8, func(int, []byte, int, int) {})
+		if !errors.Is(got, want) {
+			t.Fatalf("WalkStrict %v, ValidateStrict %v", got, want)
+		}
+	})
 }
