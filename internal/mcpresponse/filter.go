@@ -75,203 +75,181 @@ func FilterList(method string, body []byte, keep Predicate) ([]byte, int, error)
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: %q", ErrNotList, method)
 	}
-	if err := jsonrpc.ValidateStrict(body); err != nil {
+	// One strict pass records the members of the response (depth 1), of
+	// its result (2), the entries (3) and their members (4); the visits
+	// come after their values (inner first), so they are sorted out by
+	// position afterwards.
+	w := walk{shape: shape, result: valueSpan{-1, -1}}
+	if err := jsonrpc.WalkStrict(body, 4, w.visit); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
-	i := skipWS(body, 0)
-	if body[i] != '{' {
+	if body[skipWS(body, 0)] != '{' {
 		return nil, 0, fmt.Errorf("%w: not an object", ErrUnexpectedShape)
 	}
-	f := listFilter{d: body, shape: shape, keep: keep, list: valueSpan{-1, -1}}
-	sawResult, sawOther := false, false
-	_, err := object(body, i, func(key []byte, v int) (int, error) {
-		if is, err := keyIs(key, "result"); err != nil || is {
-			sawResult = true
-			if err != nil {
-				return 0, err
-			}
-			return f.result(v)
-		}
-		if string(key) == "error" || string(key) == "method" {
-			sawOther = true
-		}
-		return skipValue(body, v), nil
-	})
+	if w.err != nil {
+		return nil, 0, w.err
+	}
+	result := w.result
 	switch {
-	case err != nil:
-		return nil, 0, err
-	case !sawResult && sawOther:
+	case result.start < 0 && w.other:
 		return body, 0, nil // an error response, a request or a notification
-	case !sawResult:
+	case result.start < 0:
 		return nil, 0, fmt.Errorf("%w: no result", ErrUnexpectedShape)
-	case f.list.start < 0:
-		return nil, 0, fmt.Errorf("%w: no result.%s", ErrUnexpectedShape, shape.array)
-	case f.removed == 0:
-		return body, 0, nil
+	case body[result.start] != '{':
+		return nil, 0, fmt.Errorf("%w: result is not an object", ErrUnexpectedShape)
 	}
-	return f.rebuild(), f.removed, nil
-}
-
-// listFilter walks one response, in a single pass over a document
-// ValidateStrict accepted.
-type listFilter struct {
-	d       []byte
-	shape   listShape
-	keep    Predicate
-	list    valueSpan   // the entries array, brackets included
-	entries []valueSpan // each entry
-	keepAt  []bool
-	removed int
-}
-
-func (f *listFilter) result(v int) (int, error) {
-	if f.d[v] != '{' {
-		return 0, fmt.Errorf("%w: result is not an object", ErrUnexpectedShape)
-	}
-	return object(f.d, v, func(key []byte, v int) (int, error) {
-		if is, err := keyIs(key, f.shape.array); err != nil {
-			return 0, err
-		} else if is {
-			return f.array(v)
-		}
-		return skipValue(f.d, v), nil
-	})
-}
-
-func (f *listFilter) array(v int) (int, error) {
-	d := f.d
-	if d[v] != '[' {
-		return 0, fmt.Errorf("%w: result.%s is not an array", ErrUnexpectedShape, f.shape.array)
-	}
-	i := skipWS(d, v+1)
-	for d[i] != ']' {
-		end, err := f.entry(i)
-		if err != nil {
-			return 0, err
-		}
-		f.entries = append(f.entries, valueSpan{i, end})
-		i = skipWS(d, end)
-		if d[i] == ',' {
-			i = skipWS(d, i+1)
-		}
-	}
-	f.list = valueSpan{v, i + 1}
-	return i + 1, nil
-}
-
-func (f *listFilter) entry(v int) (int, error) {
-	d := f.d
-	if d[v] != '{' {
-		return 0, fmt.Errorf("%w: an entry of result.%s is not an object", ErrUnexpectedShape, f.shape.array)
-	}
-	name, annotations := valueSpan{-1, -1}, valueSpan{-1, -1}
-	end, err := object(d, v, func(key []byte, v int) (int, error) {
-		end := skipValue(d, v)
-		if is, err := keyIs(key, f.shape.nameKey); err != nil {
-			return 0, err
-		} else if is {
-			name = valueSpan{v, end}
-		}
-		if is, err := keyIs(key, "annotations"); err != nil {
-			return 0, err
-		} else if is {
-			annotations = valueSpan{v, end}
-		}
-		return end, nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	n, ok := stringValue(d, name)
-	if !ok {
-		return 0, fmt.Errorf("%w: an entry's %s is not a string", ErrUnexpectedShape, f.shape.nameKey)
-	}
-	var raw json.RawMessage
-	if annotations.start >= 0 {
-		raw = d[annotations.start:annotations.end]
-	}
-	kept := f.keep(f.shape.kind, n, raw)
-	f.keepAt = append(f.keepAt, kept)
-	if !kept {
-		f.removed++
-	}
-	return end, nil
-}
-
-// rebuild writes the response with the refused entries left out: what lies
-// between '[' and the first entry, the kept entries joined by the original
-// first separator, and what lies between the last entry and ']'.
-func (f *listFilter) rebuild() []byte {
-	d, entries := f.d, f.entries
-	sep := []byte(",")
-	if len(entries) > 1 {
-		sep = d[entries[0].end:entries[1].start]
-	}
-	out := make([]byte, 0, len(d))
-	out = append(out, d[:entries[0].start]...)
-	first := true
-	for n, e := range entries {
-		if !f.keepAt[n] {
+	list := valueSpan{-1, -1}
+	for _, m := range w.inner {
+		if !result.holds(m.span) {
 			continue
 		}
-		if !first {
-			out = append(out, sep...)
+		if m.ambiguous {
+			return nil, 0, fmt.Errorf("%w: a key of result is ambiguous with %q", ErrUnexpectedShape, shape.array)
 		}
-		out = append(out, d[e.start:e.end]...)
-		first = false
+		list = m.span
 	}
-	return append(out, d[entries[len(entries)-1].end:]...)
+	if list.start < 0 || body[list.start] != '[' {
+		return nil, 0, fmt.Errorf("%w: result.%s is not an array", ErrUnexpectedShape, shape.array)
+	}
+
+	// Entries of the list, in order, and their name and annotations:
+	// members come in document order, so one merge pass pairs them.
+	var entries []valueSpan
+	for _, e := range w.elements {
+		if list.holds(e) {
+			entries = append(entries, e)
+		}
+	}
+	keepAt := make([]bool, len(entries))
+	removed := 0
+	m := 0
+	for n, e := range entries {
+		if body[e.start] != '{' {
+			return nil, 0, fmt.Errorf("%w: an entry of result.%s is not an object", ErrUnexpectedShape, shape.array)
+		}
+		name, annotations := valueSpan{-1, -1}, valueSpan{-1, -1}
+		for ; m < len(w.members) && w.members[m].span.start < e.end; m++ {
+			mem := w.members[m]
+			if !e.holds(mem.span) {
+				continue // a member of an object outside the list
+			}
+			switch {
+			case mem.ambiguous:
+				return nil, 0, fmt.Errorf("%w: a key of an entry is ambiguous with %q or \"annotations\"", ErrUnexpectedShape, shape.nameKey)
+			case mem.isName:
+				name = mem.span
+			default:
+				annotations = mem.span
+			}
+		}
+		nameValue, ok := stringValue(body, name)
+		if !ok {
+			return nil, 0, fmt.Errorf("%w: an entry's %s is not a string", ErrUnexpectedShape, shape.nameKey)
+		}
+		var raw json.RawMessage
+		if annotations.start >= 0 {
+			raw = body[annotations.start:annotations.end]
+		}
+		keepAt[n] = keep(shape.kind, nameValue, raw)
+		if !keepAt[n] {
+			removed++
+		}
+	}
+	if removed == 0 {
+		return body, 0, nil
+	}
+	return rebuild(body, entries, keepAt), removed, nil
 }
 
 // valueSpan is where a value sits in a document: [start, end); start < 0
 // when absent.
 type valueSpan struct{ start, end int }
 
-// object walks the object at d[i] (validated) and calls member with each
-// key, unescaped, and the index of its value; member returns the index
-// after the value. object returns the index after the object.
-func object(d []byte, i int, member func(key []byte, v int) (int, error)) (int, error) {
-	i = skipWS(d, i+1) // '{'
-	if d[i] == '}' {
-		return i + 1, nil
-	}
-	for {
-		keyEnd := skipString(d, i)
-		key := d[i+1 : keyEnd-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			var k string
-			if err := json.Unmarshal(d[i:keyEnd], &k); err != nil {
-				return 0, fmt.Errorf("%w: %w", ErrUnreadable, err)
-			}
-			key = []byte(k)
+func (v valueSpan) holds(inner valueSpan) bool {
+	return v.start >= 0 && v.start < inner.start && inner.end < v.end
+}
+
+// member is a visited member the filter may need.
+type member struct {
+	span      valueSpan
+	isName    bool // the entry's name key (else annotations)
+	ambiguous bool // the key equals one of ours only under case folding
+}
+
+// walk collects, during jsonrpc.WalkStrict, the values FilterList needs.
+type walk struct {
+	shape    listShape
+	result   valueSpan
+	other    bool        // the message has error or method: not a result
+	inner    []member    // depth 2 members named like the list array
+	elements []valueSpan // depth 3 array elements
+	members  []member    // depth 4 members named like name or annotations
+	err      error
+}
+
+func (w *walk) visit(depth int, key []byte, start, end int) {
+	span := valueSpan{start, end}
+	switch depth {
+	case 1:
+		switch is, ambiguous := keyIs(key, "result"); {
+		case ambiguous:
+			w.err = fmt.Errorf("%w: key %q is ambiguous with \"result\"", ErrUnexpectedShape, key)
+		case is:
+			w.result = span
+		case string(key) == "error" || string(key) == "method":
+			w.other = true
 		}
-		i = skipWS(d, keyEnd)
-		i = skipWS(d, i+1) // ':'
-		end, err := member(key, i)
-		if err != nil {
-			return 0, err
+	case 2:
+		if is, ambiguous := keyIs(key, w.shape.array); is || ambiguous {
+			w.inner = append(w.inner, member{span: span, ambiguous: ambiguous})
 		}
-		i = skipWS(d, end)
-		if d[i] == '}' {
-			return i + 1, nil
+	case 3:
+		if key == nil {
+			w.elements = append(w.elements, span)
 		}
-		i = skipWS(d, i+1) // ','
+	case 4:
+		isName, ambiguousName := keyIs(key, w.shape.nameKey)
+		isAnnotations, ambiguousAnnotations := keyIs(key, "annotations")
+		if isName || isAnnotations || ambiguousName || ambiguousAnnotations {
+			w.members = append(w.members, member{span: span, isName: isName, ambiguous: ambiguousName || ambiguousAnnotations})
+		}
 	}
 }
 
-// keyIs reports whether key is want. A key equal to want only under case
-// folding is an error: some client decoders (Go's encoding/json) would
-// read it as that member, others would not.
-func keyIs(key []byte, want string) (bool, error) {
+// rebuild writes body with the refused entries left out: what lies
+// between '[' and the first entry, the kept entries joined by the original
+// first separator, and what lies between the last entry and ']'.
+func rebuild(body []byte, entries []valueSpan, keepAt []bool) []byte {
+	sep := []byte(",")
+	if len(entries) > 1 {
+		sep = body[entries[0].end:entries[1].start]
+	}
+	out := make([]byte, 0, len(body))
+	out = append(out, body[:entries[0].start]...)
+	first := true
+	for n, e := range entries {
+		if !keepAt[n] {
+			continue
+		}
+		if !first {
+			out = append(out, sep...)
+		}
+		out = append(out, body[e.start:e.end]...)
+		first = false
+	}
+	return append(out, body[entries[len(entries)-1].end:]...)
+}
+
+// keyIs reports whether key is want, and whether it equals want only
+// under case folding: some client decoders (Go's encoding/json) would read
+// such a key as that member, others would not, so it is refused.
+func keyIs(key []byte, want string) (is, ambiguous bool) {
 	if string(key) == want {
-		return true, nil
+		return true, false
 	}
 	// Folding maps at most one byte to three (K, U+212A, is k), never
 	// fewer: only keys of these lengths can fold onto want.
-	if len(key) >= len(want) && len(key) <= 3*len(want) && bytes.EqualFold(key, []byte(want)) {
-		return false, fmt.Errorf("%w: key %q is ambiguous with %q", ErrUnexpectedShape, key, want)
-	}
-	return false, nil
+	return false, len(key) >= len(want) && len(key) <= 3*len(want) && bytes.EqualFold(key, []byte(want))
 }
 
 // stringValue decodes the JSON string at v; false when absent or not a
@@ -291,81 +269,9 @@ func stringValue(d []byte, v valueSpan) (string, bool) {
 	return s, true
 }
 
-// The skip functions walk a document ValidateStrict accepted, so they do
-// not check syntax again.
-
 func skipWS(d []byte, i int) int {
 	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
 		i++
 	}
 	return i
-}
-
-// skipString returns the index after the string at d[i]. Short strings
-// are scanned byte by byte; longer ones jump from quote to quote
-// (bytes.IndexByte is vectorised). A quote preceded by an odd number of
-// backslashes is escaped and does not end the string.
-func skipString(d []byte, i int) int {
-	i++
-	for {
-		j := i
-		for end := min(i+16, len(d)); j < end && d[j] != '"'; j++ {
-		}
-		if j == len(d) || d[j] != '"' {
-			j += bytes.IndexByte(d[j:], '"')
-		}
-		i = j
-		backslashes := 0
-		for k := i - 1; d[k] == '\\'; k-- { // stops at the opening quote at the latest
-			backslashes++
-		}
-		if backslashes%2 == 0 {
-			return i + 1
-		}
-		i++
-	}
-}
-
-// structural marks the bytes skipValue stops at inside an object or array.
-var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
-
-// skipValue returns the index after the value at d[i].
-func skipValue(d []byte, i int) int {
-	switch d[i] {
-	case '"':
-		return skipString(d, i)
-	case '{', '[':
-		depth := 0
-		for {
-			for !structural[d[i]] {
-				i++
-			}
-			switch d[i] {
-			case '"':
-				i = skipString(d, i)
-				continue
-			case '{', '[':
-				depth++
-			default: // '}', ']'
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-	default: // number, true, false, null
-		for i < len(d) && !isDelim(d[i]) {
-			i++
-		}
-		return i
-	}
-}
-
-func isDelim(c byte) bool {
-	switch c {
-	case ',', '}', ']', ' ', '\t', '\n', '\r':
-		return true
-	}
-	return false
 }
