@@ -1,13 +1,14 @@
 package jsonrpc
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 )
 
-func TestValidateStrict(t *testing.T) {
+func TestWalkStrictRefuses(t *testing.T) {
 	tests := []struct {
 		name string
 		in   string
@@ -25,8 +26,10 @@ func TestValidateStrict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := ValidateStrict([]byte(tt.in)); !errors.Is(err, tt.want) {
-				t.Fatalf("ValidateStrict(%q) = %v, want %v", tt.in, err, tt.want)
+			for _, depth := range []int{0, 1, 4} {
+				if err := WalkStrict([]byte(tt.in), depth, func(int, []byte, int, int) {}); !errors.Is(err, tt.want) {
+					t.Fatalf("WalkStrict(%q, %d) = %v, want %v", tt.in, depth, err, tt.want)
+				}
 			}
 		})
 	}
@@ -58,15 +61,21 @@ func TestWalkStrict(t *testing.T) {
 	}
 }
 
-// FuzzWalkStrict: WalkStrict accepts exactly what ValidateStrict accepts.
+// FuzzWalkStrict: walking the outer containers accepts exactly what the
+// scanner alone (depth 0) accepts, and a document encoding/json refuses is
+// refused.
 func FuzzWalkStrict(f *testing.F) {
 	f.Add([]byte(`{"a":[{"b":1,"b":2}]}`), 2)
 	f.Add([]byte(`[[[[1]]]]`), 3)
 	f.Fuzz(func(t *testing.T, doc []byte, maxDepth int) {
-		want := ValidateStrict(doc)
-		got := WalkStrict(doc, maxDepth%8, func(int, []byte, int, int) {})
+		noop := func(int, []byte, int, int) {}
+		want := WalkStrict(doc, 0, noop)
+		got := WalkStrict(doc, maxDepth%8, noop)
 		if !errors.Is(got, want) {
-			t.Fatalf("WalkStrict %v, ValidateStrict %v", got, want)
+			t.Fatalf("depth %d: %v, depth 0: %v", maxDepth%8, got, want)
+		}
+		if want == nil && !json.Valid(doc) {
+			t.Fatalf("accepted %q, which encoding/json refuses", doc)
 		}
 	})
 }
