@@ -1,0 +1,152 @@
+package mcpresponse
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+)
+
+// FilterEvent applies FilterList to the JSON-RPC message one server-sent
+// event carries (its data lines joined by "\n", as a client reads them) and
+// returns the event with its data lines replaced when entries were
+// removed. An event with no or empty data (a priming event, a comment)
+// comes back unchanged: clients do not dispatch it. The other fields (event, id, retry, comments) and the line
+// ends are kept; the new data is written where the first data line was,
+// one data line per line of the message.
+func FilterEvent(method string, event []byte, keep Predicate) ([]byte, int, error) {
+	var data []byte
+	hasData := false // a second data line adds "\n" even after an empty first
+	eol := []byte("\n")
+	first := true
+	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
+		content, end := splitEOL(line)
+		if first && len(end) > 0 {
+			eol = end
+			first = false
+		}
+		if value, ok := dataValue(content); ok {
+			if hasData {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+			hasData = true
+		}
+	}
+	if len(data) == 0 {
+		// No data, or empty data (a priming event): the SSE spec does not
+		// dispatch it, so no client reads a message from it.
+		return event, 0, nil
+	}
+	filtered, removed, err := FilterList(method, data, keep)
+	if err != nil || removed == 0 {
+		return event, 0, err
+	}
+	out := make([]byte, 0, len(event))
+	written := false
+	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
+		content, _ := splitEOL(line)
+		if _, ok := dataValue(content); !ok {
+			out = append(out, line...)
+			continue
+		}
+		if written {
+			continue
+		}
+		for _, l := range bytes.Split(filtered, []byte("\n")) {
+			out = append(out, "data: "...)
+			out = append(out, l...)
+			out = append(out, eol...)
+		}
+		written = true
+	}
+	return out, removed, nil
+}
+
+// nextLine returns the first line of b with its line end (CRLF, LF or CR),
+// and the rest; nil when b is empty.
+func nextLine(b []byte) (line, rest []byte) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	i := bytes.IndexAny(b, "\r\n")
+	if i < 0 {
+		return b, nil
+	}
+	end := i + 1
+	if b[i] == '\r' && end < len(b) && b[end] == '\n' {
+		end++
+	}
+	return b[:end], b[end:]
+}
+
+func splitEOL(line []byte) (content, eol []byte) {
+	n := len(line)
+	for n > 0 && (line[n-1] == '\n' || line[n-1] == '\r') {
+		n--
+	}
+	return line[:n], line[n:]
+}
+
+// dataValue returns the value of a "data" field line: after "data:" one
+// leading space is dropped (a line "data" alone has an empty value).
+func dataValue(content []byte) ([]byte, bool) {
+	if bytes.Equal(content, []byte("data")) {
+		return []byte{}, true
+	}
+	v, ok := bytes.CutPrefix(content, []byte("data:"))
+	if !ok {
+		return nil, false
+	}
+	v, _ = bytes.CutPrefix(v, []byte(" "))
+	return v, true
+}
+
+// Event wraps one JSON-RPC message as a server-sent event of type
+// "message", as MCP servers send them on a streamable HTTP stream. message
+// must hold no line ends (every body this package builds is compact).
+func Event(message []byte) []byte {
+	b := make([]byte, 0, len(message)+24)
+	b = append(b, "event: message\ndata: "...)
+	b = append(b, message...)
+	return append(b, "\n\n"...)
+}
+
+// ElicitationComplete returns the notifications/elicitation/complete
+// notification (MCP 2025-11-25) for elicitationID, compact JSON:
+//
+//	{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{"elicitationId":"<id>"}}
+func ElicitationComplete(elicitationID string) []byte {
+	type params struct {
+		ElicitationID string `json:"elicitationId"`
+	}
+	b := []byte(`{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":`)
+	p, _ := json.Marshal(params{ElicitationID: elicitationID}) // one string: cannot fail
+	b = append(b, p...)
+	return append(b, '}')
+}
+
+// ElicitationCompleteEvent is ElicitationComplete as a server-sent event,
+// ready to be injected at an event boundary of a client's open stream.
+func ElicitationCompleteEvent(elicitationID string) []byte {
+	return Event(ElicitationComplete(elicitationID))
+}
+
+// Reauthorization returns the body that replaces an upstream 401/403 answer
+// to the JSON-RPC request id: the -32042 URL elicitation error when the
+// client declared URL elicitation, else the isError tool result with the
+// URL in its text and _meta (the same bodies the exchange re-authorization
+// of the check pipeline answers with). Both go with HTTP 200.
+func Reauthorization(id []byte, urlElicitation bool, p elicit.Pending, message string) []byte {
+	if urlElicitation {
+		return elicit.URLElicitationError(id, p, message)
+	}
+	return elicit.ToolResultAuthRequired(id, p, message)
+}
+
+// FilterFailure returns the JSON-RPC error that replaces a list response
+// FilterList could not read (fail closed): -32603 Internal error for id.
+func FilterFailure(id []byte) []byte {
+	return jsonrpc.ErrorBody(id, jsonrpc.CodeInternal, "Internal error", map[string]string{"reason": "the list response could not be filtered"})
+}

@@ -1,0 +1,59 @@
+package mcpresponse
+
+// SSEListFilter filters the list result carried by a text/event-stream
+// response body that arrives in chunks (ext_proc STREAMED mode): each
+// chunk is replaced by the whole events completed so far, filtered, and the
+// end of the stream flushes the rest. Events are emitted whole, so a
+// processor never sends half an event it might still have to change.
+type SSEListFilter struct {
+	method string
+	keep   Predicate
+	r      *Reassembler
+	// Removed counts the entries removed so far.
+	Removed int
+}
+
+// NewSSEListFilter returns a filter for the response to a request with
+// method (IsListMethod), holding at most maxEvent bytes of an incomplete
+// event (DefaultMaxEvent when maxEvent <= 0).
+func NewSSEListFilter(method string, keep Predicate, maxEvent int) *SSEListFilter {
+	return &SSEListFilter{method: method, keep: keep, r: NewReassembler(maxEvent)}
+}
+
+// Chunk takes the next chunk of the body and returns the bytes to send on
+// in its place (possibly none). With eos it also flushes the end of the
+// stream. An error (an event over the limit, a list result that cannot be
+// read) means the stream must not be passed on: the caller fails closed.
+func (f *SSEListFilter) Chunk(chunk []byte, eos bool) ([]byte, error) {
+	var out []byte
+	emit := func(event []byte) error {
+		filtered, removed, err := FilterEvent(f.method, event, f.keep)
+		if err != nil {
+			return err
+		}
+		f.Removed += removed
+		out = append(out, filtered...)
+		return nil
+	}
+	if err := f.r.Write(chunk, emit); err != nil {
+		return nil, err
+	}
+	if eos {
+		rest, err := f.r.Flush(emit)
+		if err != nil {
+			return nil, err
+		}
+		if len(rest) > 0 {
+			// An unterminated last event: the client discards it (it is
+			// never dispatched), but it is filtered like the others so that
+			// nothing unexamined leaves.
+			filtered, removed, err := FilterEvent(f.method, rest, f.keep)
+			if err != nil {
+				return nil, err
+			}
+			f.Removed += removed
+			out = append(out, filtered...)
+		}
+	}
+	return out, nil
+}
