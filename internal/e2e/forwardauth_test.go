@@ -34,6 +34,7 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("rules decide on what the upstream executes", e.testRules)
 			t.Run("exchange routes never pass a call without the exchanged token", e.testExchange)
 			t.Run("URL elicitation", e.testElicitation)
+			t.Run("a session deleted with 405 stays its owner's", e.testDelete405)
 		})
 	}
 }
@@ -311,4 +312,52 @@ func (e *feEnv) testElicitation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testDelete405: the owner's DELETE is answered 405 by the server, which
+// keeps the session; another user's request on it is still refused and
+// runs nothing, and the owner goes on using it.
+func (e *feEnv) testDelete405(t *testing.T) {
+	ctx := testContext(t)
+	alice := e.token(t, jwt.MapClaims{"sub": "alice-405-" + e.fe.name})
+	cs, err := testpeers.NewMCPClient(ctx, e.base+"/mcp", testpeers.NewHTTPClient(alice, nil, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	session := cs.ID()
+	if session == "" {
+		t.Fatal("the server gave no session")
+	}
+	del, err := http.NewRequestWithContext(ctx, http.MethodDelete, e.base+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del.Header.Set("Authorization", "Bearer "+alice)
+	del.Header.Set("Mcp-Session-Id", session)
+	res, err := http.DefaultClient.Do(del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("owner's DELETE: %d, want the server's 405", res.StatusCode)
+	}
+
+	before := len(e.toolCalls())
+	bob := e.token(t, jwt.MapClaims{"sub": "bob-405-" + e.fe.name})
+	status, _, body := rawMCP(t, e.base+"/mcp", bob, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"whoami"}}`,
+		http.Header{"Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {"2025-06-18"}})
+	if status != http.StatusForbidden || !strings.Contains(body, "another user") {
+		t.Errorf("another user in the deleted session: %d %s, want 403", status, body)
+	}
+	if n := len(e.toolCalls()) - before; n != 0 {
+		t.Errorf("%d tool calls ran in the victim's session", n)
+	}
+	seen, err := testpeers.WhoAmI(ctx, cs)
+	if err != nil {
+		t.Fatalf("the owner lost the session: %v", err)
+	}
+	wantHeaders(t, "owner after DELETE", seen, map[string]string{"X-User-Id": "alice-405-" + e.fe.name})
 }

@@ -131,11 +131,11 @@ func startFrontEnd(t *testing.T, fe frontEnd) *feEnv {
 	addrs := startService(t, fmt.Sprintf(feConfig, e.issuer, secret, e.sts.TokenURL, secretFile, requestBody), fe.convention)
 	e.admin = addrs.Admin
 
-	mcpSrv := httptest.NewServer(testpeers.NewMCPServer(testpeers.MCPOptions{OnToolCall: func(c testpeers.ToolCall) {
+	mcpSrv := httptest.NewServer(refuseDelete(testpeers.NewMCPServer(testpeers.MCPOptions{OnToolCall: func(c testpeers.ToolCall) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.calls = append(e.calls, c)
-	}}))
+	}})))
 	t.Cleanup(mcpSrv.Close)
 	upstream := mcpSrv.Listener.Addr().String()
 
@@ -485,3 +485,16 @@ var (
 	failure503 = ststest.Fault{Status: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"7"}}, Body: `{"error":"temporarily_unavailable"}`}
 	noFault    = ststest.Fault{}
 )
+
+// refuseDelete answers DELETE with 405, as MCP lets a server that keeps its
+// sessions do: the session stays alive upstream after its owner's DELETE.
+func refuseDelete(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			w.Header().Set("Allow", "GET, POST")
+			http.Error(w, "sessions end when they expire", http.StatusMethodNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
