@@ -167,6 +167,11 @@ type scanner struct {
 	// (it appeared twice, or a key differing only in case names it).
 	unsure [numFields]bool
 	spans  [numFields]span
+	// visit, when set, is told of every member and element held by a
+	// container at most visitDepth deep, once its value is scanned
+	// (WalkStrict).
+	visit      Visit
+	visitDepth int
 }
 
 // plain marks the bytes that stand for themselves inside a JSON string and
@@ -255,6 +260,7 @@ func (s *scanner) object(n *node, depth int) error {
 		}
 		s.pos++
 		s.ws()
+		start := s.pos
 		var err error
 		if m := s.match(n, key); m != nil {
 			err = s.record(m, depth)
@@ -263,6 +269,9 @@ func (s *scanner) object(n *node, depth int) error {
 		}
 		if err != nil {
 			return err
+		}
+		if s.visit != nil && depth <= s.visitDepth {
+			s.visit(depth, key, start, s.pos)
 		}
 		s.ws()
 		switch s.peek() {
@@ -377,8 +386,12 @@ func (s *scanner) array(depth int) error {
 		return nil
 	}
 	for {
+		start := s.pos
 		if _, err := s.value(depth); err != nil {
 			return err
+		}
+		if s.visit != nil && depth <= s.visitDepth {
+			s.visit(depth, nil, start, s.pos)
 		}
 		s.ws()
 		switch s.peek() {
