@@ -217,6 +217,7 @@ func withAuthorization(g *Grant, set []Header, remove []string, authorization st
 		}
 	}
 	g.exchanged.Store(&exchangeMemo{base: set, authorization: authorization, set: out, remove: rm})
+	admitMemo(g)
 	return out, rm
 }
 

@@ -15,6 +15,9 @@ import (
 // the token. It is immutable once built.
 type Grant struct {
 	Route string // the route this grant was made on
+	// routeKey is the route's cache key prefix, to drop the grants of
+	// routes a reload changed.
+	routeKey string
 	// Subject is the user: the issuer's subject namespace followed by the
 	// token's user claim (see identity.go). It keys everything the service
 	// holds per user.
@@ -27,7 +30,7 @@ type Grant struct {
 	IssuedAt time.Time // zero when the token has no iat
 	// Claims holds only the claims the route's rules look at: a grant can
 	// sit in the cache for the token's lifetime.
-	Claims map[string]any
+	Claims RuleClaims
 	// Actors is the RFC 8693 act chain, outermost first: the signed truth
 	// about who is acting for the subject.
 	Actors []string
@@ -35,6 +38,8 @@ type Grant struct {
 	// scopeOK records whether the route's required scopes are all held; a
 	// grant is per route, so this is decided once.
 	scopeOK bool
+	// memoSlot is set while g holds a slot for its memos (memo.go).
+	memoSlot atomic.Bool
 	// set and remove are the upstream header mutations this grant always
 	// makes on its route.
 	set    []Header
@@ -72,7 +77,9 @@ func Rendered[T any](g *Grant, build func(*Grant) T) T {
 		return build(g)
 	}
 	var v any = build(g)
-	g.rendered.CompareAndSwap(nil, &v)
+	if g.rendered.CompareAndSwap(nil, &v) {
+		admitMemo(g)
+	}
 	return v.(T)
 }
 
@@ -88,8 +95,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		Issuer:   c.IssuerName,
 		Expires:  c.ExpiresAt,
 		IssuedAt: c.IssuedAt,
-		Claims:   c.Raw,
-		Scopes:   scopes(c.Raw),
+		Scopes:   internList(scopes(c.Raw)),
 		Actors:   lineage.ActChain(c.Raw),
 	}
 	id := &p.identity
@@ -112,7 +118,11 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if err != nil {
 		return nil, err
 	}
-	userValue = g.Subject[:len(g.Subject)-len(sub)] + userValue
+	if userValue == sub {
+		userValue = g.Subject // the same bytes: no second copy
+	} else {
+		userValue = g.Subject[:len(g.Subject)-len(sub)] + userValue
+	}
 	sessionValue := g.Session
 	if g.Session != "" {
 		if sessionValue, err = p.ident.headerValue("session", g.Session); err != nil {
@@ -127,15 +137,16 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	for _, name := range r.ruleClaims {
 		if v, ok := c.Raw[name]; ok {
 			if g.Claims == nil {
-				g.Claims = make(map[string]any, len(r.ruleClaims))
+				g.Claims = make(RuleClaims, 0, len(r.ruleClaims))
 			}
-			g.Claims[name] = v
+			g.Claims = append(g.Claims, RuleClaim{Name: name, Value: internClaim(v)})
 		}
 	}
 
 	if len(userValue) > id.MaxHeaderValue || len(sessionValue) > id.MaxHeaderValue {
 		return nil, &claimError{"the user or session is too long for a header"}
 	}
+	g.set = make([]Header, 0, 2+len(r.claimHeaders))
 	g.set = append(g.set, Header{Name: id.UserHeader, Value: userValue})
 	if g.Session != "" {
 		g.set = append(g.set, Header{Name: id.SessionHeader, Value: sessionValue})
@@ -157,6 +168,8 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if !r.forwardAuthorization {
 		g.remove = append(g.remove, "authorization")
 	}
+	// Grants of a route almost always strip the same headers.
+	g.remove = internList(g.remove)
 	return g, nil
 }
 
