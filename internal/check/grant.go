@@ -38,21 +38,14 @@ type Grant struct {
 	// scopeOK records whether the route's required scopes are all held; a
 	// grant is per route, so this is decided once.
 	scopeOK bool
-	// memoSlot is set while g holds a slot for its memos (memo.go).
-	memoSlot atomic.Bool
 	// set and remove are the upstream header mutations this grant always
 	// makes on its route.
 	set    []Header
 	remove []string
 
-	// rendered memoizes a front end's rendering of this grant, so that a
-	// cache hit does not rebuild the same response pieces every time.
-	rendered atomic.Pointer[any]
-	// lineage memoizes the headers of the last lineage derived for this
-	// grant: a conversation's requests repeat it.
-	lineage atomic.Pointer[lineageMemo]
-	// exchanged memoizes the headers carrying the last exchanged token.
-	exchanged atomic.Pointer[exchangeMemo]
+	// memos, while the grant is in use, hold what repeated checks of it
+	// share (memo.go); nil otherwise.
+	memos atomic.Pointer[grantMemos]
 }
 
 // lineageMemo is one lineage result with the header mutations it makes.
@@ -70,16 +63,14 @@ func (g *Grant) Headers() []Header { return g.set }
 // calls. A front end keeps a value of its own type there; a value of another
 // type (a second front end) is rebuilt on every call rather than shared.
 func Rendered[T any](g *Grant, build func(*Grant) T) T {
-	if p := g.rendered.Load(); p != nil {
+	if p := g.memo().rendered.Load(); p != nil {
 		if v, ok := (*p).(T); ok {
 			return v
 		}
 		return build(g)
 	}
 	var v any = build(g)
-	if g.rendered.CompareAndSwap(nil, &v) {
-		admitMemo(g)
-	}
+	g.memoForWrite().rendered.CompareAndSwap(nil, &v)
 	return v.(T)
 }
 

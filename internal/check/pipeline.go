@@ -553,7 +553,7 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 		}
 	}
 	v.Lineage = res
-	if m := g.lineage.Load(); m != nil && sameLineage(&m.res, &res) {
+	if m := g.memo().lineage.Load(); m != nil && sameLineage(&m.res, &res) {
 		v.Set, v.Remove, v.Lineage = m.set, m.remove, m.res
 		return denial{}, true
 	}
@@ -561,8 +561,7 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 	// expressions make the appends copy.
 	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
 	if res.Signed == "" && v.CacheHit { // a signed token is new on every request; a grant used once needs no memo
-		g.lineage.Store(&lineageMemo{res: res, set: v.Set, remove: v.Remove})
-		admitMemo(g)
+		g.memoForWrite().lineage.Store(&lineageMemo{res: res, set: v.Set, remove: v.Remove})
 	}
 	return denial{}, true
 }
