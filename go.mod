@@ -3,6 +3,7 @@ module github.com/extauthz/extauthz
 go 1.26.0
 
 require (
+	github.com/KimMachineGun/automemlimit v0.7.5
 	github.com/MicahParks/jwkset v0.11.3
 	github.com/MicahParks/keyfunc/v3 v3.8.2
 	github.com/a2aproject/a2a-go v0.3.3
@@ -32,7 +33,6 @@ require (
 
 require (
 	cel.dev/expr v0.25.3 // indirect
-	github.com/KimMachineGun/automemlimit v0.7.5 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
