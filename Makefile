@@ -47,6 +47,10 @@ test: deps proto-check ## Run every test with the race detector (what CI runs).
 bench: ## Run the hot-path benchmarks with allocation counts.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./internal/...
 
+.PHONY: scale
+scale: ## Fill the verdict cache with 1,000,000 tokens under a 1 GiB limit: RSS and hit throughput before and after.
+	EXTAUTHZ_SCALE=1000000 $(GO) test -run '^TestScale$$' -count=1 -v -timeout 30m ./internal/envoyauthz
+
 .PHONY: loadtest
 loadtest: build ## Compare the service with a do-nothing ext_authz server over gRPC.
 	$(BIN)/extauthz-loadtest -extauthz $(BIN)/extauthz -enforce

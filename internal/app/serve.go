@@ -76,6 +76,9 @@ type ServeOptions struct {
 	// The admin listener's authentication: a bearer token file, and/or
 	// TLS with client certificates whose identity is allowed.
 	AdminTokenFile, AdminTLSCert, AdminTLSKey, AdminClientCA, AdminAllowedClients string
+	// MemoryLimit is the runtime's soft memory limit: a size, "off", or
+	// "auto"/"" (GOMEMLIMIT, else 90% of the cgroup limit); see memlimit.go.
+	MemoryLimit string
 	// Started, when set, is called with the bound addresses once the
 	// listeners accept connections (tests listen on port 0).
 	Started func(Addrs)
@@ -104,6 +107,7 @@ func serveFlags(o *ServeOptions) *flag.FlagSet {
 	fs.IntVar(&o.HTTPMaxConns, "http-max-conns", 4096, "HTTP front end: most open connections (0: no cap)")
 	fs.IntVar(&o.HTTPMaxBodies, "http-max-bodies", 256, "HTTP front end: most requests with a body in progress; more get 503 at once (0: no cap)")
 	fs.DurationVar(&o.WatchInterval, "watch-interval", time.Second, "how often to check the configuration file for changes (0 disables; SIGHUP always reloads)")
+	fs.StringVar(&o.MemoryLimit, "memory-limit", "auto", "soft memory limit of the Go runtime (e.g. 900MiB), \"off\", or \"auto\": GOMEMLIMIT, else 90% of the container's cgroup memory limit")
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go profiling endpoints under /debug/pprof/ on the admin listener")
 	return fs
 }
@@ -211,6 +215,9 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	}
 	log, err := newLogger(env.Stderr, o.LogLevel, o.LogFormat)
 	if err != nil {
+		return err
+	}
+	if err := setMemoryLimit(o.MemoryLimit, env, log); err != nil {
 		return err
 	}
 	cfg, raw, err := loadConfig(o.ConfigFile, env, log)

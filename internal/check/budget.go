@@ -26,7 +26,7 @@ func (pl *Pipeline) DropKeys(issuer string, kids []string) int {
 	if len(kids) == 0 {
 		return 0
 	}
-	return pl.cache.RemoveFunc(func(e *cached) bool {
-		return e.grant != nil && e.grant.Issuer == issuer && e.grant.KeyID != "" && slices.Contains(kids, e.grant.KeyID)
+	return pl.cache.RemoveFunc(func(g *Grant) bool {
+		return g.Issuer == issuer && g.KeyID != "" && slices.Contains(kids, g.KeyID)
 	})
 }

@@ -455,7 +455,7 @@ func TestCache(t *testing.T) {
 	if counter.n.Load() != before+1 {
 		t.Fatal("evicted entry did not re-verify")
 	}
-	if s := f.pl.CacheStats(); s.Size > 2 || s.Evictions == 0 {
+	if s := f.pl.cache.Stats(); s.Size > 2 || s.Evictions == 0 {
 		t.Fatalf("cache stats %+v", s)
 	}
 }

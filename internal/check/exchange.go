@@ -268,7 +268,7 @@ func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g 
 // last exchange of this grant are reused while the token stays the same,
 // so repeated requests keep sharing one response.
 func withAuthorization(g *Grant, set []Header, remove []string, authorization string) ([]Header, []string) {
-	if m := g.exchanged.Load(); m != nil && m.authorization == authorization && sameSlice(m.base, set) {
+	if m := g.memo().exchanged.Load(); m != nil && m.authorization == authorization && sameSlice(m.base, set) {
 		return m.set, m.remove
 	}
 	out := make([]Header, 0, len(set)+1)
@@ -280,7 +280,7 @@ func withAuthorization(g *Grant, set []Header, remove []string, authorization st
 			rm = append(rm, name)
 		}
 	}
-	g.exchanged.Store(&exchangeMemo{base: set, authorization: authorization, set: out, remove: rm})
+	g.memoForWrite().exchanged.Store(&exchangeMemo{base: set, authorization: authorization, set: out, remove: rm})
 	return out, rm
 }
 

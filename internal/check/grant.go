@@ -15,6 +15,9 @@ import (
 // the token. It is immutable once built.
 type Grant struct {
 	Route string // the route this grant was made on
+	// routeKey is the route's cache key prefix, to drop the grants of
+	// routes a reload changed.
+	routeKey string
 	// Subject is the user: the issuer's subject namespace followed by the
 	// token's user claim (see identity.go). It keys everything the service
 	// holds per user.
@@ -30,7 +33,7 @@ type Grant struct {
 	KeyID string
 	// Claims holds only the claims the route's rules look at: a grant can
 	// sit in the cache for the token's lifetime.
-	Claims map[string]any
+	Claims RuleClaims
 	// Actors is the RFC 8693 act chain, outermost first: the signed truth
 	// about who is acting for the subject.
 	Actors []string
@@ -50,14 +53,9 @@ type Grant struct {
 	set    []Header
 	remove []string
 
-	// rendered memoizes a front end's rendering of this grant, so that a
-	// cache hit does not rebuild the same response pieces every time.
-	rendered atomic.Pointer[any]
-	// lineage memoizes the headers of the last lineage derived for this
-	// grant: a conversation's requests repeat it.
-	lineage atomic.Pointer[lineageMemo]
-	// exchanged memoizes the headers carrying the last exchanged token.
-	exchanged atomic.Pointer[exchangeMemo]
+	// memos, while the grant is in use, hold what repeated checks of it
+	// share (memo.go); nil otherwise.
+	memos atomic.Pointer[grantMemos]
 }
 
 // lineageMemo is one lineage result with the header mutations it makes.
@@ -75,14 +73,14 @@ func (g *Grant) Headers() []Header { return g.set }
 // calls. A front end keeps a value of its own type there; a value of another
 // type (a second front end) is rebuilt on every call rather than shared.
 func Rendered[T any](g *Grant, build func(*Grant) T) T {
-	if p := g.rendered.Load(); p != nil {
+	if p := g.memo().rendered.Load(); p != nil {
 		if v, ok := (*p).(T); ok {
 			return v
 		}
 		return build(g)
 	}
 	var v any = build(g)
-	g.rendered.CompareAndSwap(nil, &v)
+	g.memoForWrite().rendered.CompareAndSwap(nil, &v)
 	return v.(T)
 }
 
@@ -98,8 +96,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		Issuer:   c.IssuerName,
 		Expires:  c.ExpiresAt,
 		IssuedAt: c.IssuedAt,
-		Claims:   c.Raw,
-		Scopes:   scopes(c.Raw),
+		Scopes:   internList(scopes(c.Raw)),
 		Actors:   lineage.ActChain(c.Raw),
 		KeyID:    c.KeyID,
 	}
@@ -123,7 +120,11 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if err != nil {
 		return nil, err
 	}
-	userValue = g.Subject[:len(g.Subject)-len(sub)] + userValue
+	if userValue == sub {
+		userValue = g.Subject // the same bytes: no second copy
+	} else {
+		userValue = g.Subject[:len(g.Subject)-len(sub)] + userValue
+	}
 	sessionValue := g.Session
 	if g.sessionSource >= 0 && p.sessionSources[g.sessionSource].kind == srcDefault {
 		sessionValue = p.defaultSession
@@ -140,15 +141,16 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	for _, name := range r.ruleClaims {
 		if v, ok := c.Raw[name]; ok {
 			if g.Claims == nil {
-				g.Claims = make(map[string]any, len(r.ruleClaims))
+				g.Claims = make(RuleClaims, 0, len(r.ruleClaims))
 			}
-			g.Claims[name] = v
+			g.Claims = append(g.Claims, RuleClaim{Name: name, Value: internClaim(v)})
 		}
 	}
 
 	if len(userValue) > id.MaxHeaderValue || len(sessionValue) > id.MaxHeaderValue {
 		return nil, &claimError{"the user or session is too long for a header"}
 	}
+	g.set = make([]Header, 0, 2+len(r.claimHeaders))
 	g.set = append(g.set, Header{Name: id.UserHeader, Value: userValue})
 	if g.sessionSource >= 0 {
 		g.set = append(g.set, Header{Name: id.SessionHeader, Value: sessionValue})
@@ -169,6 +171,8 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		}
 	}
 	g.remove = append(g.remove, r.credentialRemove...)
+	// Grants of a route almost always strip the same headers.
+	g.remove = internList(g.remove)
 	return g, nil
 }
 

@@ -35,7 +35,8 @@ import (
 // concurrent use; the policy can be swapped while it serves.
 type Pipeline struct {
 	policy       atomic.Pointer[Policy]
-	cache        *cache.Cache[*cached]
+	cache        *cache.Cache[*Grant]
+	refusals     *cache.Negative // bounded apart: see negative.go
 	sessions     *session.Store
 	tasks        *session.Store // tasks bound to their creator, bounded like sessions
 	elicitations *elicit.Store
@@ -99,7 +100,11 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c, err := cache.New[*cached](p.cacheSize, o.Now)
+	c, err := cache.New[*Grant](p.cacheSize, o.Now)
+	if err != nil {
+		return nil, err
+	}
+	refusals, err := cache.NewNegative(refusalsSize(p.cacheSize), o.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +117,7 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Pipeline{cache: c, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
+	pl := &Pipeline{cache: c, refusals: refusals, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
 		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer,
 		shared: o.Shared, sessionIdle: p.sessionIdle}
 	pl.tasks = session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now)
@@ -136,13 +141,15 @@ func (pl *Pipeline) Swap(p *Policy) *Policy {
 	pl.loadedAt.Store(pl.now().UnixNano())
 	if p.cacheSize != old.cacheSize {
 		pl.cache.Resize(p.cacheSize)
+		pl.refusals.Resize(refusalsSize(p.cacheSize))
 	}
+	pl.refusals.Purge()
 	// Entries of routes that changed can never be hit again: free them.
 	live := make(map[string]bool)
 	for _, r := range p.routes.All() {
 		live[r.keyPrefix] = true
 	}
-	pl.cache.RemoveFunc(func(e *cached) bool { return !live[e.routeKey] })
+	pl.cache.RemoveFunc(func(g *Grant) bool { return !live[g.routeKey] })
 	return old
 }
 
@@ -176,7 +183,7 @@ func (pl *Pipeline) InvalidateSession(ctx context.Context, id string) Invalidate
 
 func (pl *Pipeline) invalidateSessionLocal(id string) Invalidated {
 	d := Invalidated{
-		Verdicts:     pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Session == id }),
+		Verdicts:     pl.cache.RemoveFunc(func(g *Grant) bool { return g.Session == id }),
 		Elicitations: pl.elicitations.DropSession(id),
 	}
 	for _, ex := range pl.Policy().exchangers {
@@ -224,7 +231,7 @@ func (pl *Pipeline) revokeLocal(subject string, at time.Time) {
 
 func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {
 	d := Invalidated{
-		Verdicts:     pl.cache.RemoveFunc(func(e *cached) bool { return e.grant != nil && e.grant.Subject == subject }),
+		Verdicts:     pl.cache.RemoveFunc(func(g *Grant) bool { return g.Subject == subject }),
 		Elicitations: pl.elicitations.DropSubject(subject),
 	}
 	for _, ex := range pl.Policy().exchangers {
@@ -262,7 +269,7 @@ func (pl *Pipeline) SessionCount() int { return pl.sessions.Len() }
 func (pl *Pipeline) Policy() *Policy { return pl.policy.Load() }
 
 // CacheStats reports the verdict cache's counters.
-func (pl *Pipeline) CacheStats() cache.Stats { return pl.cache.Stats() }
+func (pl *Pipeline) CacheStats() cache.Stats { return pl.cacheStats() }
 
 // Check decides one request.
 func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
@@ -406,7 +413,8 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 	}
 
 	key := cache.NewKey(r.keyPrefix, token) // never the raw token
-	entry, hit := pl.cache.Get(key)
+	var found cached
+	entry, hit := pl.lookup(key, &found)
 	if !hit {
 		// Only tokens not seen before need their syntax checked: every
 		// cached one passed this.
@@ -431,7 +439,7 @@ func (e *evaluation) decide(ctx context.Context) Verdict {
 			return p.deny(req, r, &call, denial{outcome: Unavailable, desc: entry.description})
 		}
 		if !e.readOnly {
-			pl.cache.Add(key, entry, pl.expiry(p, entry))
+			pl.remember(p, key, entry)
 		}
 	}
 	if entry.grant == nil {
@@ -589,7 +597,7 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 		}
 	}
 	v.Lineage = res
-	if m := g.lineage.Load(); m != nil && sameLineage(&m.res, &res) {
+	if m := g.memo().lineage.Load(); m != nil && sameLineage(&m.res, &res) {
 		v.Set, v.Remove, v.Lineage = m.set, m.remove, m.res
 		return denial{}, true
 	}
@@ -597,7 +605,7 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 	// expressions make the appends copy.
 	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
 	if res.Signed == "" && v.CacheHit { // a signed token is new on every request; a grant used once needs no memo
-		g.lineage.Store(&lineageMemo{res: res, set: v.Set, remove: v.Remove})
+		g.memoForWrite().lineage.Store(&lineageMemo{res: res, set: v.Set, remove: v.Remove})
 	}
 	return denial{}, true
 }

@@ -132,7 +132,7 @@ func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scop
 			return InsufficientScope, "this call needs scope " + r.scopeParam, r.scopeParam
 		}
 		for _, req := range r.claims {
-			if !claimHasAny(g.Claims[req.claim], req.values) {
+			if !claimHasAny(g.Claims.Get(req.claim), req.values) {
 				return Forbidden, "this call needs claim " + req.claim, ""
 			}
 		}

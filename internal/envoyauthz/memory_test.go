@@ -1,0 +1,158 @@
+package envoyauthz
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/testtoken"
+)
+
+// verdictFixture is a route as a typical deployment has it: one issuer with
+// an audience, a rule on a claim, a claim carried in a header; and a
+// pipeline with room for n verdicts.
+func verdictFixture(tb testing.TB, n int) *Server {
+	doc := fmt.Sprintf(`issuers:
+  - {name: corp, issuer: https://login.example.com, algorithms: [HS256], secret: %s}
+routes:
+  - name: tools
+    default: true
+    issuers: [corp]
+    audiences: [https://mcp.example.com]
+    claim_headers: [{claim: email, header: x-user-email}]
+    rules:
+      - {name: search, methods: [tools/call], names: [search], claims: {department: [eng]}}
+cache: {max_entries: %d}
+`, secret, n)
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := check.Compile(context.Background(), cfg, check.Deps{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Close)
+	pl, err := check.New(p, check.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return NewServer(pl, nil)
+}
+
+// typicalToken is user i's token: sub, session, iss, aud, exp, iat, scope,
+// one extra claim the rules read and one carried in a header.
+func typicalToken(tb testing.TB, i int) string {
+	now := time.Now()
+	return testtoken.HMAC(tb, "HS256", secret, jwt.MapClaims{
+		"sub": fmt.Sprintf("user-%07d", i), "session_id": fmt.Sprintf("3f6c1a9e-5d2b-4c8f-a1e7-%012d", i),
+		"iss": "https://login.example.com", "aud": "https://mcp.example.com",
+		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": "openid profile mcp:tools",
+		"department": "eng", "email": fmt.Sprintf("user-%07d@example.com", i),
+	})
+}
+
+const toolsCallBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"q":"x"}}}`
+
+func typicalRequest(token string) *authv3.CheckRequest {
+	req := checkRequest(map[string]string{"authorization": "Bearer " + token, "accept": "application/json, text/event-stream"})
+	req.Attributes.Request.Http.Body = toolsCallBody
+	return req
+}
+
+// liveHeap is the heap in use after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// verdictBytes checks n distinct tokens twice each through check and
+// returns the live heap they left behind, per token: the verdict cache
+// entry, its grant and the memoized response.
+func verdictBytes(tb testing.TB, n int, check func(*Server, int)) float64 {
+	srv := verdictFixture(tb, n)
+	before := liveHeap()
+	for i := range n {
+		check(srv, i)
+	}
+	for i := range n {
+		check(srv, i)
+	}
+	after := liveHeap()
+	runtime.KeepAlive(srv)
+	if got := srv.pipeline.CacheStats().Size; got != n {
+		tb.Fatalf("cache holds %d verdicts, want %d", got, n)
+	}
+	return float64(int64(after)-int64(before)) / float64(n)
+}
+
+// BenchmarkVerdictMemory reports the live heap per cached verdict (B/verdict)
+// after 200,000 distinct HS256 tokens were each checked twice, and the time
+// of a cache hit in a cache that full. "check" goes through Server.Check
+// (the protobuf API), "wire" through the gRPC wire path the service uses,
+// which also keeps the encoded response.
+func BenchmarkVerdictMemory(b *testing.B) {
+	const n = 200_000
+	tokens := make([]*authv3.CheckRequest, n)
+	wire := make([][]byte, n)
+	for i := range tokens {
+		tokens[i] = typicalRequest(typicalToken(b, i))
+		var err error
+		if wire[i], err = proto.Marshal(tokens[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	b.Run("check", func(b *testing.B) {
+		var srv *Server
+		per := verdictBytes(b, n, func(s *Server, i int) {
+			srv = s
+			if r, _ := s.Check(ctx, tokens[i]); r.GetStatus().GetCode() != 0 {
+				b.Fatalf("denied: %v", r)
+			}
+		})
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			srv.Check(ctx, tokens[i%n])
+			i++
+		}
+		b.ReportMetric(per, "B/verdict")
+	})
+	b.Run("wire", func(b *testing.B) {
+		var srv *Server
+		checkWire := func(s *Server, i int) any {
+			w := wirePool.Get().(*wireRequest)
+			if err := w.decode(wire[i]); err != nil {
+				b.Fatal(err)
+			}
+			resp := s.checkWire(ctx, w)
+			w.release()
+			return resp
+		}
+		per := verdictBytes(b, n, func(s *Server, i int) {
+			srv = s
+			checkWire(s, i)
+		})
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			checkWire(srv, i%n)
+			i++
+		}
+		b.ReportMetric(per, "B/verdict")
+	})
+	runtime.KeepAlive(tokens)
+	runtime.KeepAlive(wire)
+}

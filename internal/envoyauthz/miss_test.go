@@ -1,0 +1,168 @@
+package envoyauthz
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/hmac"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/testtoken"
+)
+
+// bareVerify is signature verification alone, the floor of a miss: the
+// same primitive the verifier runs, without parsing a claim.
+func bareVerify(tb testing.TB, alg string, rs, es testtoken.Key) func(token string) bool {
+	split := func(token string) ([]byte, []byte) {
+		i := strings.LastIndexByte(token, '.')
+		sig, err := base64.RawURLEncoding.DecodeString(token[i+1:])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return []byte(token[:i]), sig
+	}
+	switch alg {
+	case "HS256":
+		return func(token string) bool {
+			input, sig := split(token)
+			m := hmac.New(sha256.New, []byte(secret))
+			m.Write(input)
+			return hmac.Equal(m.Sum(nil), sig)
+		}
+	case "RS256":
+		pub := rs.Private.Public().(*rsa.PublicKey)
+		return func(token string) bool {
+			input, sig := split(token)
+			h := sha256.Sum256(input)
+			return rsa.VerifyPKCS1v15(pub, 0x5, h[:], sig) == nil // crypto.SHA256
+		}
+	case "ES256":
+		pub := es.Private.Public().(*ecdsa.PublicKey)
+		return func(token string) bool {
+			input, sig := split(token)
+			h := sha256.Sum256(input)
+			r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+			return ecdsa.Verify(pub, h[:], r, s)
+		}
+	}
+	tb.Fatalf("no bare verification for %s", alg)
+	return nil
+}
+
+// BenchmarkMissOverhead measures a cache miss (a token seen for the first
+// time, typical claims) through Server.Check and, in the same run, the bare
+// signature verification of the same tokens. It reports the miss's time
+// over the verification's (miss/verify) and what the miss costs beyond
+// the signature (extra-ns/op). allocs/op counts the miss and the bare
+// verification run beside it (verify-allocs/op): the miss's own are the
+// difference.
+func BenchmarkMissOverhead(b *testing.B) {
+	rs, es := testtoken.RSA(b, "rs1"), testtoken.EC(b, "es1")
+	jwks := testtoken.WriteJWKS(b, b.TempDir(), rs, es)
+	doc := fmt.Sprintf(`issuers:
+  - {name: dev, issuer: https://login.example.com, algorithms: [HS256], secret: %s}
+  - {name: rsa, issuer: https://idp.example.com/rsa, algorithms: [RS256], jwks_file: %s}
+  - {name: ec, issuer: https://idp.example.com/ec, algorithms: [ES256], jwks_file: %s}
+routes:
+  - name: tools
+    default: true
+    issuers: [dev, rsa, ec]
+    audiences: [https://mcp.example.com]
+    claim_headers: [{claim: email, header: x-user-email}]
+    rules:
+      - {name: search, methods: [tools/call], names: [search], claims: {department: [eng]}}
+cache: {max_entries: 1000000}
+`, secret, jwks, jwks)
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := check.Compile(b.Context(), cfg, check.Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	pl, err := check.New(p, check.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := NewServer(pl, nil)
+	ctx := context.Background()
+	issuers := map[string]string{"HS256": "https://login.example.com", "RS256": "https://idp.example.com/rsa", "ES256": "https://idp.example.com/ec"}
+	mint := func(alg string, i int) string {
+		now := time.Now()
+		c := jwt.MapClaims{
+			"sub": fmt.Sprintf("user-%07d", i), "session_id": fmt.Sprintf("3f6c1a9e-5d2b-4c8f-a1e7-%012d", i),
+			"iss": issuers[alg], "aud": "https://mcp.example.com",
+			"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": "openid profile mcp:tools",
+			"department": "eng", "email": fmt.Sprintf("user-%07d@example.com", i),
+		}
+		switch alg {
+		case "RS256":
+			return rs.Sign(b, c)
+		case "ES256":
+			return es.Sign(b, c)
+		}
+		return testtoken.HMAC(b, alg, secret, c)
+	}
+	seq := int(time.Now().UnixNano() % 1_000_000_000)
+	for _, alg := range []string{"HS256", "RS256", "ES256"} {
+		b.Run(alg, func(b *testing.B) {
+			verify := bareVerify(b, alg, rs, es)
+			const n = 1000
+			fresh := func() ([]string, []*authv3.CheckRequest) {
+				toks := make([]string, n)
+				reqs := make([]*authv3.CheckRequest, n)
+				for i := range reqs {
+					seq++
+					toks[i] = mint(alg, seq)
+					reqs[i] = typicalRequest(toks[i])
+				}
+				return toks, reqs
+			}
+			// The floor is measured on the same tokens, interleaved with the
+			// misses, so that both see the same load on the machine.
+			toks, _ := fresh()
+			allocsVerify := testing.AllocsPerRun(n/10, func() { verify(toks[0]) })
+			toks, reqs := fresh()
+			var verifyTime time.Duration
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i == n {
+					b.StopTimer()
+					toks, reqs = fresh()
+					i = 0
+					b.StartTimer()
+				}
+				t0 := time.Now()
+				if !verify(toks[i]) {
+					b.Fatal("bare verification failed")
+				}
+				verifyTime += time.Since(t0)
+				if r, _ := srv.Check(ctx, reqs[i]); r.GetStatus().GetCode() != 0 {
+					b.Fatalf("denied: %v", r)
+				}
+				i++
+			}
+			verifyNs := float64(verifyTime.Nanoseconds()) / float64(b.N)
+			missNs := float64((b.Elapsed() - verifyTime).Nanoseconds()) / float64(b.N)
+			b.ReportMetric(missNs, "miss-ns/op")
+			b.ReportMetric(verifyNs, "verify-ns/op")
+			b.ReportMetric(missNs/verifyNs, "miss/verify")
+			b.ReportMetric(missNs-verifyNs, "extra-ns/op")
+			b.ReportMetric(allocsVerify, "verify-allocs/op")
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package envoyauthz
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+)
+
+// TestScale fills the verdict cache with EXTAUTHZ_SCALE distinct tokens
+// (make scale: 1,000,000) under a 1 GiB container's memory limit, as serve
+// sets it (90%: --memory-limit auto), and reports RSS, live heap and
+// cache-hit throughput before and after. It is not part of make test: it
+// runs only when EXTAUTHZ_SCALE is set.
+func TestScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("EXTAUTHZ_SCALE"))
+	if n <= 0 {
+		t.Skip("set EXTAUTHZ_SCALE (make scale)")
+	}
+	const small = 1000
+	limit := int64(1<<30) / 10 * 9
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+
+	srv := verdictFixture(t, n+small)
+	ctx := context.Background()
+	iat := time.Now().Unix()
+	token := scaleTokens(iat)
+	check := func(i int) {
+		if r, _ := srv.Check(ctx, typicalRequest(token(i))); r.GetStatus().GetCode() != 0 {
+			t.Fatalf("token %d denied: %v", i, r)
+		}
+	}
+	// hits checks count cached tokens, the distinct ones pick(0..k-1) in
+	// turn, and returns checks per second on one goroutine.
+	hits := func(count, k int, pick func(int) int) float64 {
+		reqs := make([]*authv3.CheckRequest, k)
+		for i := range reqs {
+			reqs[i] = typicalRequest(token(pick(i)))
+			srv.Check(ctx, reqs[i])
+		}
+		start := time.Now()
+		for i := range count {
+			srv.Check(ctx, reqs[i%k])
+		}
+		return float64(count) / time.Since(start).Seconds()
+	}
+	for i := range small {
+		check(n + i)
+	}
+	smallSet := func(i int) int { return n + i%small }
+	before := hits(200_000, small, smallSet)
+	debug.FreeOSMemory()
+	rssBefore, _ := rss(t)
+	t.Logf("before: %d verdicts cached, RSS %d MiB, live heap %d MiB, hits %.0f/s (one goroutine, %d tokens in turn)",
+		srv.pipeline.CacheStats().Size, rssBefore>>20, liveHeap()>>20, before, small)
+
+	start := time.Now()
+	for i := range n {
+		check(i)
+	}
+	fill := time.Since(start)
+	rssAfter, peak := rss(t)
+	live := liveHeap()
+	after := hits(200_000, small, smallSet)
+	spread := hits(100_000, 20_000, func(i int) int { return (i * 7919) % n })
+	_, peakHits := rss(t)
+	peak = max(peak, peakHits)
+	t.Logf("filled %d distinct tokens in %s (%.0f misses/s)", n, fill.Round(time.Millisecond), float64(n)/fill.Seconds())
+	t.Logf("after: %d verdicts cached, RSS %d MiB (peak %d MiB) under a %d MiB limit, live heap %d MiB (%.0f B/verdict)",
+		srv.pipeline.CacheStats().Size, rssAfter>>20, peak>>20, limit>>20, live>>20, float64(live)/float64(n+small))
+	t.Logf("hits: %.0f/s on %d tokens in turn (%.0f%% of before); %.0f/s on 20,000 spread over all %d (more than the memo slots: memos rebuilt)",
+		after, small, 100*after/before, spread, n)
+	if peak > 1<<30 {
+		t.Errorf("peak RSS %d MiB is over the 1 GiB container limit", peak>>20)
+	}
+}
+
+// scaleTokens mints user i's token (the same string every time for the
+// same i) without a JWT library: a million are needed.
+func scaleTokens(iat int64) func(i int) string {
+	enc := base64.RawURLEncoding
+	header := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
+	return func(i int) string {
+		payload := fmt.Sprintf(`{"sub":"user-%07d","session_id":"3f6c1a9e-5d2b-4c8f-a1e7-%012d","iss":"https://login.example.com","aud":"https://mcp.example.com","exp":%d,"iat":%d,"scope":"openid profile mcp:tools","department":"eng","email":"user-%07d@example.com"}`,
+			i, i, iat+3600, iat, i)
+		input := header + "." + enc.EncodeToString([]byte(payload))
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write([]byte(input))
+		return input + "." + enc.EncodeToString(m.Sum(nil))
+	}
+}
+
+// rss reads the process's resident set and its peak (Linux).
+func rss(t *testing.T) (cur, peak uint64) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			cur = kb << 10
+		case "VmHWM":
+			peak = kb << 10
+		}
+	}
+	return cur, peak
+}
