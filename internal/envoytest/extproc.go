@@ -1022,9 +1022,11 @@ func (r *extProcRun) mutate(h *[]ExtProcHeader, m *extprocv3.HeaderMutation, dir
 			r.res.RejectedMutations++
 			continue
 		}
+		//lint:ignore SA1019 processors still send append; this emulates how Envoy applies it
 		appendValue := o.GetAppend().GetValue() // unset = false in ext_proc
 		switch o.GetAppendAction() {
 		case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
+			//lint:ignore SA1019 as above: an unset append means the action decides
 			appendValue = appendValue || o.GetAppend() == nil
 		case corev3.HeaderValueOption_ADD_IF_ABSENT:
 			if _, ok := extProcGetHeader(*h, key); ok {

@@ -135,6 +135,7 @@ func setBody(req *extprocv3.ProcessingRequest, body string, hm *extprocv3.Header
 }
 
 func set(key, value string) *corev3.HeaderValueOption {
+	//lint:ignore SA1019 Envoy reads append explicitly; the tests set it as processors do
 	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: key, RawValue: []byte(value)}, Append: wrapperspb.Bool(false)}
 }
 
