@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,9 +289,9 @@ redis:
 // TestOnline fetches the key sets serve would fetch, and only with Online.
 func TestOnline(t *testing.T) {
 	jwks := testtoken.JWKS(t, testtoken.EC(t, "k1"))
-	var hits int
+	var hits atomic.Int64 // key sets are fetched concurrently
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits++
+		hits.Add(1)
 		switch r.URL.Path {
 		case "/jwks":
 			w.Write(jwks)
@@ -308,8 +309,8 @@ func TestOnline(t *testing.T) {
 routes: [{name: r, default: true, issuers: [url, disc]}]
 `, srv.URL, jwksPath)
 	}
-	if r := Bytes(t.Context(), doc("/nothing"), Options{}); len(r.Problems) > 0 || hits > 0 {
-		t.Fatalf("offline: %d requests, problems %v", hits, r.Problems)
+	if r := Bytes(t.Context(), doc("/nothing"), Options{}); len(r.Problems) > 0 || hits.Load() > 0 {
+		t.Fatalf("offline: %d requests, problems %v", hits.Load(), r.Problems)
 	}
 	if r := Bytes(t.Context(), doc("/jwks"), Options{Online: true, HTTPClient: srv.Client()}); len(r.Problems) > 0 {
 		t.Fatalf("online, all reachable: %v", r.Problems)
