@@ -1,6 +1,7 @@
 package check
 
 import (
+	"github.com/extauthz/extauthz/internal/credential"
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
@@ -94,31 +95,12 @@ func headerDenial(desc string) *denial {
 	return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
 }
 
-// cookiePairs calls fn with each name=value pair of a Cookie header; names
-// are case-sensitive (RFC 6265). Pairs are separated by ";" (Envoy joins
-// repeated Cookie headers with "; ") and by "," (a front end that joins
-// them as any other header; a cookie value never holds a comma), as
-// credential.Find reads them.
-func cookiePairs(header string, fn func(name, pair string)) {
-	for header != "" {
-		var part string
-		if i := strings.IndexAny(header, ";,"); i >= 0 {
-			part, header = header[:i], header[i+1:]
-		} else {
-			part, header = header, ""
-		}
-		part = strings.TrimSpace(part)
-		name, _, _ := strings.Cut(part, "=")
-		fn(name, part)
-	}
-}
-
 func cookieCount(header, name string) int {
 	if header == "" {
 		return 0
 	}
 	n := 0
-	cookiePairs(header, func(k, _ string) {
+	credential.CookiePairs(header, func(k, _ string) {
 		if k == name {
 			n++
 		}
@@ -130,7 +112,7 @@ func cookieCount(header, name string) int {
 // false when it had none.
 func withoutCookie(header, name string) (rest string, found bool) {
 	var b strings.Builder
-	cookiePairs(header, func(k, pair string) {
+	credential.CookiePairs(header, func(k, pair string) {
 		switch {
 		case k == name:
 			found = true

@@ -115,10 +115,21 @@ var b64token = func() (t [256]bool) {
 	return t
 }()
 
-// cookie finds name in a Cookie header ("a=1; b=2"; Envoy joins repeated
-// Cookie headers with "; ", a front end may join them with ","; a cookie
-// value never holds either).
-func cookie(header, name string) (string, bool) {
+// cookie finds name in a Cookie header.
+func cookie(header, name string) (value string, found bool) {
+	CookiePairs(header, func(k, pair string) {
+		if _, v, ok := strings.Cut(pair, "="); ok && !found && k == name {
+			value, found = strings.Trim(v, `"`), true
+		}
+	})
+	return value, found
+}
+
+// CookiePairs calls fn with each name=value pair of a Cookie header, in
+// order; names are case-sensitive (RFC 6265). Pairs are separated by ";"
+// (Envoy joins repeated Cookie headers with "; ") and by "," (a front end
+// that joins them as any other header; a cookie value never holds either).
+func CookiePairs(header string, fn func(name, pair string)) {
 	for header != "" {
 		var part string
 		if i := strings.IndexAny(header, ";,"); i >= 0 {
@@ -126,10 +137,8 @@ func cookie(header, name string) (string, bool) {
 		} else {
 			part, header = header, ""
 		}
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if ok && k == name {
-			return strings.Trim(v, `"`), true
-		}
+		part = strings.TrimSpace(part)
+		name, _, _ := strings.Cut(part, "=")
+		fn(name, part)
 	}
-	return "", false
 }
