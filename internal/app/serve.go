@@ -195,6 +195,16 @@ func exchangedStats(pl *check.Pipeline) cache.Stats {
 	return sum
 }
 
+// checkTracer is the pipeline's tracer: nil when tracing is off, so that
+// an untraced check costs nothing (a nil *tracing.Tracing in the interface
+// would not be nil).
+func checkTracer(t *tracing.Tracing) check.Tracer {
+	if t == nil {
+		return nil
+	}
+	return t
+}
+
 func tracingConfig(t config.Tracing) tracing.Config {
 	ratio := 1.0
 	if t.SampleRatio != nil {
@@ -260,7 +270,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		policy.Close()
 		return err
 	}
-	pipeline, err := check.New(policy, check.Options{Logger: log, Observer: m, Shared: store, ElicitationKey: elicitKey})
+	pipeline, err := check.New(policy, check.Options{Logger: log, Observer: m, Shared: store, ElicitationKey: elicitKey, Tracer: checkTracer(tr)})
 	if err != nil {
 		policy.Close()
 		return err
@@ -337,7 +347,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		// goroutine (and stack growth) per check.
 		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
 	)...)
-	envoyauthz.Register(gs, envoyauthz.NewServer(pipeline, tr))
+	envoyauthz.Register(gs, envoyauthz.NewServer(pipeline))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	setHealth := func(ready bool) {

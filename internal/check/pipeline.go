@@ -58,6 +58,9 @@ type Pipeline struct {
 	revokeMu   sync.Mutex
 	generation atomic.Uint64
 	loadedAt   atomic.Int64
+
+	inflight atomic.Int64 // checks in progress, for load shedding (shed.go)
+	tracer   Tracer       // nil: off
 }
 
 // RevocationTTL is how long a revocation is remembered: longer than any
@@ -90,6 +93,8 @@ type Options struct {
 	// ElicitationKey signs the state of elicitation URLs (at least 32
 	// bytes); replicas sharing a tier must share it. nil: a random key.
 	ElicitationKey []byte
+	// Tracer traces every check; nil is off and costs nothing.
+	Tracer Tracer
 }
 
 // New returns a pipeline serving p.
@@ -119,7 +124,7 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	}
 	pl := &Pipeline{cache: c, refusals: refusals, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
 		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer,
-		shared: o.Shared, sessionIdle: p.sessionIdle}
+		shared: o.Shared, sessionIdle: p.sessionIdle, tracer: o.Tracer}
 	pl.tasks = session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now)
 	if o.ElicitationKey != nil {
 		if err := pl.elicitations.SetStateKey(o.ElicitationKey); err != nil {
@@ -251,14 +256,6 @@ func (pl *Pipeline) isRevoked(g *Grant) bool {
 	return ok && !g.IssuedAt.After(at) && pl.now().Sub(at) < RevocationTTL
 }
 
-// Observe records a decision made outside the pipeline (an overload
-// refusal in a front end).
-func (pl *Pipeline) Observe(route string, o Outcome) {
-	if pl.observer != nil {
-		pl.observer.Checked(route, o, 0)
-	}
-}
-
 // ElicitationCount is the number of pending elicitations.
 func (pl *Pipeline) ElicitationCount() int { return pl.elicitations.Len() }
 
@@ -271,10 +268,23 @@ func (pl *Pipeline) Policy() *Policy { return pl.policy.Load() }
 // CacheStats reports the verdict cache's counters.
 func (pl *Pipeline) CacheStats() cache.Stats { return pl.cacheStats() }
 
-// Check decides one request.
+// Check decides one request: refused at once when too many are in
+// progress (see shed), otherwise decided, traced when a Tracer is set.
 func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
-	start := pl.now()
 	p := pl.policy.Load()
+	if v, overloaded := pl.shed(p); overloaded {
+		return v
+	}
+	defer pl.inflight.Add(-1)
+	if pl.tracer == nil {
+		return pl.check(ctx, p, req)
+	}
+	return pl.traced(ctx, p, req)
+}
+
+// check decides one request under p.
+func (pl *Pipeline) check(ctx context.Context, p *Policy, req *Request) Verdict {
+	start := pl.now()
 	e := evaluation{pl: pl, p: p, req: req}
 	v := e.decide(ctx)
 	if ctx.Err() != nil && v.Outcome.Allow() {

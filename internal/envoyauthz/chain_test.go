@@ -40,7 +40,7 @@ func serveGRPC(t *testing.T, doc string) string {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	authv3.RegisterAuthorizationServer(gs, envoyauthz.NewServer(pl, nil))
+	authv3.RegisterAuthorizationServer(gs, envoyauthz.NewServer(pl))
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
 	return lis.Addr().String()

@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/tracing"
 )
 
 // MetadataNamespace is where Envoy files the dynamic metadata we return.
@@ -33,56 +32,21 @@ type Server struct {
 	// pipeline is concrete, not an interface, so that the request built on
 	// the stack for it stays there.
 	pipeline *check.Pipeline
-	inflight atomic.Int64
-	tracing  *tracing.Tracing // nil: off
 }
 
 var _ authv3.AuthorizationServer = (*Server)(nil)
 
-// NewServer returns a Server deciding with p; t (nil for off) traces checks.
-func NewServer(p *check.Pipeline, t *tracing.Tracing) *Server {
-	return &Server{pipeline: p, tracing: t}
+// NewServer returns a Server deciding with p. Load shedding and tracing are
+// the pipeline's (check.Pipeline.Check), as for every front end.
+func NewServer(p *check.Pipeline) *Server {
+	return &Server{pipeline: p}
 }
 
 // Check answers one Envoy ext_authz call.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
-	if v, overloaded := s.shed(); overloaded {
-		return Response(&v), nil
-	}
-	defer s.inflight.Add(-1)
 	in := Input(req)
-	if s.tracing == nil {
-		v := s.pipeline.Check(ctx, &in)
-		return Response(&v), nil
-	}
-	v := s.traced(ctx, &in)
+	v := s.pipeline.Check(ctx, &in)
 	return Response(&v), nil
-}
-
-// shed counts a check in (the caller must count it out unless overloaded)
-// and refuses it when too many are in progress: answer at once, closed,
-// rather than queue without bound.
-func (s *Server) shed() (check.Verdict, bool) {
-	limits := s.pipeline.Policy().Limits()
-	n := s.inflight.Add(1)
-	if limits.MaxConcurrentChecks > 0 && n > int64(limits.MaxConcurrentChecks) {
-		s.inflight.Add(-1)
-		s.pipeline.Observe("", check.Overloaded)
-		return check.OverloadVerdict(limits.OverloadStatus), true
-	}
-	return check.Verdict{}, false
-}
-
-// traced decides in within a span continuing Envoy's trace.
-func (s *Server) traced(ctx context.Context, in *check.Request) check.Verdict {
-	ctx, span := s.tracing.StartCheck(ctx, in.Headers)
-	v := s.pipeline.Check(ctx, in)
-	var user string
-	if v.Grant != nil {
-		user = v.Grant.Subject
-	}
-	tracing.EndCheck(span, v.Route, v.Outcome.String(), v.Status(), user)
-	return v
 }
 
 // Input extracts the plain request from Envoy's decoded CheckRequest. It

@@ -198,7 +198,7 @@ cache: {max_entries: 1000000}
 		}
 		return c
 	}
-	return NewServer(pl, nil), map[string]func(int) string{
+	return NewServer(pl), map[string]func(int) string{
 		"HS256": func(i int) string { return testtoken.HMAC(b, "HS256", secret, claims(i, "")) },
 		"RS256": func(i int) string { return rs.Sign(b, claims(i, "https://idp.example.com/rsa")) },
 		"ES256": func(i int) string { return es.Sign(b, claims(i, "https://idp.example.com/ec")) },
@@ -274,7 +274,7 @@ func TestOverloadIsShedFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl, _ := check.New(p, check.Options{})
-	srv := NewServer(pl, nil)
+	srv := NewServer(pl)
 	first := make(chan *authv3.CheckResponse, 1)
 	go func() {
 		r, _ := srv.Check(context.Background(), checkRequest(map[string]string{"authorization": "Bearer a.b.c"}))

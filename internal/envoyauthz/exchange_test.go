@@ -82,7 +82,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &exchangeFixture{protoFixture: protoFixture{srv: envoyauthz.NewServer(pl, nil)}, sts: sts, pl: pl}
+	return &exchangeFixture{protoFixture: protoFixture{srv: envoyauthz.NewServer(pl)}, sts: sts, pl: pl}
 }
 
 func (f *exchangeFixture) mcp(t *testing.T, tok, method, params string, headers map[string]string) result {

@@ -45,7 +45,7 @@ cache: {max_entries: %d}
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return NewServer(pl, nil)
+	return NewServer(pl)
 }
 
 // typicalToken is user i's token: sub, session, iss, aud, exp, iat, scope,

@@ -97,7 +97,7 @@ cache: {max_entries: 1000000}
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := NewServer(pl, nil)
+	srv := NewServer(pl)
 	ctx := context.Background()
 	issuers := map[string]string{"HS256": "https://login.example.com", "RS256": "https://idp.example.com/rsa", "ES256": "https://idp.example.com/ec"}
 	mint := func(alg string, i int) string {

@@ -76,7 +76,7 @@ func newProtoFixture(t *testing.T) *protoFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &protoFixture{srv: envoyauthz.NewServer(pl, nil)}
+	return &protoFixture{srv: envoyauthz.NewServer(pl)}
 }
 
 func token(t testing.TB, sub string, extra jwt.MapClaims) string {

@@ -42,8 +42,8 @@ func TestTracing(t *testing.T) {
 	for !p.Ready() {
 		time.Sleep(10 * time.Millisecond)
 	}
-	pl, _ := check.New(p, check.Options{})
-	srv := envoyauthz.NewServer(pl, tr)
+	pl, _ := check.New(p, check.Options{Tracer: tr})
+	srv := envoyauthz.NewServer(pl)
 	tok := key.Sign(t, jwt.MapClaims{"sub": "alice", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()})
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -328,17 +328,7 @@ func (s *Server) handleWire(_ any, ctx context.Context, dec func(any) error, int
 // checkWire decides a wire request and answers with a response message or
 // its encoded form.
 func (s *Server) checkWire(ctx context.Context, w *wireRequest) any {
-	if v, overloaded := s.shed(); overloaded {
-		return Response(&v)
-	}
-	defer s.inflight.Add(-1)
-	in := w.request()
-	var v check.Verdict
-	if s.tracing == nil {
-		v = s.pipeline.Check(ctx, in)
-	} else {
-		v = s.traced(ctx, in)
-	}
+	v := s.pipeline.Check(ctx, w.request())
 	resp, last := respond(&v)
 	if last != nil {
 		return last.encode()

@@ -124,7 +124,7 @@ func TestWirePathOverGRPC(t *testing.T) {
 	defer p.Close()
 	pl, _ := check.New(p, check.Options{})
 	gs := grpc.NewServer(ServerOptions()...)
-	Register(gs, NewServer(pl, nil))
+	Register(gs, NewServer(pl))
 	lis, _ := net.Listen("tcp", "127.0.0.1:0")
 	go gs.Serve(lis)
 	defer gs.Stop()

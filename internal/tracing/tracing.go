@@ -76,14 +76,17 @@ func New(ctx context.Context, c Config) (*Tracing, error) {
 }
 
 // StartCheck starts the span of one check, as a child of the trace carried
-// in the request headers (lower-case names, as Envoy sends them).
-func (t *Tracing) StartCheck(ctx context.Context, headers map[string]string) (context.Context, trace.Span) {
+// in the request headers (lower-case names, as Envoy sends them), and
+// returns the function that records the decision on it and ends it. It
+// implements check.Tracer.
+func (t *Tracing) StartCheck(ctx context.Context, headers map[string]string) (context.Context, func(route, outcome string, status int, user string)) {
 	ctx = t.propagator.Extract(ctx, propagation.MapCarrier(headers))
-	return t.tracer.Start(ctx, "extauthz.check", trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := t.tracer.Start(ctx, "extauthz.check", trace.WithSpanKind(trace.SpanKindServer))
+	return ctx, func(route, outcome string, status int, user string) { endCheck(span, route, outcome, status, user) }
 }
 
-// EndCheck records the decision on the span and ends it.
-func EndCheck(span trace.Span, route, outcome string, status int, user string) {
+// endCheck records the decision on the span and ends it.
+func endCheck(span trace.Span, route, outcome string, status int, user string) {
 	attrs := []attribute.KeyValue{
 		attribute.String("extauthz.route", route),
 		attribute.String("extauthz.outcome", outcome),

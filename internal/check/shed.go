@@ -1,0 +1,47 @@
+package check
+
+import "context"
+
+// Tracer traces checks. StartCheck starts the span of one check as a child
+// of the trace carried in the request headers (lower-case names) and
+// returns the context to decide in and the function that records the
+// decision on the span and ends it. Implementations must be safe for
+// concurrent use.
+type Tracer interface {
+	StartCheck(ctx context.Context, headers map[string]string) (context.Context, EndCheck)
+}
+
+// EndCheck ends a check's span with the decision: the route, the outcome,
+// the HTTP status and the user (empty when nobody was identified).
+type EndCheck = func(route, outcome string, status int, user string)
+
+// shed counts a check in (the caller counts it out unless overloaded) and
+// refuses it when more than the policy's MaxConcurrentChecks are in
+// progress: answered at once, closed, rather than queued without bound.
+// The limit is read from p, so it follows reloads. A refusal is counted
+// (outcome overloaded, no route) but neither logged nor traced: under
+// overload that work is what must not grow.
+func (pl *Pipeline) shed(p *Policy) (Verdict, bool) {
+	limits := p.Limits()
+	n := pl.inflight.Add(1)
+	if limits.MaxConcurrentChecks > 0 && n > int64(limits.MaxConcurrentChecks) {
+		pl.inflight.Add(-1)
+		if pl.observer != nil {
+			pl.observer.Checked("", Overloaded, 0)
+		}
+		return OverloadVerdict(limits.OverloadStatus), true
+	}
+	return Verdict{}, false
+}
+
+// traced decides req within a span continuing the caller's trace.
+func (pl *Pipeline) traced(ctx context.Context, p *Policy, req *Request) Verdict {
+	ctx, end := pl.tracer.StartCheck(ctx, req.Headers)
+	v := pl.check(ctx, p, req)
+	var user string
+	if v.Grant != nil {
+		user = v.Grant.Subject
+	}
+	end(v.Route, v.Outcome.String(), v.Status(), user)
+	return v
+}
