@@ -88,7 +88,13 @@ func token(t testing.TB, claims jwt.MapClaims) string {
 // serve starts the handler on a real loopback listener.
 func serve(t testing.TB, o Options) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(NewHandler(newPipeline(t), o))
+	return serveWith(t, newPipeline(t), o)
+}
+
+// serveWith starts the handler deciding with pl on a real loopback listener.
+func serveWith(t testing.TB, pl *check.Pipeline, o Options) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(NewHandler(pl, o))
 	t.Cleanup(srv.Close)
 	return srv
 }
