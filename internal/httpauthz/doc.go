@@ -3,7 +3,8 @@
 // auth_request, Traefik ForwardAuth and Caddy forward_auth with the same
 // pipeline as the gRPC front end. It turns the authorization request into a
 // check.Request and the check.Verdict into an HTTP response; it knows nothing
-// else of the decision.
+// else of the decision. Load shedding (limits.max_concurrent_checks) and the
+// per-check trace span are the pipeline's, so they apply here as there.
 //
 // # The original request
 //
