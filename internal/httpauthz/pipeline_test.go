@@ -184,7 +184,7 @@ func TestTracing(t *testing.T) {
 			}
 			attrs := map[string]string{}
 			for _, a := range s.Attributes {
-				attrs[string(a.Key)] = a.Value.Emit()
+				attrs[string(a.Key)] = a.Value.String()
 			}
 			if attrs["extauthz.route"] != "agent" || attrs["extauthz.outcome"] != tt.outcome || attrs["http.response.status_code"] != strconv.Itoa(tt.status) {
 				t.Errorf("%s: span attributes %v", tt.name, attrs)
