@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -307,52 +306,14 @@ func startCaddy(t *testing.T, service, upstream string) string {
 }
 
 func runCaddy(t *testing.T, bin, dir, conf, port, service, upstream string) error {
-	var out syncBuffer
 	cmd := exec.Command(bin, "run", "--adapter", "caddyfile", "--config", conf)
 	cmd.Env = []string{
 		"HOME=" + dir, "XDG_CONFIG_HOME=" + dir, "XDG_DATA_HOME=" + dir, "PATH=" + os.Getenv("PATH"),
 		"SITE_ADDRESS=http://127.0.0.1:" + port, "EXTAUTHZ_ADDR=" + service, "UPSTREAM_ADDR=" + upstream,
 	}
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	probe := &http.Client{Timeout: time.Second}
-	for range 200 { // 25 ms apart: five seconds
-		select {
-		case err := <-exited:
-			return fmt.Errorf("caddy exited (%v): %s", err, out.String())
-		default:
-		}
-		res, err := probe.Get("http://127.0.0.1:" + port + "/_e2e_ready")
-		if err == nil {
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.Header.Get("Server") == "Caddy" {
-				t.Cleanup(func() {
-					stop()
-					if t.Failed() {
-						t.Logf("caddy log:\n%s", out.String())
-					}
-				})
-				return nil
-			}
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	stop()
-	return fmt.Errorf("caddy did not answer: %s", out.String())
+	return runProxy(t, cmd, "http://127.0.0.1:"+port+"/_e2e_ready",
+		func(res *http.Response) bool { return res.Header.Get("Server") == "Caddy" },
+		func() string { return "" })
 }
 
 // nodeResult is one JSON line of testdata/ts/client.mjs.

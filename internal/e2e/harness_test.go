@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -243,8 +242,19 @@ func startNginx(t *testing.T, bin string, conf func(dir, port string) string) st
 
 // runNginx starts nginx and waits until it answers its readiness location.
 func runNginx(t *testing.T, bin, dir, conf, addr string) error {
+	errorLog := func() string { return readFile(filepath.Join(dir, "logs", "error.log")) }
+	return runProxy(t, exec.Command(bin, "-p", dir, "-c", conf, "-g", "daemon off;"), "http://"+addr+"/_e2e_ready",
+		func(res *http.Response) bool {
+			return res.StatusCode == http.StatusNoContent && res.Header.Get("X-E2e-Ready") == dir
+		}, errorLog)
+}
+
+// runProxy starts a proxy and waits until a GET of readyURL gets an answer
+// ready accepts; the proxy is stopped when the test ends, and its log
+// (what it printed, then extraLog) is shown if the test failed.
+func runProxy(t *testing.T, cmd *exec.Cmd, readyURL string, ready func(*http.Response) bool, extraLog func() string) error {
+	name := filepath.Base(cmd.Path)
 	var out syncBuffer
-	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-g", "daemon off;")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return err
@@ -252,7 +262,7 @@ func runNginx(t *testing.T, bin, dir, conf, addr string) error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
-		// Only the master we started: it takes its workers down with it.
+		// Only the process we started: it takes its workers down with it.
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -261,24 +271,24 @@ func runNginx(t *testing.T, bin, dir, conf, addr string) error {
 			<-exited
 		}
 	}
+	logs := func() string { return out.String() + extraLog() }
 
 	probe := &http.Client{Timeout: time.Second}
-	const tries = 200 // at 25 ms apart: five seconds for nginx to come up
-	for range tries {
+	for range 200 { // 25 ms apart: five seconds to come up
 		select {
 		case err := <-exited:
-			return fmt.Errorf("nginx exited (%v): %s%s", err, out.String(), readFile(filepath.Join(dir, "logs", "error.log")))
+			return fmt.Errorf("%s exited (%v): %s", name, err, logs())
 		default:
 		}
-		res, err := probe.Get("http://" + addr + "/_e2e_ready")
+		res, err := probe.Get(readyURL)
 		if err == nil {
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
-			if res.StatusCode == http.StatusNoContent && res.Header.Get("X-E2e-Ready") == dir {
+			if ready(res) {
 				t.Cleanup(func() {
 					stop()
 					if t.Failed() {
-						t.Logf("nginx error log:\n%s", readFile(filepath.Join(dir, "logs", "error.log")))
+						t.Logf("%s log:\n%s", name, logs())
 					}
 				})
 				return nil
@@ -287,7 +297,7 @@ func runNginx(t *testing.T, bin, dir, conf, addr string) error {
 		time.Sleep(25 * time.Millisecond)
 	}
 	stop()
-	return errors.New("nginx did not answer its readiness location")
+	return fmt.Errorf("%s did not answer %s: %s", name, readyURL, logs())
 }
 
 func freePort() (string, error) {
