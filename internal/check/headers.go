@@ -1,9 +1,9 @@
 package check
 
 import (
-	"github.com/extauthz/extauthz/internal/credential"
 	"strings"
 
+	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/lineage"
 )

@@ -213,22 +213,7 @@ func (e *feEnv) completeElicitation(t *testing.T, id, authorizeURL string) {
 func feNginxConfig(dir, port, service, upstream, module string) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	if module != "" {
-		p("load_module %s;", module)
-	}
-	if os.Geteuid() == 0 {
-		p("user root;")
-	}
-	p("worker_processes 1;")
-	p("pid %s;", filepath.Join(dir, "nginx.pid"))
-	p("error_log %s info;", filepath.Join(dir, "logs", "error.log"))
-	p("events { worker_connections 256; }")
-	p("http {")
-	p("  access_log %s;", filepath.Join(dir, "logs", "access.log"))
-	for _, kind := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
-		p("  %s_temp_path %s;", kind, filepath.Join(dir, "tmp", kind))
-	}
-	p("  upstream extauthz { server %s; }", service)
+	nginxPreamble(p, dir, module, service)
 	if module != "" {
 		p("  js_import extauthz from %s;", snippet("extauthz.js"))
 	}

@@ -310,12 +310,13 @@ func freePort() (string, error) {
 	return port, err
 }
 
-// nginxConfig is nginx in front of each upstream by virtual host, asking the
-// service (auth_request) about every request except protected resource
-// metadata, which the service answers itself.
-func nginxConfig(dir, port string, upstreams map[string]string, service string) string {
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+// nginxPreamble writes what every test nginx starts with: the main context
+// (with the njs module when module is its path) and, opening the http
+// block, its files under dir and the service as upstream "extauthz".
+func nginxPreamble(p func(format string, args ...any), dir, module, service string) {
+	if module != "" {
+		p("load_module %s;", module)
+	}
 	if os.Geteuid() == 0 {
 		// Workers would run as nobody, who cannot use the test's directory.
 		p("user root;")
@@ -330,6 +331,15 @@ func nginxConfig(dir, port string, upstreams map[string]string, service string) 
 		p("  %s_temp_path %s;", kind, filepath.Join(dir, "tmp", kind))
 	}
 	p("  upstream extauthz { server %s; }", service)
+}
+
+// nginxConfig is nginx in front of each upstream by virtual host, asking the
+// service (auth_request) about every request except protected resource
+// metadata, which the service answers itself.
+func nginxConfig(dir, port string, upstreams map[string]string, service string) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	nginxPreamble(p, dir, "", service)
 	p("  server {")
 	p("    listen 127.0.0.1:%s default_server;", port)
 	p("    %s", nginxReady(dir))
