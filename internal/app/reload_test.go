@@ -35,14 +35,7 @@ func writeFile(t *testing.T, path, content string) {
 
 // statusOf sends one check and returns the HTTP status Envoy would apply.
 func (s *server) statusOf(t *testing.T, token string) (int, error) {
-	resp, err := s.client.Check(context.Background(), envoyRequest(map[string]string{"authorization": "Bearer " + token}))
-	if err != nil {
-		return 0, err
-	}
-	if resp.GetStatus().GetCode() == 0 {
-		return 200, nil
-	}
-	return int(resp.GetDeniedResponse().GetStatus().GetCode()), nil
+	return statusWith(context.Background(), s.client, token)
 }
 
 // TestHotReload swaps a good file, a broken one and a good one while checks
