@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 	"github.com/extauthz/extauthz/internal/testpeers"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
@@ -22,19 +22,7 @@ import (
 // serveGRPC runs the ext_authz server on a real 127.0.0.1 listener.
 func serveGRPC(t *testing.T, doc string) string {
 	t.Helper()
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := check.Compile(t.Context(), cfg, check.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := check.New(p, check.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := pipelinetest.New(t, doc, check.Deps{}, check.Options{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

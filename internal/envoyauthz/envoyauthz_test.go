@@ -14,6 +14,7 @@ import (
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
@@ -177,19 +178,7 @@ func benchFixture(b *testing.B) (*Server, map[string]func(i int) string) {
 routes: [{name: bench, default: true, issuers: [dev, rsa, ec]}]
 cache: {max_entries: 1000000}
 `, secret, jwks, jwks)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := check.Compile(b.Context(), cfg, check.Deps{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(p.Close)
-	pl, err := check.New(p, check.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	pl := pipelinetest.New(b, doc, check.Deps{}, check.Options{})
 	exp := time.Now().Add(time.Hour).Unix()
 	claims := func(i int, iss string) jwt.MapClaims {
 		c := jwt.MapClaims{"sub": fmt.Sprint("user-", i), "session_id": fmt.Sprint("sess-", i), "exp": exp}

@@ -13,11 +13,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/envoytest"
 	"github.com/extauthz/extauthz/internal/exchange/ststest"
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 )
 
 type exchangeFixture struct {
@@ -68,20 +68,8 @@ routes:
     protocol: mcp
     issuers: [corp]
 `, protoSecret, sts.TokenURL)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	env := map[string]string{"STS_SECRET": "sts-secret"}
-	p, err := check.Compile(t.Context(), cfg, check.Deps{Getenv: func(k string) string { return env[k] }, HTTPClient: sts.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := check.New(p, check.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := pipelinetest.New(t, doc, check.Deps{Getenv: func(k string) string { return env[k] }, HTTPClient: sts.Client()}, check.Options{})
 	return &exchangeFixture{protoFixture: protoFixture{srv: envoyauthz.NewServer(pl)}, sts: sts, pl: pl}
 }
 

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
@@ -32,19 +32,7 @@ routes:
       - {name: search, methods: [tools/call], names: [search], claims: {department: [eng]}}
 cache: {max_entries: %d}
 `, secret, n)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p, err := check.Compile(context.Background(), cfg, check.Deps{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(p.Close)
-	pl, err := check.New(p, check.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	pl := pipelinetest.New(tb, doc, check.Deps{}, check.Options{})
 	return NewServer(pl)
 }
 

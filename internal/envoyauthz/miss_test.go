@@ -17,7 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
@@ -84,19 +84,7 @@ routes:
       - {name: search, methods: [tools/call], names: [search], claims: {department: [eng]}}
 cache: {max_entries: 1000000}
 `, secret, jwks, jwks)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := check.Compile(b.Context(), cfg, check.Deps{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(p.Close)
-	pl, err := check.New(p, check.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	pl := pipelinetest.New(b, doc, check.Deps{}, check.Options{})
 	srv := NewServer(pl)
 	ctx := context.Background()
 	issuers := map[string]string{"HS256": "https://login.example.com", "RS256": "https://idp.example.com/rsa", "ES256": "https://idp.example.com/ec"}

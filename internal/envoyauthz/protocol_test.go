@@ -13,11 +13,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/envoytest"
 	"github.com/extauthz/extauthz/internal/fixtures"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
@@ -63,19 +63,7 @@ type protoFixture struct {
 
 func newProtoFixture(t *testing.T) *protoFixture {
 	t.Helper()
-	cfg, err := config.Parse([]byte(protocolConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := check.Compile(t.Context(), cfg, check.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := check.New(p, check.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := pipelinetest.New(t, protocolConfig, check.Deps{}, check.Options{})
 	return &protoFixture{srv: envoyauthz.NewServer(pl)}
 }
 
