@@ -1,7 +1,12 @@
 // Package check is the ext_authz pipeline: one straight path per request from
-// a plain Request to a plain Verdict.
+// a plain Request to a plain Verdict, the same for every front end.
 //
-//	request -> route -> credential -> identity (cached) -> authorization -> verdict
+//	request -> (shed, trace) -> canonical form -> route -> headers -> public
+//	  -> JSON-RPC call -> credential -> identity (cached) -> scopes and rules
+//	  -> session -> tasks -> lineage -> session id -> exchange -> verdict
+//
+// Check sheds load beyond limits.max_concurrent_checks and wraps each check
+// in a trace span (Options.Tracer); Explain does neither.
 //
 // It knows nothing of gRPC, Envoy or HTTP servers: front ends convert their
 // input to a Request and the Verdict to their answer. Denials are values
