@@ -25,6 +25,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 )
 
@@ -74,7 +75,13 @@ type Policy struct {
 	xfcc    []netip.Prefix
 	ttl     time.Duration
 	now     func() time.Time
+	// memo keeps the claims of the identities seen lately: a mesh has few
+	// workloads, and rendering the template is the costly part.
+	memo *cache.Cache[*jwtauth.Claims]
 }
+
+// memoSize bounds the identities remembered.
+const memoSize = 1024
 
 // New checks cfg. now is the clock (nil: time.Now).
 func New(cfg Config, now func() time.Time) (*Policy, error) {
@@ -122,6 +129,9 @@ func New(cfg Config, now func() time.Time) (*Policy, error) {
 	}
 	if p.ttl <= 0 {
 		p.ttl = DefaultCacheTTL
+	}
+	if p.memo, err = cache.New[*jwtauth.Claims](memoSize, now); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -203,7 +213,25 @@ func (p *Policy) TrustsProxy(remote netip.Addr) bool {
 	return false
 }
 
+// check returns the claims of the SPIFFE ID s (with el, the XFCC element
+// it came from). The claims are shared and must not be modified.
 func (p *Policy) check(s string, el *Element) (*jwtauth.Claims, error) {
+	hash := ""
+	if el != nil {
+		hash = el.Hash
+	}
+	k := cache.NewKey(s, hash)
+	if c, ok := p.memo.Get(k); ok {
+		return c, nil
+	}
+	c, err := p.claims(s, hash)
+	if err == nil {
+		p.memo.Add(k, c, c.ExpiresAt)
+	}
+	return c, err
+}
+
+func (p *Policy) claims(s, hash string) (*jwtauth.Claims, error) {
 	id, err := ParseID(s)
 	if err != nil {
 		return nil, ErrMalformed
@@ -227,8 +255,8 @@ func (p *Policy) check(s string, el *Element) (*jwtauth.Claims, error) {
 		"trust_domain": id.TrustDomain,
 		"client_id":    id.String(),
 	}
-	if el != nil && el.Hash != "" {
-		raw["x5t_s256_hex"] = el.Hash
+	if hash != "" {
+		raw["x5t_s256_hex"] = hash
 	}
 	return &jwtauth.Claims{
 		IssuerName: p.name,
