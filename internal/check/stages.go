@@ -34,8 +34,8 @@ type evaluation struct {
 	callRead bool
 	early    *Call
 	token    string
-	grant *Grant
-	hit   bool // the grant (or refusal) came from the cache
+	grant    *Grant
+	hit      bool // the grant (or refusal) came from the cache
 	// v is the answer once a stage gave one directly (answered), else the
 	// allow the later stages add headers to.
 	v        Verdict
