@@ -9,14 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/secrets"
 	"github.com/extauthz/extauthz/internal/session"
-	"github.com/extauthz/extauthz/internal/shared"
 )
 
 // ConsentTTL is how long a completed authorization counts as consent.
@@ -219,11 +217,11 @@ func (e *evaluation) applyExchange() *denial {
 		return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	target, needsConsent, tool := re.targetFor(call, g, e.req.SourcePrincipal)
-	if needsConsent && !e.pl.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
+	if needsConsent && !e.st.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
 		e.rec.add("consent required", func() string { return tool })
 		return e.reauthorize(consentKey(r, tool))
 	}
-	if e.readOnly {
+	if e.st.readOnly {
 		e.rec.add("not run", func() string {
 			_, by, _, _ := re.pickTarget(call, g, e.req.SourcePrincipal)
 			return fmt.Sprintf("explain never calls the STS; audience %v resource %v by the %s override", target.Audience, target.Resource, by)
@@ -300,21 +298,15 @@ func (e *evaluation) reauthorize(key string) *denial {
 	if re.authorizeURL == "" || call.Protocol == "" {
 		return forbidden
 	}
-	var pending elicit.Pending
-	if e.readOnly {
-		pending = elicit.Pending{ID: "(explain)", URL: re.authorizeURL, Issuer: g.Issuer, Subject: g.Subject}
-	} else {
-		var err error
-		if pending, err = e.pl.elicitations.Begin(g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL); err != nil {
-			return forbidden
-		}
-		e.pl.shareElicitation(e.ctx, pending)
+	pending, err := e.st.beginElicitation(e.ctx, g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL)
+	if err != nil {
+		return forbidden
 	}
 	d := &denial{outcome: AuthorizationRequired, desc: forbidden.desc}
 	switch {
 	case call.Protocol == ProtoA2A:
 		d.body = elicit.A2AAuthRequired(call.ID, pending, re.message)
-	case call.ElicitationURL || e.pl.sessionElicitsURL(r, call):
+	case call.ElicitationURL || (call.MCPSession != "" && e.st.sessionElicitsURL(session.Key(r.Name, call.MCPSession))):
 		d.body = elicit.URLElicitationError(call.ID, pending, re.message)
 	case call.Method == "tools/call":
 		d.body = elicit.ToolResultAuthRequired(call.ID, pending, re.message)
@@ -322,22 +314,6 @@ func (e *evaluation) reauthorize(key string) *denial {
 		return forbidden
 	}
 	return d
-}
-
-// hasConsent reports whether subject completed the authorization for key,
-// here or on another replica.
-func (pl *Pipeline) hasConsent(ctx context.Context, subject, key string) bool {
-	if _, ok := pl.consents.Get(cache.NewKey(subject, key)); ok {
-		return true
-	}
-	if pl.shared == nil {
-		return false
-	}
-	if _, ok, err := pl.shared.GetElicitation(ctx, consentID(subject, key)); err == nil && ok {
-		pl.consents.Add(cache.NewKey(subject, key), true, pl.now().Add(ConsentTTL))
-		return true
-	}
-	return false
 }
 
 // CompleteElicitation records that the user finished the authorization of
@@ -348,33 +324,7 @@ func (pl *Pipeline) hasConsent(ctx context.Context, subject, key string) bool {
 // the completed elicitation, elicit.ErrNotPending, or the state's error
 // (elicit.ErrStateMissing, ErrStateInvalid, ErrStateExpired).
 func (pl *Pipeline) CompleteElicitation(ctx context.Context, id, state string) (elicit.Pending, error) {
-	p, err := pl.elicitations.Complete(id, state)
-	if errors.Is(err, elicit.ErrNotPending) {
-		var ok bool
-		if p, ok = pl.sharedElicitation(ctx, id); !ok {
-			return elicit.Pending{}, elicit.ErrNotPending
-		}
-		err = pl.elicitations.VerifyState(p, state)
-	}
-	if err != nil {
-		return elicit.Pending{}, err
-	}
-	pl.consents.Add(cache.NewKey(p.Subject, p.Key), true, pl.now().Add(ConsentTTL))
-	if pl.shared != nil {
-		_ = pl.shared.DeleteElicitation(ctx, id)
-		_ = pl.shared.PutElicitation(ctx, consentID(p.Subject, p.Key), shared.Owner{Subject: p.Subject, Session: p.Session}, []byte("1"), ConsentTTL)
-	}
-	return p, nil
-}
-
-// sessionElicitsURL reports whether the MCP session's client declared URL
-// elicitation when it initialized (MCP 2025-11-25).
-func (pl *Pipeline) sessionElicitsURL(r *Route, call *Call) bool {
-	if call.MCPSession == "" {
-		return false
-	}
-	b, ok := pl.sessions.Lookup(session.Key(r.Name, call.MCPSession))
-	return ok && b.ElicitationURL
+	return pl.state.completeElicitation(ctx, id, state)
 }
 
 func exchangeOptions(d Deps) exchange.Options {

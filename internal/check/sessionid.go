@@ -146,7 +146,7 @@ func (e *evaluation) sessionFor() (value, from string, d *denial) {
 			if !good {
 				continue
 			}
-			if d := e.bind(e.pl.sessions, bindContext, call.ContextID); d != nil {
+			if d := e.bind(e.pl.state.sessions, bindContext, call.ContextID); d != nil {
 				return "", src.name, d
 			}
 			return v, src.name, nil

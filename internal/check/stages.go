@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/extauthz/extauthz/internal/cache"
@@ -21,10 +22,14 @@ type evaluation struct {
 	// stage needs the network (see withBudget); cancel releases that bound.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// st is the decision's access to the state, log and observer where it
+	// reports: Explain's view writes nothing, its log discards and it has
+	// no observer, so explaining a request changes nothing.
+	st       view
+	log      *slog.Logger
+	observer Observer
 	// rec is Explain's account of the stages; Check's records nothing.
 	rec recorder
-	// readOnly leaves every store untouched (Explain).
-	readOnly bool
 
 	route *Route
 	// call is the request's JSON-RPC call once the call stage read it
@@ -228,7 +233,7 @@ func (e *evaluation) identify() *denial {
 			// A broken dependency is not a property of the token.
 			return &denial{outcome: Unavailable, desc: entry.description}
 		}
-		if !e.readOnly {
+		if !e.st.readOnly {
 			e.pl.remember(e.p, key, entry)
 		}
 	}
@@ -237,7 +242,7 @@ func (e *evaluation) identify() *denial {
 		return &denial{outcome: entry.outcome, desc: entry.description}
 	}
 	g := entry.grant
-	if e.pl.isRevoked(g) {
+	if e.pl.state.isRevoked(g) {
 		return &denial{outcome: InvalidToken, desc: "token is revoked"}
 	}
 	e.grant = g
@@ -250,7 +255,7 @@ func (e *evaluation) identify() *denial {
 
 // lookup reads the verdict cache; Explain's reads leave its counters alone.
 func (e *evaluation) lookup(key cache.Key, dst *cached) (*cached, bool) {
-	if e.readOnly {
+	if e.st.readOnly {
 		return e.pl.peek(key, dst)
 	}
 	return e.pl.lookup(key, dst)
@@ -286,10 +291,10 @@ func (e *evaluation) authorize() *denial {
 // anybody else (session.go).
 func (e *evaluation) session() *denial {
 	r, g := e.route, e.grant
-	if e.call.Method == "initialize" && !e.readOnly {
+	if e.call.Method == "initialize" {
 		// The session id comes back in the response, which ext_authz never
 		// sees: remember the capability for the session about to be bound.
-		e.pl.initURL.Add(cache.NewKey(r.Name, g.Subject), e.call.ElicitationURL, e.pl.now().Add(5*time.Minute))
+		e.st.rememberInit(cache.NewKey(r.Name, g.Subject), e.call.ElicitationURL)
 	}
 	sid := mcpSessionID(e.req)
 	if sid == "" || !r.sessionBinding {
@@ -335,6 +340,9 @@ func (e *evaluation) exchange() *denial {
 	return e.applyExchange()
 }
 
+// discard is Explain's logger.
+var discard = slog.New(slog.DiscardHandler)
+
 // Step is one stage of a decision, as Explain reports it.
 type Step struct {
 	Name    string // the stage: route, credential, identity, authorize, session, ...
@@ -362,7 +370,8 @@ func (r *recorder) add(outcome string, detail func() string) {
 // and reports every stage. A dry-run route's verdict is the real decision.
 func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step) {
 	var steps []Step
-	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, rec: recorder{steps: &steps}, readOnly: true}
+	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, rec: recorder{steps: &steps},
+		st: view{s: pl.state, readOnly: true}, log: discard}
 	v := e.decide()
 	e.rec.stage = "verdict"
 	e.rec.add(v.Outcome.String(), func() string { return fmt.Sprintf("HTTP %d %s", v.Status(), v.Description) })
