@@ -175,10 +175,11 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 	if err := p.compileSessionSources(f.Identity); err != nil {
 		return nil, err
 	}
+	var jwtVerifier TokenVerifier
 	if d.Verifier != nil {
-		p.verifier = d.Verifier
-	} else {
-		specs, err := issuerSpecs(f.Issuers, d.Getenv)
+		jwtVerifier = d.Verifier
+	} else if jwtSpecs := jwtIssuers(f.Issuers); len(jwtSpecs) > 0 {
+		specs, err := issuerSpecs(jwtSpecs, d.Getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -187,8 +188,19 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.verifier, p.ready, p.close = v, v.Ready, v.Close
+		jwtVerifier, p.ready, p.close = v, v.Ready, v.Close
 		p.retire = v.Close
+	}
+	creds, stopCreds, err := compileCredentials(ctx, f, d, jwtVerifier)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	p.verifier = creds
+	closeJWT := p.close
+	p.close = func() {
+		stopCreds()
+		closeJWT()
 	}
 
 	if err := p.compileLineage(f, d); err != nil {
@@ -283,6 +295,15 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	for _, name := range rc.Issuers {
 		if u := issuers[name].Issuer; u != "" && !slices.Contains(r.issuerURLs, u) {
 			r.issuerURLs = append(r.issuerURLs, u)
+		}
+		// An API-key issuer's header is the route's alternative credential
+		// header: read there, and stripped before the upstream like it.
+		if k := issuers[name].APIKeys; k != nil && k.Header != "" {
+			h := strings.ToLower(k.Header)
+			if r.credentials.Header != "" && r.credentials.Header != h {
+				return nil, fmt.Errorf("route %s: credentials.header %s and the API-key header %s of issuer %s: a route reads one alternative header", rc.Name, r.credentials.Header, h, name)
+			}
+			r.credentials.Header = h
 		}
 	}
 	for _, rule := range r.rules {

@@ -227,7 +227,7 @@ func (e *evaluation) identify() *denial {
 			return e.badCredential(err)
 		}
 		e.ctx, e.cancel = e.withBudget(e.ctx) // see budget.go
-		entry = e.pl.verify(e.ctx, e.p, r, e.token)
+		entry = e.pl.verify(withRoute(e.ctx, r.Name), e.p, r, e.token)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.

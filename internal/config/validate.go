@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -174,6 +175,7 @@ func (f *File) Validate() error {
 	if f.Cache.NegativeTTL < 0 {
 		v.add("cache.negative_ttl: must not be negative")
 	}
+	v.routeIssuerKinds(f)
 	return v.err()
 }
 
@@ -189,11 +191,30 @@ func (v *validator) issuer(p string, is Issuer) {
 	if is.Name == "" {
 		v.add("%s: name is required", p)
 	}
+	if n := btoi(is.Introspection != nil) + btoi(is.APIKeys != nil) + btoi(is.Peer != nil); n > 1 {
+		v.add("%s: give at most one of introspection, api_keys and peer", p)
+		return
+	}
 	sources := 0
 	for _, set := range []bool{is.SecretEnv != "" || is.SecretFile != "" || is.Secret != "", is.JWKSURL != "", is.JWKSFile != "", is.Discovery} {
 		if set {
 			sources++
 		}
+	}
+	switch is.Kind() {
+	case "introspection":
+		v.introspection(p, is, sources)
+		return
+	case "api_keys", "peer":
+		if sources > 0 || len(is.Algorithms) > 0 {
+			v.add("%s: a %s issuer has no key source or algorithms", p, strings.ReplaceAll(is.Kind(), "_", " "))
+		}
+		if is.APIKeys != nil {
+			v.apiKeys(p+".api_keys", *is.APIKeys)
+		} else {
+			v.peer(p+".peer", *is.Peer)
+		}
+		return
 	}
 	if sources != 1 {
 		v.add("%s: exactly one key source is required (secret_env, secret_file or secret; jwks_url; jwks_file; discovery)", p)
@@ -233,6 +254,92 @@ func (v *validator) issuer(p string, is Issuer) {
 	}
 	if is.RefreshInterval < 0 || is.UnknownKIDInterval < 0 {
 		v.add("%s: intervals must not be negative", p)
+	}
+}
+
+// introspection checks an introspection issuer; sources counts its JWT key
+// sources, used only to verify RFC 9701 answers.
+func (v *validator) introspection(p string, is Issuer, sources int) {
+	in := is.Introspection
+	q := p + ".introspection"
+	if in.Endpoint != "" {
+		v.url(q+".endpoint", in.Endpoint)
+	} else if is.Issuer == "" {
+		v.add("%s: endpoint, or issuer to discover it from, is required", q)
+	}
+	if is.Issuer != "" {
+		v.url(p+".issuer", is.Issuer)
+	}
+	c := in.ClientAuth
+	switch c.Method {
+	case "", "client_secret_basic", "client_secret_post", "private_key_jwt", "none":
+	default:
+		v.add("%s.client_auth.method: %q is not client_secret_basic, client_secret_post, private_key_jwt or none", q, c.Method)
+	}
+	if c.Method == "private_key_jwt" && c.PrivateKeyFile == "" {
+		v.add("%s.client_auth: private_key_jwt needs private_key_file", q)
+	}
+	if (c.Method == "client_secret_basic" || c.Method == "client_secret_post") && c.ClientSecretEnv == "" && c.ClientSecretFile == "" {
+		v.add("%s.client_auth: %s needs client_secret_env or client_secret_file", q, c.Method)
+	}
+	if in.Timeout < 0 || in.CacheTTL < 0 {
+		v.add("%s: timeout and cache_ttl must not be negative", q)
+	}
+	if in.JWTResponse {
+		if is.Issuer == "" || c.ClientID == "" {
+			v.add("%s.jwt_response: needs issuer and client_auth.client_id (the answer's iss and aud)", q)
+		}
+		if is.JWKSURL == "" && !is.Discovery {
+			v.add("%s.jwt_response: needs jwks_url or discovery for the server's keys", q)
+		}
+	}
+	if sources > 0 && !in.JWTResponse {
+		v.add("%s: a key source is only used with jwt_response", q)
+	}
+	if is.SecretEnv != "" || is.SecretFile != "" || is.Secret != "" || is.JWKSFile != "" {
+		v.add("%s: only jwks_url or discovery can verify JWT answers", q)
+	}
+}
+
+func (v *validator) apiKeys(p string, k APIKeys) {
+	if k.File == "" {
+		v.add("%s.file: required", p)
+	}
+	if k.Header != "" {
+		v.headerName(p+".header", k.Header)
+	}
+}
+
+func (v *validator) peer(p string, pc Peer) {
+	if len(pc.TrustDomains) == 0 {
+		v.add("%s.trust_domains: at least one is required", p)
+	}
+	for i, n := range pc.XFCCFrom {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			if _, err := netip.ParseAddr(n); err != nil {
+				v.add("%s.xfcc_from[%d]: %q is not an address or CIDR", p, i, n)
+			}
+		}
+	}
+}
+
+// routeIssuerKinds: a route sends an opaque token to at most one
+// introspection endpoint.
+func (v *validator) routeIssuerKinds(f *File) {
+	kinds := map[string]string{}
+	for _, is := range f.Issuers {
+		kinds[is.Name] = is.Kind()
+	}
+	for i, r := range f.Routes {
+		n := 0
+		for _, name := range r.Issuers {
+			if kinds[name] == "introspection" {
+				n++
+			}
+		}
+		if n > 1 {
+			v.add("routes[%d] (%s).issuers: at most one introspection issuer (an opaque token is sent to one server only)", i, r.Name)
+		}
 	}
 }
 

@@ -1,0 +1,206 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/apikey"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/introspect"
+	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/oauthclient"
+	"github.com/extauthz/extauthz/internal/secrets"
+)
+
+// apiKeyPoll is how often API-key files are looked at.
+const apiKeyPoll = time.Second
+
+// credentialVerifier is a policy's TokenVerifier: the credential chooses
+// the kind of issuer, never the client's claim of which issuer it is
+// (docs/credentials.md):
+//
+//  1. an "ek_" key goes to the route's API-key issuers only;
+//  2. a JWT goes to the route's JWT issuers, unless the route's
+//     introspection issuer introspects JWTs too (always) or the route
+//     has no JWT issuer;
+//  3. anything else goes to the route's one introspection issuer.
+type credentialVerifier struct {
+	jwt    TokenVerifier // nil without JWT issuers
+	kinds  map[string]string
+	intro  map[string]*introspect.Introspector
+	always map[string]bool
+	keys   map[string]*apikey.Store
+	// closers release the key sets of RFC 9701 answers.
+	closers []func()
+}
+
+// routeKey carries the route's name to API-key lookups: a key may be
+// limited to routes.
+type routeKey struct{}
+
+// withRoute returns ctx naming route.
+func withRoute(ctx context.Context, route string) context.Context {
+	return context.WithValue(ctx, routeKey{}, route)
+}
+
+func (c *credentialVerifier) Verify(ctx context.Context, token string, issuers, audiences []string) (*jwtauth.Claims, error) {
+	if strings.HasPrefix(token, apikey.Prefix) {
+		return c.apiKey(ctx, token, issuers)
+	}
+	var in *introspect.Introspector
+	always := false
+	jwtIssuers := make([]string, 0, len(issuers))
+	for _, n := range issuers {
+		switch c.kinds[n] {
+		case "introspection":
+			in, always = c.intro[n], c.always[n]
+		case "jwt":
+			jwtIssuers = append(jwtIssuers, n)
+		}
+	}
+	if looksLikeJWT(token) && !always && len(jwtIssuers) > 0 && c.jwt != nil {
+		return c.jwt.Verify(ctx, token, jwtIssuers, audiences)
+	}
+	if in == nil {
+		return nil, jwtauth.ErrMalformed
+	}
+	claims, err := in.Introspect(ctx, token, audiences)
+	if errors.Is(err, introspect.ErrUnavailable) {
+		// A broken dependency, not a property of the token: never cached.
+		return nil, fmt.Errorf("%w: %w", jwtauth.ErrKeysUnavailable, err)
+	}
+	return claims, err
+}
+
+// apiKey looks the key up in the route's API-key issuers.
+func (c *credentialVerifier) apiKey(ctx context.Context, key string, issuers []string) (*jwtauth.Claims, error) {
+	route, _ := ctx.Value(routeKey{}).(string)
+	err := apikey.ErrUnknownKey
+	for _, n := range issuers {
+		s := c.keys[n]
+		if s == nil {
+			continue
+		}
+		claims, lerr := s.Lookup(ctx, key, route)
+		switch {
+		case lerr == nil:
+			return claims, nil
+		case errors.Is(lerr, apikey.ErrBusy):
+			return nil, fmt.Errorf("%w: %w", jwtauth.ErrKeysUnavailable, lerr)
+		case !errors.Is(lerr, apikey.ErrUnknownKey):
+			err = lerr
+		}
+	}
+	return nil, err
+}
+
+// looksLikeJWT: three non-empty dot-separated parts, the JWS compact form.
+func looksLikeJWT(token string) bool {
+	i := strings.IndexByte(token, '.')
+	if i <= 0 {
+		return false
+	}
+	j := strings.IndexByte(token[i+1:], '.')
+	return j > 0 && i+1+j+1 < len(token) && !strings.Contains(token[i+1+j+1:], ".")
+}
+
+// jwtIssuers are the issuers jwtauth verifies.
+func jwtIssuers(issuers []config.Issuer) []config.Issuer {
+	return slices.DeleteFunc(slices.Clone(issuers), func(is config.Issuer) bool { return is.Kind() != "jwt" })
+}
+
+// compileCredentials builds the introspectors and API-key stores of f's
+// issuers and wraps jwt (nil without JWT issuers) in the verifier that
+// chooses among them. stop ends the API-key file polling and closes the
+// introspectors.
+func compileCredentials(ctx context.Context, f *config.File, d Deps, jwt TokenVerifier) (*credentialVerifier, func(), error) {
+	c := &credentialVerifier{jwt: jwt, kinds: map[string]string{}, intro: map[string]*introspect.Introspector{},
+		always: map[string]bool{}, keys: map[string]*apikey.Store{}}
+	pollCtx, cancel := context.WithCancel(context.Background())
+	stop := func() {
+		cancel()
+		for _, in := range c.intro {
+			in.Close()
+		}
+		for _, cl := range c.closers {
+			cl()
+		}
+	}
+	var errs []error
+	for _, is := range f.Issuers {
+		c.kinds[is.Name] = is.Kind()
+		switch {
+		case is.Introspection != nil:
+			in, err := c.newIntrospector(ctx, is, f, d)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("issuer %s: %w", is.Name, err))
+				continue
+			}
+			c.intro[is.Name], c.always[is.Name] = in, is.Introspection.Always
+		case is.APIKeys != nil:
+			s, err := apikey.Open(is.APIKeys.File, apikey.Options{Name: is.Name, Logger: d.Logger, Now: d.Now})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("issuer %s: %w", is.Name, err))
+				continue
+			}
+			c.keys[is.Name] = s
+			t := time.NewTicker(apiKeyPoll)
+			go func() {
+				defer t.Stop()
+				s.Run(pollCtx, t.C)
+			}()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, stop, nil
+}
+
+func (c *credentialVerifier) newIntrospector(ctx context.Context, is config.Issuer, f *config.File, d Deps) (*introspect.Introspector, error) {
+	x := is.Introspection
+	secret, err := secrets.Load(d.Getenv, x.ClientAuth.ClientSecretEnv, x.ClientAuth.ClientSecretFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg := introspect.Config{
+		Name: is.Name, Endpoint: x.Endpoint, Issuer: is.Issuer,
+		Auth: oauthclient.Config{Method: x.ClientAuth.Method, ClientID: x.ClientAuth.ClientID, ClientSecret: secret,
+			PrivateKeyFile: x.ClientAuth.PrivateKeyFile, KeyID: x.ClientAuth.KeyID, Algorithm: x.ClientAuth.Algorithm},
+		TokenTypeHint: x.TokenTypeHint, Timeout: x.Timeout.D(), CacheTTL: x.CacheTTL.D(), NegativeTTL: x.NegativeTTL.D(),
+		Leeway: is.Leeway.D(), MaxConcurrent: f.Limits.MaxWaitingPerDependency,
+	}
+	if x.JWTResponse {
+		sources := d.KeySources
+		if sources == nil {
+			sources = jwtauth.NewSources(ctx, jwtauth.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now})
+		}
+		ks, err := sources.KeySet(ctx, jwtauth.IssuerSpec{Name: is.Name, Issuer: is.Issuer, JWKSURL: is.JWKSURL, Discovery: is.Discovery,
+			Algorithms: []string{"RS256", "PS256", "ES256", "EdDSA"}})
+		if err != nil {
+			return nil, err
+		}
+		c.closers = append(c.closers, ks.Close)
+		cfg.ResponseKeys = ks
+	}
+	return introspect.New(cfg, introspect.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now})
+}
+
+// DropIntrospections forgets the cached introspections of subject (the
+// token's own sub) at every introspection issuer: admin revocation.
+func (p *Policy) DropIntrospections(subject string) int {
+	c, ok := p.verifier.(*credentialVerifier)
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, in := range c.intro {
+		n += in.Drop(subject)
+	}
+	return n
+}
