@@ -23,8 +23,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/apikey"
+	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
