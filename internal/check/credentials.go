@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/extauthz/extauthz/internal/introspect"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/oauthclient"
+	"github.com/extauthz/extauthz/internal/peer"
 	"github.com/extauthz/extauthz/internal/secrets"
 )
 
@@ -34,6 +36,7 @@ type credentialVerifier struct {
 	intro  map[string]*introspect.Introspector
 	always map[string]bool
 	keys   map[string]*apikey.Store
+	peers  map[string]*peer.Policy
 	// closers release the key sets of RFC 9701 answers.
 	closers []func()
 }
@@ -119,7 +122,7 @@ func jwtIssuers(issuers []config.Issuer) []config.Issuer {
 // introspectors.
 func compileCredentials(ctx context.Context, f *config.File, d Deps, jwt TokenVerifier) (*credentialVerifier, func(), error) {
 	c := &credentialVerifier{jwt: jwt, kinds: map[string]string{}, intro: map[string]*introspect.Introspector{},
-		always: map[string]bool{}, keys: map[string]*apikey.Store{}}
+		always: map[string]bool{}, keys: map[string]*apikey.Store{}, peers: map[string]*peer.Policy{}}
 	pollCtx, cancel := context.WithCancel(context.Background())
 	stop := func() {
 		cancel()
@@ -141,6 +144,13 @@ func compileCredentials(ctx context.Context, f *config.File, d Deps, jwt TokenVe
 				continue
 			}
 			c.intro[is.Name], c.always[is.Name] = in, is.Introspection.Always
+		case is.Peer != nil:
+			pol, err := newPeerPolicy(is, d)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("issuer %s: %w", is.Name, err))
+				continue
+			}
+			c.peers[is.Name] = pol
 		case is.APIKeys != nil:
 			s, err := apikey.Open(is.APIKeys.File, apikey.Options{Name: is.Name, Logger: d.Logger, Now: d.Now})
 			if err != nil {
@@ -189,6 +199,23 @@ func (c *credentialVerifier) newIntrospector(ctx context.Context, is config.Issu
 		cfg.ResponseKeys = ks
 	}
 	return introspect.New(cfg, introspect.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now})
+}
+
+func newPeerPolicy(is config.Issuer, d Deps) (*peer.Policy, error) {
+	pc := is.Peer
+	cfg := peer.Config{Name: is.Name, TrustDomains: pc.TrustDomains, Paths: pc.Paths, Subject: pc.Subject}
+	for _, s := range pc.XFCCFrom {
+		pf, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("xfcc_from %q: %w", s, err)
+			}
+			pf = netip.PrefixFrom(a, a.BitLen())
+		}
+		cfg.XFCCFrom = append(cfg.XFCCFrom, pf)
+	}
+	return peer.New(cfg, d.Now)
 }
 
 // DropIntrospections forgets the cached introspections of subject (the

@@ -169,3 +169,90 @@ func TestIntrospectionOutage(t *testing.T) {
 		t.Errorf("DropIntrospections = %d, want 1", n)
 	}
 }
+
+func TestPeerRoutes(t *testing.T) {
+	doc := fmt.Sprintf(`
+issuers:
+  - name: dev
+    algorithms: [HS256]
+    secret: %s
+  - name: mesh
+    peer:
+      trust_domains: [cluster.local]
+      paths: ["/ns/agents/sa/*"]
+      subject: "{{index .Segments 1}}.{{index .Segments 3}}"
+routes:
+  - name: mesh-only
+    hosts: [mesh.example.com]
+    issuers: [mesh]
+  - name: user-and-agent
+    hosts: [both.example.com]
+    issuers: [dev, mesh]
+  - name: jwt-only
+    default: true
+    issuers: [dev]
+`, secret)
+	f, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newClock()
+	p, err := Compile(t.Context(), f, Deps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pl, err := New(p, Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "exp": t0.Add(time.Hour).Unix()})
+	const billing = "spiffe://cluster.local/ns/agents/sa/billing"
+	req := func(host, principal, token string) *Request {
+		h := Headers{}
+		if token != "" {
+			h["authorization"] = "Bearer " + token
+		}
+		r := hostReq(host, h)
+		r.SourcePrincipal = principal
+		return r
+	}
+	tests := []struct {
+		name     string
+		req      *Request
+		want     Outcome
+		wantUser string
+		desc     string
+	}{
+		{"workload on a peer route", req("mesh.example.com", billing, ""), Allowed, "mesh:agents.billing", ""},
+		{"again: cached", req("mesh.example.com", billing, ""), Allowed, "mesh:agents.billing", ""},
+		{"no certificate", req("mesh.example.com", "", ""), InvalidToken, "", "no peer identity"},
+		{"another trust domain", req("mesh.example.com", "spiffe://evil.example/ns/agents/sa/billing", ""), InvalidToken, "", "trust domain"},
+		{"a path not allowed", req("mesh.example.com", "spiffe://cluster.local/ns/default/sa/x", ""), InvalidToken, "", "not accepted"},
+		{"a token does not stand in for the workload", req("mesh.example.com", "", hs), InvalidToken, "", "no peer identity"},
+		{"user and agent: both", req("both.example.com", billing, hs), Allowed, "dev:alice", ""},
+		{"user and agent: no agent", req("both.example.com", "", hs), InvalidToken, "", "no peer identity"},
+		{"user and agent: no user", req("both.example.com", billing, ""), MissingToken, "", ""},
+		{"a principal means nothing on a JWT route", req("jwt.example.com", billing, ""), MissingToken, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := pl.Check(t.Context(), tc.req)
+			if v.Outcome != tc.want {
+				t.Fatalf("outcome = %v (%s), want %v", v.Outcome, v.Description, tc.want)
+			}
+			if tc.wantUser != "" {
+				if got, _ := header(v.Set, "x-user-id"); got != tc.wantUser {
+					t.Errorf("x-user-id = %q, want %q", got, tc.wantUser)
+				}
+			}
+			if tc.desc != "" && !strings.Contains(v.Description, tc.desc) {
+				t.Errorf("description = %q, want %q", v.Description, tc.desc)
+			}
+		})
+	}
+	v, steps := pl.Explain(t.Context(), req("mesh.example.com", billing, ""))
+	if v.Outcome != Allowed || !strings.Contains(fmt.Sprint(steps), "kind peer") {
+		t.Errorf("Explain does not show the peer: %v %v", v.Outcome, steps)
+	}
+}

@@ -59,6 +59,7 @@ func (e *evaluation) decide() Verdict {
 		e.run("headers", e.headers),
 		e.run("public", e.public),
 		e.run("call", e.readCall),
+		e.run("peer", e.peerIdentity),
 		e.run("credential", e.credential),
 		e.run("identity", e.identify),
 		e.run("authorize", e.authorize),
@@ -185,6 +186,9 @@ func (e *evaluation) readCall() *denial {
 
 // credential finds the bearer token where the route takes it.
 func (e *evaluation) credential() *denial {
+	if e.grant != nil {
+		return nil // the workload is the caller (peerIdentity)
+	}
 	r := e.route
 	token, err := credential.Find(e.req.Headers, r.credentials)
 	if errors.Is(err, credential.ErrMissing) && r.tokenInMeta && e.call.metaToken != "" {
@@ -216,6 +220,9 @@ func (e *evaluation) badCredential(err error) *denial {
 // (signature and claims) and cached, never the raw token. A refusal is
 // cached too; a broken dependency is not.
 func (e *evaluation) identify() *denial {
+	if e.grant != nil {
+		return nil // the workload is the caller (peerIdentity)
+	}
 	r := e.route
 	key := cache.NewKey(r.keyPrefix, e.token)
 	var found cached

@@ -1,0 +1,80 @@
+package check
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/peer"
+)
+
+// peerIdentity takes the caller's workload identity, the mTLS source
+// principal Envoy reports, on routes that list peer issuers
+// (docs/credentials.md). On a route that lists only peer issuers the
+// workload is the caller: its grant is made (and cached by principal) here,
+// and the credential and identity stages have nothing left to do. On a
+// route that also lists token issuers both are required: the workload must
+// be accepted here and the token is verified after.
+func (e *evaluation) peerIdentity() *denial {
+	c, ok := e.p.verifier.(*credentialVerifier)
+	if !ok || len(c.peers) == 0 {
+		return nil
+	}
+	r := e.route
+	var claims *jwtauth.Claims
+	err := peer.ErrNoIdentity
+	peers, tokens := 0, false
+	for _, n := range r.issuers {
+		pol := c.peers[n]
+		if pol == nil {
+			tokens = true
+			continue
+		}
+		peers++
+		if claims == nil {
+			var perr error
+			if claims, perr = pol.FromPrincipal(e.req.SourcePrincipal); perr != nil {
+				claims, err = nil, perr
+			}
+		}
+	}
+	if peers == 0 {
+		return nil
+	}
+	if claims == nil {
+		return &denial{outcome: InvalidToken, desc: err.Error()}
+	}
+	e.rec.add("peer", func() string { return fmt.Sprintf("workload %s (issuer %s, kind peer)", claims.Raw["spiffe_id"], claims.IssuerName) })
+	if tokens {
+		return nil
+	}
+	key := cache.NewKey(r.keyPrefix, "\x00peer", e.req.SourcePrincipal)
+	var found cached
+	entry, hit := e.lookup(key, &found)
+	if !hit {
+		entry = &cached{outcome: Allowed, routeKey: r.keyPrefix}
+		g, gerr := e.p.newGrant(r, claims)
+		if gerr != nil {
+			var ce *claimError
+			if !errors.As(gerr, &ce) {
+				return &denial{outcome: InvalidToken, desc: "peer identity cannot be used here"}
+			}
+			return &denial{outcome: InvalidToken, desc: gerr.Error()}
+		}
+		entry.grant = g
+		if !e.st.readOnly {
+			e.pl.remember(e.p, key, entry)
+		}
+	}
+	g := entry.grant
+	if g == nil {
+		return &denial{outcome: entry.outcome, desc: entry.description}
+	}
+	if e.pl.state.isRevoked(g) {
+		return &denial{outcome: InvalidToken, desc: "peer identity is revoked"}
+	}
+	e.grant, e.hit = g, hit
+	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
+	return nil
+}
