@@ -45,7 +45,9 @@ func (e *evaluation) peerIdentity() *denial {
 	if claims == nil {
 		return &denial{outcome: InvalidToken, desc: err.Error()}
 	}
-	e.rec.add("peer", func() string { return fmt.Sprintf("workload %s (issuer %s, kind peer)", claims.Raw["spiffe_id"], claims.IssuerName) })
+	e.rec.add("peer", func() string {
+		return fmt.Sprintf("workload %s (issuer %s, kind peer)", claims.Raw["spiffe_id"], claims.IssuerName)
+	})
 	if tokens {
 		return nil
 	}
