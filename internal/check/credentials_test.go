@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,6 +182,7 @@ issuers:
       trust_domains: [cluster.local]
       paths: ["/ns/agents/sa/*"]
       subject: "{{index .Segments 1}}.{{index .Segments 3}}"
+      xfcc_from: [10.0.0.0/24]
 routes:
   - name: mesh-only
     hosts: [mesh.example.com]
@@ -217,6 +219,11 @@ routes:
 		r.SourcePrincipal = principal
 		return r
 	}
+	xfcc := func(from, header string) *Request {
+		r := hostReq("mesh.example.com", Headers{"x-forwarded-client-cert": header})
+		r.PeerAddr = netip.MustParseAddr(from)
+		return r
+	}
 	tests := []struct {
 		name     string
 		req      *Request
@@ -234,6 +241,14 @@ routes:
 		{"user and agent: no agent", req("both.example.com", "", hs), InvalidToken, "", "no peer identity"},
 		{"user and agent: no user", req("both.example.com", billing, ""), MissingToken, "", ""},
 		{"a principal means nothing on a JWT route", req("jwt.example.com", billing, ""), MissingToken, "", ""},
+		{"forward-auth: XFCC from the trusted proxy", xfcc("10.0.0.7", "Hash=ab;URI="+billing), Allowed, "mesh:agents.billing", ""},
+		{"forward-auth: XFCC spoofed by an untrusted peer", xfcc("192.0.2.9", "Hash=ab;URI="+billing), InvalidToken, "", "untrusted peer"},
+		{"forward-auth: the nearest proxy's element counts", xfcc("10.0.0.7", "URI="+billing+",URI=spiffe://cluster.local/ns/default/sa/x"), InvalidToken, "", "not accepted"},
+		{"ext_authz: XFCC without a principal is not read", func() *Request {
+			r := req("mesh.example.com", "", "")
+			r.Headers["x-forwarded-client-cert"] = "URI=" + billing
+			return r
+		}(), InvalidToken, "", "no peer identity"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,7 +34,7 @@ func (e *evaluation) peerIdentity() *denial {
 		peers++
 		if claims == nil {
 			var perr error
-			if claims, perr = pol.FromPrincipal(e.req.SourcePrincipal); perr != nil {
+			if claims, perr = e.workload(pol); perr != nil {
 				claims, err = nil, perr
 			}
 		}
@@ -51,7 +51,7 @@ func (e *evaluation) peerIdentity() *denial {
 	if tokens {
 		return nil
 	}
-	key := cache.NewKey(r.keyPrefix, "\x00peer", e.req.SourcePrincipal)
+	key := cache.NewKey(r.keyPrefix, "\x00peer", claims.Raw["spiffe_id"].(string), hashOf(claims))
 	var found cached
 	entry, hit := e.lookup(key, &found)
 	if !hit {
@@ -79,4 +79,18 @@ func (e *evaluation) peerIdentity() *denial {
 	e.grant, e.hit = g, hit
 	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
 	return nil
+}
+
+// workload is the identity pol accepts: Envoy's source principal, else, on
+// the HTTP front end, the X-Forwarded-Client-Cert of a proxy pol trusts.
+func (e *evaluation) workload(pol *peer.Policy) (*jwtauth.Claims, error) {
+	if e.req.SourcePrincipal != "" || !e.req.PeerAddr.IsValid() {
+		return pol.FromPrincipal(e.req.SourcePrincipal)
+	}
+	return pol.FromXFCC(e.req.PeerAddr, e.req.Headers.Get("x-forwarded-client-cert"))
+}
+
+func hashOf(c *jwtauth.Claims) string {
+	h, _ := c.Raw["x5t_s256_hex"].(string)
+	return h
 }
