@@ -259,7 +259,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		defer store.Close()
 	}
 	var current atomic.Pointer[check.Pipeline] // for key removals, set once the pipeline exists
-	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, OnSTSCall: m.STSCall, HTTPClient: httpClient, Shared: store,
+	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, OnSTSCall: m.STSCall, OnCredential: m.CredentialVerified, HTTPClient: httpClient, Shared: store,
 		KeySources: newKeySources(bg, cfg, httpClient, log, m, &current)}
 	policy, err := check.Compile(bg, cfg, deps)
 	if err != nil {

@@ -131,6 +131,10 @@ type Deps struct {
 	OnJWKSFetch func(issuer string, err error)
 	// OnSTSCall is told about every token exchange call (metrics).
 	OnSTSCall func(result string, took time.Duration)
+	// OnCredential is told about every credential verified (verdict cache
+	// misses): the issuer kind (jwt, introspection, api_keys, peer) and
+	// the outcome (ok, denied, unavailable), for metrics.
+	OnCredential func(kind, outcome string)
 	// Shared is the cross-replica tier for exchanged tokens; nil for none.
 	Shared *shared.Store
 	// KeySources, when set, keeps issuers' key sources across compiled

@@ -37,6 +37,8 @@ type credentialVerifier struct {
 	always map[string]bool
 	keys   map[string]*apikey.Store
 	peers  map[string]*peer.Policy
+	// observe is Deps.OnCredential, never nil.
+	observe func(kind, outcome string)
 	// closers release the key sets of RFC 9701 answers.
 	closers []func()
 }
@@ -51,8 +53,27 @@ func withRoute(ctx context.Context, route string) context.Context {
 }
 
 func (c *credentialVerifier) Verify(ctx context.Context, token string, issuers, audiences []string) (*jwtauth.Claims, error) {
+	kind, claims, err := c.verify(ctx, token, issuers, audiences)
+	c.observe(kind, outcomeOf(err))
+	return claims, err
+}
+
+// outcomeOf names a verification's outcome for metrics.
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, jwtauth.ErrKeysUnavailable):
+		return "unavailable"
+	}
+	return "denied"
+}
+
+// verify verifies token and says which kind of issuer judged it.
+func (c *credentialVerifier) verify(ctx context.Context, token string, issuers, audiences []string) (string, *jwtauth.Claims, error) {
 	if strings.HasPrefix(token, apikey.Prefix) {
-		return c.apiKey(ctx, token, issuers)
+		claims, err := c.apiKey(ctx, token, issuers)
+		return "api_keys", claims, err
 	}
 	var in *introspect.Introspector
 	always := false
@@ -66,17 +87,18 @@ func (c *credentialVerifier) Verify(ctx context.Context, token string, issuers, 
 		}
 	}
 	if looksLikeJWT(token) && !always && len(jwtIssuers) > 0 && c.jwt != nil {
-		return c.jwt.Verify(ctx, token, jwtIssuers, audiences)
+		claims, err := c.jwt.Verify(ctx, token, jwtIssuers, audiences)
+		return "jwt", claims, err
 	}
 	if in == nil {
-		return nil, jwtauth.ErrMalformed
+		return "jwt", nil, jwtauth.ErrMalformed
 	}
 	claims, err := in.Introspect(ctx, token, audiences)
 	if errors.Is(err, introspect.ErrUnavailable) {
 		// A broken dependency, not a property of the token: never cached.
-		return nil, fmt.Errorf("%w: %w", jwtauth.ErrKeysUnavailable, err)
+		return "introspection", nil, fmt.Errorf("%w: %w", jwtauth.ErrKeysUnavailable, err)
 	}
-	return claims, err
+	return "introspection", claims, err
 }
 
 // apiKey looks the key up in the route's API-key issuers.
@@ -122,7 +144,11 @@ func jwtIssuers(issuers []config.Issuer) []config.Issuer {
 // introspectors.
 func compileCredentials(ctx context.Context, f *config.File, d Deps, jwt TokenVerifier) (*credentialVerifier, func(), error) {
 	c := &credentialVerifier{jwt: jwt, kinds: map[string]string{}, intro: map[string]*introspect.Introspector{},
-		always: map[string]bool{}, keys: map[string]*apikey.Store{}, peers: map[string]*peer.Policy{}}
+		always: map[string]bool{}, keys: map[string]*apikey.Store{}, peers: map[string]*peer.Policy{},
+		observe: d.OnCredential}
+	if c.observe == nil {
+		c.observe = func(string, string) {}
+	}
 	pollCtx, cancel := context.WithCancel(context.Background())
 	stop := func() {
 		cancel()
@@ -216,6 +242,16 @@ func newPeerPolicy(is config.Issuer, d Deps) (*peer.Policy, error) {
 		cfg.XFCCFrom = append(cfg.XFCCFrom, pf)
 	}
 	return peer.New(cfg, d.Now)
+}
+
+// issuerKind is the kind of the issuer named name, for Explain.
+func (p *Policy) issuerKind(name string) string {
+	if c, ok := p.verifier.(*credentialVerifier); ok {
+		if k := c.kinds[name]; k != "" {
+			return k
+		}
+	}
+	return "jwt"
 }
 
 // DropIntrospections forgets the cached introspections of subject (the

@@ -43,6 +43,7 @@ func (e *evaluation) peerIdentity() *denial {
 		return nil
 	}
 	if claims == nil {
+		c.observe("peer", "denied")
 		return &denial{outcome: InvalidToken, desc: err.Error()}
 	}
 	e.rec.add("peer", func() string {
@@ -65,6 +66,7 @@ func (e *evaluation) peerIdentity() *denial {
 			return &denial{outcome: InvalidToken, desc: gerr.Error()}
 		}
 		entry.grant = g
+		c.observe("peer", "ok")
 		if !e.st.readOnly {
 			e.pl.remember(e.p, key, entry)
 		}
