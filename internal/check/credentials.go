@@ -55,6 +55,9 @@ func withRoute(ctx context.Context, route string) context.Context {
 func (c *credentialVerifier) Verify(ctx context.Context, token string, issuers, audiences []string) (*jwtauth.Claims, error) {
 	kind, claims, err := c.verify(ctx, token, issuers, audiences)
 	c.observe(kind, outcomeOf(err))
+	if actor := peerActor(ctx); err == nil && actor != "" {
+		claims = withActor(claims, actor)
+	}
 	return claims, err
 }
 

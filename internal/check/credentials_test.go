@@ -266,6 +266,15 @@ routes:
 			}
 		})
 	}
+	// The workload acting for the user is the grant's outermost actor, per
+	// workload: the same token from another workload is another grant.
+	const search = "spiffe://cluster.local/ns/agents/sa/search"
+	for _, who := range []string{billing, search, billing} {
+		v := pl.Check(t.Context(), req("both.example.com", who, hs))
+		if v.Outcome != Allowed || v.Grant == nil || len(v.Grant.Actors) == 0 || v.Grant.Actors[0] != who {
+			t.Fatalf("user and agent %s: %v, actors %v", who, v.Outcome, v.Grant)
+		}
+	}
 	v, steps := pl.Explain(t.Context(), req("mesh.example.com", billing, ""))
 	if v.Outcome != Allowed || !strings.Contains(fmt.Sprint(steps), "kind peer") {
 		t.Errorf("Explain does not show the peer: %v %v", v.Outcome, steps)

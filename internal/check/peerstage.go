@@ -1,6 +1,7 @@
 package check
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -50,6 +51,11 @@ func (e *evaluation) peerIdentity() *denial {
 		return fmt.Sprintf("workload %s (issuer %s, kind peer)", claims.Raw["spiffe_id"], claims.IssuerName)
 	})
 	if tokens {
+		// The user's token is verified next; the workload acts for the
+		// user: it becomes the outermost actor of the grant (act), and the
+		// grant is cached per token and workload.
+		id, _ := claims.Raw["spiffe_id"].(string)
+		e.ctx = context.WithValue(e.ctx, peerActorKey{}, id)
 		return nil
 	}
 	key := cache.NewKey(r.keyPrefix, "\x00peer", claims.Raw["spiffe_id"].(string), hashOf(claims))
@@ -95,4 +101,30 @@ func (e *evaluation) workload(pol *peer.Policy) (*jwtauth.Claims, error) {
 func hashOf(c *jwtauth.Claims) string {
 	h, _ := c.Raw["x5t_s256_hex"].(string)
 	return h
+}
+
+// peerActorKey carries the workload acting for the token's user from the
+// peer stage to the token's verification.
+type peerActorKey struct{}
+
+// peerActor is the workload acting for the user on this check, "" if none.
+func peerActor(ctx context.Context) string {
+	a, _ := ctx.Value(peerActorKey{}).(string)
+	return a
+}
+
+// withActor returns c with actor as the outermost actor (RFC 8693 act),
+// the token's own act nested inside. c's Raw may be shared: it is copied.
+func withActor(c *jwtauth.Claims, actor string) *jwtauth.Claims {
+	out := *c
+	out.Raw = make(map[string]any, len(c.Raw)+1)
+	for k, v := range c.Raw {
+		out.Raw[k] = v
+	}
+	act := map[string]any{"sub": actor}
+	if inner, ok := c.Raw["act"].(map[string]any); ok {
+		act["act"] = inner
+	}
+	out.Raw["act"] = act
+	return &out
 }

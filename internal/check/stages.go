@@ -225,6 +225,9 @@ func (e *evaluation) identify() *denial {
 	}
 	r := e.route
 	key := cache.NewKey(r.keyPrefix, e.token)
+	if actor := peerActor(e.ctx); actor != "" {
+		key = cache.NewKey(r.keyPrefix, e.token, actor) // the grant names the workload
+	}
 	var found cached
 	entry, hit := e.lookup(key, &found)
 	if !hit {
