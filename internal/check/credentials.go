@@ -43,13 +43,29 @@ type credentialVerifier struct {
 	closers []func()
 }
 
-// routeKey carries the route's name to API-key lookups: a key may be
-// limited to routes.
-type routeKey struct{}
+// verifyNote goes with one verification: the route's name to API-key
+// lookups (a key may be limited to routes), and back, why a dependency
+// failed and when to retry, so that the 503 says so (the verifier's error
+// itself only says "unavailable" to the pipeline).
+type verifyNote struct {
+	route      string
+	desc       string
+	retryAfter time.Duration
+}
 
-// withRoute returns ctx naming route.
-func withRoute(ctx context.Context, route string) context.Context {
-	return context.WithValue(ctx, routeKey{}, route)
+type noteKey struct{}
+
+// withNote returns ctx carrying n.
+func withNote(ctx context.Context, n *verifyNote) context.Context {
+	return context.WithValue(ctx, noteKey{}, n)
+}
+
+func noteOf(ctx context.Context) *verifyNote {
+	n, _ := ctx.Value(noteKey{}).(*verifyNote)
+	if n == nil {
+		return &verifyNote{}
+	}
+	return n
 }
 
 func (c *credentialVerifier) Verify(ctx context.Context, token string, issuers, audiences []string) (*jwtauth.Claims, error) {
@@ -97,6 +113,11 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, issuers, 
 		return "jwt", nil, jwtauth.ErrMalformed
 	}
 	claims, err := in.Introspect(ctx, token, audiences)
+	var ue *introspect.UnavailableError
+	if errors.As(err, &ue) {
+		n := noteOf(ctx)
+		n.desc, n.retryAfter = ue.Error(), ue.RetryAfter
+	}
 	if errors.Is(err, introspect.ErrUnavailable) {
 		// A broken dependency, not a property of the token: never cached.
 		return "introspection", nil, fmt.Errorf("%w: %w", jwtauth.ErrKeysUnavailable, err)
@@ -106,7 +127,7 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, issuers, 
 
 // apiKey looks the key up in the route's API-key issuers.
 func (c *credentialVerifier) apiKey(ctx context.Context, key string, issuers []string) (*jwtauth.Claims, error) {
-	route, _ := ctx.Value(routeKey{}).(string)
+	route := noteOf(ctx).route
 	err := apikey.ErrUnknownKey
 	for _, n := range issuers {
 		s := c.keys[n]
@@ -118,6 +139,7 @@ func (c *credentialVerifier) apiKey(ctx context.Context, key string, issuers []s
 		case lerr == nil:
 			return claims, nil
 		case errors.Is(lerr, apikey.ErrBusy):
+			noteOf(ctx).desc = lerr.Error()
 			return nil, fmt.Errorf("%w: %w", jwtauth.ErrKeysUnavailable, lerr)
 		case !errors.Is(lerr, apikey.ErrUnknownKey):
 			err = lerr

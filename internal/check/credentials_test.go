@@ -160,8 +160,12 @@ func TestIntrospectionOutage(t *testing.T) {
 		t.Fatalf("before the outage: %v %s", v.Outcome, v.Description)
 	}
 	f.as.Close()
-	if v := f.pl.Check(t.Context(), hostReq("tools.example.com", bearer("new"))); v.Outcome != Unavailable {
-		t.Errorf("unknown token during the outage: %v %s, want unavailable", v.Outcome, v.Description)
+	v := f.pl.Check(t.Context(), hostReq("tools.example.com", bearer("new")))
+	if v.Outcome != Unavailable || !strings.Contains(v.Description, "introspection endpoint unreachable") {
+		t.Errorf("unknown token during the outage: %v %q, want unavailable naming the endpoint", v.Outcome, v.Description)
+	}
+	if ra, _ := header(v.ResponseHeaders, "retry-after"); ra != "1" {
+		t.Errorf("Retry-After = %q, want 1", ra)
 	}
 	if v := f.pl.Check(t.Context(), hostReq("tools.example.com", bearer("known"))); v.Outcome != Allowed {
 		t.Errorf("cached token during the outage: %v %s", v.Outcome, v.Description)

@@ -237,11 +237,16 @@ func (e *evaluation) identify() *denial {
 			return e.badCredential(err)
 		}
 		e.ctx, e.cancel = e.withBudget(e.ctx) // see budget.go
-		entry = e.pl.verify(withRoute(e.ctx, r.Name), e.p, r, e.token)
+		note := &verifyNote{route: r.Name}
+		entry = e.pl.verify(withNote(e.ctx, note), e.p, r, e.token)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.
-			return &denial{outcome: Unavailable, desc: entry.description}
+			d := &denial{outcome: Unavailable, desc: entry.description}
+			if note.desc != "" {
+				d.desc, d.retryAfter = note.desc, note.retryAfter
+			}
+			return d
 		}
 		if !e.st.readOnly {
 			e.pl.remember(e.p, key, entry)
