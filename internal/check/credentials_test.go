@@ -151,6 +151,17 @@ func TestCredentialKinds(t *testing.T) {
 	}
 }
 
+func TestExplainNamesTheKind(t *testing.T) {
+	f := newCredFixture(t)
+	f.as.Set("opaque-carol", map[string]any{"sub": "carol"})
+	for tok, want := range map[string]string{f.key: "issuer keys (kind api_keys)", "opaque-carol": "issuer opaque (kind introspection)"} {
+		v, steps := f.pl.Explain(t.Context(), hostReq("tools.example.com", Headers{"authorization": "Bearer " + tok}))
+		if v.Outcome != Allowed || !strings.Contains(fmt.Sprint(steps), want) {
+			t.Errorf("Explain: %v, steps %v; want %q", v.Outcome, steps, want)
+		}
+	}
+}
+
 func TestIntrospectionOutage(t *testing.T) {
 	f := newCredFixture(t)
 	f.as.Set("known", map[string]any{"sub": "carol"})
