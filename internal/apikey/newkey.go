@@ -1,6 +1,7 @@
 package apikey
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -31,5 +32,14 @@ func NewEntry(id, subject string, scopes []string) (string, Entry, error) {
 
 // YAML renders e as a one-entry keys file, to paste under keys:.
 func (e Entry) YAML() ([]byte, error) {
-	return yaml.Marshal(File{Keys: []Entry{e}})
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(File{Keys: []Entry{e}}); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
