@@ -34,7 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/internal/app"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
 

@@ -10,10 +10,10 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
 	"github.com/extauthz/extauthz/internal/jwtauth"
-	"github.com/extauthz/extauthz/internal/testjwks"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testjwks"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // keysPipeline compiles one JWKS issuer and a default route on a real clock

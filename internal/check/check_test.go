@@ -14,8 +14,8 @@ import (
 
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
-	"github.com/extauthz/extauthz/internal/testclock"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 const secret = "test-secret-of-sufficient-length-0123456789"

@@ -28,7 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 const repoRoot = "../.."

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
 
 	"github.com/extauthz/extauthz/internal/testing/golden"
 )

@@ -431,7 +431,7 @@ func assertEnvoyShape(t *testing.T, req *authv3.CheckRequest) {
 }
 
 // TestBuildCheckRequestGolden pins whole messages. Regenerate with
-// go test ./internal/envoytest -run Golden -update.
+// go test ./internal/testing/envoytest -run Golden -update.
 func TestBuildCheckRequestGolden(t *testing.T) {
 	fixed := BuildOptions{
 		RequestID:            "3f8e2c1a-7b4d-4e6f-9a0b-1c2d3e4f5a6b",
