@@ -141,19 +141,7 @@ exchanges: [{name: sts, token_endpoint: %s, client_auth: {method: client_secret_
 routes: [{name: r, default: true, issuers: [dev], exchange: {sts: sts, audience: [https://up.example.com]}}]
 limits: {check_deadline: 100ms}
 `, secret, sts.TokenURL)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{Getenv: func(string) string { return "s" }, HTTPClient: sts.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := New(p, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newPipeline(t, doc, Deps{Getenv: func(string) string { return "s" }, HTTPClient: sts.Client()}, Options{})
 	release := sts.Pause()
 	defer release()
 	tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
