@@ -9,7 +9,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
 	"github.com/extauthz/extauthz/internal/testing/testjwks"
@@ -25,10 +24,6 @@ issuers: [{name: idp, issuer: https://idp.example.com, algorithms: [RS256], jwks
 routes: [{name: r, default: true, issuers: [idp]}]
 limits: {check_deadline: 100ms}
 %s`, jwksURL, extra)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var (
 		pl      atomic.Pointer[Pipeline]
 		dropped atomic.Int64
@@ -38,10 +33,7 @@ limits: {check_deadline: 100ms}
 			dropped.Add(int64(p.DropKeys(issuer, kids)))
 		}
 	}})
-	p, err := Compile(t.Context(), cfg, Deps{KeySources: sources})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := compileDoc(t, doc, Deps{KeySources: sources})
 	t.Cleanup(p.Close)
 	deadline := time.Now().Add(5 * time.Second)
 	for !p.Ready() {
