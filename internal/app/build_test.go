@@ -106,3 +106,12 @@ func TestClosersRunNewestFirst(t *testing.T) {
 		t.Errorf("closers ran again: %v", order)
 	}
 }
+
+// TestBadFlagExitStatus: on the command line a bad flag value is a usage
+// error (exit status 2) naming the flag.
+func TestBadFlagExitStatus(t *testing.T) {
+	code, _, stderr := runCmd(t, nil, "serve", "--http-convention", "apache", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "", "--ops-addr", "")
+	if code != 2 || !strings.Contains(stderr, "--http-convention") {
+		t.Fatalf("exit %d, stderr %q: want 2 naming --http-convention", code, stderr)
+	}
+}
