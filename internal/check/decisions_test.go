@@ -18,6 +18,59 @@ import (
 	"github.com/extauthz/extauthz/internal/testing/ststest"
 )
 
+// TestMCPRecordings decides what the official MCP Go SDK client sends, in
+// the 2025-06-18 session flow and the 2026-07-28 sessionless flow, as alice
+// (scope files:read, no groups).
+func TestMCPRecordings(t *testing.T) {
+	f := newDecider(t)
+	alice := token(t, "alice", nil)
+	recs, err := fixtures.MCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		status int
+		method string
+	}{
+		"mcp-01-initialize":                      {200, "initialize"},
+		"mcp-02-get-sse":                         {200, ""},
+		"mcp-03-notifications-initialized":       {200, "notifications/initialized"},
+		"mcp-04-tools-list":                      {200, "tools/list"},
+		"mcp-05-tools-call-whoami":               {200, "tools/call"},
+		"mcp-06-tools-call-echo":                 {200, "tools/call"},
+		"mcp-07-tools-call-delete-file":          {403, "tools/call"},
+		"mcp-08-resources-read":                  {403, "resources/read"},
+		"mcp-09-delete-session":                  {200, ""},
+		"mcp-20260728-01-server-discover":        {200, "server/discover"},
+		"mcp-20260728-02-tools-list":             {200, "tools/list"},
+		"mcp-20260728-03-tools-call-whoami":      {200, "tools/call"},
+		"mcp-20260728-04-tools-call-echo":        {200, "tools/call"},
+		"mcp-20260728-05-tools-call-delete-file": {403, "tools/call"},
+		"mcp-20260728-06-resources-read":         {403, "resources/read"},
+	}
+	seen := 0
+	for _, rec := range recs {
+		w, ok := want[rec.Name]
+		if !ok {
+			t.Errorf("recording %s has no expectation", rec.Name)
+			continue
+		}
+		seen++
+		t.Run(rec.Name, func(t *testing.T) {
+			res := f.replay(t, rec, "mcp.example.com", alice, nil)
+			if res.status != w.status || res.call.Method != w.method {
+				t.Fatalf("status %d method %q, want %d %q: %s", res.status, res.call.Method, w.status, w.method, res.body)
+			}
+			if res.status == 200 && (res.upstream.Get("X-User-Id") != "alice" || res.upstream.Get("Authorization") != "") {
+				t.Errorf("upstream x-user-id %q, authorization forwarded: %v", res.upstream.Get("X-User-Id"), res.upstream.Get("Authorization") != "")
+			}
+		})
+	}
+	if seen != len(want) {
+		t.Errorf("decided %d of %d expected recordings", seen, len(want))
+	}
+}
+
 func TestMCPRules(t *testing.T) {
 	f := newDecider(t)
 	call := func(method, params string) []byte {
