@@ -296,6 +296,16 @@ func (v *validator) issuer(p string, is Issuer) {
 }
 
 func (v *validator) route(p string, r Route, issuers map[string]bool, id Identity) {
+	v.routeMatch(p, r, issuers)
+	v.routeCredentials(p, r)
+	v.routeProtocol(p, r)
+	v.routeRules(p, r.Rules)
+	v.routeResource(p, r.ProtectedResource)
+	v.routeClaimHeaders(p, r.ClaimHeaders, id)
+}
+
+// routeMatch checks the route's name, issuers and what requests it matches.
+func (v *validator) routeMatch(p string, r Route, issuers map[string]bool) {
 	if r.Name == "" {
 		v.add("%s: name is required", p)
 	}
@@ -321,6 +331,11 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 			v.add("%s.public_paths: %q must start with / and may only end in *", p, pp)
 		}
 	}
+}
+
+// routeCredentials checks where the route finds credentials and announces
+// its metadata.
+func (v *validator) routeCredentials(p string, r Route) {
 	if r.ResourceMetadata != "" {
 		v.url(p+".resource_metadata", r.ResourceMetadata)
 	}
@@ -330,6 +345,10 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	if r.Credentials.Cookie != "" && !isToken(r.Credentials.Cookie) {
 		v.add("%s.credentials.cookie: %q is not a valid cookie name", p, r.Credentials.Cookie)
 	}
+}
+
+// routeProtocol checks the protocol and what it needs of the body.
+func (v *validator) routeProtocol(p string, r Route) {
 	switch r.Protocol {
 	case ProtocolAuto, ProtocolMCP, ProtocolA2A, ProtocolHTTP:
 	default:
@@ -352,7 +371,10 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	default:
 		v.add("%s.request_body: %q is neither sent nor none", p, r.RequestBody)
 	}
-	for i, rule := range r.Rules {
+}
+
+func (v *validator) routeRules(p string, rules []Rule) {
+	for i, rule := range rules {
 		q := fmt.Sprintf("%s.rules[%d]", p, i)
 		if rule.Name != "" {
 			q = fmt.Sprintf("%s.rules[%d] (%s)", p, i, rule.Name)
@@ -371,15 +393,22 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 			}
 		}
 	}
-	pr := r.ProtectedResource
+}
+
+func (v *validator) routeResource(p string, pr ProtectedResource) {
 	if pr.Resource != "" {
 		v.url(p+".protected_resource.resource", pr.Resource)
 	}
 	for _, as := range pr.AuthorizationServers {
 		v.url(p+".protected_resource.authorization_servers", as)
 	}
+}
+
+// routeClaimHeaders checks the headers claims are copied into: none may be
+// one the service already sets.
+func (v *validator) routeClaimHeaders(p string, headers []ClaimHeader, id Identity) {
 	seen := map[string]bool{id.UserHeader: true, id.SessionHeader: true}
-	for i, ch := range r.ClaimHeaders {
+	for i, ch := range headers {
 		q := fmt.Sprintf("%s.claim_headers[%d]", p, i)
 		if ch.Claim == "" {
 			v.add("%s.claim: is required", q)
