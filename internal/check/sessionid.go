@@ -183,6 +183,7 @@ func (e *evaluation) applySessionID() *denial {
 	e.rec.add(from, func() string { return value })
 	name := e.p.identity.SessionHeader
 	v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: name, Value: value})
+	v.HeadersID = 0
 	rm := make([]string, 0, len(v.Remove))
 	for _, h := range v.Remove {
 		if h != name {

@@ -246,7 +246,7 @@ func (e *evaluation) identify() *denial {
 		return &denial{outcome: InvalidToken, desc: "token is revoked"}
 	}
 	e.grant = g
-	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
+	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove, HeadersID: grantHeaders}
 	e.rec.add(g.Subject, func() string {
 		return fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit)
 	})
