@@ -296,7 +296,7 @@ func (e *evaluation) reauthorize(key string) *denial {
 	r, call, g := e.route, &e.call, e.grant
 	re := r.exchange
 	forbidden := &denial{outcome: Forbidden, desc: "the user must authorize the upstream first"}
-	if re.authorizeURL == "" || call.Protocol == "" {
+	if re.authorizeURL == "" || call.Protocol == jsonrpc.ProtocolUnknown {
 		return forbidden
 	}
 	pending, err := e.st.beginElicitation(e.ctx, g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL)
@@ -305,7 +305,7 @@ func (e *evaluation) reauthorize(key string) *denial {
 	}
 	d := &denial{outcome: AuthorizationRequired, desc: forbidden.desc}
 	switch {
-	case call.Protocol == ProtoA2A:
+	case call.Protocol == jsonrpc.ProtocolA2A:
 		d.body = elicit.A2AAuthRequired(call.ID, pending, re.message)
 	case call.ElicitationURL || (call.MCPSession != "" && e.st.sessionElicitsURL(session.Key(r.Name, call.MCPSession))):
 		d.body = elicit.URLElicitationError(call.ID, pending, re.message)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // The session header (x-session-id) names the conversation a workload keys
@@ -132,7 +133,7 @@ func (e *evaluation) sessionFor() (value, from string, d *denial) {
 			}
 		case srcMCP:
 			sid := mcpSessionID(e.req)
-			if sid == "" || !r.sessionBinding || call.Protocol == ProtoA2A {
+			if sid == "" || !r.sessionBinding || call.Protocol == jsonrpc.ProtocolA2A {
 				continue
 			}
 			if v, good := p.sessionHeaderValue(sid); good {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // MetadataNamespace is where Envoy files the dynamic metadata we return.
@@ -125,9 +126,9 @@ type rendering struct {
 type lastResponse struct {
 	headersID uint64
 	cacheHit  bool
-	call     check.Call
-	resp     *authv3.CheckResponse
-	encoded  atomic.Pointer[encodedResponse]
+	call      check.Call
+	resp      *authv3.CheckResponse
+	encoded   atomic.Pointer[encodedResponse]
 }
 
 func (l *lastResponse) matches(v *check.Verdict) bool {
@@ -266,7 +267,7 @@ func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.S
 	// Size the map exactly: up to 8 entries fit one map group, which keeps the
 	// common allowed response at a couple of allocations.
 	n := len(base) + 1
-	if c := &v.Call; c.Protocol != "" {
+	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
 		n += 1 + nonEmpty(c.Method, c.Name, c.MCPSession, c.ContextID, c.TaskID)
 	}
 	if l := &v.Lineage; l.Root != "" {
@@ -285,8 +286,8 @@ func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.S
 			f[k] = structpb.NewStringValue(val)
 		}
 	}
-	if c := &v.Call; c.Protocol != "" {
-		put("protocol", c.Protocol)
+	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
+		put("protocol", c.Protocol.String())
 		put("method", c.Method)
 		put("name", c.Name)
 		put("mcp_session", c.MCPSession)
