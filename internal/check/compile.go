@@ -18,6 +18,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/exchange"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/route"
@@ -97,7 +98,7 @@ type Route struct {
 	// the route forwards credentials.
 	credentialRemove []string
 
-	protocol       string // ProtoMCP, ProtoA2A, ProtoHTTP, or "" (auto)
+	protocol       jsonrpc.Protocol // as configured; ProtocolUnknown is auto
 	rules          []rule
 	ruleClaims     []string // claims the rules look at
 	defaultDeny    bool
@@ -243,13 +244,11 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		audiences:                   rc.Audiences,
 		scopes:                      rc.Scopes,
 		scopeParam:                  strings.Join(rc.Scopes, " "),
-		public:                      publicPaths(rc),
 		pathPrefix:                  rc.PathPrefix,
 		resourceMetadata:            rc.ResourceMetadata,
 		forwardAuthorization:        rc.ForwardAuthorization,
 		credentials:                 credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
 		claimHeaders:                rc.ClaimHeaders,
-		protocol:                    protocolOf(rc.Protocol),
 		rules:                       compileRules(rc.Rules),
 		defaultDeny:                 rc.DefaultAction == "deny",
 		sessionBinding:              rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
@@ -269,6 +268,8 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	if err := checkRoutePaths(rc.PathPrefix, rc.PublicPaths); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 	}
+	r.protocol, _ = jsonrpc.ParseProtocol(rc.Protocol) // validated
+	r.public = publicPaths(rc.PublicPaths, rc.PathPrefix, r.protocol)
 	r.ruleClaims = ruleClaims(r.rules)
 	p.ownHeaders(r, id)
 	var err error
@@ -282,29 +283,16 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	return r, nil
 }
 
-// protocolOf is the route's protocol constant; "" is auto.
-func protocolOf(p string) string {
-	switch p {
-	case config.ProtocolMCP:
-		return ProtoMCP
-	case config.ProtocolA2A:
-		return ProtoA2A
-	case config.ProtocolHTTP:
-		return ProtoHTTP
-	}
-	return ""
-}
-
 // publicPaths are the route's public paths, plus the A2A agent cards,
 // public wherever an agent may be served (any protocol but http and mcp).
-func publicPaths(rc config.Route) []string {
-	public := slices.Clone(rc.PublicPaths)
-	if rc.Protocol == config.ProtocolHTTP || rc.Protocol == config.ProtocolMCP {
+func publicPaths(paths []string, pathPrefix string, proto jsonrpc.Protocol) []string {
+	public := slices.Clone(paths)
+	if proto == jsonrpc.ProtocolHTTP || proto == jsonrpc.ProtocolMCP {
 		return public
 	}
 	for _, card := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
 		public = append(public, card)
-		if prefix := strings.TrimSuffix(rc.PathPrefix, "/"); prefix != "" {
+		if prefix := strings.TrimSuffix(pathPrefix, "/"); prefix != "" {
 			public = append(public, prefix+card)
 		}
 	}

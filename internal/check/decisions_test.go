@@ -11,7 +11,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/testing/fixtures"
@@ -222,7 +221,7 @@ func TestA2A(t *testing.T) {
 		t.Fatalf("agent card needs no token: %d %s", res.status, res.body)
 	}
 	res := f.replay(t, send, "agent.example.com", invoker, nil)
-	if res.status != 200 || res.call.Protocol != check.ProtoA2A || res.call.ContextID != "00000000-0000-4000-8000-000000000002" {
+	if res.status != 200 || res.call.Protocol != jsonrpc.ProtocolA2A || res.call.ContextID != "00000000-0000-4000-8000-000000000002" {
 		t.Fatalf("message/send: %d %+v %s", res.status, res.call, res.body)
 	}
 	res = f.replay(t, send, "agent.example.com", plain, nil)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // The session header (x-session-id) names the conversation a workload keys
@@ -132,7 +133,7 @@ func (e *evaluation) sessionFor() (value, from string, d *denial) {
 			}
 		case srcMCP:
 			sid := mcpSessionID(e.req)
-			if sid == "" || !r.sessionBinding || call.Protocol == ProtoA2A {
+			if sid == "" || !r.sessionBinding || call.Protocol == jsonrpc.ProtocolA2A {
 				continue
 			}
 			if v, good := p.sessionHeaderValue(sid); good {
@@ -183,6 +184,7 @@ func (e *evaluation) applySessionID() *denial {
 	e.rec.add(from, func() string { return value })
 	name := e.p.identity.SessionHeader
 	v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: name, Value: value})
+	v.HeadersID = 0
 	rm := make([]string, 0, len(v.Remove))
 	for _, h := range v.Remove {
 		if h != name {

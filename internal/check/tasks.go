@@ -68,7 +68,7 @@ func taskIDs(call *Call) []string {
 // bindTasks is the task ownership stage.
 func (e *evaluation) bindTasks() *denial {
 	call, g := &e.call, e.grant
-	if !e.p.taskOwnership || call.Protocol == "" || call.Method == "" {
+	if !e.p.taskOwnership || call.Protocol == jsonrpc.ProtocolUnknown || call.Method == "" {
 		return nil
 	}
 	op, send := taskMethod(call.Method)
