@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,7 +19,7 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	accepted := KeyPaths()
+	accepted := keyPaths()
 	documented := map[string]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_\\[\\].]+)` \\|").FindAllStringSubmatch(doc, -1) {
 		documented[m[1]] = true
@@ -49,4 +50,39 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 			t.Errorf("the reference does not mention %s", must)
 		}
 	}
+}
+
+// keyPaths returns every key path the decoder accepts, such as
+// "routes[].rules[].action" and "redis.tls_server_name".
+func keyPaths() []string {
+	var out []string
+	var walk func(t reflect.Type, prefix string, depth int)
+	walk = func(t reflect.Type, prefix string, depth int) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || depth > 8 {
+			return
+		}
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			p := prefix + name
+			out = append(out, p)
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+				walk(ft.Elem(), p+"[].", depth+1)
+			} else {
+				walk(ft, p+".", depth+1)
+			}
+		}
+	}
+	walk(reflect.TypeFor[File](), "", 0)
+	slices.Sort(out)
+	return out
 }

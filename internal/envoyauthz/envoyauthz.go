@@ -23,9 +23,6 @@ import (
 	"github.com/extauthz/extauthz/internal/check"
 )
 
-// MetadataNamespace is where Envoy files the dynamic metadata we return.
-const MetadataNamespace = "envoy.filters.http.ext_authz"
-
 // Server implements authv3.AuthorizationServer.
 type Server struct {
 	authv3.UnimplementedAuthorizationServer

@@ -203,16 +203,6 @@ func (s *Store) Len() int {
 	return len(s.entries)
 }
 
-// CountSubject is the number of bindings subject holds.
-func (s *Store) CountSubject(subject string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u := s.users[subject]; u != nil {
-		return u.n
-	}
-	return 0
-}
-
 // add inserts a new binding, making room first: the subject's own least
 // recently used binding when the subject is at its bound, then expired
 // bindings. It never drops another subject's live binding. s.mu is held.
