@@ -216,7 +216,7 @@ routes:
 	})
 }
 
-// TestIdentityUnsafeValues is issue 12 item 13: identity values that are
+// TestIdentityUnsafeValues: identity values that are
 // not a safe single path segment are refused (401 invalid_token with a
 // clear description) under identity.safe_values: path-segment.
 func TestIdentityUnsafeValues(t *testing.T) {

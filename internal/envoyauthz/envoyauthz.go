@@ -219,7 +219,7 @@ func okResponse(set []*corev3.HeaderValueOption, remove []string, md *structpb.S
 }
 
 // headerOptions renders headers with append explicitly false: overwrite, on
-// every Envoy version (see ENVOY-NOTES: an unset append was once treated as
+// every Envoy version (older versions treated an unset append as
 // append-if-exists).
 func headerOptions(hs []check.Header) []*corev3.HeaderValueOption {
 	if len(hs) == 0 {
