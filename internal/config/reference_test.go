@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestReferenceDocumentsEveryKey compares the keys the decoder accepts
@@ -85,4 +87,39 @@ func keyPaths() []string {
 	walk(reflect.TypeFor[File](), "", 0)
 	slices.Sort(out)
 	return out
+}
+
+// TestReferenceExampleParses: the complete example of docs/configuration.md
+// is a valid configuration as written. (internal/configcheck also validates
+// it against its environment, with every file it names in place.)
+func TestReferenceExampleParses(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n## A complete example\n")
+	if !ok {
+		t.Fatal("docs/configuration.md has no section \"A complete example\"")
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)\n```").FindStringSubmatch(rest)
+	if m == nil {
+		t.Fatal("the complete example has no yaml block")
+	}
+	f, err := Parse([]byte(m[1]))
+	if err != nil {
+		t.Fatalf("the complete example does not parse:\n%v", err)
+	}
+	// Every top-level section is shown.
+	var top map[string]any
+	if err := yaml.Unmarshal([]byte(m[1]), &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Keys(reflect.TypeFor[File]()) {
+		if _, ok := top[k]; !ok {
+			t.Errorf("the complete example has no %s section", k)
+		}
+	}
+	if len(f.Routes) == 0 || len(f.Issuers) == 0 {
+		t.Errorf("the complete example decodes to no routes or issuers: %+v", f)
+	}
 }
