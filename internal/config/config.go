@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // File is the whole configuration.
@@ -357,13 +359,9 @@ type Route struct {
 	DryRun bool `yaml:"dry_run"`
 }
 
-// Route protocols.
-const (
-	ProtocolAuto = "auto"
-	ProtocolMCP  = "mcp"
-	ProtocolA2A  = "a2a"
-	ProtocolHTTP = "http"
-)
+// plainHTTP is the route protocol that reads no JSON-RPC; the names are
+// jsonrpc.Protocol's.
+var plainHTTP = jsonrpc.ProtocolHTTP.String()
 
 // Route request_body values.
 const (
@@ -616,7 +614,7 @@ func (f *File) applyDefaults() {
 			r.ClaimHeaders[j].Header = strings.ToLower(r.ClaimHeaders[j].Header)
 		}
 		r.Credentials.Header = strings.ToLower(r.Credentials.Header)
-		setDefault(&r.Protocol, ProtocolAuto)
+		setDefault(&r.Protocol, jsonrpc.ProtocolUnknown.String())
 		setDefault(&r.DefaultAction, "allow")
 		for j := range r.Rules {
 			setDefault(&r.Rules[j].Action, "allow")
