@@ -32,8 +32,8 @@ type routeExchange struct {
 	message      string
 }
 
-// agentExchange is a per-agent override (seed 003's per-agent
-// STSAudience): it is applied over the tool's, so the agent's fields win.
+// agentExchange is a per-agent override (a sub-agent gets its own
+// audience): it is applied over the tool's, so the agent's fields win.
 type agentExchange struct {
 	clientIDs   []string
 	actSubjects []string
@@ -289,9 +289,10 @@ type exchangeMemo struct {
 }
 
 // reauthorize answers a request whose upstream needs the user to authorize
-// first, in the form the client understands (in-session re-authorization):
-// a URL elicitation (-32042) for MCP clients that declared it, an isError
-// tool result for other MCP tools/call, a JSON-RPC error for A2A, else 403.
+// first, in the form the client understands (re-authorization inside the
+// session): a URL elicitation (-32042) for MCP clients that declared it, an
+// isError tool result for other MCP tools/call, a JSON-RPC error for A2A,
+// else 403.
 func (e *evaluation) reauthorize(key string) *denial {
 	r, call, g := e.route, &e.call, e.grant
 	re := r.exchange

@@ -9,10 +9,10 @@ import (
 )
 
 // The session header (x-session-id) names the conversation a workload keys
-// its state on (seed 000: data/workspaces/{user}/{session}/). Identity
-// providers disagree on where it lives: the design's own tokens carry
-// session_id, Dex, Keycloak, Auth0 and Entra put the OIDC session in sid,
-// and many tokens carry none. identity.session_sources is the ordered list
+// its state on (say data/workspaces/{user}/{session}/). Identity
+// providers disagree on where it lives: some tokens carry session_id; Dex,
+// Keycloak, Auth0 and Entra put the OIDC session in sid; many tokens carry
+// none. identity.session_sources is the ordered list
 // of places to look; the first that names a session wins, and Explain says
 // which one did. A token's claim is signed; the request's own ids
 // (Mcp-Session-Id, the A2A contextId) are the client's word, so they are

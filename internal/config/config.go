@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -507,15 +506,6 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// Load reads, strictly decodes, defaults and validates the file at path.
-func Load(path string) (*File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(b)
-}
 
 // Parse strictly decodes, defaults and validates a YAML document. Every
 // problem found is returned at once, joined.

@@ -23,9 +23,6 @@ import (
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
-// MetadataNamespace is where Envoy files the dynamic metadata we return.
-const MetadataNamespace = "envoy.filters.http.ext_authz"
-
 // Server implements authv3.AuthorizationServer.
 type Server struct {
 	authv3.UnimplementedAuthorizationServer
@@ -217,7 +214,7 @@ func okResponse(set []*corev3.HeaderValueOption, remove []string, md *structpb.S
 }
 
 // headerOptions renders headers with append explicitly false: overwrite, on
-// every Envoy version (see ENVOY-NOTES: an unset append was once treated as
+// every Envoy version (older versions treated an unset append as
 // append-if-exists).
 func headerOptions(hs []check.Header) []*corev3.HeaderValueOption {
 	if len(hs) == 0 {
