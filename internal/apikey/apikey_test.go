@@ -18,7 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/extauthz/extauthz/internal/apikey"
-	"github.com/extauthz/extauthz/internal/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
 )
 
 var epoch = time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)

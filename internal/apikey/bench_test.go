@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/extauthz/extauthz/internal/apikey"
-	"github.com/extauthz/extauthz/internal/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
 )
 
 // The pair BenchmarkLookupRightKey / BenchmarkLookupWrongKey shows that a

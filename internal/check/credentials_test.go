@@ -14,7 +14,7 @@ import (
 	"github.com/extauthz/extauthz/internal/apikey"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/testing/introspecttest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // credFixture is a pipeline whose routes accept JWTs, opaque tokens and API

@@ -3,8 +3,8 @@ package introspect_test
 import (
 	"testing"
 
-	"github.com/extauthz/extauthz/internal/testclock"
 	"github.com/extauthz/extauthz/internal/testing/introspecttest"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
 )
 
 // BenchmarkIntrospectCached is the hot path: a token whose answer is

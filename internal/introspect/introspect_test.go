@@ -13,9 +13,9 @@ import (
 	"github.com/extauthz/extauthz/internal/introspect"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/oauthclient"
-	"github.com/extauthz/extauthz/internal/testclock"
 	"github.com/extauthz/extauthz/internal/testing/introspecttest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 var epoch = time.Unix(1_800_000_000, 0)

@@ -27,7 +27,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // The test client's credentials.
