@@ -36,7 +36,7 @@ type TokenVerifier interface {
 // swapped whole on reload.
 type Policy struct {
 	routes   *route.Table[*Route]
-	verifier TokenVerifier
+	verifier *credentialVerifier // every kind of credential; its jwt verifies JWTs
 	ready    func() bool
 	close    func()
 	retire   func() // stops background work that in-flight checks can do without

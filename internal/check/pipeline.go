@@ -80,6 +80,9 @@ type cached struct {
 	grant       *Grant
 	outcome     Outcome
 	description string
+	// retryAfter is when an Unavailable verification may be retried (never
+	// cached).
+	retryAfter time.Duration
 }
 
 // Options configure a Pipeline.
@@ -346,13 +349,20 @@ func sameLineage(a, b *lineage.Result) bool {
 }
 
 // verify runs the expensive part: signature and claims, then the grant.
-func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token string) *cached {
-	claims, err := p.verifier.Verify(ctx, token, r.issuers, r.audiences)
-	if err != nil {
-		if errors.Is(err, jwtauth.ErrKeysUnavailable) {
-			return &cached{outcome: Unavailable, description: "signing keys are not available yet"}
-		}
+// actor, when set, is the workload presenting the token for its user.
+func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, actor string) *cached {
+	claims, err := p.verifier.Verify(ctx, token, r)
+	var broken *dependencyError
+	switch {
+	case errors.As(err, &broken):
+		return &cached{outcome: Unavailable, description: broken.desc, retryAfter: broken.retryAfter}
+	case errors.Is(err, jwtauth.ErrKeysUnavailable):
+		return &cached{outcome: Unavailable, description: "signing keys are not available yet"}
+	case err != nil:
 		return &cached{outcome: InvalidToken, description: err.Error()}
+	}
+	if actor != "" {
+		claims = withActor(claims, actor)
 	}
 	g, err := p.newGrant(r, claims)
 	if err != nil {

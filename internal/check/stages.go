@@ -39,6 +39,9 @@ type evaluation struct {
 	callRead bool
 	early    *Call
 	token    string
+	// actor is the workload (peer stage) presenting the user's token on
+	// routes that need both: the grant names it as the outermost actor.
+	actor string
 	grant    *Grant
 	hit      bool // the grant (or refusal) came from the cache
 	// v is the answer once a stage gave one directly (answered), else the
@@ -225,8 +228,8 @@ func (e *evaluation) identify() *denial {
 	}
 	r := e.route
 	key := cache.NewKey(r.keyPrefix, e.token)
-	if actor := peerActor(e.ctx); actor != "" {
-		key = cache.NewKey(r.keyPrefix, e.token, actor) // the grant names the workload
+	if e.actor != "" {
+		key = cache.NewKey(r.keyPrefix, e.token, e.actor) // the grant names the workload
 	}
 	var found cached
 	entry, hit := e.lookup(key, &found)
@@ -237,16 +240,11 @@ func (e *evaluation) identify() *denial {
 			return e.badCredential(err)
 		}
 		e.ctx, e.cancel = e.withBudget(e.ctx) // see budget.go
-		note := &verifyNote{route: r.Name}
-		entry = e.pl.verify(withNote(e.ctx, note), e.p, r, e.token)
+		entry = e.pl.verify(e.ctx, e.p, r, e.token, e.actor)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.
-			d := &denial{outcome: Unavailable, desc: entry.description}
-			if note.desc != "" {
-				d.desc, d.retryAfter = note.desc, note.retryAfter
-			}
-			return d
+			return &denial{outcome: Unavailable, desc: entry.description, retryAfter: entry.retryAfter}
 		}
 		if !e.st.readOnly {
 			e.pl.remember(e.p, key, entry)
