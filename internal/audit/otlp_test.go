@@ -48,7 +48,7 @@ func TestOTLPSink(t *testing.T) {
 		r := exp.recs[i]
 		checkSchema(t, []byte(r.Body().AsString()))
 		attrs := map[string]string{}
-		r.WalkAttributes(func(kv attribute.KeyValue) bool { attrs[string(kv.Key)] = kv.Value.Emit(); return true })
+		r.WalkAttributes(func(kv attribute.KeyValue) bool { attrs[string(kv.Key)] = kv.Value.String(); return true })
 		if attrs["extauthz.decision_id"] != want.DecisionID || attrs["extauthz.outcome"] != want.Outcome {
 			t.Errorf("record %d attributes %v", i, attrs)
 		}

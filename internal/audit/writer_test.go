@@ -27,8 +27,8 @@ func fullRecord() Record {
 		Issuer: "corp", Subject: "corp|alice", Session: "sess-1", ClientID: "agent-app",
 		SourcePrincipal: "spiffe://corp/ns/agents/sa/planner", SourceAddress: "10.0.0.7:51234",
 		Protocol: "mcp", Method: "tools/call", Target: "search", TargetKind: "tool",
-		ArgumentsJSON: []byte(`{"query":"quarterly numbers","limit":5,"options":{"lang":"en"}}`),
-		Lineage:       Lineage{Root: "ctx-root", Parent: "ctx-parent", Depth: 2, ActorChain: []string{"planner", "searcher"}, Trusted: true},
+		ArgumentsJSON:    []byte(`{"query":"quarterly numbers","limit":5,"options":{"lang":"en"}}`),
+		Lineage:          Lineage{Root: "ctx-root", Parent: "ctx-parent", Depth: 2, ActorChain: []string{"planner", "searcher"}, Trusted: true},
 		ExchangeAudience: "https://search.internal", Rule: "tools.rules[0]", CacheHit: true,
 		Latency: 1500 * time.Nanosecond, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", RateLimit: "",
 	}
