@@ -70,7 +70,7 @@ func rateLimitFilter(t *testing.T, hcm *hcmv3.HttpConnectionManager) *ratelimitv
 	return rl
 }
 
-// descriptorKeys turns the filter's rate_limits into the descriptor key
+// descriptorKeys turns a route's rate_limits into the descriptor key
 // lists Envoy sends, checking that every value comes from a metadata key
 // extauthz returns.
 func descriptorKeys(t *testing.T, limits []*routev3.RateLimit, md map[string]*structpb.Value) [][]string {
@@ -210,10 +210,25 @@ func TestRateLimitConfigs(t *testing.T) {
 	if rl.GetRateLimitService().GetGrpcService().GetEnvoyGrpc().GetClusterName() == "" {
 		t.Error("the filter does not reach the rate limit service through an Envoy cluster")
 	}
-	descriptors := descriptorKeys(t, rl.GetRateLimits(), allowedMetadata(t))
+	// Route-level rate_limits work on every Envoy release (the filter's own
+	// rate_limits need 1.35): the JSON-RPC routes carry them.
+	if len(rl.GetRateLimits()) != 0 {
+		t.Error("the filter has rate_limits of its own: they would override the routes'")
+	}
 	want := [][]string{{"subject"}, {"subject", "tool"}, {"root"}}
-	if !slices.EqualFunc(descriptors, want, slices.Equal) {
-		t.Errorf("descriptors %v, want %v", descriptors, want)
+	var descriptors [][]string
+	md := allowedMetadata(t)
+	for _, vh := range hcms[0].GetRouteConfig().GetVirtualHosts() {
+		for _, path := range []string{"/mcp", "/a2a"} {
+			r := matchRoute(vh, path)
+			if r == nil {
+				t.Fatalf("%s: no route serves %s", vh.GetName(), path)
+			}
+			descriptors = descriptorKeys(t, r.GetRoute().GetRateLimits(), md)
+			if !slices.EqualFunc(descriptors, want, slices.Equal) {
+				t.Errorf("%s %s: descriptors %v, want %v", vh.GetName(), path, descriptors, want)
+			}
+		}
 	}
 
 	files, err := filepath.Glob(filepath.Join(repoRoot, rateLimitServiceDir, "*.yaml"))
