@@ -57,7 +57,7 @@ func TestRates(t *testing.T) {
 			n := int(tc.duration / tc.step)
 			allowed := 0
 			for range n {
-				if l.Allow(context.Background(), &tc.lim, "iss|alice").Allowed {
+				if l.Allow(context.Background(), &tc.lim, Key{Value: "iss|alice"}).Allowed {
 					allowed++
 				}
 				c.Add(tc.step)
@@ -78,27 +78,27 @@ func TestBurst(t *testing.T) {
 	lim := Limit{ID: "r/0", Kind: KindSubjectTool, Requests: 10, Per: time.Second, Burst: 5}
 	got := 0
 	for range 50 {
-		if l.Allow(context.Background(), &lim, "alice|search").Allowed {
+		if l.Allow(context.Background(), &lim, Key{Value: "alice", Tool: "search"}).Allowed {
 			got++
 		}
 	}
 	if got != 5 {
 		t.Errorf("burst allowed %d, want 5", got)
 	}
-	d := l.Allow(context.Background(), &lim, "alice|search")
+	d := l.Allow(context.Background(), &lim, Key{Value: "alice", Tool: "search"})
 	if d.Allowed || d.RetryAfter != 100*time.Millisecond || d.RetryAfterSeconds() != 1 {
 		t.Errorf("denial %+v, want retry after 100ms (header 1s)", d)
 	}
 	c.Add(100 * time.Millisecond)
-	if !l.Allow(context.Background(), &lim, "alice|search").Allowed {
+	if !l.Allow(context.Background(), &lim, Key{Value: "alice", Tool: "search"}).Allowed {
 		t.Error("no request allowed one interval later")
 	}
-	if !l.Allow(context.Background(), &lim, "bob|search").Allowed {
+	if !l.Allow(context.Background(), &lim, Key{Value: "bob", Tool: "search"}).Allowed {
 		t.Error("another key shares alice's bucket")
 	}
 	other := lim
 	other.ID = "r/1"
-	if !l.Allow(context.Background(), &other, "alice|search").Allowed {
+	if !l.Allow(context.Background(), &other, Key{Value: "alice", Tool: "search"}).Allowed {
 		t.Error("another limit shares the bucket")
 	}
 }
@@ -109,9 +109,9 @@ func TestReloadKeepsCounts(t *testing.T) {
 	c := newClock()
 	l := New(Options{Clock: c.Now})
 	a := &Limit{ID: "r/0", Kind: KindClient, Requests: 1, Per: time.Minute}
-	l.Allow(context.Background(), a, "app")
+	l.Allow(context.Background(), a, Key{Value: "app"})
 	b := &Limit{ID: "r/0", Kind: KindClient, Requests: 1, Per: time.Minute}
-	if l.Allow(context.Background(), b, "app").Allowed {
+	if l.Allow(context.Background(), b, Key{Value: "app"}).Allowed {
 		t.Error("a reloaded limit forgot its count")
 	}
 }
@@ -122,7 +122,7 @@ func TestKeysBounded(t *testing.T) {
 	l := New(Options{MaxKeys: 160})
 	lim := Limit{ID: "r/0", Kind: KindRoot, Requests: 1, Per: time.Hour}
 	for i := range 5000 {
-		l.Allow(context.Background(), &lim, fmt.Sprint("root-", i))
+		l.Allow(context.Background(), &lim, Key{Value: fmt.Sprint("root-", i)})
 	}
 	if n := l.Keys(); n > 160 {
 		t.Errorf("%d keys held, want at most 160", n)
@@ -191,7 +191,7 @@ func TestSharedBudget(t *testing.T) {
 		if i%2 == 1 {
 			l = b
 		}
-		d := l.Allow(context.Background(), &lim, "iss|alice")
+		d := l.Allow(context.Background(), &lim, Key{Value: "iss|alice"})
 		if !d.Shared {
 			t.Fatalf("request %d decided locally", i)
 		}
@@ -218,14 +218,14 @@ func TestRedisKilled(t *testing.T) {
 	l := New(Options{Clock: c.Now, Redis: redisClient(t, srv.Addr), Timeout: time.Second, Backoff: time.Minute})
 	lim := Limit{ID: "r/0", Kind: KindSubject, Requests: 10, Per: time.Hour, Burst: 10}
 	for range 4 {
-		if d := l.Allow(context.Background(), &lim, "iss|alice"); !d.Shared || !d.Allowed {
+		if d := l.Allow(context.Background(), &lim, Key{Value: "iss|alice"}); !d.Shared || !d.Allowed {
 			t.Fatalf("before the kill: %+v", d)
 		}
 	}
 	srv.Kill()
 	allowed := 0
 	for i := range 40 {
-		d := l.Allow(context.Background(), &lim, "iss|alice")
+		d := l.Allow(context.Background(), &lim, Key{Value: "iss|alice"})
 		if d.Shared {
 			t.Fatalf("request %d after the kill decided by redis", i)
 		}
@@ -245,7 +245,7 @@ func TestRedisKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Add(time.Minute)
-	if d := l.Allow(context.Background(), &lim, "iss|bob"); !d.Shared || !d.Allowed {
+	if d := l.Allow(context.Background(), &lim, Key{Value: "iss|bob"}); !d.Shared || !d.Allowed {
 		t.Errorf("after the restart and the backoff: %+v", d)
 	}
 }
@@ -283,7 +283,7 @@ func TestRedisSlow(t *testing.T) {
 	lim := Limit{ID: "r/0", Kind: KindPrincipal, Requests: 1, Per: time.Hour, Burst: 2}
 	var got []bool
 	for range 5 {
-		d := l.Allow(context.Background(), &lim, "spiffe://corp/agent")
+		d := l.Allow(context.Background(), &lim, Key{Value: "spiffe://corp/agent"})
 		if d.Shared {
 			t.Fatal("a silent redis decided")
 		}
@@ -307,7 +307,7 @@ func TestConcurrent(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 500 {
-				if l.Allow(context.Background(), &lim, fmt.Sprint("user-", i%3)).Allowed {
+				if l.Allow(context.Background(), &lim, Key{Value: fmt.Sprint("user-", i%3)}).Allowed {
 					mu.Lock()
 					allowed++
 					mu.Unlock()
@@ -327,6 +327,6 @@ func BenchmarkAllowLocal(b *testing.B) {
 	lim := Limit{ID: "tools/limits[0]", Kind: KindSubject, Requests: 1 << 30, Per: time.Second}
 	b.ReportAllocs()
 	for b.Loop() {
-		l.Allow(context.Background(), &lim, "issuer|alice")
+		l.Allow(context.Background(), &lim, Key{Value: "issuer|alice"})
 	}
 }

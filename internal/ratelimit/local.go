@@ -14,7 +14,8 @@ const shards = 16
 // localKey is a bucket's key: comparable without building a string, so a
 // known key costs no allocation.
 type localKey struct {
-	id, value string
+	id  string
+	key Key
 }
 
 type bucket struct{ tat int64 }
@@ -38,8 +39,8 @@ func newLocal(maxKeys int) *local {
 }
 
 // take decides one request at now (nanoseconds).
-func (l *local) take(lim *Limit, value string, now int64) (bool, int64) {
-	k := localKey{lim.ID, value}
+func (l *local) take(lim *Limit, key Key, now int64) (bool, int64) {
+	k := localKey{lim.ID, key}
 	s := &l.shards[maphash.Comparable(l.seed, k)%shards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
