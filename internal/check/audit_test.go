@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -73,7 +73,7 @@ func TestAuditRecords(t *testing.T) {
 	f := &fixture{pl: pl, clock: clk}
 	const argSecret = "sk-live-ARGUMENT-SECRET-123"
 	alice := f.hs(t, map[string]any{"azp": "agent-app"})
-	expired := f.hs(t, map[string]any{"exp": t0.Add(-2*time.Hour).Unix()})
+	expired := f.hs(t, map[string]any{"exp": t0.Add(-2 * time.Hour).Unix()})
 	secrets := []string{secret, alice, expired, argSecret, "cookie-secret-value"}
 
 	withArgs := call("mcp.example.com", alice, Headers{"x-request-id": "req-1", "cookie": "at=cookie-secret-value"},

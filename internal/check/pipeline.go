@@ -79,8 +79,8 @@ type Pipeline struct {
 	generation atomic.Uint64
 	loadedAt   atomic.Int64
 
-	inflight atomic.Int64 // checks in progress, for load shedding (shed.go)
-	tracer   Tracer       // nil: off
+	inflight atomic.Int64       // checks in progress, for load shedding (shed.go)
+	tracer   Tracer             // nil: off
 	auditW   *audit.Writer      // nil: off (audit.go)
 	limiter  *ratelimit.Limiter // nil: limits are not enforced (limits.go)
 }
