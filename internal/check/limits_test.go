@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/ratelimit"
+	"github.com/extauthz/extauthz/internal/shared/redistest"
 )
 
 // limitedConfig is an MCP route with a per-user limit and a per-user-and-tool
@@ -176,4 +179,71 @@ func TestRateLimitsOff(t *testing.T) {
 			t.Fatalf("request %d: %v", i, v.Outcome)
 		}
 	}
+}
+
+// TestRateLimitsRedisKilled: two replicas share one budget through a real
+// redis-server; when it is killed mid-run every check is still answered
+// (allowed or 429, never an error or an unavailable), the limit holding
+// per replica.
+func TestRateLimitsRedisKilled(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newClock()
+	replica := func() *Pipeline {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = rdb.Close() })
+		pl, _ := newLimitedWith(t, clk, ratelimit.New(ratelimit.Options{Clock: clk.Now, Redis: rdb, Timeout: time.Second, Backoff: time.Hour}))
+		return pl
+	}
+	a, b := replica(), replica()
+	f := &fixture{pl: a, clock: clk}
+	tok := f.hs(t, nil)
+	outcomes := func(n int) (allowed, limited int) {
+		for i := range n {
+			pl := a
+			if i%2 == 1 {
+				pl = b
+			}
+			switch v := pl.Check(context.Background(), toolCall(tok, i, "search")); v.Outcome {
+			case Allowed:
+				allowed++
+			case RateLimited:
+				limited++
+			default:
+				t.Fatalf("check %d: %v (%s)", i, v.Outcome, v.Description)
+			}
+		}
+		return allowed, limited
+	}
+	if allowed, _ := outcomes(10); allowed != 3 {
+		t.Errorf("with redis the two replicas allowed %d, want the one burst of 3", allowed)
+	}
+	srv.Kill()
+	// Each replica's local count saw half the traffic (its burst of 3 is
+	// gone after its first 3 of 5): nothing more passes, nothing fails.
+	if allowed, limited := outcomes(10); allowed != 0 || limited != 10 {
+		t.Errorf("after the kill: %d allowed, %d limited; want 0 and 10", allowed, limited)
+	}
+	clk.Advance(2 * time.Second) // two requests' worth on each replica
+	if allowed, _ := outcomes(10); allowed != 4 {
+		t.Errorf("after the kill and 2s: %d allowed, want 2 per replica", allowed)
+	}
+}
+
+// newLimitedWith is newLimited with a given limiter.
+func newLimitedWith(t *testing.T, clk *clock, l *ratelimit.Limiter) (*Pipeline, func(string) *Policy) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(limitedConfig(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pl, err := New(p, Options{Now: clk.Now, RateLimiter: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl, nil
 }
