@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -458,5 +459,18 @@ func BenchmarkSubmitQueueOnly(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		w.Submit(&r)
+	}
+}
+
+// BenchmarkEncode is the writer goroutine's cost of one record: argument
+// names, JSON encoding, the buffered write (to io.Discard here).
+func BenchmarkEncode(b *testing.B) {
+	s := NewJSONSink(io.Discard)
+	w := &Writer{sink: s}
+	b.ReportAllocs()
+	for b.Loop() {
+		r := fullRecord()
+		w.write(&r)
+		w.flush()
 	}
 }
