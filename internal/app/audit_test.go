@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // TestServeAuditAndLimits: serve with a file audit log and a route limit.

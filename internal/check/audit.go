@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/extauthz/extauthz/internal/audit"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // DecisionIDHeader carries the decision id: to the client on every denial,
@@ -49,7 +50,7 @@ func (pl *Pipeline) audit(ctx context.Context, req *Request, v *Verdict, start t
 	r := audit.Record{
 		Time: start, DecisionID: id, Route: v.Route, Allowed: allowed, Outcome: v.Outcome.String(),
 		Status: v.Status(), SourcePrincipal: req.SourcePrincipal,
-		Protocol: v.Call.Protocol, Method: v.Call.Method, Target: v.Call.Name,
+		Protocol: protocolName(v.Call.Protocol), Method: v.Call.Method, Target: v.Call.Name,
 		Rule: v.Rule, RateLimit: v.RateLimit, ExchangeAudience: v.ExchangeAudience,
 		CacheHit: v.CacheHit, Latency: pl.now().Sub(start),
 	}
@@ -74,6 +75,15 @@ func (pl *Pipeline) audit(ctx context.Context, req *Request, v *Verdict, start t
 		r.TraceID = sc.TraceID().String()
 	}
 	pl.auditW.Submit(&r)
+}
+
+// protocolName is the record's protocol: mcp, a2a, or "" for a request
+// that is not a JSON-RPC call of either.
+func protocolName(p jsonrpc.Protocol) string {
+	if p == jsonrpc.ProtocolMCP || p == jsonrpc.ProtocolA2A {
+		return p.String()
+	}
+	return ""
 }
 
 // targetKind says what a call's name is: a tool, a prompt or a resource.

@@ -62,12 +62,12 @@ func (e *evaluation) count(l *ratelimit.Limit) *denial {
 	if key.Value == "" || (l.Kind == ratelimit.KindSubjectTool && key.Tool == "") {
 		return nil
 	}
-	if e.readOnly {
+	if e.st.readOnly {
 		e.rec.add("not counted", func() string { return l.ID + ": explain counts nothing" })
 		return nil
 	}
 	d := e.pl.limiter.Allow(e.ctx, l, key)
-	if o, ok := e.pl.observer.(RateLimitObserver); ok {
+	if o, ok := e.observer.(RateLimitObserver); ok {
 		o.RateLimitDecided(e.route.Name, l.Kind.String(), !d.Allowed)
 	}
 	if d.Allowed {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/ratelimit"
-	"github.com/extauthz/extauthz/internal/shared/redistest"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
 )
 
 // limitedConfig is an MCP route with a per-user limit and a per-user-and-tool

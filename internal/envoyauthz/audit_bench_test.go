@@ -13,7 +13,7 @@ import (
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/ratelimit"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // BenchmarkCheckAudited compares a cache-hit check with the audit log on

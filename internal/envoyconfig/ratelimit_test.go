@@ -27,6 +27,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/lineage"
 )
 
@@ -43,7 +44,7 @@ func allowedMetadata(t *testing.T) map[string]*structpb.Value {
 	v := &check.Verdict{
 		Outcome: check.Allowed, Route: "mcp",
 		Grant:   &check.Grant{Route: "mcp", Subject: "corp|alice", Issuer: "corp"},
-		Call:    check.Call{Protocol: "mcp", Method: "tools/call", Name: "search"},
+		Call:    check.Call{Protocol: jsonrpc.ProtocolMCP, Method: "tools/call", Name: "search"},
 		Lineage: lineage.Result{Root: "conv-1", Depth: 0},
 	}
 	return envoyauthz.Response(v).GetDynamicMetadata().GetFields()

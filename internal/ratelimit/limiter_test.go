@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/extauthz/extauthz/internal/shared/redistest"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
 )
 
 // clock is a settable clock for the tests.
