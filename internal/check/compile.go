@@ -21,6 +21,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
+	"github.com/extauthz/extauthz/internal/ratelimit"
 	"github.com/extauthz/extauthz/internal/route"
 	"github.com/extauthz/extauthz/internal/secrets"
 	"github.com/extauthz/extauthz/internal/shared"
@@ -76,6 +77,8 @@ type Policy struct {
 // Route is one compiled route.
 type Route struct {
 	Name string
+	// limits count the route's authenticated requests (limits.go).
+	limits []ratelimit.Limit
 	// keyPrefix makes cache keys of this route differ from every other
 	// route's and from this route's under a changed configuration.
 	keyPrefix            string
@@ -265,7 +268,8 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		forwardAuthorization:        rc.ForwardAuthorization,
 		credentials:                 credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
 		claimHeaders:                rc.ClaimHeaders,
-		rules:                       compileRules(rc.Rules),
+		rules:                       compileRules(rc.Name, rc.Rules),
+		limits:                      compileLimits(rc.Name, rc.Limits),
 		defaultDeny:                 rc.DefaultAction == "deny",
 		sessionBinding:              rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
 		tokenInMeta:                 rc.MCP.TokenInMeta,

@@ -48,6 +48,10 @@ type evaluation struct {
 	// allow the later stages add headers to.
 	v        Verdict
 	answered bool
+	// decidedBy is 1 + the index of the rule that decided the call, 0 when
+	// none did; rateLimit is the id of the limit that refused the request.
+	decidedBy int
+	rateLimit string
 }
 
 // decide runs the stages in order. Each decides one thing and returns a
@@ -69,12 +73,22 @@ func (e *evaluation) decide() Verdict {
 		e.run("session", e.session),
 		e.run("tasks", e.tasks),
 		e.run("lineage", e.lineage),
+		e.run("limits", e.limits),
 		e.run("session-id", e.sessionID),
 		e.run("exchange", e.exchange):
 		return e.v
 	}
 	e.v.Call = e.call
+	e.v.Rule = e.ruleName()
 	return e.v
+}
+
+// ruleName is the name of the rule that decided, "" when none did.
+func (e *evaluation) ruleName() string {
+	if e.decidedBy == 0 || e.route == nil {
+		return ""
+	}
+	return e.route.rules[e.decidedBy-1].name
 }
 
 // run runs one stage and reports whether it ended the decision: with a
@@ -97,6 +111,7 @@ func (e *evaluation) deny(d *denial) Verdict {
 	}
 	v := e.p.deny(e.req, e.route, call, *d)
 	v.Grant, v.CacheHit = e.grant, e.hit
+	v.Rule, v.RateLimit, v.ExchangeAudience = e.ruleName(), e.rateLimit, e.v.ExchangeAudience
 	return withRetryAfter(v, d.retryAfter)
 }
 

@@ -41,6 +41,8 @@ type Metrics struct {
 	slowClients  *prometheus.CounterVec
 	refused      *prometheus.CounterVec
 
+	limits *limitMetrics
+
 	// handles caches the children of checks and latency per route and
 	// outcome, so the hot path skips the label lookup.
 	handles sync.Map // checkKey -> *checkHandles
@@ -133,6 +135,7 @@ func New() *Metrics {
 			Help: "HTTP requests answered 503 at once because too many bodies were being read, by listener.",
 		}, []string{"listener"}),
 	}
+	m.limits = newLimitMetrics(m.reg)
 	m.reg.MustRegister(m.refusedSess, m.sessLookups, m.sessCreated, m.dropped, m.slowClients, m.refused)
 	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency, m.credentials,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
