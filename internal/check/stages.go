@@ -42,8 +42,8 @@ type evaluation struct {
 	// actor is the workload (peer stage) presenting the user's token on
 	// routes that need both: the grant names it as the outermost actor.
 	actor string
-	grant    *Grant
-	hit      bool // the grant (or refusal) came from the cache
+	grant *Grant
+	hit   bool // the grant (or refusal) came from the cache
 	// v is the answer once a stage gave one directly (answered), else the
 	// allow the later stages add headers to.
 	v        Verdict
