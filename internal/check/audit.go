@@ -43,6 +43,8 @@ func (pl *Pipeline) audit(ctx context.Context, req *Request, v *Verdict, start t
 		v.ResponseHeaders = append(v.ResponseHeaders[:len(v.ResponseHeaders):len(v.ResponseHeaders)], Header{Name: DecisionIDHeader, Value: id})
 	case generated && v.Outcome != ResourceMetadata:
 		v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: DecisionIDHeader, Value: id})
+		v.Remove = without(v.Remove, DecisionIDHeader)
+		v.HeadersID = 0 // this request's own headers
 	}
 	if !pl.auditW.Wants(allowed) {
 		return

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -211,5 +212,55 @@ func TestAuditSinkStuck(t *testing.T) {
 	}
 	if got := w.Dropped(); got != n-queue {
 		t.Errorf("dropped %d, want %d", got, n-queue)
+	}
+}
+
+// TestDecisionIDHeaderOwned: the decision id upstream is the service's. A
+// client's own copy is stripped, and a generated id is the request's own:
+// two requests of one grant without x-request-id get different ids, never
+// the first one's memoized headers.
+func TestDecisionIDHeaderOwned(t *testing.T) {
+	clk := newClock()
+	cfg, err := config.Parse([]byte(limitedConfig(1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 1}, audit.Options{Stdout: &lockedBuffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	pl, err := New(p, Options{Now: clk.Now, Audit: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{pl: pl, clock: clk}
+	alice := f.hs(t, nil)
+
+	forged := call("mcp.example.com", alice, Headers{"x-request-id": "req-9", DecisionIDHeader: "req-1"}, mcpPing)
+	v := pl.Check(context.Background(), forged)
+	if !v.Outcome.Allow() || !has(v.Remove, DecisionIDHeader) {
+		t.Fatalf("a client's decision id is not stripped: %v remove %v", v.Outcome, v.Remove)
+	}
+	if got, ok := header(v.Set, DecisionIDHeader); ok {
+		t.Fatalf("decision id %q set although the request had its own x-request-id", got)
+	}
+
+	var ids []string
+	for range 3 {
+		v := pl.Check(context.Background(), call("mcp.example.com", alice, nil, mcpPing))
+		id, ok := header(v.Set, DecisionIDHeader)
+		if !ok || has(v.Remove, DecisionIDHeader) || v.HeadersID != 0 {
+			t.Fatalf("generated id %q set=%v removed=%v headersID=%d", id, ok, has(v.Remove, DecisionIDHeader), v.HeadersID)
+		}
+		if slices.Contains(ids, id) {
+			t.Fatalf("decision id %q reused", id)
+		}
+		ids = append(ids, id)
 	}
 }

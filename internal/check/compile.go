@@ -390,6 +390,9 @@ func (p *Policy) ownHeaders(r *Route, id config.Identity) {
 		// Only a dry-run route sets it (on every request it passes).
 		r.owned = append(r.owned, DryRunHeader)
 	}
+	// The decision id is the service's: a client's copy would point an
+	// upstream at somebody else's audit record.
+	r.owned = append(r.owned, DecisionIDHeader)
 	r.identityOwned = slices.Clone(r.owned)
 	// Lineage headers are the service's too, set or stripped on every route.
 	for _, name := range p.lineageNames.Owned() {
