@@ -46,8 +46,8 @@ type jsonObject struct {
 }
 
 var (
-	_ traits.Mapper = (*jsonObject)(nil)
-	mapType         = types.MapType
+	_       traits.Mapper = (*jsonObject)(nil)
+	mapType               = types.MapType
 )
 
 // members calls f for each member of o until f returns false; it reports

@@ -156,8 +156,8 @@ func (p provider) FindStructFieldType(name, fieldName string) (*types.FieldType,
 	}
 	get := f.get
 	return &types.FieldType{
-		Type:    f.t,
-		IsSet:   func(o any) bool { return validTarget(name, o) && f.set(o) },
+		Type:  f.t,
+		IsSet: func(o any) bool { return validTarget(name, o) && f.set(o) },
 		GetFrom: func(o any) (any, error) {
 			if !validTarget(name, o) {
 				return nil, errNotObject
