@@ -23,8 +23,8 @@ var (
 
 // mcpArguments returns the call's arguments as a CEL map that decodes
 // nothing until a member is read, and then only that member: a rule that
-// reads mcp.arguments.path costs a scan for one key, whatever else the
-// arguments hold.
+// reads mcp.arguments.path costs a scan of the object's top level and the
+// decoding of one string, whatever else the arguments hold.
 func mcpArguments(m *MCP) any {
 	if !m.BodyComplete {
 		return ErrNoArguments
@@ -32,17 +32,42 @@ func mcpArguments(m *MCP) any {
 	if m.Arguments == "" {
 		return emptyMap
 	}
-	m.args.raw = m.Arguments
+	if m.args.raw != m.Arguments || !m.args.indexed {
+		m.args.reset(m.Arguments)
+	}
 	return &m.args
 }
+
+// smallObject is how many members a jsonObject indexes without allocating;
+// bigObject from how many it looks keys up in a map rather than a scan.
+const (
+	smallObject = 8
+	bigObject   = 16
+)
 
 // jsonObject is a JSON object as a CEL map(string, dyn), read lazily from
 // its raw text. The text must be valid JSON without duplicate keys
 // (jsonrpc.Parse refuses other bodies); anything else reads as an error,
-// never a panic. Members that are objects are jsonObjects too; arrays are
-// decoded when read.
+// never a panic.
+//
+// On first use the top level is scanned once into an index of members;
+// each member's value is decoded when first read and kept, so that an
+// expression reading a member in a loop pays once. Members that are objects
+// are jsonObjects too; arrays are decoded when read. A jsonObject belongs
+// to one evaluation: it is not safe for concurrent use.
 type jsonObject struct {
-	raw string
+	raw     string
+	indexed bool
+	bad     bool // raw is not a JSON object
+	members []member
+	small   [smallObject]member
+	byKey   map[string]int // for big objects: key -> index in members
+}
+
+type member struct {
+	key   string // the raw key token, quotes included
+	value string // the raw value
+	val   ref.Val
 }
 
 var (
@@ -50,9 +75,37 @@ var (
 	mapType               = types.MapType
 )
 
-// members calls f for each member of o until f returns false; it reports
-// false when the text is not a JSON object.
-func (o *jsonObject) members(f func(key, value string) bool) bool {
+func (o *jsonObject) reset(raw string) {
+	*o = jsonObject{raw: raw}
+}
+
+// index scans the top level once; it reports false when the text is not a
+// JSON object.
+func (o *jsonObject) index() bool {
+	if o.indexed {
+		return !o.bad
+	}
+	o.indexed = true
+	o.members = o.small[:0]
+	if !o.scan() {
+		o.bad, o.members = true, nil
+		return false
+	}
+	if len(o.members) > bigObject {
+		o.byKey = make(map[string]int, len(o.members))
+		for i, m := range o.members {
+			k, ok := decodeKey(m.key)
+			if !ok {
+				o.bad, o.members, o.byKey = true, nil, nil
+				return false
+			}
+			o.byKey[k] = i
+		}
+	}
+	return true
+}
+
+func (o *jsonObject) scan() bool {
 	s := o.raw
 	i := skipWS(s, 0)
 	if i >= len(s) || s[i] != '{' {
@@ -60,7 +113,7 @@ func (o *jsonObject) members(f func(key, value string) bool) bool {
 	}
 	i = skipWS(s, i+1)
 	if i < len(s) && s[i] == '}' {
-		return true
+		return skipWS(s, i+1) == len(s)
 	}
 	// Each iteration consumes at least one byte: bounded by len(s).
 	for i < len(s) {
@@ -81,15 +134,16 @@ func (o *jsonObject) members(f func(key, value string) bool) bool {
 		if ve < 0 {
 			return false
 		}
-		if !f(key, s[vs:ve]) {
-			return true
+		if c := s[vs]; c != '"' && c != '{' && c != '[' && !validScalar(s[vs:ve]) {
+			return false
 		}
+		o.members = append(o.members, member{key: key, value: s[vs:ve]})
 		i = skipWS(s, ve)
 		if i >= len(s) {
 			return false
 		}
 		if s[i] == '}' {
-			return true
+			return skipWS(s, i+1) == len(s)
 		}
 		if s[i] != ',' {
 			return false
@@ -105,21 +159,43 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	if !ok {
 		return nil, false // JSON keys are strings: no other key is in it
 	}
-	var found string
-	hit := false
-	if !o.members(func(rawKey, value string) bool {
-		if keyEquals(rawKey, string(k)) {
-			found, hit = value, true
-			return false
-		}
-		return true
-	}) {
+	if !o.index() {
 		return types.WrapErr(errMalformed), false
 	}
-	if !hit {
+	at := -1
+	if o.byKey != nil {
+		if i, ok := o.byKey[string(k)]; ok {
+			at = i
+		}
+	} else {
+		for i := range o.members {
+			if keyEquals(o.members[i].key, string(k)) {
+				at = i
+				break
+			}
+		}
+	}
+	if at < 0 {
 		return nil, false
 	}
-	return decodeValue(found), true
+	m := &o.members[at]
+	if m.val == nil {
+		m.val = decodeValue(m.value)
+	}
+	return m.val, true
+}
+
+// decodeKey unescapes a raw JSON string token.
+func decodeKey(raw string) (string, bool) {
+	body := raw[1 : len(raw)-1]
+	if !strings.Contains(body, `\`) {
+		return body, true
+	}
+	var s string
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // keyEquals compares a raw JSON string token with a decoded key.
@@ -128,11 +204,8 @@ func keyEquals(rawKey, key string) bool {
 	if !strings.Contains(body, `\`) {
 		return body == key
 	}
-	var s string
-	if json.Unmarshal([]byte(rawKey), &s) != nil {
-		return false
-	}
-	return s == key
+	s, ok := decodeKey(rawKey)
+	return ok && s == key
 }
 
 // decodeValue turns one raw JSON value into a CEL value.
@@ -172,8 +245,10 @@ func decodeValue(v string) ref.Val {
 			return types.NullValue
 		}
 	default:
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return types.Double(f)
+		if validNumber(v) {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return types.Double(f)
+			}
 		}
 	}
 	return types.WrapErr(errMalformed)
@@ -202,25 +277,20 @@ func (o *jsonObject) Contains(key ref.Val) ref.Val {
 
 // Size implements traits.Sizer.
 func (o *jsonObject) Size() ref.Val {
-	n := 0
-	if !o.members(func(string, string) bool { n++; return true }) {
+	if !o.index() {
 		return types.WrapErr(errMalformed)
 	}
-	return types.Int(n)
+	return types.Int(len(o.members))
 }
 
 // Iterator implements traits.Iterable: over the keys, in document order.
 func (o *jsonObject) Iterator() traits.Iterator {
-	var keys []string
-	if !o.members(func(k, _ string) bool {
-		keys = append(keys, k)
-		return true
-	}) {
-		keys = nil
-	}
-	list := make([]ref.Val, len(keys))
-	for i, k := range keys {
-		list[i] = decodeValue(k)
+	var list []ref.Val
+	if o.index() {
+		list = make([]ref.Val, len(o.members))
+		for i, m := range o.members {
+			list[i] = decodeValue(m.key)
+		}
 	}
 	return types.NewRefValList(types.DefaultTypeAdapter, list).(traits.Lister).Iterator()
 }
@@ -239,6 +309,9 @@ func (o *jsonObject) ConvertToNative(t reflect.Type) (any, error) {
 	m, err := o.native()
 	if err != nil {
 		return nil, err
+	}
+	if t.Kind() == reflect.Interface || t == reflect.TypeFor[map[string]any]() {
+		return m, nil
 	}
 	return types.DefaultTypeAdapter.NativeToValue(m).ConvertToNative(t)
 }
@@ -342,4 +415,47 @@ func skipValue(s string, i int) int {
 		return -1
 	}
 	return j
+}
+
+func validScalar(v string) bool {
+	return v == "true" || v == "false" || v == "null" || validNumber(v)
+}
+
+// validNumber reports whether v is a JSON number (RFC 8259): strconv would
+// also take Inf, NaN, hex and underscores.
+func validNumber(v string) bool {
+	i := 0
+	if i < len(v) && v[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(v) && v[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(v) && v[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(v) && (v[i] == 'e' || v[i] == 'E') {
+		i++
+		if i < len(v) && (v[i] == '+' || v[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(v)
 }

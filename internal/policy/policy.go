@@ -29,7 +29,7 @@ const (
 	// headers): enough for real inputs, finite so that an expression that
 	// loops over loops is refused at load. Larger inputs are stopped by the
 	// runtime limit.
-	assumedSize = 1024
+	assumedSize = 256
 	// maxInputSize bounds every input for real: the body, the token and
 	// each header are at most 1 MiB before the service reads them.
 	maxInputSize = 1 << 20
@@ -330,7 +330,14 @@ func (p *Program) Eval(in *Input) (bool, error) {
 		if !in.MCP.BodyComplete {
 			return false, ErrNoArguments
 		}
-		in.MCP.args.raw = in.MCP.Arguments
+		// Index the top level up front: a body that is not an object
+		// fails here rather than read as an empty map somewhere.
+		if in.MCP.Arguments != "" {
+			in.MCP.args.reset(in.MCP.Arguments)
+			if !in.MCP.args.index() {
+				return false, fmt.Errorf("policy: %w", errMalformed)
+			}
+		}
 	}
 	out, _, err := p.prg.Eval(in)
 	if err != nil {
