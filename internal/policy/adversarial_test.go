@@ -172,8 +172,8 @@ func TestRunaway(t *testing.T) {
 func TestUntracked(t *testing.T) {
 	env := newEnv(t, Options{})
 	for expr, tracked := range map[string]bool{
-		workspace:                           false,
-		`identity.subject == "alice"`:       false,
+		workspace:                            false,
+		`identity.subject == "alice"`:        false,
 		`mcp.arguments.tags.all(t, t != "")`: true,
 	} {
 		if p := compile(t, env, expr); p.tracked != tracked {

@@ -106,4 +106,3 @@ func normalize(v any) any {
 	_ = json.Unmarshal(b, &out)
 	return out
 }
-
