@@ -117,40 +117,6 @@ func TestCacheKeyDistinct(t *testing.T) {
 	}
 }
 
-func TestBreakerStates(t *testing.T) {
-	now := time.Unix(0, 0)
-	b := newBreaker(2, 10*time.Second)
-	steps := []struct {
-		name    string
-		advance time.Duration
-		record  *bool // outcome of the allowed call, nil when not allowed
-		allowed bool
-	}{
-		{"closed", 0, ptr(false), true},
-		{"one failure", 0, ptr(false), true},
-		{"open", 5 * time.Second, nil, false},
-		{"still open", 4 * time.Second, nil, false},
-		{"probe", time.Second, nil, true}, // outcome pending
-		{"second probe refused", 0, nil, false},
-	}
-	for _, s := range steps {
-		now = now.Add(s.advance)
-		ok, _ := b.allow(now)
-		if ok != s.allowed {
-			t.Fatalf("%s: allow = %v", s.name, ok)
-		}
-		if s.record != nil {
-			b.record(now, *s.record)
-		}
-	}
-	b.record(now, true) // the probe succeeds
-	if ok, _ := b.allow(now); !ok || b.open() {
-		t.Error("breaker not closed after a successful probe")
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
 func TestParseRetryAfter(t *testing.T) {
 	now := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
 	tests := []struct {
