@@ -208,59 +208,52 @@ func consentKey(r *Route, tool string) string {
 }
 
 // applyExchange replaces the upstream Authorization with a token issued for
-// the upstream. On failure it returns the verdict to answer with.
-func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g *Grant, token string, v *Verdict) (Verdict, bool) {
+// the upstream, or denies: a re-authorization answer when the user must
+// authorize first.
+func (e *evaluation) applyExchange() *denial {
+	ctx, r, call, g := e.ctx, e.route, &e.call, e.grant
 	re := r.exchange
 	if len(re.tools) > 0 && e.req.Method == "POST" && !call.Body && !r.upstreamValidatesMCPHeaders {
 		// The tool picks the token and the consent; a tool only claimed
 		// by a header (or unknown) must not get the route's default one.
-		e.step("exchange", "unknown tool", "per-tool exchange needs the call from the body")
-		return e.p.deny(e.req, r, call, denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}), false
+		return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	target, needsConsent, tool := re.targetFor(call, g, e.req.SourcePrincipal)
 	if needsConsent && !e.pl.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
-		e.step("exchange", "consent required", tool)
-		return e.reauthorize(ctx, r, call, g, consentKey(r, tool)), false
+		e.rec.add("consent required", func() string { return tool })
+		return e.reauthorize(consentKey(r, tool))
 	}
 	if e.readOnly {
-		if e.steps != nil {
+		e.rec.add("not run", func() string {
 			_, by, _, _ := re.pickTarget(call, g, e.req.SourcePrincipal)
-			e.step("exchange", "not run", fmt.Sprintf("explain never calls the STS; audience %v resource %v by the %s override", target.Audience, target.Resource, by))
-		}
-		return Verdict{}, true
+			return fmt.Sprintf("explain never calls the STS; audience %v resource %v by the %s override", target.Audience, target.Resource, by)
+		})
+		return nil
 	}
-	tok, err := re.ex.Exchange(ctx, token, target, exchange.Owner{Subject: g.Subject, Session: call.MCPSession})
+	tok, err := re.ex.Exchange(ctx, e.token, target, exchange.Owner{Subject: g.Subject, Session: call.MCPSession})
 	if err != nil {
-		var xe *exchange.Error
-		errors.As(err, &xe)
 		kind := exchange.KindOf(err)
-		if e.steps != nil {
-			e.step("exchange", kind.String(), err.Error())
-		}
+		e.rec.add(kind.String(), err.Error)
 		switch kind {
 		case exchange.InteractionRequired:
-			return e.reauthorize(ctx, r, call, g, consentKey(r, tool)), false
+			return e.reauthorize(consentKey(r, tool))
 		case exchange.Unauthorized:
-			return e.p.deny(e.req, r, call, denial{outcome: InvalidToken, desc: "the token cannot be exchanged for the upstream"}), false
+			return &denial{outcome: InvalidToken, desc: "the token cannot be exchanged for the upstream"}
 		case exchange.Forbidden:
-			return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "no token can be issued for the upstream"}), false
-		default:
-			d := e.p.deny(e.req, r, call, denial{outcome: Unavailable, desc: "the token service is unavailable"})
-			if xe != nil && xe.RetryAfter > 0 {
-				for i, h := range d.ResponseHeaders {
-					if h.Name == "retry-after" {
-						d.ResponseHeaders[i].Value = strconv.Itoa(int((xe.RetryAfter + time.Second - 1) / time.Second))
-					}
-				}
-			}
-			return d, false
+			return &denial{outcome: Forbidden, desc: "no token can be issued for the upstream"}
 		}
+		d := &denial{outcome: Unavailable, desc: "the token service is unavailable"}
+		var xe *exchange.Error
+		if errors.As(err, &xe) {
+			d.retryAfter = xe.RetryAfter
+		}
+		return d
 	}
-	if e.steps != nil {
-		e.step("exchange", "exchanged", fmt.Sprintf("token for %v %v expires %s", target.Audience, target.Resource, tok.ExpiresAt.UTC().Format(time.RFC3339)))
-	}
-	v.Set, v.Remove = withAuthorization(g, v.Set, v.Remove, tok.Authorization)
-	return Verdict{}, true
+	e.rec.add("exchanged", func() string {
+		return fmt.Sprintf("token for %v %v expires %s", target.Audience, target.Resource, tok.ExpiresAt.UTC().Format(time.RFC3339))
+	})
+	e.v.Set, e.v.Remove = withAuthorization(g, e.v.Set, e.v.Remove, tok.Authorization)
+	return nil
 }
 
 // withAuthorization sets the exchanged Authorization upstream (overwriting,
@@ -297,14 +290,15 @@ type exchangeMemo struct {
 }
 
 // reauthorize answers a request whose upstream needs the user to authorize
-// first, in the form the client understands (seed: in-session
-// re-authorization): a URL elicitation (-32042) for MCP clients that declared
-// it, an isError tool result for other MCP tools/call, a JSON-RPC error for
-// A2A, else 403.
-func (e *evaluation) reauthorize(ctx context.Context, r *Route, call *Call, g *Grant, key string) Verdict {
+// first, in the form the client understands (in-session re-authorization):
+// a URL elicitation (-32042) for MCP clients that declared it, an isError
+// tool result for other MCP tools/call, a JSON-RPC error for A2A, else 403.
+func (e *evaluation) reauthorize(key string) *denial {
+	r, call, g := e.route, &e.call, e.grant
 	re := r.exchange
+	forbidden := &denial{outcome: Forbidden, desc: "the user must authorize the upstream first"}
 	if re.authorizeURL == "" || call.Protocol == "" {
-		return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
+		return forbidden
 	}
 	var pending elicit.Pending
 	if e.readOnly {
@@ -312,28 +306,22 @@ func (e *evaluation) reauthorize(ctx context.Context, r *Route, call *Call, g *G
 	} else {
 		var err error
 		if pending, err = e.pl.elicitations.Begin(g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL); err != nil {
-			return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
+			return forbidden
 		}
-		e.pl.shareElicitation(ctx, pending)
+		e.pl.shareElicitation(e.ctx, pending)
 	}
-	var body []byte
-	elicitURL := call.ElicitationURL || e.pl.sessionElicitsURL(r, call)
+	d := &denial{outcome: AuthorizationRequired, desc: forbidden.desc}
 	switch {
 	case call.Protocol == ProtoA2A:
-		body = elicit.A2AAuthRequired(call.ID, pending, re.message)
-	case elicitURL:
-		body = elicit.URLElicitationError(call.ID, pending, re.message)
+		d.body = elicit.A2AAuthRequired(call.ID, pending, re.message)
+	case call.ElicitationURL || e.pl.sessionElicitsURL(r, call):
+		d.body = elicit.URLElicitationError(call.ID, pending, re.message)
 	case call.Method == "tools/call":
-		body = elicit.ToolResultAuthRequired(call.ID, pending, re.message)
+		d.body = elicit.ToolResultAuthRequired(call.ID, pending, re.message)
 	default:
-		return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
+		return forbidden
 	}
-	return Verdict{
-		Outcome: AuthorizationRequired, Route: r.Name, Description: "the user must authorize the upstream first",
-		Grant: g, Call: *call, Body: body,
-		ResponseHeaders: []Header{{Name: "content-type", Value: "application/json"}},
-		Remove:          r.publicRemove(),
-	}
+	return d
 }
 
 // hasConsent reports whether subject completed the authorization for key,

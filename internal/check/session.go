@@ -1,7 +1,6 @@
 package check
 
 import (
-	"context"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -64,42 +63,44 @@ func bindingKey(route, kind, id string) string {
 }
 
 // bindSession enforces that an MCP session is used only by the user who
-// first used it (or a delegate of theirs).
-func (e *evaluation) bindSession(ctx context.Context, r *Route, sid string, g *Grant) (denial, bool) {
-	d, ok := e.bind(ctx, r, e.pl.sessions, bindSession, sid, g)
-	if ok && !e.readOnly && e.req.Method == "DELETE" {
-		e.pl.endSession(e.p, g.Subject, sid)
+// first used it (or a delegate of theirs). Its owner's DELETE ends it.
+func (e *evaluation) bindSession(sid string) *denial {
+	if d := e.bind(e.pl.sessions, bindSession, sid); d != nil {
+		return d
 	}
-	return d, ok
+	if !e.readOnly && e.req.Method == "DELETE" {
+		e.pl.endSession(e.p, e.grant.Subject, sid)
+	}
+	return nil
 }
 
 // bind binds id (of kind) in store to g's user on first sight and refuses
 // anybody else but the delegates sessions.delegates lets join the owner.
-func (e *evaluation) bind(ctx context.Context, r *Route, store *session.Store, kind, id string, g *Grant) (denial, bool) {
-	pl, req := e.pl, e.req
+func (e *evaluation) bind(store *session.Store, kind, id string) *denial {
+	ctx, pl, req, r, g := e.ctx, e.pl, e.req, e.route, e.grant
 	key := bindingKey(r.Name, kind, id)
-	conflict := denial{outcome: SessionConflict, desc: "this " + kind + " belongs to another user"}
+	conflict := &denial{outcome: SessionConflict, desc: "this " + kind + " belongs to another user"}
 	if kind == bindTask {
 		conflict.outcome = Forbidden
 	}
 	if e.readOnly {
 		if b, bound := store.Lookup(key); bound && b.Subject != g.Subject {
 			if rule, ok := e.p.mayJoin(g, b.Subject); ok {
-				e.step(kind, "delegate", "joins "+b.Subject+"'s "+kind+" by sessions.delegates "+rule)
-				return denial{}, true
+				e.rec.add("delegate", func() string { return "joins " + b.Subject + "'s " + kind + " by sessions.delegates " + rule })
+				return nil
 			}
-			return conflict, false
+			return conflict
 		}
-		return denial{}, true
+		return nil
 	}
 	var (
 		res   session.Result
 		owner string
 	)
 	if pl.shared != nil {
-		var d denial
-		if owner, res, d = e.bindShared(ctx, store, key, g); d.outcome == Unavailable {
-			return d, false
+		var d *denial
+		if owner, res, d = e.bindShared(store, key); d != nil {
+			return d
 		}
 	} else {
 		owner, res = store.Bind(key, g.Subject, func(b *session.Binding) {
@@ -117,13 +118,13 @@ func (e *evaluation) bind(ctx context.Context, r *Route, store *session.Store, k
 		if stats != nil {
 			stats.SessionLookup(r.Name, true)
 		}
-		return denial{}, true
+		return nil
 	case session.Created:
 		if stats != nil {
 			stats.SessionLookup(r.Name, false)
 			stats.SessionCreated(r.Name)
 		}
-		return denial{}, true
+		return nil
 	case session.Full:
 		if stats != nil {
 			stats.SessionLookup(r.Name, false)
@@ -133,7 +134,7 @@ func (e *evaluation) bind(ctx context.Context, r *Route, store *session.Store, k
 		if so, ok := pl.observer.(SessionObserver); ok && kind != bindTask {
 			so.SessionRefused(r.Name)
 		}
-		return denial{outcome: Unavailable, desc: "too many " + kind + "s are in use: retry later", retryAfter: store.RetryAfter()}, false
+		return &denial{outcome: Unavailable, desc: "too many " + kind + "s are in use: retry later", retryAfter: store.RetryAfter()}
 	}
 	if rule, ok := e.p.mayJoin(g, owner); ok {
 		// A delegate's use keeps the owner's binding alive, as the
@@ -144,10 +145,8 @@ func (e *evaluation) bind(ctx context.Context, r *Route, store *session.Store, k
 		if stats != nil {
 			stats.SessionLookup(r.Name, true)
 		}
-		if e.steps != nil {
-			e.step(kind, "delegate", "joins "+owner+"'s "+kind+" by sessions.delegates "+rule)
-		}
-		return denial{}, true
+		e.rec.add("delegate", func() string { return "joins " + owner + "'s " + kind + " by sessions.delegates " + rule })
+		return nil
 	}
 	pl.log.LogAttrs(ctx, slog.LevelWarn, kind+" hijack attempt",
 		slog.String("route", r.Name), slog.String("user", g.Subject),
@@ -155,7 +154,7 @@ func (e *evaluation) bind(ctx context.Context, r *Route, store *session.Store, k
 	if pl.observer != nil && kind != bindTask {
 		pl.observer.SessionConflict(r.Name)
 	}
-	return conflict, false
+	return conflict
 }
 
 // delegate is a compiled sessions.delegates entry.

@@ -38,16 +38,16 @@ func (a sharedTokens) PutToken(ctx context.Context, key string, o exchange.Owner
 // alive. With the tier unreachable, fail closed (503) or, configured, fall
 // back to this replica alone. The shared tier is the truth: a local store
 // too full to keep a copy only costs a round trip. It returns the owner.
-func (e *evaluation) bindShared(ctx context.Context, store *session.Store, key string, g *Grant) (string, session.Result, denial) {
-	pl := e.pl
+func (e *evaluation) bindShared(store *session.Store, key string) (string, session.Result, *denial) {
+	ctx, pl, g := e.ctx, e.pl, e.grant
 	now := pl.now()
 	if b, ok := store.Lookup(key); ok {
 		if b.Subject != g.Subject {
-			return b.Subject, session.Conflict, denial{}
+			return b.Subject, session.Conflict, nil
 		}
 		if now.Sub(b.Confirmed) < pl.sessionIdle/2 {
 			owner, res := store.Bind(key, g.Subject, nil) // extends the local idle time
-			return owner, res, denial{}
+			return owner, res, nil
 		}
 	}
 	// Redis keeps the binding 1.5 idle: this replica goes back to it only
@@ -58,21 +58,21 @@ func (e *evaluation) bindShared(ctx context.Context, store *session.Store, key s
 	case err != nil && pl.shared.FailOpen():
 		pl.log.LogAttrs(ctx, slog.LevelWarn, "session store unavailable: binding on this replica only", slog.String("error", err.Error()))
 		owner, res := store.Bind(key, g.Subject, nil)
-		return owner, res, denial{}
+		return owner, res, nil
 	case err != nil:
-		return "", session.Conflict, denial{outcome: Unavailable, desc: "the session store is unavailable"}
+		return "", session.Conflict, &denial{outcome: Unavailable, desc: "the session store is unavailable"}
 	case !owned:
 		store.Put(key, session.Binding{Subject: owner, Confirmed: now})
-		return owner, session.Conflict, denial{}
+		return owner, session.Conflict, nil
 	}
 	_, known := store.Lookup(key)
 	url, _ := pl.initURL.Get(cache.NewKey(e.route.Name, g.Subject))
 	store.Put(key, session.Binding{Subject: g.Subject, Confirmed: now, ElicitationURL: url})
 	if known {
-		return g.Subject, session.Owned, denial{}
+		return g.Subject, session.Owned, nil
 	}
 	// New to this replica: created here or on another one.
-	return g.Subject, session.Created, denial{}
+	return g.Subject, session.Created, nil
 }
 
 // shareElicitation lets another replica complete a pending elicitation.

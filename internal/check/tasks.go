@@ -67,30 +67,29 @@ func taskIDs(call *Call) []string {
 }
 
 // bindTasks is the task ownership stage.
-func (e *evaluation) bindTasks(ctx context.Context, r *Route, call *Call, g *Grant) (denial, bool) {
+func (e *evaluation) bindTasks() *denial {
+	call, g := &e.call, e.grant
 	if !e.p.taskOwnership || call.Protocol == "" || call.Method == "" {
-		return denial{}, true
+		return nil
 	}
 	op, send := taskMethod(call.Method)
 	if !op && !send {
-		return denial{}, true
+		return nil
 	}
 	if op && !call.Body {
 		// Mcp-Method alone names a task operation but not its task.
-		return denial{outcome: Malformed, desc: "a task operation needs its body to be checked: send the body to the service", rpcCode: jsonrpc.CodeInvalidRequest}, false
+		return &denial{outcome: Malformed, desc: "a task operation needs its body to be checked: send the body to the service", rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	for _, id := range taskIDs(call) {
 		if len(id) > maxTaskID {
-			return denial{outcome: Malformed, desc: "task id is too long", rpcCode: jsonrpc.CodeInvalidParams}, false
+			return &denial{outcome: Malformed, desc: "task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
 		}
-		if d, ok := e.bind(ctx, r, e.pl.tasks, bindTask, id, g); !ok {
-			return d, false
+		if d := e.bind(e.pl.tasks, bindTask, id); d != nil {
+			return d
 		}
-		if e.steps != nil {
-			e.step("task", "bound", "task "+id+" belongs to "+g.Subject)
-		}
+		e.rec.add("bound", func() string { return "task " + id + " belongs to " + g.Subject })
 	}
-	return denial{}, true
+	return nil
 }
 
 // authorizeCall applies the route's rules. A task operation on a task
