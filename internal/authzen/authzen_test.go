@@ -215,7 +215,9 @@ func TestUnavailable(t *testing.T) {
 		{"number decision", func(p *authzenpdp.PDP) { body(p, `{"decision": 1}`) }},
 		{"not JSON", func(p *authzenpdp.PDP) { body(p, `<html>allow</html>`) }},
 		{"an array", func(p *authzenpdp.PDP) { body(p, `[{"decision": true}]`) }},
-		{"too large", func(p *authzenpdp.PDP) { body(p, `{"decision": true, "context": {"x": "`+strings.Repeat("a", DefaultMaxResponseBytes)+`"}}`) }},
+		{"too large", func(p *authzenpdp.PDP) {
+			body(p, `{"decision": true, "context": {"x": "`+strings.Repeat("a", DefaultMaxResponseBytes)+`"}}`)
+		}},
 		{"too slow", func(p *authzenpdp.PDP) { p.Hold = make(chan struct{}) }},
 		{"down", func(p *authzenpdp.PDP) { p.Close() }},
 	}
