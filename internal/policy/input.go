@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"reflect"
 	"time"
 
 	"cel.dev/cel-go/common/types"
@@ -120,3 +121,29 @@ func (in *Input) ResolveName(name string) (any, bool) {
 func (in *Input) Parent() interpreter.Activation { return nil }
 
 var emptyMap = map[string]any{}
+
+// Argument returns one top-level member of the call's arguments decoded as
+// encoding/json would (string, float64, bool, nil, []any, map[string]any);
+// false when the arguments are not available (BodyComplete unset), are not
+// an object, or lack the member.
+func (in *Input) Argument(name string) (any, bool) {
+	if !in.MCP.BodyComplete || in.MCP.Arguments == "" {
+		return nil, false
+	}
+	var o jsonObject
+	o.reset(in.MCP.Arguments)
+	v, ok := o.Find(types.String(name))
+	if !ok || types.IsError(v) {
+		return nil, false
+	}
+	if v == types.NullValue {
+		return nil, true
+	}
+	native, err := v.ConvertToNative(anyType)
+	if err != nil {
+		return nil, false
+	}
+	return native, true
+}
+
+var anyType = reflect.TypeFor[any]()

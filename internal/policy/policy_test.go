@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -295,4 +296,31 @@ func TestConcurrentEval(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestArgument(t *testing.T) {
+	in := alice()
+	tests := []struct {
+		name string
+		want any
+		ok   bool
+	}{
+		{"path", "/workspace/corp:alice/notes.txt", true},
+		{"limit", float64(10), true},
+		{"recursive", false, true},
+		{"tags", []any{"a", "b"}, true},
+		{"opts", map[string]any{"mode": "ro"}, true},
+		{"escaped", `y"es`, true},
+		{"missing", nil, false},
+	}
+	for _, tt := range tests {
+		got, ok := in.Argument(tt.name)
+		if ok != tt.ok || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Argument(%q) = %#v, %v; want %#v, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+	in.MCP.BodyComplete = false
+	if _, ok := in.Argument("path"); ok {
+		t.Error("Argument reads a partial body")
+	}
 }
