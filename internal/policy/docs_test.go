@@ -256,7 +256,9 @@ func docCases() []docCase {
 			}
 		})
 	}
-	pay := func(args string) *policy.Input { return caller("corp:alice", []string{"payments"}, "payments_refund", args) }
+	pay := func(args string) *policy.Input {
+		return caller("corp:alice", []string{"payments"}, "payments_refund", args)
+	}
 	return []docCase{
 		{"own workspace", "alice reads her notes", alice(`{"path": "/workspace/corp:alice/notes.txt"}`), allow},
 		{"own workspace", "alice climbs into bob's", alice(`{"path": "/workspace/corp:alice/../corp:bob/x"}`), deny},
