@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"path"
 	"slices"
 	"strings"
@@ -157,6 +159,13 @@ type Program struct {
 	readsArguments bool
 	cost           cost.CostEstimate
 	tracked        bool // the runtime cost limit is tracked (see Compile)
+	paths          []string
+	readers        []reader // for Values
+}
+
+type reader struct {
+	path string
+	prg  cel.Program
 }
 
 // Compile parses, type-checks and cost-checks expr. It must yield a bool.
@@ -188,6 +197,15 @@ func (e *Env) Compile(expr string) (*Program, error) {
 	}
 	p := &Program{source: expr, cost: est}
 	p.analyse(ast.NativeRep())
+	for _, path := range p.paths {
+		a, iss := e.env.Compile(path)
+		if iss != nil && iss.Err() != nil {
+			continue
+		}
+		if prg, err := e.env.Program(a, cel.CostLimit(e.costLimit)); err == nil {
+			p.readers = append(p.readers, reader{path: path, prg: prg})
+		}
+	}
 	// The runtime limit is enforced by a cost tracker, which costs a few
 	// allocations per evaluation. When even the largest inputs cannot take
 	// the expression past the limit (no comprehension over them, say), the
@@ -201,10 +219,8 @@ func (e *Env) Compile(expr string) (*Program, error) {
 	if p.prg, err = e.env.Program(ast, append(limit, cel.EvalOptions(cel.OptOptimize))...); err != nil {
 		return nil, compileError(err.Error())
 	}
-	if p.readsArguments {
-		if p.partial, err = e.env.Program(ast, append(limit, cel.EvalOptions(cel.OptPartialEval))...); err != nil {
-			return nil, compileError(err.Error())
-		}
+	if p.partial, err = e.env.Program(ast, append(limit, cel.EvalOptions(cel.OptPartialEval))...); err != nil {
+		return nil, compileError(err.Error())
 	}
 	return p, nil
 }
@@ -223,6 +239,7 @@ func (p *Program) analyse(a *celast.AST) {
 			continue
 		}
 		read[name] = true
+		p.addPath(n)
 		parent, ok := n.Parent()
 		switch name {
 		case VarJWT:
@@ -246,6 +263,61 @@ func (p *Program) analyse(a *celast.AST) {
 		p.claims = append(p.claims, c)
 	}
 	slices.Sort(p.claims)
+}
+
+// addPath records the field path a variable is read through
+// (mcp.arguments.path), for Values.
+func (p *Program) addPath(n celast.NavigableExpr) {
+	path := n.AsIdent()
+	for range 16 {
+		parent, ok := n.Parent()
+		if !ok || parent.Kind() != celast.SelectKind || parent.AsSelect().IsTestOnly() {
+			break
+		}
+		path += "." + parent.AsSelect().FieldName()
+		n = parent
+	}
+	if !slices.Contains(p.paths, path) {
+		p.paths = append(p.paths, path)
+	}
+}
+
+// Values evaluates every field path the expression reads (identity.subject,
+// mcp.arguments.path, ...) on in and returns "path = value" lines, for
+// explanations. Values may hold personal data: show them to operators only.
+func (p *Program) Values(in *Input) []string {
+	if p.readsArguments && in.MCP.BodyComplete && in.MCP.Arguments != "" {
+		in.MCP.args.reset(in.MCP.Arguments)
+	}
+	out := make([]string, 0, len(p.readers))
+	for _, r := range p.readers {
+		v, _, err := r.prg.Eval(in)
+		switch {
+		case err != nil:
+			out = append(out, r.path+": "+err.Error())
+		default:
+			out = append(out, r.path+" = "+show(v))
+		}
+	}
+	return out
+}
+
+// show renders a CEL value as JSON where it can, bounded in length.
+func show(v ref.Val) string {
+	var s string
+	if native, err := v.ConvertToNative(reflect.TypeFor[any]()); err == nil {
+		if b, err := json.Marshal(native); err == nil {
+			s = string(b)
+		}
+	}
+	if s == "" {
+		s = fmt.Sprint(v.Value())
+	}
+	const maxShown = 200
+	if len(s) > maxShown {
+		s = s[:maxShown] + "…"
+	}
+	return s
 }
 
 // claimName returns the claim a use of jwt names: jwt.c, has(jwt.c),
@@ -382,16 +454,16 @@ func (d Decision) String() string {
 // CanCall evaluates the expression for a call whose arguments are not
 // known (a tool in a tools/list answer): Allowed or Denied when no
 // argument could change the result, DependsOnArguments otherwise. in's
-// arguments are ignored. An error is returned with Denied.
-func (p *Program) CanCall(in *Input) (Decision, error) {
-	if !p.readsArguments {
-		ok, err := p.Eval(in)
-		if err != nil || !ok {
-			return Denied, err
-		}
-		return Allowed, nil
+// arguments are ignored. unknown names further variables whose values are
+// not known either (request, lineage, ...): what depends on them is
+// reported as DependsOnArguments too, so that a tool is hidden only when
+// nothing could make the call pass. An error is returned with Denied.
+func (p *Program) CanCall(in *Input, unknown ...string) (Decision, error) {
+	patterns := []*cel.AttributePatternType{cel.AttributePattern(VarMCP).QualString("arguments")}
+	for _, v := range unknown {
+		patterns = append(patterns, cel.AttributePattern(v))
 	}
-	vars, err := cel.PartialVars(in, cel.AttributePattern(VarMCP).QualString("arguments"))
+	vars, err := cel.PartialVars(in, patterns...)
 	if err != nil {
 		return Denied, err
 	}

@@ -324,3 +324,26 @@ func TestArgument(t *testing.T) {
 		t.Error("Argument reads a partial body")
 	}
 }
+
+// TestCanCallUnknown: variables named unknown make what depends on them
+// undecided, never denied.
+func TestCanCallUnknown(t *testing.T) {
+	env := newEnv(t, Options{})
+	p := compile(t, env, `request.headers["x-tenant"] == "acme" && "files:read" in identity.scopes`)
+	if d, err := p.CanCall(&Input{Identity: Identity{Scopes: []string{"files:read"}}}, VarRequest); d != DependsOnArguments || err != nil {
+		t.Errorf("CanCall = %v, %v; want depends", d, err)
+	}
+	if d, err := p.CanCall(&Input{}, VarRequest); d != Denied || err != nil {
+		t.Errorf("CanCall without the scope = %v, %v; want denied", d, err)
+	}
+}
+
+func TestValues(t *testing.T) {
+	env := newEnv(t, Options{})
+	p := compile(t, env, `cleanPath(mcp.arguments.path).startsWith("/workspace/" + identity.subject + "/") && has(jwt.groups) && now > timestamp("2020-01-01T00:00:00Z")`)
+	got := strings.Join(p.Values(alice()), "\n")
+	want := "mcp.arguments.path = \"/workspace/corp:alice/notes.txt\"\nidentity.subject = \"corp:alice\"\njwt = "
+	if !strings.HasPrefix(got, want) || !strings.Contains(got, "\nnow = ") {
+		t.Errorf("Values =\n%s\nwant it to start with\n%s", got, want)
+	}
+}
