@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"path"
+	"reflect"
 	"slices"
 	"strings"
 
