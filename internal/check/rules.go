@@ -1,11 +1,14 @@
 package check
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
+	"github.com/extauthz/extauthz/internal/authzen"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/policy"
 )
 
 // rule is a compiled authorization rule for JSON-RPC calls.
@@ -22,6 +25,8 @@ type rule struct {
 	scopeParam string
 	claims     []claimRequirement
 	deny       bool
+	when       *policy.Program // nil: none (celrules.go)
+	pdp        *rulePDP        // nil: no external decision point
 
 	// uriNames are names canonicalised as resource URI patterns, matched
 	// against canonical URIs (nil when the rule cannot apply to a resource
@@ -119,6 +124,15 @@ func (r *rule) matches(method string, meanings []int, name string) bool {
 // route that declares its protocol, by its meaning there; otherwise by every
 // meaning its name has (tasks/get is MCP's and A2A's).
 func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scope string) {
+	return rt.authorizeFor(nil, g, method, name)
+}
+
+// authorizeFor is authorize within evaluation e, which rules with when or
+// authzen need (nil: no request, they fail closed). A deny rule's when
+// narrows what it matches; an allow rule's is one more requirement. An
+// expression that fails denies (PolicyError); a decision point that cannot
+// decide makes the call Unavailable, its Retry-After in e.pol.
+func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o Outcome, desc, scope string) {
 	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
 	for i := range rt.rules {
 		r := &rt.rules[i]
@@ -126,6 +140,15 @@ func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scop
 			continue
 		}
 		if r.deny {
+			if r.when != nil {
+				ok, err := e.ruleWhen(i, r, g)
+				if err != nil {
+					return PolicyError, "the rule " + r.name + " could not be evaluated", ""
+				}
+				if !ok {
+					continue
+				}
+			}
 			return Forbidden, "denied by " + r.name, ""
 		}
 		if !hasAll(g.Scopes, r.scopes) {
@@ -134,6 +157,28 @@ func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scop
 		for _, req := range r.claims {
 			if !claimHasAny(g.Claims.Get(req.claim), req.values) {
 				return Forbidden, "this call needs claim " + req.claim, ""
+			}
+		}
+		if r.when != nil {
+			ok, err := e.ruleWhen(i, r, g)
+			if err != nil {
+				return PolicyError, "the rule " + r.name + " could not be evaluated", ""
+			}
+			if !ok {
+				return Forbidden, "this call does not meet the condition of " + r.name, ""
+			}
+		}
+		if r.pdp != nil {
+			d, err := e.rulePDP(r)
+			if err != nil {
+				var ue *authzen.UnavailableError
+				if e != nil && e.pol != nil && errors.As(err, &ue) {
+					e.pol.retryAfter = ue.RetryAfter
+				}
+				return Unavailable, "the policy decision point could not decide", ""
+			}
+			if !d.Allowed {
+				return Forbidden, "the policy decision point denies this call", ""
 			}
 		}
 		return Allowed, "", ""

@@ -25,6 +25,9 @@ type evaluation struct {
 	rec recorder
 	// readOnly leaves every store untouched (Explain).
 	readOnly bool
+	// pol is what rule expressions read of the request, built when one
+	// first needs it (celrules.go).
+	pol *policyState
 
 	route *Route
 	// call is the request's JSON-RPC call once the call stage read it
@@ -267,7 +270,11 @@ func (e *evaluation) authorize() *denial {
 	case call.Method != "":
 		o, desc, scope := e.authorizeCall(r, g, call)
 		if o != Allowed {
-			return &denial{outcome: o, desc: desc, scope: scope}
+			d := &denial{outcome: o, desc: desc, scope: scope}
+			if e.pol != nil {
+				d.retryAfter = e.pol.retryAfter
+			}
+			return d
 		}
 		if !call.Body && r.hasRules() && !r.upstreamValidatesMCPHeaders {
 			// Mcp-Method and Mcp-Name without the body are the client's

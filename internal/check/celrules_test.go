@@ -1,0 +1,213 @@
+package check
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/policy"
+	"github.com/extauthz/extauthz/internal/testing/authzenpdp"
+)
+
+// celRoutes are routes with CEL and AuthZEN rules (%s: the PDP endpoint).
+const celRoutes = `
+  - name: ws
+    hosts: [ws.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - name: no drops outside on-call
+        methods: [tools/call]
+        names: ["drop_*"]
+        action: deny
+        when: '!("oncall" in jwt.groups)'
+      - name: own workspace
+        methods: [tools/call]
+        names: [read_file]
+        when: cleanPath(mcp.arguments.path).startsWith("/workspace/" + identity.subject + "/")
+      - name: finance
+        methods: [tools/call]
+        names: [refund]
+        when: '"finance" in jwt.groups'
+      - name: pay
+        methods: [tools/call]
+        names: ["pay_*"]
+        authzen: {endpoint: "%s", cache_ttl: 1m, arguments: [amount]}
+      - name: shallow
+        methods: [tools/call]
+        names: [deep_think]
+        when: lineage.depth == 0 && request.headers["x-tenant"] == "acme"
+  - name: hdr
+    hosts: [hdr.example.com]
+    issuers: [dev]
+    protocol: mcp
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - name: own workspace
+        methods: [tools/call]
+        when: cleanPath(mcp.arguments.path).startsWith("/workspace/")
+`
+
+func toolCall(name, args string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, name, args)
+}
+
+func celFixture(t *testing.T) (*fixture, *authzenpdp.PDP) {
+	pdp := authzenpdp.Start(func(r authzenpdp.Request) (bool, map[string]any) {
+		args, _ := r.Context["arguments"].(map[string]any)
+		amount, _ := args["amount"].(float64)
+		return r.Subject.ID == "dev:alice" && r.Resource.Type == "mcp_tool" && amount <= 100, nil
+	})
+	t.Cleanup(pdp.Close)
+	return newFixture(t, fmt.Sprintf(celRoutes, pdp.Endpoint())), pdp
+}
+
+func TestCELRules(t *testing.T) {
+	f, pdp := celFixture(t)
+	finance := jwt.MapClaims{"groups": []any{"finance"}}
+	oncall := jwt.MapClaims{"groups": []any{"oncall"}}
+	tests := []struct {
+		name    string
+		claims  jwt.MapClaims
+		body    string
+		headers Headers
+		partial bool
+		want    Outcome
+	}{
+		{"own file", nil, toolCall("read_file", `{"path": "/workspace/dev:alice/a.txt"}`), nil, false, Allowed},
+		{"climbing out", nil, toolCall("read_file", `{"path": "/workspace/dev:alice/../dev:bob/a.txt"}`), nil, false, Forbidden},
+		{"no path", nil, toolCall("read_file", `{}`), nil, false, PolicyError},
+		{"path not a string", nil, toolCall("read_file", `{"path": 1}`), nil, false, PolicyError},
+		{"partial body", nil, toolCall("read_file", `{"path": "/workspace/dev:alice/a.txt"}`), nil, true, Malformed},
+		{"finance member", finance, toolCall("refund", `{}`), nil, false, Allowed},
+		{"not finance", nil, toolCall("refund", `{}`), nil, false, PolicyError},
+		{"other group", oncall, toolCall("refund", `{}`), nil, false, Forbidden},
+		{"drop without on-call", jwt.MapClaims{"groups": []any{}}, toolCall("drop_table", `{}`), nil, false, Forbidden},
+		{"drop on call", oncall, toolCall("drop_table", `{}`), nil, false, Allowed},
+		{"drop without groups fails closed", nil, toolCall("drop_table", `{}`), nil, false, PolicyError},
+		{"PDP allows", nil, toolCall("pay_invoice", `{"amount": 50}`), nil, false, Allowed},
+		{"PDP denies", nil, toolCall("pay_invoice", `{"amount": 500}`), nil, false, Forbidden},
+		{"lineage and headers", nil, toolCall("deep_think", `{}`), Headers{"x-tenant": "acme"}, false, Allowed},
+		{"lineage and another tenant", nil, toolCall("deep_think", `{}`), Headers{"x-tenant": "other"}, false, Forbidden},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := f.rpcReq(t, "POST", "ws.example.com", tt.body, tt.headers)
+			req.Headers["authorization"] = "Bearer " + f.hs(t, tt.claims)
+			req.BodyPartial = tt.partial
+			v := f.pl.Check(t.Context(), req)
+			if v.Outcome != tt.want {
+				t.Errorf("outcome %v (%s), want %v", v.Outcome, v.Description, tt.want)
+			}
+			if v.Outcome == PolicyError && v.Status() != 403 {
+				t.Errorf("status %d", v.Status())
+			}
+		})
+	}
+	if pdp.Calls.Load() != 2 {
+		t.Errorf("PDP calls = %d, want 2", pdp.Calls.Load())
+	}
+}
+
+// TestCELArgumentsNeedTheBody: on a route that decides on headers alone,
+// a rule reading the arguments fails closed.
+func TestCELArgumentsNeedTheBody(t *testing.T) {
+	f, _ := celFixture(t)
+	req := f.rpcReq(t, "POST", "hdr.example.com", "", Headers{"mcp-method": "tools/call", "mcp-name": "read_file", "mcp-protocol-version": "2026-07-28"})
+	req.Body = nil
+	if v := f.pl.Check(t.Context(), req); v.Outcome != PolicyError {
+		t.Errorf("outcome %v (%s), want policy_error", v.Outcome, v.Description)
+	}
+}
+
+func TestCELPDPDown(t *testing.T) {
+	f, pdp := celFixture(t)
+	pdp.Status.Store(503)
+	v := f.pl.Check(t.Context(), f.rpcReq(t, "POST", "ws.example.com", toolCall("pay_invoice", `{"amount": 1}`), nil))
+	if v.Outcome != Unavailable || v.Status() != 503 {
+		t.Fatalf("outcome %v (%s), want unavailable", v.Outcome, v.Description)
+	}
+	if ra, ok := header(v.ResponseHeaders, "retry-after"); !ok || ra == "" {
+		t.Errorf("no Retry-After: %v", v.ResponseHeaders)
+	}
+}
+
+// TestCELGrantKeepsOnlyReadClaims: the grant keeps the claims expressions
+// read, and identity-only results are computed once with it.
+func TestCELGrantKeepsOnlyReadClaims(t *testing.T) {
+	f, _ := celFixture(t)
+	req := f.rpcReq(t, "POST", "ws.example.com", toolCall("refund", `{}`), nil)
+	req.Headers["authorization"] = "Bearer " + f.hs(t, jwt.MapClaims{"groups": []any{"finance"}, "email": "a@example.com", "big": strings.Repeat("x", 1000)})
+	v := f.pl.Check(t.Context(), req)
+	if v.Outcome != Allowed {
+		t.Fatalf("outcome %v (%s)", v.Outcome, v.Description)
+	}
+	g := v.Grant
+	var names []string
+	for _, c := range g.Claims {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"groups"}) {
+		t.Errorf("grant claims %v, want [groups]", names)
+	}
+	r, _ := f.pl.policy.Load().routes.ByName("ws")
+	if len(r.identityRules) != 2 || g.whenResults == nil || g.whenResults[2] != whenTrue {
+		t.Errorf("identity rules %v, results %v", r.identityRules, g.whenResults)
+	}
+}
+
+func TestCELExplain(t *testing.T) {
+	f, _ := celFixture(t)
+	_, steps := f.pl.Explain(t.Context(), f.rpcReq(t, "POST", "ws.example.com", toolCall("read_file", `{"path": "/etc/passwd"}`), nil))
+	var rule string
+	for _, s := range steps {
+		if s.Name == "authorize" && strings.HasPrefix(s.Detail, "own workspace: when") {
+			rule = s.Detail
+		}
+	}
+	for _, want := range []string{`when cleanPath(mcp.arguments.path)`, "=> false", `mcp.arguments.path = "/etc/passwd"`, `identity.subject = "dev:alice"`} {
+		if !strings.Contains(rule, want) {
+			t.Errorf("explain step %q lacks %q", rule, want)
+		}
+	}
+}
+
+func TestCanCall(t *testing.T) {
+	f, _ := celFixture(t)
+	grant := func(claims jwt.MapClaims) *Grant {
+		req := f.rpcReq(t, "POST", "ws.example.com", toolCall("refund", `{}`), nil)
+		req.Headers["authorization"] = "Bearer " + f.hs(t, claims)
+		v := f.pl.Check(t.Context(), req)
+		if v.Grant == nil {
+			t.Fatalf("no grant: %v %s", v.Outcome, v.Description)
+		}
+		return v.Grant
+	}
+	finance := grant(jwt.MapClaims{"groups": []any{"finance"}})
+	sales := grant(jwt.MapClaims{"groups": []any{"sales"}})
+	tests := []struct {
+		name string
+		g    *Grant
+		tool string
+		want policy.Decision
+	}{
+		{"arguments decide", finance, "read_file", policy.DependsOnArguments},
+		{"the token allows", finance, "refund", policy.Allowed},
+		{"the token denies", sales, "refund", policy.Denied},
+		{"deny rule applies", sales, "drop_table", policy.Denied},
+		{"a decision point decides", finance, "pay_invoice", policy.DependsOnArguments},
+		{"request and lineage unknown", finance, "deep_think", policy.DependsOnArguments},
+		{"no rule", finance, "other", policy.Allowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := f.pl.CanCall(tt.g, tt.tool, nil); got != tt.want {
+				t.Errorf("CanCall = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
