@@ -211,3 +211,49 @@ func TestCanCall(t *testing.T) {
 		})
 	}
 }
+
+// benchRoutes are three routes alike but for their rule: a plain one, one
+// whose expression reads only the token, one that reads an argument.
+const benchRoutes = `
+  - name: plain
+    hosts: [plain.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: read, methods: [tools/call], names: [read_file]}
+  - name: identity
+    hosts: [identity.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: read, methods: [tools/call], names: [read_file], when: '"finance" in jwt.groups'}
+  - name: arguments
+    hosts: [arguments.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: read, methods: [tools/call], names: [read_file], when: 'mcp.arguments.path.startsWith("/workspace/")'}
+`
+
+// BenchmarkCELRules: a cached grant's check with a plain rule, with an
+// identity-only expression (its result is kept with the grant) and with an
+// expression on mcp.arguments.path (evaluated per request).
+func BenchmarkCELRules(b *testing.B) {
+	f := newFixture(b, benchRoutes)
+	tok := f.hs(b, jwt.MapClaims{"groups": []any{"finance"}})
+	body := toolCall("read_file", `{"path": "/workspace/alice/notes.txt", "limit": 100}`)
+	for _, route := range []string{"plain", "identity", "arguments"} {
+		b.Run(route, func(b *testing.B) {
+			req := &Request{Method: "POST", Scheme: "https", Host: route + ".example.com", Path: "/mcp",
+				Headers: Headers{"authorization": "Bearer " + tok, "content-type": "application/json"}, Body: []byte(body),
+				ContextExtensions: map[string]string{"route": route}}
+			if v := f.pl.Check(b.Context(), req); v.Outcome != Allowed {
+				b.Fatalf("%v %s", v.Outcome, v.Description)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				f.pl.Check(b.Context(), req)
+			}
+		})
+	}
+}
