@@ -292,7 +292,7 @@ func (o *jsonObject) Iterator() traits.Iterator {
 			list[i] = decodeValue(m.key)
 		}
 	}
-	return types.NewRefValList(types.DefaultTypeAdapter, list).(traits.Lister).Iterator()
+	return types.NewRefValList(types.DefaultTypeAdapter, list).Iterator()
 }
 
 // native decodes the whole object.

@@ -157,7 +157,7 @@ type Program struct {
 	claims         []string // jwt claims read by name, sorted
 	allClaims      bool     // jwt is read in a way that names no claim
 	readsArguments bool
-	cost           cost.CostEstimate
+	cost           cost.Estimate
 	tracked        bool // the runtime cost limit is tracked (see Compile)
 	paths          []string
 	readers        []reader // for Values
@@ -497,7 +497,7 @@ func (e estimator) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
 func (e estimator) EstimateCallCost(function, _ string, _ *cost.AstNode, _ []cost.AstNode) *cost.CallEstimate {
 	if function == "cleanPath" {
 		// Linear in its argument, like the string functions.
-		return &cost.CallEstimate{CostEstimate: cost.CostEstimate{Min: 1, Max: 1 + e.size/10}}
+		return &cost.CallEstimate{CostEstimate: cost.Estimate{Min: 1, Max: 1 + e.size/10}}
 	}
 	return nil
 }
