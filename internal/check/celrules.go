@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/lineage"
+	"github.com/extauthz/extauthz/internal/mcpresponse"
 	"github.com/extauthz/extauthz/internal/oauthclient"
 	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/secrets"
@@ -368,4 +370,21 @@ func canCallWhen(g *Grant, i int, ru *rule, in *policy.Input, unknown []string) 
 		return policy.Denied
 	}
 	return d
+}
+
+// ListPredicate is the tools/list filter for grant g (mcpresponse.FilterList):
+// a tool stays unless CanCall finds no call to it could pass; entries of
+// other kinds stay (their reads are decided when made). Annotations that
+// are not a JSON object are ignored (the tool is judged without them).
+func (pl *Pipeline) ListPredicate(g *Grant) mcpresponse.Predicate {
+	return func(kind, name string, annotations json.RawMessage) bool {
+		if kind != mcpresponse.KindTool {
+			return true
+		}
+		var ann map[string]any
+		if len(annotations) > 0 {
+			_ = json.Unmarshal(annotations, &ann)
+		}
+		return pl.CanCall(g, name, ann) != policy.Denied
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/extauthz/extauthz/internal/mcpresponse"
 	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/testing/authzenpdp"
 )
@@ -255,5 +256,39 @@ func BenchmarkCELRules(b *testing.B) {
 				f.pl.Check(b.Context(), req)
 			}
 		})
+	}
+}
+
+// TestListPredicate: a tools/list answer keeps the tools some call could
+// pass and drops the others; annotations reach the rules.
+func TestListPredicate(t *testing.T) {
+	pdp := authzenpdp.Start(func(authzenpdp.Request) (bool, map[string]any) { return true, nil })
+	t.Cleanup(pdp.Close)
+	f := newFixture(t, fmt.Sprintf(celRoutes+`
+  - name: annotated
+    hosts: [annotated.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - name: destructive needs admin
+        methods: [tools/call]
+        action: deny
+        when: has(mcp.annotations.destructiveHint) && mcp.annotations.destructiveHint == true && !("admin" in identity.scopes)
+`, pdp.Endpoint()))
+	req := f.rpcReq(t, "POST", "annotated.example.com", toolCall("x", `{}`), nil)
+	v := f.pl.Check(t.Context(), req)
+	if v.Grant == nil {
+		t.Fatalf("%v %s", v.Outcome, v.Description)
+	}
+	list := `{"jsonrpc":"2.0","id":1,"result":{"tools":[` +
+		`{"name":"read","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
+		`{"name":"wipe","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}},` +
+		`{"name":"plain","inputSchema":{"type":"object"}}]}}`
+	out, dropped, err := mcpresponse.FilterList("tools/list", []byte(list), f.pl.ListPredicate(v.Grant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped != 1 || strings.Contains(string(out), `"wipe"`) || !strings.Contains(string(out), `"read"`) || !strings.Contains(string(out), `"plain"`) {
+		t.Errorf("filtered (%d dropped): %s", dropped, out)
 	}
 }
