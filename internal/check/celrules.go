@@ -388,3 +388,14 @@ func (pl *Pipeline) ListPredicate(g *Grant) mcpresponse.Predicate {
 		return pl.CanCall(g, name, ann) != policy.Denied
 	}
 }
+
+// explainCanCall records, in explanations of a tools/call on a route with
+// rule expressions, whether the caller could call the tool at all.
+func (e *evaluation) explainCanCall() {
+	if e.rec.steps == nil || e.call.Method != "tools/call" || e.p.policyEnv == nil {
+		return
+	}
+	e.rec.add("can-call", func() string {
+		return fmt.Sprintf("%s, whatever the arguments: %v", e.call.Name, e.pl.CanCall(e.grant, e.call.Name, nil))
+	})
+}

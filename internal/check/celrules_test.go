@@ -175,6 +175,11 @@ func TestCELExplain(t *testing.T) {
 			t.Errorf("explain step %q lacks %q", rule, want)
 		}
 	}
+	if !slices.ContainsFunc(steps, func(s Step) bool {
+		return s.Outcome == "can-call" && s.Detail == "read_file, whatever the arguments: depends-on-arguments"
+	}) {
+		t.Errorf("no can-call step: %+v", steps)
+	}
 }
 
 func TestCanCall(t *testing.T) {

@@ -268,6 +268,7 @@ func (e *evaluation) authorize() *denial {
 	}
 	switch {
 	case call.Method != "":
+		e.explainCanCall()
 		o, desc, scope := e.authorizeCall(r, g, call)
 		if o != Allowed {
 			d := &denial{outcome: o, desc: desc, scope: scope}
