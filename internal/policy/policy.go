@@ -291,6 +291,15 @@ func (p *Program) Values(in *Input) []string {
 	}
 	out := make([]string, 0, len(p.readers))
 	for _, r := range p.readers {
+		if r.path == "request.headers" {
+			// Header values carry credentials: name the headers only.
+			out = append(out, r.path+" = "+headerNames(in.Request.Headers))
+			continue
+		}
+		if name, ok := strings.CutPrefix(r.path, "request.headers."); ok && sensitiveHeader(name) {
+			out = append(out, r.path+" = (redacted)")
+			continue
+		}
 		v, _, err := r.prg.Eval(in)
 		switch {
 		case err != nil:
@@ -300,6 +309,23 @@ func (p *Program) Values(in *Input) []string {
 		}
 	}
 	return out
+}
+
+// headerNames lists a request's header names, sorted.
+func headerNames(h map[string]string) string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return "(values not shown) " + strings.Join(names, ",")
+}
+
+// sensitiveHeader reports whether a header usually carries a credential.
+func sensitiveHeader(name string) bool {
+	name = strings.ToLower(name)
+	return name == "authorization" || name == "proxy-authorization" || name == "cookie" ||
+		strings.Contains(name, "token") || strings.Contains(name, "key") || strings.Contains(name, "secret")
 }
 
 // show renders a CEL value as JSON where it can, bounded in length.

@@ -347,3 +347,21 @@ func TestValues(t *testing.T) {
 		t.Errorf("Values =\n%s\nwant it to start with\n%s", got, want)
 	}
 }
+
+// TestValuesHideCredentials: explanations never show header values that
+// may be credentials.
+func TestValuesHideCredentials(t *testing.T) {
+	env := newEnv(t, Options{})
+	in := alice()
+	in.Request.Headers = map[string]string{"authorization": "Bearer secret-token", "x-api-key": "k-123", "x-tenant": "acme"}
+	for _, expr := range []string{
+		`request.headers["authorization"].startsWith("Bearer ")`,
+		`request.headers.authorization.startsWith("Bearer ") && request.headers.x_api_key != ""`,
+		`"x-api-key" in request.headers && request.headers["x-tenant"] == "acme"`,
+	} {
+		got := strings.Join(compile(t, env, expr).Values(in), "; ")
+		if strings.Contains(got, "secret-token") || strings.Contains(got, "k-123") {
+			t.Errorf("%s: Values = %s", expr, got)
+		}
+	}
+}
