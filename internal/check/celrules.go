@@ -166,7 +166,9 @@ func (e *evaluation) ruleWhen(i int, ru *rule, g *Grant) (bool, error) {
 	if e != nil {
 		e.rec.add("rule", func() string { return e.explainWhen(ru, ok, err) })
 		if err != nil && !e.readOnly {
-			e.pl.log.LogAttrs(e.ctx, slog.LevelWarn, "rule expression failed", slog.String("route", g.Route), slog.String("rule", ru.name),
+			// Debug: the decision log names the rule already, and a
+			// caller can make every request fail.
+			e.pl.log.LogAttrs(e.ctx, slog.LevelDebug, "rule expression failed", slog.String("route", g.Route), slog.String("rule", ru.name),
 				slog.String("request_id", e.req.RequestID), slog.String("error", err.Error()))
 		}
 	}
@@ -220,6 +222,13 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 		ps.built = true
 		g, req, call := e.grant, e.req, &e.call
 		in.JWT = g.jwt
+		if in.JWT == nil && e.rec.steps != nil {
+			// Explanations show what identity-only expressions read.
+			in.JWT = make(map[string]any, len(g.Claims))
+			for _, c := range g.Claims {
+				in.JWT[c.Name] = c.Value
+			}
+		}
 		in.Identity = identityInput(g)
 		path, _, _ := strings.Cut(req.Path, "?")
 		in.Request = policy.Request{Method: req.Method, Host: req.Host, Path: path, Headers: req.Headers,

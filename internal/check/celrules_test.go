@@ -180,6 +180,17 @@ func TestCELExplain(t *testing.T) {
 	}) {
 		t.Errorf("no can-call step: %+v", steps)
 	}
+
+	// An identity-only expression: its result comes with the grant, its
+	// values from the claims the grant kept.
+	req := f.rpcReq(t, "POST", "ws.example.com", toolCall("refund", `{}`), nil)
+	req.Headers["authorization"] = "Bearer " + f.hs(t, jwt.MapClaims{"groups": []any{"finance"}})
+	_, steps = f.pl.Explain(t.Context(), req)
+	if !slices.ContainsFunc(steps, func(s Step) bool {
+		return s.Outcome == "rule" && strings.Contains(s.Detail, `finance: when "finance" in jwt.groups => true; read: jwt.groups = ["finance"]`)
+	}) {
+		t.Errorf("no rule step for the identity-only expression: %+v", steps)
+	}
 }
 
 func TestCanCall(t *testing.T) {
