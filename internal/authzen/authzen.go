@@ -235,9 +235,15 @@ func New(c Config, o Options) (*Client, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// A redirect is not followed: it would turn the POST into a GET to
+	// wherever the Location says, and a decision from there is not the
+	// PDP's. The 3xx is a failure.
+	hc := http.Client{}
+	if o.HTTPClient != nil {
+		hc = *o.HTTPClient
 	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	o.HTTPClient = &hc
 	ch, err := cache.New[Decision](c.CacheSize, o.Now)
 	if err != nil {
 		return nil, err

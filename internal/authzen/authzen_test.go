@@ -3,6 +3,7 @@ package authzen
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +33,7 @@ func aliceReads() Request {
 
 func newClient(t *testing.T, c Config, clock *testclock.Clock) *Client {
 	t.Helper()
-	o := Options{}
+	o := Options{HTTPClient: &http.Client{}} // one that follows redirects: the client must not
 	if clock != nil {
 		o.Now = clock.Now
 	}
@@ -208,7 +209,14 @@ func TestUnavailable(t *testing.T) {
 		{"server error", func(p *authzenpdp.PDP) { p.Status.Store(500) }},
 		{"unauthorized", func(p *authzenpdp.PDP) { p.Status.Store(401) }},
 		{"not found", func(p *authzenpdp.PDP) { p.Status.Store(404) }},
-		{"redirect", func(p *authzenpdp.PDP) { p.Status.Store(302) }},
+		{"redirect", func(p *authzenpdp.PDP) {
+			// To a PDP that allows everything: not followed.
+			other := authzenpdp.Start(func(authzenpdp.Request) (bool, map[string]any) { return true, nil })
+			t.Cleanup(other.Close)
+			loc := other.Endpoint()
+			p.Location.Store(&loc)
+			p.Status.Store(http.StatusTemporaryRedirect)
+		}},
 		{"no decision", func(p *authzenpdp.PDP) { body(p, `{"context": {}}`) }},
 		{"null decision", func(p *authzenpdp.PDP) { body(p, `{"decision": null}`) }},
 		{"string decision", func(p *authzenpdp.PDP) { body(p, `{"decision": "true"}`) }},

@@ -54,6 +54,9 @@ type PDP struct {
 	Body atomic.Pointer[string]
 	// CacheControl, if set, is sent as the Cache-Control header.
 	CacheControl atomic.Pointer[string]
+	// Location, if set, is sent as the Location header (with Status, for
+	// a redirect).
+	Location atomic.Pointer[string]
 	// Token, if set, is the bearer token or Basic credentials the PDP
 	// requires: the whole Authorization header value.
 	Token string
@@ -119,6 +122,9 @@ func (p *PDP) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if cc := p.CacheControl.Load(); cc != nil {
 		w.Header().Set("Cache-Control", *cc)
+	}
+	if l := p.Location.Load(); l != nil {
+		w.Header().Set("Location", *l)
 	}
 	if s := p.Status.Load(); s != 0 && s != http.StatusOK {
 		w.WriteHeader(int(s))
