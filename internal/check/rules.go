@@ -139,6 +139,9 @@ func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o O
 		if !r.matches(method, meanings, name) {
 			continue
 		}
+		if e != nil && r.when == nil {
+			e.rec.add("rule", func() string { return r.name + ": matches " + method + " " + name })
+		}
 		if r.deny {
 			if r.when != nil {
 				ok, err := e.ruleWhen(i, r, g)

@@ -106,3 +106,36 @@ func normalize(v any) any {
 	_ = json.Unmarshal(b, &out)
 	return out
 }
+
+// FuzzCompile: no expression text panics the compiler or, once compiled,
+// an evaluation; what compiles stays within its cost bound.
+func FuzzCompile(f *testing.F) {
+	for _, seed := range []string{
+		workspace,
+		`jwt.groups.exists(g, g == "finance") && identity.actors == ["billing-agent"]`,
+		`has(mcp.arguments.a.b) || mcp.arguments.n > 1.5`,
+		`now.getHours("Europe/Berlin") >= 18`,
+		`[1,2,3].map(x, x * 2)[0] == 2`,
+		`request.headers["x"].matches("^a+$")`,
+		`"a" + "b" == "ab" ? lineage.depth < 2 : false`,
+	} {
+		f.Add(seed)
+	}
+	env, err := NewEnv(Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		p, err := env.Compile(expr)
+		if err != nil {
+			return
+		}
+		in := alice()
+		_, _ = p.Eval(in)
+		_, _ = p.CanCall(in, VarRequest)
+		_ = p.Values(in)
+		if _, maximum := p.Cost(); maximum > DefaultMaxCost {
+			t.Fatalf("%q compiled with cost %d", expr, maximum)
+		}
+	})
+}
