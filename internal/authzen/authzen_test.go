@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/internal/oauthclient"
-	"github.com/extauthz/extauthz/internal/testclock"
 	"github.com/extauthz/extauthz/internal/testing/authzenpdp"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
 )
 
 // todoPolicy follows the specification's examples: alice may read todo 1.

@@ -9,11 +9,10 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
-// The agent-side designs (seeds 000-004) against the pipeline: session ids
+// How agent platforms use the pipeline: session ids
 // from real identity providers, tasks owned by their creator, delegated
 // sub-agents, per-agent audiences, the kagent preset without a
 // conversation, session metrics.
@@ -29,20 +28,8 @@ routes:
   - {name: a2a, hosts: [agent.example.com], protocol: a2a, issuers: [dex]}
   - {name: unbound, hosts: [unbound.example.com], protocol: mcp, issuers: [dex], mcp: {session_binding: false}}
 ` + strings.Join(routes, "") + extra
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := newClock()
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := New(p, Options{Now: clk.Now, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newPipeline(t, doc, Deps{Now: clk.Now}, Options{Now: clk.Now, Observer: obs})
 	mint := func(claims jwt.MapClaims) string {
 		c := jwt.MapClaims{"iss": "https://dex.example.com", "sub": "alice", "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()}
 		for k, v := range claims {
@@ -82,7 +69,7 @@ func explained(steps []Step, name string) (Step, bool) {
 	return Step{}, false
 }
 
-// TestSessionSources is item 1: the session header comes from the first
+// TestSessionSources: the session header comes from the first
 // source that names one, and Explain says which.
 func TestSessionSources(t *testing.T) {
 	pl, mint := agentPipeline(t, "identity: {default_session: default}\n", nil)
@@ -93,7 +80,7 @@ func TestSessionSources(t *testing.T) {
 		want     string // x-session-id upstream; "" means removed
 		wantFrom string // the session-id step's outcome
 	}{
-		{"the design's own token: session_id", jwt.MapClaims{"session_id": "sess-42", "sid": "oidc-1"},
+		{"session_id claim before sid", jwt.MapClaims{"session_id": "sess-42", "sid": "oidc-1"},
 			func(tok string) *Request { return call("mcp.example.com", tok, nil, mcpPing) }, "sess-42", "claim:session_id"},
 		{"Dex-like token: only sid", jwt.MapClaims{"sid": "CiQ5ZGV4"},
 			func(tok string) *Request { return call("mcp.example.com", tok, nil, mcpPing) }, "CiQ5ZGV4", "claim:sid"},
@@ -200,7 +187,7 @@ func (s *sessionStats) SessionCreated(route string)  { s.created[route]++ }
 func (s *sessionStats) SessionRefused(route string)  { s.refused[route]++ }
 func (s *sessionStats) SessionConflict(route string) { s.conflicts[route]++ }
 
-// TestSessionMetrics is item 7: hits, misses, bindings created, conflicts
+// TestSessionMetrics: hits, misses, bindings created, conflicts
 // and refusals, by route.
 func TestSessionMetrics(t *testing.T) {
 	st := &sessionStats{observerFunc: func(string, Outcome) {},
@@ -226,7 +213,7 @@ func TestSessionMetrics(t *testing.T) {
 	}
 }
 
-// TestKagentPresetNoConversation is item 5: with preset kagent and nothing
+// TestKagentPresetNoConversation: with preset kagent and nothing
 // naming the conversation, no lineage header goes upstream (and forged ones
 // are stripped); the default preset still mints a root.
 func TestKagentPresetNoConversation(t *testing.T) {
@@ -267,7 +254,7 @@ func TestKagentPresetNoConversation(t *testing.T) {
 	}
 }
 
-// TestDelegatedSubAgentJoinsSession is item 3: a sub-agent acting for the
+// TestDelegatedSubAgentJoinsSession: a sub-agent acting for the
 // user joins the user's session (and tasks) only by an explicit delegates
 // rule; an unrelated principal is still refused.
 func TestDelegatedSubAgentJoinsSession(t *testing.T) {
@@ -303,7 +290,7 @@ func TestDelegatedSubAgentJoinsSession(t *testing.T) {
 				t.Fatalf("%v (%s), want %v", v.Outcome, v.Description, tt.want)
 			}
 			if tt.want == Allowed {
-				if b, _ := pl.sessions.Lookup(bindingKey("mcp", bindSession, "s-1")); b.Subject != "alice" {
+				if b, _ := pl.state.sessions.Lookup(bindingKey("mcp", bindSession, "s-1")); b.Subject != "alice" {
 					t.Fatalf("the session now belongs to %q", b.Subject)
 				}
 				if got, _ := header(v.Set, "x-user-id"); got == "" {
@@ -316,7 +303,7 @@ func TestDelegatedSubAgentJoinsSession(t *testing.T) {
 	}
 }
 
-// TestTasksBelongToCreator is item 2: task operations in both protocols and
+// TestTasksBelongToCreator: task operations in both protocols and
 // spellings by another user are refused with a JSON-RPC error carrying the
 // id; the creator and the delegates go on.
 func TestTasksBelongToCreator(t *testing.T) {

@@ -165,10 +165,10 @@ func (e *evaluation) ruleWhen(i int, ru *rule, g *Grant) (bool, error) {
 	}
 	if e != nil {
 		e.rec.add("rule", func() string { return e.explainWhen(ru, ok, err) })
-		if err != nil && !e.readOnly {
+		if err != nil {
 			// Debug: the decision log names the rule already, and a
 			// caller can make every request fail.
-			e.pl.log.LogAttrs(e.ctx, slog.LevelDebug, "rule expression failed", slog.String("route", g.Route), slog.String("rule", ru.name),
+			e.log.LogAttrs(e.ctx, slog.LevelDebug, "rule expression failed", slog.String("route", g.Route), slog.String("rule", ru.name),
 				slog.String("request_id", e.req.RequestID), slog.String("error", err.Error()))
 		}
 	}
@@ -235,7 +235,7 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 			Source: policy.Source{Principal: req.SourcePrincipal}}
 		in.Now = e.pl.now()
 		switch call.Protocol {
-		case ProtoMCP:
+		case jsonrpc.ProtocolMCP:
 			in.MCP = policy.MCP{Method: call.Method, ProtocolVersion: call.ProtocolVersion, Session: call.MCPSession}
 			if isURIMethod(call.Method) {
 				in.MCP.URI = call.Name
@@ -248,7 +248,7 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 					in.MCP.Arguments = string(req.Body[call.argsStart:call.argsEnd])
 				}
 			}
-		case ProtoA2A:
+		case jsonrpc.ProtocolA2A:
 			method, _ := jsonrpc.ClassifyA2A(call.Method)
 			in.A2A = policy.A2A{Method: method, ContextID: call.ContextID, TaskID: call.TaskID}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/exchange"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/policy"
@@ -99,7 +100,7 @@ type Route struct {
 	// the route forwards credentials.
 	credentialRemove []string
 
-	protocol   string // ProtoMCP, ProtoA2A, ProtoHTTP, or "" (auto)
+	protocol   jsonrpc.Protocol // as configured; ProtocolUnknown is auto
 	rules      []rule
 	ruleClaims []string // claims the rules look at
 	// allClaims: some expression reads jwt as a whole, so grants keep
@@ -256,19 +257,23 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		audiences:                   rc.Audiences,
 		scopes:                      rc.Scopes,
 		scopeParam:                  strings.Join(rc.Scopes, " "),
-		public:                      slices.Clone(rc.PublicPaths),
 		pathPrefix:                  rc.PathPrefix,
 		resourceMetadata:            rc.ResourceMetadata,
 		forwardAuthorization:        rc.ForwardAuthorization,
 		credentials:                 credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
 		claimHeaders:                rc.ClaimHeaders,
-		owned:                       []string{id.UserHeader, id.SessionHeader},
 		rules:                       compileRules(rc.Rules),
 		defaultDeny:                 rc.DefaultAction == "deny",
 		sessionBinding:              rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
 		tokenInMeta:                 rc.MCP.TokenInMeta,
 		upstreamValidatesMCPHeaders: rc.UpstreamValidatesMCPHeaders,
 		resource:                    rc.ProtectedResource,
+		issuerURLs:                  issuerURLs(rc.Issuers, issuers),
+		allScopes:                   allScopes(rc),
+		dryRun:                      rc.DryRun,
+		lineageOff:                  rc.Lineage.Disabled,
+		maxDepth:                    cmp.Or(rc.Lineage.MaxDepth, f.Lineage.MaxDepth),
+		signLineage:                 rc.Lineage.Sign,
 	}
 	if err := compileURIPatterns(r.rules); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
@@ -276,52 +281,88 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	if err := checkRoutePaths(rc.PathPrefix, rc.PublicPaths); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 	}
-	switch rc.Protocol {
-	case config.ProtocolMCP:
-		r.protocol = ProtoMCP
-	case config.ProtocolA2A:
-		r.protocol = ProtoA2A
-	case config.ProtocolHTTP:
-		r.protocol = ProtoHTTP
+	r.protocol, _ = jsonrpc.ParseProtocol(rc.Protocol) // validated
+	r.public = publicPaths(rc.PublicPaths, rc.PathPrefix, r.protocol)
+	r.ruleClaims = ruleClaims(r.rules)
+	p.ownHeaders(r, id)
+	var err error
+	if r.trust, err = routeTrust(rc, f.Lineage); err != nil {
+		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 	}
-	if rc.Protocol != config.ProtocolHTTP && rc.Protocol != config.ProtocolMCP {
-		// A2A agent cards are public wherever an agent may be served.
-		for _, card := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
-			r.public = append(r.public, card)
-			if prefix := strings.TrimSuffix(rc.PathPrefix, "/"); prefix != "" {
-				r.public = append(r.public, prefix+card)
-			}
+	if r.exchange, err = compileRouteExchange(rc.Exchange, p.exchangers); err != nil {
+		return nil, fmt.Errorf("route %s: exchange: %w", rc.Name, err)
+	}
+	r.keyPrefix = p.keyPrefix(rc, f, issuers)
+	return r, nil
+}
+
+// publicPaths are the route's public paths, plus the A2A agent cards,
+// public wherever an agent may be served (any protocol but http and mcp).
+func publicPaths(paths []string, pathPrefix string, proto jsonrpc.Protocol) []string {
+	public := slices.Clone(paths)
+	if proto == jsonrpc.ProtocolHTTP || proto == jsonrpc.ProtocolMCP {
+		return public
+	}
+	for _, card := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
+		public = append(public, card)
+		if prefix := strings.TrimSuffix(pathPrefix, "/"); prefix != "" {
+			public = append(public, prefix+card)
 		}
 	}
-	for _, name := range rc.Issuers {
-		if u := issuers[name].Issuer; u != "" && !slices.Contains(r.issuerURLs, u) {
-			r.issuerURLs = append(r.issuerURLs, u)
+	return public
+}
+
+// issuerURLs are the iss of the route's issuers, once each, for the
+// protected resource metadata's authorization_servers.
+func issuerURLs(names []string, issuers map[string]config.Issuer) []string {
+	var urls []string
+	for _, name := range names {
+		if u := issuers[name].Issuer; u != "" && !slices.Contains(urls, u) {
+			urls = append(urls, u)
 		}
 	}
-	for _, rule := range r.rules {
+	return urls
+}
+
+// ruleClaims are the claims the rules look at, once each.
+func ruleClaims(rules []rule) []string {
+	var claims []string
+	for _, rule := range rules {
 		for _, req := range rule.claims {
-			if !slices.Contains(r.ruleClaims, req.claim) {
-				r.ruleClaims = append(r.ruleClaims, req.claim)
+			if !slices.Contains(claims, req.claim) {
+				claims = append(claims, req.claim)
 			}
 		}
 	}
-	r.allScopes = append(r.allScopes, rc.Scopes...)
+	return claims
+}
+
+// allScopes are the route's scopes, then its rules' ones, once each, for
+// the metadata's scopes_supported.
+func allScopes(rc config.Route) []string {
+	scopes := append([]string(nil), rc.Scopes...)
 	for _, rule := range rc.Rules {
 		for _, sc := range rule.Scopes {
-			if !slices.Contains(r.allScopes, sc) {
-				r.allScopes = append(r.allScopes, sc)
+			if !slices.Contains(scopes, sc) {
+				scopes = append(scopes, sc)
 			}
 		}
 	}
-	for _, ch := range rc.ClaimHeaders {
+	return scopes
+}
+
+// ownHeaders lists the headers the service sets on r, which no client may
+// send upstream itself: the identity and claim headers, the dry-run one,
+// the lineage headers, and the credential headers that never go upstream.
+func (p *Policy) ownHeaders(r *Route, id config.Identity) {
+	r.owned = []string{id.UserHeader, id.SessionHeader}
+	for _, ch := range r.claimHeaders {
 		r.owned = append(r.owned, ch.Header)
 	}
-	if !rc.DryRun {
+	if !r.dryRun {
 		// Only a dry-run route sets it (on every request it passes).
 		r.owned = append(r.owned, DryRunHeader)
 	}
-	r.lineageOff = rc.Lineage.Disabled
-	r.dryRun = rc.DryRun
 	r.identityOwned = slices.Clone(r.owned)
 	// Lineage headers are the service's too, set or stripped on every route.
 	for _, name := range p.lineageNames.Owned() {
@@ -332,17 +373,6 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 			}
 		}
 	}
-	r.maxDepth = cmp.Or(rc.Lineage.MaxDepth, f.Lineage.MaxDepth)
-	r.signLineage = rc.Lineage.Sign
-	trust := f.Lineage.Trust
-	if rc.Lineage.Trust != nil {
-		trust = *rc.Lineage.Trust
-	}
-	t, err := lineage.NewTrust(lineage.TrustConfig{All: trust.All, Issuers: trust.Issuers, ClientIDs: trust.ClientIDs, Principals: trust.Principals})
-	if err != nil {
-		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
-	}
-	r.trust = t
 	r.unauthenticatedRemove = slices.Clone(r.owned)
 	if !r.forwardAuthorization {
 		r.credentialRemove = []string{"authorization"}
@@ -351,18 +381,28 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		}
 		r.unauthenticatedRemove = append(r.unauthenticatedRemove, r.credentialRemove...)
 	}
-	if r.exchange, err = compileRouteExchange(rc.Exchange, p.exchangers); err != nil {
-		return nil, fmt.Errorf("route %s: exchange: %w", rc.Name, err)
+}
+
+// routeTrust is whose lineage the route believes: its own trust, else the
+// file's.
+func routeTrust(rc config.Route, l config.Lineage) (*lineage.Trust, error) {
+	trust := l.Trust
+	if rc.Lineage.Trust != nil {
+		trust = *rc.Lineage.Trust
 	}
-	// Everything a grant on this route depends on goes into the fingerprint,
-	// so a reload that changes any of it misses the old cache entries.
-	fp := []string{fingerprint(rc), fingerprint(id), fingerprint(f.Lineage)}
+	return lineage.NewTrust(lineage.TrustConfig{All: trust.All, Issuers: trust.Issuers, ClientIDs: trust.ClientIDs, Principals: trust.Principals})
+}
+
+// keyPrefix starts the route's cache keys. Everything a grant on this
+// route depends on goes into the fingerprint, so a reload that changes any
+// of it misses the old cache entries.
+func (p *Policy) keyPrefix(rc config.Route, f *config.File, issuers map[string]config.Issuer) string {
+	fp := []string{fingerprint(rc), fingerprint(f.Identity), fingerprint(f.Lineage)}
 	for _, name := range rc.Issuers {
 		fp = append(fp, fingerprint(issuers[name]), "namespace:"+p.ident.namespaces[name])
 	}
 	k := cache.NewKey(fp...)
-	r.keyPrefix = rc.Name + "/" + hex.EncodeToString(k[:8])
-	return r, nil
+	return rc.Name + "/" + hex.EncodeToString(k[:8])
 }
 
 func issuerNames(f *config.File) map[string]string {

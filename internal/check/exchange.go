@@ -9,14 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/secrets"
 	"github.com/extauthz/extauthz/internal/session"
-	"github.com/extauthz/extauthz/internal/shared"
 )
 
 // ConsentTTL is how long a completed authorization counts as consent.
@@ -34,8 +32,8 @@ type routeExchange struct {
 	message      string
 }
 
-// agentExchange is a per-agent override (seed 003's per-agent
-// STSAudience): it is applied over the tool's, so the agent's fields win.
+// agentExchange is a per-agent override (a sub-agent gets its own
+// audience): it is applied over the tool's, so the agent's fields win.
 type agentExchange struct {
 	clientIDs   []string
 	actSubjects []string
@@ -219,11 +217,11 @@ func (e *evaluation) applyExchange() *denial {
 		return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	target, needsConsent, tool := re.targetFor(call, g, e.req.SourcePrincipal)
-	if needsConsent && !e.pl.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
+	if needsConsent && !e.st.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
 		e.rec.add("consent required", func() string { return tool })
 		return e.reauthorize(consentKey(r, tool))
 	}
-	if e.readOnly {
+	if e.st.readOnly {
 		e.rec.add("not run", func() string {
 			_, by, _, _ := re.pickTarget(call, g, e.req.SourcePrincipal)
 			return fmt.Sprintf("explain never calls the STS; audience %v resource %v by the %s override", target.Audience, target.Resource, by)
@@ -252,17 +250,18 @@ func (e *evaluation) applyExchange() *denial {
 	e.rec.add("exchanged", func() string {
 		return fmt.Sprintf("token for %v %v expires %s", target.Audience, target.Resource, tok.ExpiresAt.UTC().Format(time.RFC3339))
 	})
-	e.v.Set, e.v.Remove = withAuthorization(g, e.v.Set, e.v.Remove, tok.Authorization)
+	e.v.Set, e.v.Remove, e.v.HeadersID = withAuthorization(g, e.v.HeadersID, e.v.Set, e.v.Remove, tok.Authorization)
 	return nil
 }
 
 // withAuthorization sets the exchanged Authorization upstream (overwriting,
 // like every header) and takes it off the remove list. The slices of the
-// last exchange of this grant are reused while the token stays the same,
-// so repeated requests keep sharing one response.
-func withAuthorization(g *Grant, set []Header, remove []string, authorization string) ([]Header, []string) {
-	if m := g.memo().exchanged.Load(); m != nil && m.authorization == authorization && sameSlice(m.base, set) {
-		return m.set, m.remove
+// last exchange of this grant are reused while the token and the headers
+// it adds to (baseID) stay the same, so repeated requests keep sharing one
+// response. It returns the new headers and their HeadersID.
+func withAuthorization(g *Grant, baseID uint64, set []Header, remove []string, authorization string) ([]Header, []string, uint64) {
+	if m := g.memo().exchanged.Load(); baseID != 0 && m != nil && m.baseID == baseID && m.authorization == authorization {
+		return m.set, m.remove, m.id
 	}
 	out := make([]Header, 0, len(set)+1)
 	out = append(out, set...)
@@ -273,48 +272,43 @@ func withAuthorization(g *Grant, set []Header, remove []string, authorization st
 			rm = append(rm, name)
 		}
 	}
-	g.memoForWrite().exchanged.Store(&exchangeMemo{base: set, authorization: authorization, set: out, remove: rm})
-	return out, rm
-}
-
-func sameSlice(a, b []Header) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+	if baseID == 0 {
+		return out, rm, 0 // headers made for this request alone
+	}
+	m := &exchangeMemo{id: nextMemoID(), baseID: baseID, authorization: authorization, set: out, remove: rm}
+	g.memoForWrite().exchanged.Store(m)
+	return out, rm, m.id
 }
 
 // exchangeMemo is the header mutations of a grant's last exchanged token.
 type exchangeMemo struct {
-	base          []Header
+	id, baseID    uint64 // the HeadersID of set and remove, and of the headers they extend
 	authorization string
 	set           []Header
 	remove        []string
 }
 
 // reauthorize answers a request whose upstream needs the user to authorize
-// first, in the form the client understands (in-session re-authorization):
-// a URL elicitation (-32042) for MCP clients that declared it, an isError
-// tool result for other MCP tools/call, a JSON-RPC error for A2A, else 403.
+// first, in the form the client understands (re-authorization inside the
+// session): a URL elicitation (-32042) for MCP clients that declared it, an
+// isError tool result for other MCP tools/call, a JSON-RPC error for A2A,
+// else 403.
 func (e *evaluation) reauthorize(key string) *denial {
 	r, call, g := e.route, &e.call, e.grant
 	re := r.exchange
 	forbidden := &denial{outcome: Forbidden, desc: "the user must authorize the upstream first"}
-	if re.authorizeURL == "" || call.Protocol == "" {
+	if re.authorizeURL == "" || call.Protocol == jsonrpc.ProtocolUnknown {
 		return forbidden
 	}
-	var pending elicit.Pending
-	if e.readOnly {
-		pending = elicit.Pending{ID: "(explain)", URL: re.authorizeURL, Issuer: g.Issuer, Subject: g.Subject}
-	} else {
-		var err error
-		if pending, err = e.pl.elicitations.Begin(g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL); err != nil {
-			return forbidden
-		}
-		e.pl.shareElicitation(e.ctx, pending)
+	pending, err := e.st.beginElicitation(e.ctx, g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL)
+	if err != nil {
+		return forbidden
 	}
 	d := &denial{outcome: AuthorizationRequired, desc: forbidden.desc}
 	switch {
-	case call.Protocol == ProtoA2A:
+	case call.Protocol == jsonrpc.ProtocolA2A:
 		d.body = elicit.A2AAuthRequired(call.ID, pending, re.message)
-	case call.ElicitationURL || e.pl.sessionElicitsURL(r, call):
+	case call.ElicitationURL || (call.MCPSession != "" && e.st.sessionElicitsURL(session.Key(r.Name, call.MCPSession))):
 		d.body = elicit.URLElicitationError(call.ID, pending, re.message)
 	case call.Method == "tools/call":
 		d.body = elicit.ToolResultAuthRequired(call.ID, pending, re.message)
@@ -322,22 +316,6 @@ func (e *evaluation) reauthorize(key string) *denial {
 		return forbidden
 	}
 	return d
-}
-
-// hasConsent reports whether subject completed the authorization for key,
-// here or on another replica.
-func (pl *Pipeline) hasConsent(ctx context.Context, subject, key string) bool {
-	if _, ok := pl.consents.Get(cache.NewKey(subject, key)); ok {
-		return true
-	}
-	if pl.shared == nil {
-		return false
-	}
-	if _, ok, err := pl.shared.GetElicitation(ctx, consentID(subject, key)); err == nil && ok {
-		pl.consents.Add(cache.NewKey(subject, key), true, pl.now().Add(ConsentTTL))
-		return true
-	}
-	return false
 }
 
 // CompleteElicitation records that the user finished the authorization of
@@ -348,33 +326,7 @@ func (pl *Pipeline) hasConsent(ctx context.Context, subject, key string) bool {
 // the completed elicitation, elicit.ErrNotPending, or the state's error
 // (elicit.ErrStateMissing, ErrStateInvalid, ErrStateExpired).
 func (pl *Pipeline) CompleteElicitation(ctx context.Context, id, state string) (elicit.Pending, error) {
-	p, err := pl.elicitations.Complete(id, state)
-	if errors.Is(err, elicit.ErrNotPending) {
-		var ok bool
-		if p, ok = pl.sharedElicitation(ctx, id); !ok {
-			return elicit.Pending{}, elicit.ErrNotPending
-		}
-		err = pl.elicitations.VerifyState(p, state)
-	}
-	if err != nil {
-		return elicit.Pending{}, err
-	}
-	pl.consents.Add(cache.NewKey(p.Subject, p.Key), true, pl.now().Add(ConsentTTL))
-	if pl.shared != nil {
-		_ = pl.shared.DeleteElicitation(ctx, id)
-		_ = pl.shared.PutElicitation(ctx, consentID(p.Subject, p.Key), shared.Owner{Subject: p.Subject, Session: p.Session}, []byte("1"), ConsentTTL)
-	}
-	return p, nil
-}
-
-// sessionElicitsURL reports whether the MCP session's client declared URL
-// elicitation when it initialized (MCP 2025-11-25).
-func (pl *Pipeline) sessionElicitsURL(r *Route, call *Call) bool {
-	if call.MCPSession == "" {
-		return false
-	}
-	b, ok := pl.sessions.Lookup(session.Key(r.Name, call.MCPSession))
-	return ok && b.ElicitationURL
+	return pl.state.completeElicitation(ctx, id, state)
 }
 
 func exchangeOptions(d Deps) exchange.Options {

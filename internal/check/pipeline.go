@@ -7,7 +7,7 @@
 //	canonical   a host or path with more than one reading is refused
 //	metadata    RFC 9728 protected resource metadata is answered directly
 //	route       context_extensions name the route, else host and path do
-//	headers     repeated single-valued or forged owned headers are refused
+//	headers     repeated single-valued headers are refused
 //	public      public paths pass without a token (never a JSON-RPC call)
 //	call        the JSON-RPC call is read exactly, or refused
 //	credential  the bearer token is found where the route takes it
@@ -28,51 +28,33 @@
 package check
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/extauthz/extauthz/internal/cache"
-	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
-	"github.com/extauthz/extauthz/internal/session"
 	"github.com/extauthz/extauthz/internal/shared"
 )
 
 // Pipeline decides requests under the current policy. It is safe for
 // concurrent use; the policy can be swapped while it serves.
 type Pipeline struct {
-	policy       atomic.Pointer[Policy]
-	cache        *cache.Cache[*Grant]
-	refusals     *cache.Negative // bounded apart: see negative.go
-	sessions     *session.Store
-	tasks        *session.Store // tasks bound to their creator, bounded like sessions
-	elicitations *elicit.Store
-	consents     *cache.Cache[bool]
-	// initURL remembers, per subject, whether the client's last initialize
-	// declared URL elicitation, for the session it is about to get.
-	initURL  *cache.Cache[bool]
+	policy   atomic.Pointer[Policy]
+	cache    *cache.Cache[*Grant]
+	refusals *cache.Negative // bounded apart: see negative.go
+	state    *state          // bindings, elicitations, consents, revocations
 	log      *slog.Logger
 	now      func() time.Time
 	observer Observer
-	// shared is the cross-replica tier; nil on a single replica.
-	shared      *shared.Store
-	sessionIdle time.Duration
 
-	// revoked maps a subject to when it was revoked: its tokens issued
-	// before then are refused. Copied on write (revocations are rare), read
-	// on every check.
-	revoked    atomic.Pointer[map[string]time.Time]
-	revokeMu   sync.Mutex
 	generation atomic.Uint64
 	loadedAt   atomic.Int64
 
@@ -130,24 +112,11 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessions := session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now)
-	consents, err := cache.New[bool](max(p.elicitMax, 1), o.Now)
+	st, err := newState(p, o)
 	if err != nil {
 		return nil, err
 	}
-	initURL, err := cache.New[bool](max(p.sessionsMax, 1), o.Now)
-	if err != nil {
-		return nil, err
-	}
-	pl := &Pipeline{cache: c, refusals: refusals, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
-		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer,
-		shared: o.Shared, sessionIdle: p.sessionIdle, tracer: o.Tracer}
-	pl.tasks = session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now)
-	if o.ElicitationKey != nil {
-		if err := pl.elicitations.SetStateKey(o.ElicitationKey); err != nil {
-			return nil, err
-		}
-	}
+	pl := &Pipeline{cache: c, refusals: refusals, state: st, log: o.Logger, now: o.Now, observer: o.Observer, tracer: o.Tracer}
 	pl.policy.Store(p)
 	pl.generation.Store(1)
 	pl.loadedAt.Store(o.Now().UnixNano())
@@ -195,10 +164,10 @@ type Invalidated struct {
 // else claim a session the upstream still serves.
 func (pl *Pipeline) InvalidateSession(ctx context.Context, id string) Invalidated {
 	d := pl.invalidateSessionLocal(id)
-	if pl.shared != nil {
-		n, _ := pl.shared.DropSession(ctx, id)
+	if sh := pl.state.shared; sh != nil {
+		n, _ := sh.DropSession(ctx, id)
 		d.ExchangedTokens += n
-		_ = pl.shared.Publish(ctx, shared.Event{Kind: shared.EventSession, ID: id, At: pl.now()})
+		_ = sh.Publish(ctx, shared.Event{Kind: shared.EventSession, ID: id, At: pl.now()})
 	}
 	return d
 }
@@ -206,7 +175,7 @@ func (pl *Pipeline) InvalidateSession(ctx context.Context, id string) Invalidate
 func (pl *Pipeline) invalidateSessionLocal(id string) Invalidated {
 	d := Invalidated{
 		Verdicts:     pl.cache.RemoveFunc(func(g *Grant) bool { return g.Session == id }),
-		Elicitations: pl.elicitations.DropSession(id),
+		Elicitations: pl.state.elicitations.DropSession(id),
 	}
 	for _, ex := range pl.Policy().exchangers {
 		d.ExchangedTokens += ex.DropSession(id)
@@ -222,39 +191,20 @@ func (pl *Pipeline) invalidateSessionLocal(id string) Invalidated {
 // tokens still own them.
 func (pl *Pipeline) RevokeSubject(ctx context.Context, subject string) Invalidated {
 	now := pl.now()
-	pl.revokeLocal(subject, now)
+	pl.state.revoke(ctx, subject, now)
 	d := pl.invalidateSubjectLocal(subject)
-	if pl.shared != nil {
-		_ = pl.shared.Revoke(ctx, subject, now)
-		n, _ := pl.shared.DropSubject(ctx, subject)
+	if sh := pl.state.shared; sh != nil {
+		n, _ := sh.DropSubject(ctx, subject)
 		d.ExchangedTokens += n
-		_ = pl.shared.Publish(ctx, shared.Event{Kind: shared.EventRevoke, ID: subject, At: now})
+		_ = sh.Publish(ctx, shared.Event{Kind: shared.EventRevoke, ID: subject, At: now})
 	}
 	return d
-}
-
-func (pl *Pipeline) revokeLocal(subject string, at time.Time) {
-	now := pl.now()
-	pl.revokeMu.Lock()
-	defer pl.revokeMu.Unlock()
-	next := map[string]time.Time{}
-	if cur := pl.revoked.Load(); cur != nil {
-		for s, t := range *cur {
-			if now.Sub(t) < RevocationTTL {
-				next[s] = t
-			}
-		}
-	}
-	if prev, ok := next[subject]; !ok || at.After(prev) {
-		next[subject] = at
-	}
-	pl.revoked.Store(&next)
 }
 
 func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {
 	d := Invalidated{
 		Verdicts:     pl.cache.RemoveFunc(func(g *Grant) bool { return g.Subject == subject }),
-		Elicitations: pl.elicitations.DropSubject(subject),
+		Elicitations: pl.state.elicitations.DropSubject(subject),
 	}
 	for _, ex := range pl.Policy().exchangers {
 		d.ExchangedTokens += ex.DropSubject(subject)
@@ -262,22 +212,11 @@ func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {
 	return d
 }
 
-// isRevoked reports whether g's token was issued before its subject was
-// revoked. A token without iat counts as issued at the epoch.
-func (pl *Pipeline) isRevoked(g *Grant) bool {
-	m := pl.revoked.Load()
-	if m == nil || len(*m) == 0 {
-		return false
-	}
-	at, ok := (*m)[g.Subject]
-	return ok && !g.IssuedAt.After(at) && pl.now().Sub(at) < RevocationTTL
-}
-
 // ElicitationCount is the number of pending elicitations.
-func (pl *Pipeline) ElicitationCount() int { return pl.elicitations.Len() }
+func (pl *Pipeline) ElicitationCount() int { return pl.state.elicitations.Len() }
 
 // SessionCount is the number of MCP session bindings held.
-func (pl *Pipeline) SessionCount() int { return pl.sessions.Len() }
+func (pl *Pipeline) SessionCount() int { return pl.state.sessions.Len() }
 
 // Policy returns the policy in force.
 func (pl *Pipeline) Policy() *Policy { return pl.policy.Load() }
@@ -302,7 +241,7 @@ func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
 // check decides one request under p.
 func (pl *Pipeline) check(ctx context.Context, p *Policy, req *Request) Verdict {
 	start := pl.now()
-	e := evaluation{pl: pl, p: p, req: req, ctx: ctx}
+	e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state}, log: pl.log, observer: pl.observer}
 	v := e.decide()
 	if ctx.Err() != nil && v.Outcome.Allow() {
 		// The caller gave up mid-check; never hand back an allow we could
@@ -335,6 +274,7 @@ func (r *Route) dryRunVerdict(v Verdict) Verdict {
 		return v
 	case v.Outcome.Allow():
 		v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: DryRunHeader, Value: v.Outcome.String()})
+		v.HeadersID = 0
 		return v
 	}
 	would := fmt.Sprintf("would deny: %s (%d)", v.Outcome, v.Status())
@@ -385,14 +325,16 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 	}
 	v.Lineage = res
 	if m := g.memo().lineage.Load(); m != nil && sameLineage(&m.res, &res) {
-		v.Set, v.Remove, v.Lineage = m.set, m.remove, m.res
+		v.Set, v.Remove, v.Lineage, v.HeadersID = m.set, m.remove, m.res, m.id
 		return nil
 	}
 	// The grant's slices are shared by every request: full slice
 	// expressions make the appends copy.
 	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
+	v.HeadersID = 0
 	if res.Signed == "" && v.CacheHit { // a signed token is new on every request; a grant used once needs no memo
-		g.memoForWrite().lineage.Store(&lineageMemo{res: res, set: v.Set, remove: v.Remove})
+		v.HeadersID = nextMemoID()
+		g.memoForWrite().lineage.Store(&lineageMemo{id: v.HeadersID, res: res, set: v.Set, remove: v.Remove})
 	}
 	return nil
 }

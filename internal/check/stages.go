@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/extauthz/extauthz/internal/cache"
@@ -21,10 +22,14 @@ type evaluation struct {
 	// stage needs the network (see withBudget); cancel releases that bound.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// st is the decision's access to the state, log and observer where it
+	// reports: Explain's view writes nothing, its log discards and it has
+	// no observer, so explaining a request changes nothing.
+	st       view
+	log      *slog.Logger
+	observer Observer
 	// rec is Explain's account of the stages; Check's records nothing.
 	rec recorder
-	// readOnly leaves every store untouched (Explain).
-	readOnly bool
 	// pol is what rule expressions read of the request, built when one
 	// first needs it (celrules.go).
 	pol *policyState
@@ -151,7 +156,7 @@ func (e *evaluation) headers() *denial {
 // HTTP): an MCP server serving every path would run it.
 func (e *evaluation) public() *denial {
 	r := e.route
-	if !r.isPublic(e.req.Path) || (r.protocol != ProtoHTTP && looksLikeCall(e.req)) {
+	if !r.isPublic(e.req.Path) || (r.protocol != jsonrpc.ProtocolHTTP && looksLikeCall(e.req)) {
 		return nil
 	}
 	if d := ambiguousAuthorization(e.req); d != nil {
@@ -173,8 +178,8 @@ func (e *evaluation) readCall() *denial {
 	if d := canonicalCall(&e.call); d != nil {
 		return d
 	}
-	if e.call.Protocol != "" {
-		e.rec.add(e.call.Protocol, func() string {
+	if e.call.Protocol != jsonrpc.ProtocolUnknown {
+		e.rec.add(e.call.Protocol.String(), func() string {
 			return fmt.Sprintf("method %q name %q (from body: %v)", e.call.Method, e.call.Name, e.call.Body)
 		})
 	}
@@ -231,7 +236,7 @@ func (e *evaluation) identify() *denial {
 			// A broken dependency is not a property of the token.
 			return &denial{outcome: Unavailable, desc: entry.description}
 		}
-		if !e.readOnly {
+		if !e.st.readOnly {
 			e.pl.remember(e.p, key, entry)
 		}
 	}
@@ -240,11 +245,11 @@ func (e *evaluation) identify() *denial {
 		return &denial{outcome: entry.outcome, desc: entry.description}
 	}
 	g := entry.grant
-	if e.pl.isRevoked(g) {
+	if e.pl.state.isRevoked(g) {
 		return &denial{outcome: InvalidToken, desc: "token is revoked"}
 	}
 	e.grant = g
-	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
+	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove, HeadersID: grantHeaders}
 	e.rec.add(g.Subject, func() string {
 		return fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit)
 	})
@@ -253,7 +258,7 @@ func (e *evaluation) identify() *denial {
 
 // lookup reads the verdict cache; Explain's reads leave its counters alone.
 func (e *evaluation) lookup(key cache.Key, dst *cached) (*cached, bool) {
-	if e.readOnly {
+	if e.st.readOnly {
 		return e.pl.peek(key, dst)
 	}
 	return e.pl.lookup(key, dst)
@@ -283,7 +288,7 @@ func (e *evaluation) authorize() *denial {
 			return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
 		}
 		e.rec.add(o.String(), func() string { return desc })
-	case carriesBody(e.req) && call.Protocol != "" && !call.Body && r.hasRules():
+	case carriesBody(e.req) && call.Protocol != jsonrpc.ProtocolUnknown && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
 		return &denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
@@ -294,10 +299,10 @@ func (e *evaluation) authorize() *denial {
 // anybody else (session.go).
 func (e *evaluation) session() *denial {
 	r, g := e.route, e.grant
-	if e.call.Method == "initialize" && !e.readOnly {
+	if e.call.Method == "initialize" {
 		// The session id comes back in the response, which ext_authz never
 		// sees: remember the capability for the session about to be bound.
-		e.pl.initURL.Add(cache.NewKey(r.Name, g.Subject), e.call.ElicitationURL, e.pl.now().Add(5*time.Minute))
+		e.st.rememberInit(cache.NewKey(r.Name, g.Subject), e.call.ElicitationURL)
 	}
 	sid := mcpSessionID(e.req)
 	if sid == "" || !r.sessionBinding {
@@ -343,6 +348,9 @@ func (e *evaluation) exchange() *denial {
 	return e.applyExchange()
 }
 
+// discard is Explain's logger.
+var discard = slog.New(slog.DiscardHandler)
+
 // Step is one stage of a decision, as Explain reports it.
 type Step struct {
 	Name    string // the stage: route, credential, identity, authorize, session, ...
@@ -370,7 +378,8 @@ func (r *recorder) add(outcome string, detail func() string) {
 // and reports every stage. A dry-run route's verdict is the real decision.
 func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step) {
 	var steps []Step
-	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, rec: recorder{steps: &steps}, readOnly: true}
+	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, rec: recorder{steps: &steps},
+		st: view{s: pl.state, readOnly: true}, log: discard}
 	v := e.decide()
 	e.rec.stage = "verdict"
 	e.rec.add(v.Outcome.String(), func() string { return fmt.Sprintf("HTTP %d %s", v.Status(), v.Description) })

@@ -12,10 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 const secret = "envoyauthz-test-secret-0123456789abcdef"
@@ -253,16 +252,9 @@ func (b *blockingVerifier) Verify(ctx context.Context, _ string, _, _ []string) 
 // TestOverloadIsShedFast: beyond max_concurrent_checks a check is answered
 // at once with the configured status instead of queueing.
 func TestOverloadIsShedFast(t *testing.T) {
-	cfg, err := config.Parse([]byte("issuers: [{name: a, secret: " + secret + "}]\nroutes: [{name: r, default: true, issuers: [a]}]\nlimits: {max_concurrent_checks: 1, overload_status: 429}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	bv := &blockingVerifier{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	p, err := check.Compile(t.Context(), cfg, check.Deps{Verifier: bv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, _ := check.New(p, check.Options{})
+	pl := pipelinetest.New(t, "issuers: [{name: a, secret: "+secret+"}]\nroutes: [{name: r, default: true, issuers: [a]}]\nlimits: {max_concurrent_checks: 1, overload_status: 429}\n",
+		check.Deps{Verifier: bv}, check.Options{})
 	srv := NewServer(pl)
 	first := make(chan *authv3.CheckResponse, 1)
 	go func() {

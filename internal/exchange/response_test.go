@@ -2,16 +2,14 @@ package exchange
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 // A JWT whose payload is {"exp":1800000600} (header and signature are not
 // checked when reading exp).
@@ -81,19 +79,7 @@ func TestParseResponseGolden(t *testing.T) {
 		e := o.err
 		fmt.Fprintf(&out, "%-24s %s status=%d code=%q retry=%s healthy=%v desc=%q: %s\n", tc.name, e.Kind, e.Status, e.Code, e.RetryAfter, o.healthy, e.Description, e.Error())
 	}
-	golden := filepath.Join("testdata", "responses.golden")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(out.Bytes(), want) {
-		t.Errorf("outcomes differ from %s (run with -update to accept):\n%s", golden, out.String())
-	}
+	golden.Check(t, filepath.Join("testdata", "responses.golden"), out.Bytes())
 }
 
 func TestCacheKeyDistinct(t *testing.T) {
