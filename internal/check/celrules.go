@@ -232,7 +232,7 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 		in.Identity = identityInput(g)
 		path, _, _ := strings.Cut(req.Path, "?")
 		in.Request = policy.Request{Method: req.Method, Host: req.Host, Path: path, Headers: req.Headers,
-			Source: policy.Source{Principal: req.SourcePrincipal}}
+			Source: policy.Source{Principal: req.SourcePrincipal, Address: req.SourceAddress}}
 		in.Now = e.pl.now()
 		switch call.Protocol {
 		case jsonrpc.ProtocolMCP:

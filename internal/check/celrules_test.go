@@ -41,6 +41,12 @@ const celRoutes = `
         methods: [tools/call]
         names: [deep_think]
         when: lineage.depth == 0 && request.headers["x-tenant"] == "acme"
+  - name: net
+    hosts: [net.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: internal peers, methods: [tools/call], when: 'request.source.address.startsWith("10.")'}
   - name: hdr
     hosts: [hdr.example.com]
     issuers: [dev]
@@ -306,5 +312,16 @@ func TestListPredicate(t *testing.T) {
 	}
 	if dropped != 1 || strings.Contains(string(out), `"wipe"`) || !strings.Contains(string(out), `"read"`) || !strings.Contains(string(out), `"plain"`) {
 		t.Errorf("filtered (%d dropped): %s", dropped, out)
+	}
+}
+
+func TestCELSourceAddress(t *testing.T) {
+	f, _ := celFixture(t)
+	for addr, want := range map[string]Outcome{"10.0.0.7": Allowed, "192.168.1.7": Forbidden, "": Forbidden} {
+		req := f.rpcReq(t, "POST", "net.example.com", toolCall("x", `{}`), nil)
+		req.SourceAddress = addr
+		if v := f.pl.Check(t.Context(), req); v.Outcome != want {
+			t.Errorf("%q: %v (%s), want %v", addr, v.Outcome, v.Description, want)
+		}
 	}
 }

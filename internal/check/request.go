@@ -19,6 +19,9 @@ type Request struct {
 	ContextExtensions map[string]string
 	// SourcePrincipal is the mTLS peer identity (a SPIFFE id in a mesh).
 	SourcePrincipal string
+	// SourceAddress is the peer's IP address as the front end saw it (for
+	// rule expressions), "" when it does not say.
+	SourceAddress string
 	RequestID       string
 }
 
