@@ -22,7 +22,7 @@ type Request struct {
 	// SourceAddress is the peer's IP address as the front end saw it (for
 	// rule expressions), "" when it does not say.
 	SourceAddress string
-	RequestID       string
+	RequestID     string
 }
 
 // Headers are the request headers with lower-case names; repeated headers
