@@ -9,7 +9,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/extauthz/extauthz/internal/authzen"
 	"github.com/extauthz/extauthz/internal/config"
@@ -214,7 +216,7 @@ func (e *evaluation) rulePDP(ru *rule) (authzen.Decision, error) {
 // expression that reads it.
 func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 	if e.pol == nil {
-		e.pol = &policyState{}
+		e.pol = policyStates.Get().(*policyState)
 	}
 	ps := e.pol
 	in := &ps.in
@@ -230,13 +232,16 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 			}
 		}
 		in.Identity = identityInput(g)
-		path, _, _ := strings.Cut(req.Path, "?")
-		in.Request = policy.Request{Method: req.Method, Host: req.Host, Path: path, Headers: req.Headers,
-			Source: policy.Source{Principal: req.SourcePrincipal, Address: req.SourceAddress}}
+		// Field by field: the input is large, and whole-struct copies of
+		// it cost write barriers.
+		rq := &in.Request
+		rq.Method, rq.Host, rq.Headers = req.Method, req.Host, req.Headers
+		rq.Path, _, _ = strings.Cut(req.Path, "?")
+		rq.Source.Principal, rq.Source.Address = req.SourcePrincipal, req.SourceAddress
 		in.Now = e.pl.now()
 		switch call.Protocol {
 		case jsonrpc.ProtocolMCP:
-			in.MCP = policy.MCP{Method: call.Method, ProtocolVersion: call.ProtocolVersion, Session: call.MCPSession}
+			in.MCP.Method, in.MCP.ProtocolVersion, in.MCP.Session = call.Method, call.ProtocolVersion, call.MCPSession
 			if isURIMethod(call.Method) {
 				in.MCP.URI = call.Name
 			} else {
@@ -245,7 +250,12 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 			if call.Body && !req.BodyPartial {
 				in.MCP.BodyComplete = true
 				if call.argsEnd > call.argsStart && call.argsEnd <= len(req.Body) {
-					in.MCP.Arguments = string(req.Body[call.argsStart:call.argsEnd])
+					// The body is not modified during a check and nothing
+					// the rules yield outlives it (values are copied where
+					// kept: explanations, decision point requests), so the
+					// arguments are read in place.
+					args := req.Body[call.argsStart:call.argsEnd]
+					in.MCP.Arguments = unsafe.String(unsafe.SliceData(args), len(args))
 				}
 			}
 		case jsonrpc.ProtocolA2A:
@@ -284,6 +294,21 @@ func (e *evaluation) policyLineage() policy.Lineage {
 		return policy.Lineage{Actors: g.Actors}
 	}
 	return policy.Lineage{Root: res.Root, Parent: res.Parent, Depth: res.Depth, Actors: res.ActorChain, Trusted: res.Trusted}
+}
+
+// policyStates recycles policy inputs: one is taken by a check whose rules
+// need one and cleared when the check ends (release).
+var policyStates = sync.Pool{New: func() any { return new(policyState) }}
+
+// releasePolicy returns the evaluation's policy input, cleared so that it
+// keeps no request alive.
+func (e *evaluation) releasePolicy() {
+	if e.pol == nil {
+		return
+	}
+	*e.pol = policyState{}
+	policyStates.Put(e.pol)
+	e.pol = nil
 }
 
 // policyState is what the rule expressions of one evaluation share.

@@ -105,6 +105,7 @@ func (e *evaluation) answer(v Verdict) {
 }
 
 func (e *evaluation) release() {
+	e.releasePolicy()
 	if e.cancel != nil {
 		e.cancel()
 	}

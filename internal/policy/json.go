@@ -41,7 +41,7 @@ func mcpArguments(m *MCP) any {
 // smallObject is how many members a jsonObject indexes without allocating;
 // bigObject from how many it looks keys up in a map rather than a scan.
 const (
-	smallObject = 8
+	smallObject = 4
 	bigObject   = 16
 )
 
@@ -75,8 +75,10 @@ var (
 	mapType               = types.MapType
 )
 
+// reset points o at raw. The inline array is not cleared: index
+// overwrites every entry it uses.
 func (o *jsonObject) reset(raw string) {
-	*o = jsonObject{raw: raw}
+	o.raw, o.indexed, o.bad, o.members, o.byKey = raw, false, false, nil, nil
 }
 
 // index scans the top level once; it reports false when the text is not a
