@@ -41,7 +41,7 @@ func mcpArguments(m *MCP) any {
 // smallObject is how many members a jsonObject indexes without allocating;
 // bigObject from how many it looks keys up in a map rather than a scan.
 const (
-	smallObject = 4
+	smallObject = 8
 	bigObject   = 16
 )
 
