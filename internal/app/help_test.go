@@ -27,6 +27,7 @@ func TestHelp(t *testing.T) {
 		{"serve", []string{"serve"}, []string{"serve", "--bogus"}},
 		{"validate", []string{"validate"}, []string{"validate"}},
 		{"token", []string{"token"}, []string{"token", "--sub", "a", "--ttl", "soon"}},
+		{"apikey", []string{"apikey", "new"}, []string{"apikey", "new"}},
 		{"check", []string{"check"}, []string{"check"}},
 		{"admin", []string{"admin"}, []string{"admin", "--bogus", "stats"}},
 		{"envoy-check", []string{"envoy-check"}, []string{"envoy-check"}},

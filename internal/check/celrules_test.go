@@ -59,7 +59,7 @@ const celRoutes = `
         when: cleanPath(mcp.arguments.path).startsWith("/workspace/")
 `
 
-func toolCall(name, args string) string {
+func celCall(name, args string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, name, args)
 }
 
@@ -85,21 +85,21 @@ func TestCELRules(t *testing.T) {
 		partial bool
 		want    Outcome
 	}{
-		{"own file", nil, toolCall("read_file", `{"path": "/workspace/dev:alice/a.txt"}`), nil, false, Allowed},
-		{"climbing out", nil, toolCall("read_file", `{"path": "/workspace/dev:alice/../dev:bob/a.txt"}`), nil, false, Forbidden},
-		{"no path", nil, toolCall("read_file", `{}`), nil, false, PolicyError},
-		{"path not a string", nil, toolCall("read_file", `{"path": 1}`), nil, false, PolicyError},
-		{"partial body", nil, toolCall("read_file", `{"path": "/workspace/dev:alice/a.txt"}`), nil, true, Malformed},
-		{"finance member", finance, toolCall("refund", `{}`), nil, false, Allowed},
-		{"not finance", nil, toolCall("refund", `{}`), nil, false, PolicyError},
-		{"other group", oncall, toolCall("refund", `{}`), nil, false, Forbidden},
-		{"drop without on-call", jwt.MapClaims{"groups": []any{}}, toolCall("drop_table", `{}`), nil, false, Forbidden},
-		{"drop on call", oncall, toolCall("drop_table", `{}`), nil, false, Allowed},
-		{"drop without groups fails closed", nil, toolCall("drop_table", `{}`), nil, false, PolicyError},
-		{"PDP allows", nil, toolCall("pay_invoice", `{"amount": 50}`), nil, false, Allowed},
-		{"PDP denies", nil, toolCall("pay_invoice", `{"amount": 500}`), nil, false, Forbidden},
-		{"lineage and headers", nil, toolCall("deep_think", `{}`), Headers{"x-tenant": "acme"}, false, Allowed},
-		{"lineage and another tenant", nil, toolCall("deep_think", `{}`), Headers{"x-tenant": "other"}, false, Forbidden},
+		{"own file", nil, celCall("read_file", `{"path": "/workspace/dev:alice/a.txt"}`), nil, false, Allowed},
+		{"climbing out", nil, celCall("read_file", `{"path": "/workspace/dev:alice/../dev:bob/a.txt"}`), nil, false, Forbidden},
+		{"no path", nil, celCall("read_file", `{}`), nil, false, PolicyError},
+		{"path not a string", nil, celCall("read_file", `{"path": 1}`), nil, false, PolicyError},
+		{"partial body", nil, celCall("read_file", `{"path": "/workspace/dev:alice/a.txt"}`), nil, true, Malformed},
+		{"finance member", finance, celCall("refund", `{}`), nil, false, Allowed},
+		{"not finance", nil, celCall("refund", `{}`), nil, false, PolicyError},
+		{"other group", oncall, celCall("refund", `{}`), nil, false, Forbidden},
+		{"drop without on-call", jwt.MapClaims{"groups": []any{}}, celCall("drop_table", `{}`), nil, false, Forbidden},
+		{"drop on call", oncall, celCall("drop_table", `{}`), nil, false, Allowed},
+		{"drop without groups fails closed", nil, celCall("drop_table", `{}`), nil, false, PolicyError},
+		{"PDP allows", nil, celCall("pay_invoice", `{"amount": 50}`), nil, false, Allowed},
+		{"PDP denies", nil, celCall("pay_invoice", `{"amount": 500}`), nil, false, Forbidden},
+		{"lineage and headers", nil, celCall("deep_think", `{}`), Headers{"x-tenant": "acme"}, false, Allowed},
+		{"lineage and another tenant", nil, celCall("deep_think", `{}`), Headers{"x-tenant": "other"}, false, Forbidden},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestCELArgumentsNeedTheBody(t *testing.T) {
 func TestCELPDPDown(t *testing.T) {
 	f, pdp := celFixture(t)
 	pdp.Status.Store(503)
-	v := f.pl.Check(t.Context(), f.rpcReq(t, "POST", "ws.example.com", toolCall("pay_invoice", `{"amount": 1}`), nil))
+	v := f.pl.Check(t.Context(), f.rpcReq(t, "POST", "ws.example.com", celCall("pay_invoice", `{"amount": 1}`), nil))
 	if v.Outcome != Unavailable || v.Status() != 503 {
 		t.Fatalf("outcome %v (%s), want unavailable", v.Outcome, v.Description)
 	}
@@ -147,7 +147,7 @@ func TestCELPDPDown(t *testing.T) {
 // read, and identity-only results are computed once with it.
 func TestCELGrantKeepsOnlyReadClaims(t *testing.T) {
 	f, _ := celFixture(t)
-	req := f.rpcReq(t, "POST", "ws.example.com", toolCall("refund", `{}`), nil)
+	req := f.rpcReq(t, "POST", "ws.example.com", celCall("refund", `{}`), nil)
 	req.Headers["authorization"] = "Bearer " + f.hs(t, jwt.MapClaims{"groups": []any{"finance"}, "email": "a@example.com", "big": strings.Repeat("x", 1000)})
 	v := f.pl.Check(t.Context(), req)
 	if v.Outcome != Allowed {
@@ -169,7 +169,7 @@ func TestCELGrantKeepsOnlyReadClaims(t *testing.T) {
 
 func TestCELExplain(t *testing.T) {
 	f, _ := celFixture(t)
-	_, steps := f.pl.Explain(t.Context(), f.rpcReq(t, "POST", "ws.example.com", toolCall("read_file", `{"path": "/etc/passwd"}`), nil))
+	_, steps := f.pl.Explain(t.Context(), f.rpcReq(t, "POST", "ws.example.com", celCall("read_file", `{"path": "/etc/passwd"}`), nil))
 	var rule string
 	for _, s := range steps {
 		if s.Name == "authorize" && strings.HasPrefix(s.Detail, "own workspace: when") {
@@ -189,7 +189,7 @@ func TestCELExplain(t *testing.T) {
 
 	// An identity-only expression: its result comes with the grant, its
 	// values from the claims the grant kept.
-	req := f.rpcReq(t, "POST", "ws.example.com", toolCall("refund", `{}`), nil)
+	req := f.rpcReq(t, "POST", "ws.example.com", celCall("refund", `{}`), nil)
 	req.Headers["authorization"] = "Bearer " + f.hs(t, jwt.MapClaims{"groups": []any{"finance"}})
 	_, steps = f.pl.Explain(t.Context(), req)
 	if !slices.ContainsFunc(steps, func(s Step) bool {
@@ -202,7 +202,7 @@ func TestCELExplain(t *testing.T) {
 func TestCanCall(t *testing.T) {
 	f, _ := celFixture(t)
 	grant := func(claims jwt.MapClaims) *Grant {
-		req := f.rpcReq(t, "POST", "ws.example.com", toolCall("refund", `{}`), nil)
+		req := f.rpcReq(t, "POST", "ws.example.com", celCall("refund", `{}`), nil)
 		req.Headers["authorization"] = "Bearer " + f.hs(t, claims)
 		v := f.pl.Check(t.Context(), req)
 		if v.Grant == nil {
@@ -264,7 +264,7 @@ const benchRoutes = `
 func BenchmarkCELRules(b *testing.B) {
 	f := newFixture(b, benchRoutes)
 	tok := f.hs(b, jwt.MapClaims{"groups": []any{"finance"}})
-	body := toolCall("read_file", `{"path": "/workspace/alice/notes.txt", "limit": 100}`)
+	body := celCall("read_file", `{"path": "/workspace/alice/notes.txt", "limit": 100}`)
 	for _, route := range []string{"plain", "identity", "arguments"} {
 		b.Run(route, func(b *testing.B) {
 			req := &Request{Method: "POST", Scheme: "https", Host: route + ".example.com", Path: "/mcp",
@@ -297,7 +297,7 @@ func TestListPredicate(t *testing.T) {
         action: deny
         when: has(mcp.annotations.destructiveHint) && mcp.annotations.destructiveHint == true && !("admin" in identity.scopes)
 `, pdp.Endpoint()))
-	req := f.rpcReq(t, "POST", "annotated.example.com", toolCall("x", `{}`), nil)
+	req := f.rpcReq(t, "POST", "annotated.example.com", celCall("x", `{}`), nil)
 	v := f.pl.Check(t.Context(), req)
 	if v.Grant == nil {
 		t.Fatalf("%v %s", v.Outcome, v.Description)
@@ -318,7 +318,7 @@ func TestListPredicate(t *testing.T) {
 func TestCELSourceAddress(t *testing.T) {
 	f, _ := celFixture(t)
 	for addr, want := range map[string]Outcome{"10.0.0.7": Allowed, "192.168.1.7": Forbidden, "": Forbidden} {
-		req := f.rpcReq(t, "POST", "net.example.com", toolCall("x", `{}`), nil)
+		req := f.rpcReq(t, "POST", "net.example.com", celCall("x", `{}`), nil)
 		req.SourceAddress = addr
 		if v := f.pl.Check(t.Context(), req); v.Outcome != want {
 			t.Errorf("%q: %v (%s), want %v", addr, v.Outcome, v.Description, want)

@@ -22,6 +22,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/policy"
+	"github.com/extauthz/extauthz/internal/ratelimit"
 	"github.com/extauthz/extauthz/internal/route"
 	"github.com/extauthz/extauthz/internal/secrets"
 	"github.com/extauthz/extauthz/internal/shared"
@@ -37,8 +38,8 @@ type TokenVerifier interface {
 // swapped whole on reload.
 type Policy struct {
 	routes    *route.Table[*Route]
-	policyEnv *policy.Env // compiles rule expressions; nil when no rule has one
-	verifier  TokenVerifier
+	policyEnv *policy.Env         // compiles rule expressions; nil when no rule has one
+	verifier  *credentialVerifier // every kind of credential; its jwt verifies JWTs
 	ready     func() bool
 	close     func()
 	retire    func() // stops background work that in-flight checks can do without
@@ -78,6 +79,8 @@ type Policy struct {
 // Route is one compiled route.
 type Route struct {
 	Name string
+	// limits count the route's authenticated requests (limits.go).
+	limits []ratelimit.Limit
 	// keyPrefix makes cache keys of this route differ from every other
 	// route's and from this route's under a changed configuration.
 	keyPrefix            string
@@ -142,6 +145,10 @@ type Deps struct {
 	OnJWKSFetch func(issuer string, err error)
 	// OnSTSCall is told about every token exchange call (metrics).
 	OnSTSCall func(result string, took time.Duration)
+	// OnCredential is told about every credential verified (verdict cache
+	// misses): the issuer kind (jwt, introspection, api_keys, peer) and
+	// the outcome (ok, denied, unavailable), for metrics.
+	OnCredential func(kind, outcome string)
 	// Shared is the cross-replica tier for exchanged tokens; nil for none.
 	Shared *shared.Store
 	// KeySources, when set, keeps issuers' key sources across compiled
@@ -186,10 +193,11 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 	if err := p.compileSessionSources(f.Identity); err != nil {
 		return nil, err
 	}
+	var jwtVerifier TokenVerifier
 	if d.Verifier != nil {
-		p.verifier = d.Verifier
-	} else {
-		specs, err := issuerSpecs(f.Issuers, d.Getenv)
+		jwtVerifier = d.Verifier
+	} else if jwtSpecs := jwtIssuers(f.Issuers); len(jwtSpecs) > 0 {
+		specs, err := issuerSpecs(jwtSpecs, d.Getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -198,8 +206,19 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.verifier, p.ready, p.close = v, v.Ready, v.Close
+		jwtVerifier, p.ready, p.close = v, v.Ready, v.Close
 		p.retire = v.Close
+	}
+	creds, stopCreds, err := compileCredentials(ctx, f, d, jwtVerifier)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	p.verifier = creds
+	closeJWT := p.close
+	p.close = func() {
+		stopCreds()
+		closeJWT()
 	}
 
 	if err := p.compileLineage(f, d); err != nil {
@@ -262,7 +281,8 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		forwardAuthorization:        rc.ForwardAuthorization,
 		credentials:                 credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
 		claimHeaders:                rc.ClaimHeaders,
-		rules:                       compileRules(rc.Rules),
+		rules:                       compileRules(rc.Name, rc.Rules),
+		limits:                      compileLimits(rc.Name, rc.Limits),
 		defaultDeny:                 rc.DefaultAction == "deny",
 		sessionBinding:              rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
 		tokenInMeta:                 rc.MCP.TokenInMeta,
@@ -284,6 +304,9 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	r.protocol, _ = jsonrpc.ParseProtocol(rc.Protocol) // validated
 	r.public = publicPaths(rc.PublicPaths, rc.PathPrefix, r.protocol)
 	r.ruleClaims = ruleClaims(r.rules)
+	if err := apiKeyHeader(r, rc, issuers); err != nil {
+		return nil, err
+	}
 	p.ownHeaders(r, id)
 	var err error
 	if r.trust, err = routeTrust(rc, f.Lineage); err != nil {
@@ -310,6 +333,23 @@ func publicPaths(paths []string, pathPrefix string, proto jsonrpc.Protocol) []st
 		}
 	}
 	return public
+}
+
+// apiKeyHeader makes an API-key issuer's header the route's alternative
+// credential header: read there, and stripped before the upstream like it.
+func apiKeyHeader(r *Route, rc config.Route, issuers map[string]config.Issuer) error {
+	for _, name := range rc.Issuers {
+		k := issuers[name].APIKeys
+		if k == nil || k.Header == "" {
+			continue
+		}
+		h := strings.ToLower(k.Header)
+		if r.credentials.Header != "" && r.credentials.Header != h {
+			return fmt.Errorf("route %s: credentials.header %s and the API-key header %s of issuer %s: a route reads one alternative header", rc.Name, r.credentials.Header, h, name)
+		}
+		r.credentials.Header = h
+	}
+	return nil
 }
 
 // issuerURLs are the iss of the route's issuers, once each, for the

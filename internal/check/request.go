@@ -1,5 +1,7 @@
 package check
 
+import "net/netip"
+
 // Request is what the pipeline needs to know about one HTTP request, taken
 // from whatever front end received it (Envoy's CheckRequest, an HTTP
 // forward-auth call). It is plain data: the pipeline never sees Envoy types.
@@ -22,7 +24,11 @@ type Request struct {
 	// SourceAddress is the peer's IP address as the front end saw it (for
 	// rule expressions), "" when it does not say.
 	SourceAddress string
-	RequestID     string
+	// PeerAddr is the address the check came from on the HTTP front end
+	// (the proxy asking): an X-Forwarded-Client-Cert is believed only from
+	// the addresses a peer issuer trusts. Zero on ext_authz.
+	PeerAddr  netip.Addr
+	RequestID string
 }
 
 // Headers are the request headers with lower-case names; repeated headers

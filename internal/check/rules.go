@@ -9,6 +9,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/policy"
+	"github.com/extauthz/extauthz/internal/ratelimit"
 )
 
 // rule is a compiled authorization rule for JSON-RPC calls.
@@ -27,6 +28,7 @@ type rule struct {
 	deny       bool
 	when       *policy.Program // nil: none (celrules.go)
 	pdp        *rulePDP        // nil: no external decision point
+	limits     []ratelimit.Limit
 
 	// uriNames are names canonicalised as resource URI patterns, matched
 	// against canonical URIs (nil when the rule cannot apply to a resource
@@ -39,9 +41,9 @@ type claimRequirement struct {
 	values []string
 }
 
-func compileRules(rs []config.Rule) []rule {
+func compileRules(route string, rs []config.Rule) []rule {
 	out := make([]rule, 0, len(rs))
-	for _, r := range rs {
+	for i, r := range rs {
 		cr := rule{name: r.Name, names: r.Names, scopes: r.Scopes, scopeParam: strings.Join(r.Scopes, " "), deny: r.Action == "deny"}
 		cr.methods = r.Methods
 		cr.meanings = expandMethods(r.Methods)
@@ -51,6 +53,7 @@ func compileRules(rs []config.Rule) []rule {
 		if cr.name == "" {
 			cr.name = "rule " + strconv.Itoa(len(out))
 		}
+		cr.limits = compileLimits(route+"/rules["+strconv.Itoa(i)+"]", r.Limits)
 		out = append(out, cr)
 	}
 	return out
@@ -121,15 +124,18 @@ func (r *rule) matches(method string, meanings []int, name string) bool {
 // route that declares its protocol, by its meaning there; otherwise by every
 // meaning its name has (tasks/get is MCP's and A2A's).
 func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scope string) {
-	return rt.authorizeFor(nil, g, method, name)
+	o, desc, scope, _ = rt.authorizeFor(nil, g, method, name)
+	return o, desc, scope
 }
 
 // authorizeFor is authorize within evaluation e, which rules with when or
-// authzen need (nil: no request, they fail closed). A deny rule's when
-// narrows what it matches; an allow rule's is one more requirement. An
-// expression that fails denies (PolicyError); a decision point that cannot
-// decide makes the call Unavailable, its Retry-After in e.pol.
-func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o Outcome, desc, scope string) {
+// authzen need (nil: no request, they fail closed), also saying which rule
+// decided: 1 + its index, 0 when none matched (the default action
+// decided). A deny rule's when narrows what it matches; an allow rule's is
+// one more requirement. An expression that fails denies (PolicyError); a
+// decision point that cannot decide makes the call Unavailable, its
+// Retry-After in e.pol.
+func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o Outcome, desc, scope string, by int) {
 	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
 	for i := range rt.rules {
 		r := &rt.rules[i]
@@ -143,29 +149,29 @@ func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o O
 			if r.when != nil {
 				ok, err := e.ruleWhen(i, r, g)
 				if err != nil {
-					return PolicyError, "the rule " + r.name + " could not be evaluated", ""
+					return PolicyError, "the rule " + r.name + " could not be evaluated", "", i + 1
 				}
 				if !ok {
 					continue
 				}
 			}
-			return Forbidden, "denied by " + r.name, ""
+			return Forbidden, "denied by " + r.name, "", i + 1
 		}
 		if !hasAll(g.Scopes, r.scopes) {
-			return InsufficientScope, "this call needs scope " + r.scopeParam, r.scopeParam
+			return InsufficientScope, "this call needs scope " + r.scopeParam, r.scopeParam, i + 1
 		}
 		for _, req := range r.claims {
 			if !claimHasAny(g.Claims.Get(req.claim), req.values) {
-				return Forbidden, "this call needs claim " + req.claim, ""
+				return Forbidden, "this call needs claim " + req.claim, "", i + 1
 			}
 		}
 		if r.when != nil {
 			ok, err := e.ruleWhen(i, r, g)
 			if err != nil {
-				return PolicyError, "the rule " + r.name + " could not be evaluated", ""
+				return PolicyError, "the rule " + r.name + " could not be evaluated", "", i + 1
 			}
 			if !ok {
-				return Forbidden, "this call does not meet the condition of " + r.name, ""
+				return Forbidden, "this call does not meet the condition of " + r.name, "", i + 1
 			}
 		}
 		if r.pdp != nil {
@@ -175,18 +181,18 @@ func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o O
 				if e != nil && e.pol != nil && errors.As(err, &ue) {
 					e.pol.retryAfter = ue.RetryAfter
 				}
-				return Unavailable, "the policy decision point could not decide", ""
+				return Unavailable, "the policy decision point could not decide", "", i + 1
 			}
 			if !d.Allowed {
-				return Forbidden, "the policy decision point denies this call", ""
+				return Forbidden, "the policy decision point denies this call", "", i + 1
 			}
 		}
-		return Allowed, "", ""
+		return Allowed, "", "", i + 1
 	}
 	if rt.defaultDeny {
-		return Forbidden, "no rule allows this call", ""
+		return Forbidden, "no rule allows this call", "", 0
 	}
-	return Allowed, "", ""
+	return Allowed, "", "", 0
 }
 
 // claimHasAny reports whether the claim equals, or as a list contains, one

@@ -42,12 +42,19 @@ type evaluation struct {
 	callRead bool
 	early    *Call
 	token    string
-	grant    *Grant
-	hit      bool // the grant (or refusal) came from the cache
+	// actor is the workload (peer stage) presenting the user's token on
+	// routes that need both: the grant names it as the outermost actor.
+	actor string
+	grant *Grant
+	hit   bool // the grant (or refusal) came from the cache
 	// v is the answer once a stage gave one directly (answered), else the
 	// allow the later stages add headers to.
 	v        Verdict
 	answered bool
+	// decidedBy is 1 + the index of the rule that decided the call, 0 when
+	// none did; rateLimit is the id of the limit that refused the request.
+	decidedBy int
+	rateLimit string
 }
 
 // decide runs the stages in order. Each decides one thing and returns a
@@ -62,18 +69,29 @@ func (e *evaluation) decide() Verdict {
 		e.run("headers", e.headers),
 		e.run("public", e.public),
 		e.run("call", e.readCall),
+		e.run("peer", e.peerIdentity),
 		e.run("credential", e.credential),
 		e.run("identity", e.identify),
 		e.run("authorize", e.authorize),
 		e.run("session", e.session),
 		e.run("tasks", e.tasks),
 		e.run("lineage", e.lineage),
+		e.run("limits", e.limits),
 		e.run("session-id", e.sessionID),
 		e.run("exchange", e.exchange):
 		return e.v
 	}
 	e.v.Call = e.call
+	e.v.Rule = e.ruleName()
 	return e.v
+}
+
+// ruleName is the name of the rule that decided, "" when none did.
+func (e *evaluation) ruleName() string {
+	if e.decidedBy == 0 || e.route == nil {
+		return ""
+	}
+	return e.route.rules[e.decidedBy-1].name
 }
 
 // run runs one stage and reports whether it ended the decision: with a
@@ -96,6 +114,7 @@ func (e *evaluation) deny(d *denial) Verdict {
 	}
 	v := e.p.deny(e.req, e.route, call, *d)
 	v.Grant, v.CacheHit = e.grant, e.hit
+	v.Rule, v.RateLimit, v.ExchangeAudience = e.ruleName(), e.rateLimit, e.v.ExchangeAudience
 	return withRetryAfter(v, d.retryAfter)
 }
 
@@ -189,6 +208,9 @@ func (e *evaluation) readCall() *denial {
 
 // credential finds the bearer token where the route takes it.
 func (e *evaluation) credential() *denial {
+	if e.grant != nil {
+		return nil // the workload is the caller (peerIdentity)
+	}
 	r := e.route
 	token, err := credential.Find(e.req.Headers, r.credentials)
 	if errors.Is(err, credential.ErrMissing) && r.tokenInMeta && e.call.metaToken != "" {
@@ -220,8 +242,14 @@ func (e *evaluation) badCredential(err error) *denial {
 // (signature and claims) and cached, never the raw token. A refusal is
 // cached too; a broken dependency is not.
 func (e *evaluation) identify() *denial {
+	if e.grant != nil {
+		return nil // the workload is the caller (peerIdentity)
+	}
 	r := e.route
 	key := cache.NewKey(r.keyPrefix, e.token)
+	if e.actor != "" {
+		key = cache.NewKey(r.keyPrefix, e.token, e.actor) // the grant names the workload
+	}
 	var found cached
 	entry, hit := e.lookup(key, &found)
 	if !hit {
@@ -231,11 +259,11 @@ func (e *evaluation) identify() *denial {
 			return e.badCredential(err)
 		}
 		e.ctx, e.cancel = e.withBudget(e.ctx) // see budget.go
-		entry = e.pl.verify(e.ctx, e.p, r, e.token)
+		entry = e.pl.verify(e.ctx, e.p, r, e.token, e.actor)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.
-			return &denial{outcome: Unavailable, desc: entry.description}
+			return &denial{outcome: Unavailable, desc: entry.description, retryAfter: entry.retryAfter}
 		}
 		if !e.st.readOnly {
 			e.pl.remember(e.p, key, entry)
@@ -252,7 +280,7 @@ func (e *evaluation) identify() *denial {
 	e.grant = g
 	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove, HeadersID: grantHeaders}
 	e.rec.add(g.Subject, func() string {
-		return fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit)
+		return fmt.Sprintf("issuer %s (kind %s), session %q, expires %s (cached: %v)", g.Issuer, e.p.issuerKind(g.Issuer), g.Session, g.Expires.UTC().Format(time.RFC3339), hit)
 	})
 	return nil
 }

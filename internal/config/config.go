@@ -40,6 +40,36 @@ type File struct {
 	// elicitations, exchanged tokens and revocations between replicas.
 	// Read at start only.
 	Redis Redis `yaml:"redis"`
+	// Audit writes a record of every decision; off without a sink. Read at
+	// start only.
+	Audit Audit `yaml:"audit"`
+}
+
+// Audit is the decision log (see docs/audit.md).
+type Audit struct {
+	Sink          string    `yaml:"sink"`      // stdout, file or otlp; empty: off
+	Decisions     string    `yaml:"decisions"` // all (default) or denied
+	SampleAllowed *float64  `yaml:"sample_allowed"`
+	LogArguments  []string  `yaml:"log_arguments"`
+	QueueSize     int       `yaml:"queue_size"`
+	File          AuditFile `yaml:"file"`
+}
+
+// AuditFile is where the file sink writes and how it rotates.
+type AuditFile struct {
+	Path       string `yaml:"path"`
+	MaxSize    int    `yaml:"max_size"` // megabytes
+	MaxBackups int    `yaml:"max_backups"`
+}
+
+// RateLimit is one limit of a route or rule (see docs/rate-limits.md).
+type RateLimit struct {
+	// Key is subject, subject_tool, client, root or principal.
+	Key      string   `yaml:"key"`
+	Requests int      `yaml:"requests"`
+	Per      Duration `yaml:"per"`
+	Burst    int      `yaml:"burst"`
+	Action   string   `yaml:"action"` // deny (the default and only one)
 }
 
 // Redis is the optional shared tier behind the in-process caches.
@@ -307,6 +337,60 @@ type Issuer struct {
 	Type               string   `yaml:"type"`
 	RefreshInterval    Duration `yaml:"refresh_interval"`
 	UnknownKIDInterval Duration `yaml:"unknown_kid_interval"`
+
+	// Introspection, APIKeys and Peer make the issuer one of the other
+	// kinds (docs/credentials.md): opaque tokens asked about at the
+	// server, API keys from a file, workload identity from mTLS.
+	Introspection *Introspection `yaml:"introspection"`
+	APIKeys       *APIKeys       `yaml:"api_keys"`
+	Peer          *Peer          `yaml:"peer"`
+}
+
+// Introspection is an issuer of opaque tokens asked about at its RFC 7662
+// introspection endpoint.
+type Introspection struct {
+	// Endpoint; empty discovers it from the issuer (RFC 8414).
+	Endpoint      string         `yaml:"endpoint"`
+	ClientAuth    ExchangeClient `yaml:"client_auth"`
+	TokenTypeHint string         `yaml:"token_type_hint"`
+	Timeout       Duration       `yaml:"timeout"`
+	CacheTTL      Duration       `yaml:"cache_ttl"`
+	NegativeTTL   Duration       `yaml:"negative_ttl"`
+	// Always introspects this server's JWTs too.
+	Always bool `yaml:"always"`
+	// JWTResponse asks for RFC 9701 signed answers, verified with the
+	// issuer's jwks_url or discovery.
+	JWTResponse bool `yaml:"jwt_response"`
+}
+
+// APIKeys is an issuer of API keys defined in a file.
+type APIKeys struct {
+	File string `yaml:"file"`
+	// Header is read besides Authorization: Bearer ek_... (e.g. x-api-key).
+	Header string `yaml:"header"`
+}
+
+// Peer is an issuer of workload identities from mTLS.
+type Peer struct {
+	TrustDomains []string `yaml:"trust_domains"`
+	Paths        []string `yaml:"paths"`
+	Subject      string   `yaml:"subject"`
+	// XFCCFrom are the networks of the proxies whose
+	// X-Forwarded-Client-Cert is believed (forward-auth).
+	XFCCFrom []string `yaml:"xfcc_from"`
+}
+
+// Kind is the issuer's kind: jwt, introspection, api_keys or peer.
+func (is Issuer) Kind() string {
+	switch {
+	case is.Introspection != nil:
+		return "introspection"
+	case is.APIKeys != nil:
+		return "api_keys"
+	case is.Peer != nil:
+		return "peer"
+	}
+	return "jwt"
 }
 
 // Route is a class of requests with one authentication policy.
@@ -357,6 +441,8 @@ type Route struct {
 	// DryRun decides, logs and counts as usual but lets every request pass,
 	// telling the upstream the decision in the x-extauthz-dry-run header.
 	DryRun bool `yaml:"dry_run"`
+	// Limits count the route's authenticated requests.
+	Limits []RateLimit `yaml:"limits"`
 }
 
 // plainHTTP is the route protocol that reads no JSON-RPC; the names are
@@ -399,6 +485,8 @@ type Rule struct {
 	AuthZEN *RuleAuthZEN `yaml:"authzen"`
 	// Action is allow (default: allow when the requirements hold) or deny.
 	Action string `yaml:"action"`
+	// Limits count the calls this rule allowed.
+	Limits []RateLimit `yaml:"limits"`
 }
 
 // RuleAuthZEN is a rule's policy decision point.

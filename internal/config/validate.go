@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -40,6 +41,7 @@ func (f *File) Validate() error {
 	v.required(f)
 	issuers := v.issuers(f.Issuers)
 	v.routes(f, issuers)
+	v.routeIssuerKinds(f)
 	v.identityHeaders(f.Identity)
 	v.sessions(f.Sessions)
 	v.identity(f)
@@ -51,6 +53,7 @@ func (f *File) Validate() error {
 	v.tracing(f.Tracing)
 	v.limits(f.Limits)
 	v.cache(f.Cache)
+	v.audit(f.Audit)
 	return v.err()
 }
 
@@ -264,11 +267,30 @@ func (v *validator) issuer(p string, is Issuer) {
 	if is.Name == "" {
 		v.add("%s: name is required", p)
 	}
+	if n := btoi(is.Introspection != nil) + btoi(is.APIKeys != nil) + btoi(is.Peer != nil); n > 1 {
+		v.add("%s: give at most one of introspection, api_keys and peer", p)
+		return
+	}
 	sources := 0
 	for _, set := range []bool{is.SecretEnv != "" || is.SecretFile != "" || is.Secret != "", is.JWKSURL != "", is.JWKSFile != "", is.Discovery} {
 		if set {
 			sources++
 		}
+	}
+	switch is.Kind() {
+	case "introspection":
+		v.introspection(p, is, sources)
+		return
+	case "api_keys", "peer":
+		if sources > 0 || len(is.Algorithms) > 0 {
+			v.add("%s: a %s issuer has no key source or algorithms", p, strings.ReplaceAll(is.Kind(), "_", " "))
+		}
+		if is.APIKeys != nil {
+			v.apiKeys(p+".api_keys", *is.APIKeys)
+		} else {
+			v.peer(p+".peer", *is.Peer)
+		}
+		return
 	}
 	if sources != 1 {
 		v.add("%s: exactly one key source is required (secret_env, secret_file or secret; jwks_url; jwks_file; discovery)", p)
@@ -311,6 +333,92 @@ func (v *validator) issuer(p string, is Issuer) {
 	}
 }
 
+// introspection checks an introspection issuer; sources counts its JWT key
+// sources, used only to verify RFC 9701 answers.
+func (v *validator) introspection(p string, is Issuer, sources int) {
+	in := is.Introspection
+	q := p + ".introspection"
+	if in.Endpoint != "" {
+		v.url(q+".endpoint", in.Endpoint)
+	} else if is.Issuer == "" {
+		v.add("%s: endpoint, or issuer to discover it from, is required", q)
+	}
+	if is.Issuer != "" {
+		v.url(p+".issuer", is.Issuer)
+	}
+	c := in.ClientAuth
+	switch c.Method {
+	case "", "client_secret_basic", "client_secret_post", "private_key_jwt", "none":
+	default:
+		v.add("%s.client_auth.method: %q is not client_secret_basic, client_secret_post, private_key_jwt or none", q, c.Method)
+	}
+	if c.Method == "private_key_jwt" && c.PrivateKeyFile == "" {
+		v.add("%s.client_auth: private_key_jwt needs private_key_file", q)
+	}
+	if (c.Method == "client_secret_basic" || c.Method == "client_secret_post") && c.ClientSecretEnv == "" && c.ClientSecretFile == "" {
+		v.add("%s.client_auth: %s needs client_secret_env or client_secret_file", q, c.Method)
+	}
+	if in.Timeout < 0 || in.CacheTTL < 0 {
+		v.add("%s: timeout and cache_ttl must not be negative", q)
+	}
+	if in.JWTResponse {
+		if is.Issuer == "" || c.ClientID == "" {
+			v.add("%s.jwt_response: needs issuer and client_auth.client_id (the answer's iss and aud)", q)
+		}
+		if is.JWKSURL == "" && !is.Discovery {
+			v.add("%s.jwt_response: needs jwks_url or discovery for the server's keys", q)
+		}
+	}
+	if sources > 0 && !in.JWTResponse {
+		v.add("%s: a key source is only used with jwt_response", q)
+	}
+	if is.SecretEnv != "" || is.SecretFile != "" || is.Secret != "" || is.JWKSFile != "" {
+		v.add("%s: only jwks_url or discovery can verify JWT answers", q)
+	}
+}
+
+func (v *validator) apiKeys(p string, k APIKeys) {
+	if k.File == "" {
+		v.add("%s.file: required", p)
+	}
+	if k.Header != "" {
+		v.headerName(p+".header", k.Header)
+	}
+}
+
+func (v *validator) peer(p string, pc Peer) {
+	if len(pc.TrustDomains) == 0 {
+		v.add("%s.trust_domains: at least one is required", p)
+	}
+	for i, n := range pc.XFCCFrom {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			if _, err := netip.ParseAddr(n); err != nil {
+				v.add("%s.xfcc_from[%d]: %q is not an address or CIDR", p, i, n)
+			}
+		}
+	}
+}
+
+// routeIssuerKinds: a route sends an opaque token to at most one
+// introspection endpoint.
+func (v *validator) routeIssuerKinds(f *File) {
+	kinds := map[string]string{}
+	for _, is := range f.Issuers {
+		kinds[is.Name] = is.Kind()
+	}
+	for i, r := range f.Routes {
+		n := 0
+		for _, name := range r.Issuers {
+			if kinds[name] == "introspection" {
+				n++
+			}
+		}
+		if n > 1 {
+			v.add("routes[%d] (%s).issuers: at most one introspection issuer (an opaque token is sent to one server only)", i, r.Name)
+		}
+	}
+}
+
 func (v *validator) route(p string, r Route, issuers map[string]bool, id Identity) {
 	v.routeMatch(p, r, issuers)
 	v.routeCredentials(p, r)
@@ -318,6 +426,9 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	v.routeRules(p, r.Rules)
 	v.routeResource(p, r.ProtectedResource)
 	v.routeClaimHeaders(p, r.ClaimHeaders, id)
+	for i, l := range r.Limits {
+		v.rateLimit(fmt.Sprintf("%s.limits[%d]", p, i), l)
+	}
 }
 
 // routeMatch checks the route's name, issuers and what requests it matches.
@@ -426,6 +537,9 @@ func (v *validator) routeRules(p string, rules []Rule) {
 				v.add("%s.authzen.cache_ttl: must not be negative", q)
 			}
 		}
+		for j, l := range rule.Limits {
+			v.rateLimit(fmt.Sprintf("%s.limits[%d]", q, j), l)
+		}
 	}
 }
 
@@ -452,6 +566,70 @@ func (v *validator) routeClaimHeaders(p string, headers []ClaimHeader, id Identi
 			v.add("%s.header: %q is already set by the service", q, ch.Header)
 		}
 		seen[ch.Header] = true
+	}
+}
+
+// RateLimitKeys are the kinds of key a limit counts by.
+var RateLimitKeys = []string{"subject", "subject_tool", "client", "root", "principal"}
+
+// rateLimit checks one limit of a route or rule.
+func (v *validator) rateLimit(p string, l RateLimit) {
+	if !contains(RateLimitKeys, l.Key) {
+		v.add("%s.key: %q is not one of %s", p, l.Key, strings.Join(RateLimitKeys, ", "))
+	}
+	if l.Requests <= 0 {
+		v.add("%s.requests: must be at least 1", p)
+	}
+	switch per := time.Duration(l.Per); {
+	case per <= 0:
+		v.add("%s.per: a positive interval is required", p)
+	case l.Requests > 0 && per/time.Duration(l.Requests) < time.Microsecond:
+		v.add("%s: %d requests per %s is more than one a microsecond", p, l.Requests, per)
+	case per > 24*time.Hour:
+		v.add("%s.per: %s is longer than 24h", p, per)
+	}
+	if l.Burst < 0 {
+		v.add("%s.burst: must not be negative", p)
+	}
+	if l.Action != "" && l.Action != "deny" {
+		v.add("%s.action: %q is not deny", p, l.Action)
+	}
+}
+
+// audit checks the audit section; an empty sink turns the log off and
+// leaves nothing else to set.
+func (v *validator) audit(a Audit) {
+	if a.Sink == "" {
+		if a.Decisions != "" || a.SampleAllowed != nil || len(a.LogArguments) > 0 || a.File.Path != "" || a.QueueSize != 0 {
+			v.add("audit.sink: required when any other audit key is set (stdout, file or otlp)")
+		}
+		return
+	}
+	switch a.Sink {
+	case "stdout", "otlp":
+	case "file":
+		if a.File.Path == "" {
+			v.add("audit.file.path: required with sink: file")
+		}
+	default:
+		v.add("audit.sink: %q is not one of stdout, file, otlp", a.Sink)
+	}
+	if a.Decisions != "" && a.Decisions != "all" && a.Decisions != "denied" {
+		v.add("audit.decisions: %q is neither all nor denied", a.Decisions)
+	}
+	if s := a.SampleAllowed; s != nil && !(*s >= 0 && *s <= 1) {
+		v.add("audit.sample_allowed: must be between 0 and 1")
+	}
+	if len(a.LogArguments) > 64 {
+		v.add("audit.log_arguments: %d paths, at most 64", len(a.LogArguments))
+	}
+	for i, path := range a.LogArguments {
+		if path == "" || strings.HasPrefix(path, ".") || strings.HasSuffix(path, ".") || strings.Contains(path, "..") {
+			v.add("audit.log_arguments[%d]: %q is not a dotted path of argument names", i, path)
+		}
+	}
+	if a.QueueSize < 0 || a.File.MaxSize < 0 || a.File.MaxBackups < 0 {
+		v.add("audit: queue_size, file.max_size and file.max_backups must not be negative")
 	}
 }
 

@@ -36,6 +36,7 @@ func TestExposition(t *testing.T) {
 	m.Reloaded(nil)
 	m.Reloaded(errors.New("bad"))
 	m.STSCall("ok", 10*time.Millisecond)
+	m.CredentialVerified("api_keys", "denied")
 	m.RedisOp("bind", "timeout")
 	m.Cache("verdicts", func() cache.Stats { return cache.Stats{Hits: 7, Misses: 2, Evictions: 1, Size: 5} })
 	body := scrape(t, m)
@@ -53,6 +54,7 @@ func TestExposition(t *testing.T) {
 		`extauthz_config_reloads_total{result="error"} 1`,
 		`extauthz_config_generation 1`,
 		`extauthz_sts_calls_total{result="ok"} 1`,
+		`extauthz_credential_verifications_total{kind="api_keys",outcome="denied"} 1`,
 		`extauthz_redis_operations_total{op="bind",result="timeout"} 1`,
 		`extauthz_cache_hits_total{cache="verdicts"} 7`,
 		`extauthz_cache_entries{cache="verdicts"} 5`,
@@ -69,5 +71,31 @@ func BenchmarkChecked(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.Checked("files", check.Allowed, time.Microsecond)
+	}
+}
+
+// TestLimitAndAuditMetrics: rate limit decisions by route and key kind,
+// the limiter's and the audit writer's counters.
+func TestLimitAndAuditMetrics(t *testing.T) {
+	m := New()
+	m.RateLimitDecided("tools", "subject", false)
+	m.RateLimitDecided("tools", "subject", true)
+	m.RateLimitDecided("tools", "subject", true)
+	m.RateLimiter(func() uint64 { return 4 }, func() uint64 { return 1 })
+	m.Audit(func() uint64 { return 10 }, func() uint64 { return 2 }, func() uint64 { return 0 })
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`extauthz_rate_limit_decisions_total{key="subject",result="allowed",route="tools"} 1`,
+		`extauthz_rate_limit_decisions_total{key="subject",result="limited",route="tools"} 2`,
+		`extauthz_rate_limit_fallbacks_total 4`,
+		`extauthz_rate_limit_redis_errors_total 1`,
+		`extauthz_audit_records_total{result="written"} 10`,
+		`extauthz_audit_records_total{result="dropped"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
