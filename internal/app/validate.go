@@ -32,6 +32,9 @@ func validateCommand(ctx context.Context, args []string, env Env) error {
 	}
 	o := configcheck.Options{Getenv: env.Getenv, Online: *online, HTTPClient: &http.Client{Timeout: *timeout}}
 	r := configcheck.File(ctx, *path, o)
+	for _, w := range r.Warnings {
+		fmt.Fprintf(env.Stderr, "%s: warning: %s\n", *path, w)
+	}
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(env.Stderr, "%s: %s:\n", *path, plural(len(r.Problems), "problem"))
 		for _, p := range r.Problems {

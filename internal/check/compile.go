@@ -21,6 +21,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
+	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/ratelimit"
 	"github.com/extauthz/extauthz/internal/route"
 	"github.com/extauthz/extauthz/internal/secrets"
@@ -36,13 +37,14 @@ type TokenVerifier interface {
 // Policy is a compiled configuration: immutable, safe for concurrent use, and
 // swapped whole on reload.
 type Policy struct {
-	routes   *route.Table[*Route]
-	verifier *credentialVerifier // every kind of credential; its jwt verifies JWTs
-	ready    func() bool
-	close    func()
-	retire   func() // stops background work that in-flight checks can do without
-	identity config.Identity
-	ident    identityPolicy
+	routes    *route.Table[*Route]
+	policyEnv *policy.Env         // compiles rule expressions; nil when no rule has one
+	verifier  *credentialVerifier // every kind of credential; its jwt verifies JWTs
+	ready     func() bool
+	close     func()
+	retire    func() // stops background work that in-flight checks can do without
+	identity  config.Identity
+	ident     identityPolicy
 	// issuerNames maps an issuer's iss to its configured name.
 	issuerNames map[string]string
 	negativeTTL time.Duration
@@ -101,9 +103,17 @@ type Route struct {
 	// the route forwards credentials.
 	credentialRemove []string
 
-	protocol       jsonrpc.Protocol // as configured; ProtocolUnknown is auto
-	rules          []rule
-	ruleClaims     []string // claims the rules look at
+	protocol   jsonrpc.Protocol // as configured; ProtocolUnknown is auto
+	rules      []rule
+	ruleClaims []string // claims the rules look at
+	// allClaims: some expression reads jwt as a whole, so grants keep
+	// every claim; identityRules are the rules whose expression reads only
+	// the token (evaluated once per grant); jwtPerRequest: a per-request
+	// expression reads jwt; readsArguments: one reads mcp.arguments.
+	allClaims      bool
+	identityRules  []int
+	jwtPerRequest  bool
+	readsArguments bool
 	defaultDeny    bool
 	sessionBinding bool
 	tokenInMeta    bool
@@ -241,6 +251,9 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 	)
 	for _, rc := range f.Routes {
 		r, err := p.compileRoute(rc, f, issuerByName)
+		if err == nil {
+			err = p.compileRulePolicies(r, rc, d)
+		}
 		if err != nil {
 			p.close()
 			return nil, err

@@ -38,6 +38,12 @@ type Grant struct {
 	// about who is acting for the subject.
 	Actors []string
 
+	// whenResults are the results of the route's identity-only rule
+	// expressions, by rule index (celrules.go); jwt is Claims as a map for
+	// the per-request ones. Both nil when the route needs none.
+	whenResults []uint8
+	jwt         map[string]any
+
 	// sessionSource is the index in Policy.sessionSources of the source
 	// that named the session header for every request of this grant, -1
 	// when none did; sessionPerRequest says a request's own ids decide it
@@ -146,6 +152,10 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			}
 			g.Claims = append(g.Claims, RuleClaim{Name: name, Value: internClaim(v)})
 		}
+	}
+
+	if len(r.identityRules) > 0 || r.jwtPerRequest || r.allClaims {
+		p.grantPolicy(g, r, c.Raw)
 	}
 
 	if len(userValue) > id.MaxHeaderValue || len(sessionValue) > id.MaxHeaderValue {

@@ -21,6 +21,9 @@ type Request struct {
 	ContextExtensions map[string]string
 	// SourcePrincipal is the mTLS peer identity (a SPIFFE id in a mesh).
 	SourcePrincipal string
+	// SourceAddress is the peer's IP address as the front end saw it (for
+	// rule expressions), "" when it does not say.
+	SourceAddress string
 	// PeerAddr is the address the check came from on the HTTP front end
 	// (the proxy asking): an X-Forwarded-Client-Cert is believed only from
 	// the addresses a peer issuer trusts. Zero on ext_authz.

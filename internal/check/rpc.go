@@ -29,6 +29,9 @@ type Call struct {
 	// taskRefs are every task id the call names (params.taskId, params.id,
 	// params.message.taskId): an upstream reads one of them (tasks.go).
 	taskRefs [3]string
+	// argsStart and argsEnd locate params.arguments in the request body
+	// (both 0 when the call has none).
+	argsStart, argsEnd int
 }
 
 // rpcDenial is a malformed JSON-RPC request: HTTP 400 with this code.
@@ -110,6 +113,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.TaskID = firstNonEmpty(rpc.TaskID, rpc.ParamsID)
 		c.metaToken = rpc.MetaAuthorization
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
+		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd
 		if rpc.IsResponse {
 			c.Method = ""
 		}

@@ -1,11 +1,14 @@
 package check
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
+	"github.com/extauthz/extauthz/internal/authzen"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/ratelimit"
 )
 
@@ -23,6 +26,8 @@ type rule struct {
 	scopeParam string
 	claims     []claimRequirement
 	deny       bool
+	when       *policy.Program // nil: none (celrules.go)
+	pdp        *rulePDP        // nil: no external decision point
 	limits     []ratelimit.Limit
 
 	// uriNames are names canonicalised as resource URI patterns, matched
@@ -119,20 +124,37 @@ func (r *rule) matches(method string, meanings []int, name string) bool {
 // route that declares its protocol, by its meaning there; otherwise by every
 // meaning its name has (tasks/get is MCP's and A2A's).
 func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scope string) {
-	o, desc, scope, _ = rt.authorizeRule(g, method, name)
+	o, desc, scope, _ = rt.authorizeFor(nil, g, method, name)
 	return o, desc, scope
 }
 
-// authorizeRule is authorize, also saying which rule decided: 1 + its
-// index, 0 when none matched (the default action decided).
-func (rt *Route) authorizeRule(g *Grant, method, name string) (o Outcome, desc, scope string, by int) {
+// authorizeFor is authorize within evaluation e, which rules with when or
+// authzen need (nil: no request, they fail closed), also saying which rule
+// decided: 1 + its index, 0 when none matched (the default action
+// decided). A deny rule's when narrows what it matches; an allow rule's is
+// one more requirement. An expression that fails denies (PolicyError); a
+// decision point that cannot decide makes the call Unavailable, its
+// Retry-After in e.pol.
+func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o Outcome, desc, scope string, by int) {
 	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
 	for i := range rt.rules {
 		r := &rt.rules[i]
 		if !r.matches(method, meanings, name) {
 			continue
 		}
+		if e != nil && r.when == nil {
+			e.rec.add("rule", func() string { return r.name + ": matches " + method + " " + name })
+		}
 		if r.deny {
+			if r.when != nil {
+				ok, err := e.ruleWhen(i, r, g)
+				if err != nil {
+					return PolicyError, "the rule " + r.name + " could not be evaluated", "", i + 1
+				}
+				if !ok {
+					continue
+				}
+			}
 			return Forbidden, "denied by " + r.name, "", i + 1
 		}
 		if !hasAll(g.Scopes, r.scopes) {
@@ -141,6 +163,28 @@ func (rt *Route) authorizeRule(g *Grant, method, name string) (o Outcome, desc, 
 		for _, req := range r.claims {
 			if !claimHasAny(g.Claims.Get(req.claim), req.values) {
 				return Forbidden, "this call needs claim " + req.claim, "", i + 1
+			}
+		}
+		if r.when != nil {
+			ok, err := e.ruleWhen(i, r, g)
+			if err != nil {
+				return PolicyError, "the rule " + r.name + " could not be evaluated", "", i + 1
+			}
+			if !ok {
+				return Forbidden, "this call does not meet the condition of " + r.name, "", i + 1
+			}
+		}
+		if r.pdp != nil {
+			d, err := e.rulePDP(r)
+			if err != nil {
+				var ue *authzen.UnavailableError
+				if e != nil && e.pol != nil && errors.As(err, &ue) {
+					e.pol.retryAfter = ue.RetryAfter
+				}
+				return Unavailable, "the policy decision point could not decide", "", i + 1
+			}
+			if !d.Allowed {
+				return Forbidden, "the policy decision point denies this call", "", i + 1
 			}
 		}
 		return Allowed, "", "", i + 1

@@ -30,6 +30,9 @@ type evaluation struct {
 	observer Observer
 	// rec is Explain's account of the stages; Check's records nothing.
 	rec recorder
+	// pol is what rule expressions read of the request, built when one
+	// first needs it (celrules.go).
+	pol *policyState
 
 	route *Route
 	// call is the request's JSON-RPC call once the call stage read it
@@ -121,6 +124,7 @@ func (e *evaluation) answer(v Verdict) {
 }
 
 func (e *evaluation) release() {
+	e.releasePolicy()
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -298,9 +302,14 @@ func (e *evaluation) authorize() *denial {
 	}
 	switch {
 	case call.Method != "":
+		e.explainCanCall()
 		o, desc, scope := e.authorizeCall(r, g, call)
 		if o != Allowed {
-			return &denial{outcome: o, desc: desc, scope: scope}
+			d := &denial{outcome: o, desc: desc, scope: scope}
+			if e.pol != nil {
+				d.retryAfter = e.pol.retryAfter
+			}
+			return d
 		}
 		if !call.Body && r.hasRules() && !r.upstreamValidatesMCPHeaders {
 			// Mcp-Method and Mcp-Name without the body are the client's

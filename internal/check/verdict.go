@@ -29,6 +29,7 @@ const (
 	Overloaded                           // too many checks in progress: answered at once, fail closed
 	AuthorizationRequired                // answered directly: the user must authorize the upstream first (elicitation)
 	RateLimited                          // a rate limit of the route or rule refuses the request
+	PolicyError                          // a rule's expression could not be evaluated: denied
 )
 
 // outcomes is the one table mapping outcomes to what the client sees.
@@ -52,6 +53,7 @@ var outcomes = [...]struct {
 	Overloaded:            {503, "overloaded"},
 	AuthorizationRequired: {200, "authorization_required"},
 	RateLimited:           {429, "rate_limited"},
+	PolicyError:           {403, "policy_error"},
 }
 
 // Status is the HTTP status Envoy must answer with (200 when allowed).
@@ -168,6 +170,7 @@ var rpcMessages = [...]string{
 	Overloaded:            "Service overloaded",
 	AuthorizationRequired: "",
 	RateLimited:           "Too many requests: rate limit exceeded",
+	PolicyError:           "Forbidden: the policy could not be evaluated",
 }
 
 // challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value.

@@ -476,10 +476,29 @@ type Rule struct {
 	// Scopes must all be held; Claims must each contain one of the values.
 	Scopes []string            `yaml:"scopes"`
 	Claims map[string][]string `yaml:"claims"`
+	// When is a CEL expression (see docs/policies.md): on an allow rule a
+	// requirement like Scopes and Claims, on a deny rule a narrowing of
+	// what the rule matches.
+	When string `yaml:"when"`
+	// AuthZEN delegates the decision to an AuthZEN 1.0 policy decision
+	// point (allow rules only): the call is allowed when it says so.
+	AuthZEN *RuleAuthZEN `yaml:"authzen"`
 	// Action is allow (default: allow when the requirements hold) or deny.
 	Action string `yaml:"action"`
 	// Limits count the calls this rule allowed.
 	Limits []RateLimit `yaml:"limits"`
+}
+
+// RuleAuthZEN is a rule's policy decision point.
+type RuleAuthZEN struct {
+	// Endpoint is the Access Evaluation URL (.../access/v1/evaluation).
+	Endpoint string `yaml:"endpoint"`
+	// ClientAuth: client_secret_basic or none (AuthZEN requests are JSON).
+	ClientAuth ExchangeClient `yaml:"client_auth"`
+	Timeout    Duration       `yaml:"timeout"`
+	CacheTTL   Duration       `yaml:"cache_ttl"`
+	// Arguments are the tool arguments sent in the request's context.
+	Arguments []string `yaml:"arguments"`
 }
 
 // ProtectedResource is the route's RFC 9728 metadata document, served at

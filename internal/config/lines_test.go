@@ -48,6 +48,21 @@ func TestParseErrorsNameLinesNotGoTypes(t *testing.T) {
 				`line 11: routes[1] (q).issuers: unknown issuer "nobody"`,
 			},
 		},
+		{
+			name: "policy problems, all at once, with CEL's place and message",
+			yaml: "issuers:\n  - name: a\n    secret_env: S\nroutes:\n  - name: r\n    issuers: [a]\n    rules:\n" +
+				"      - name: typo\n        when: identity.subjct == 'x'\n" +
+				"      - name: not bool\n        when: |\n          identity.subject +\n            'x'\n" +
+				"      - name: runaway\n        when: mcp.arguments.a.all(x, mcp.arguments.a.all(y, mcp.arguments.a.all(z, x == y)))\n" +
+				"      - name: pdp\n        action: deny\n        authzen: {endpoint: 'http://pdp.example.com/access/v1/evaluation', client_auth: {method: client_secret_post, client_id: a, client_secret_env: S}}\n",
+			want: []string{
+				`line 9: routes[0] (r).rules[0] (typo).when: line 1, column 9: undefined field 'subjct'`,
+				`line 11: routes[0] (r).rules[1] (not bool).when: expression yields string, want bool`,
+				`line 15: routes[0] (r).rules[2] (runaway).when: expression may cost up to`,
+				`line 18: routes[0] (r).rules[3] (pdp).authzen: a deny rule denies without asking`,
+				`line 18: routes[0] (r).rules[3] (pdp).authzen: authzen endpoint must use https`,
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,10 +7,24 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/authzen"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/oauthclient"
+	"github.com/extauthz/extauthz/internal/policy"
 )
+
+// policyEnv compiles rule expressions for validation; the pipeline compiles
+// them again in its own environment with the same declarations.
+var policyEnv = sync.OnceValue(func() *policy.Env {
+	env, err := policy.NewEnv(policy.Options{})
+	if err != nil {
+		panic("policy environment: " + err.Error()) // declarations are static
+	}
+	return env
+})
 
 // Algorithms the service verifies.
 var (
@@ -501,6 +515,26 @@ func (v *validator) routeRules(p string, rules []Rule) {
 		for claim, values := range rule.Claims {
 			if claim == "" || len(values) == 0 {
 				v.add("%s.claims: %q needs at least one value", q, claim)
+			}
+		}
+		if rule.When != "" {
+			if _, err := policyEnv().Compile(rule.When); err != nil {
+				v.add("%s.when: %v", q, err)
+			}
+		}
+		if z := rule.AuthZEN; z != nil {
+			if rule.Action == "deny" {
+				v.add("%s.authzen: a deny rule denies without asking; use authzen on an allow rule", q)
+			}
+			ca := oauthclient.Config{Method: z.ClientAuth.Method, ClientID: z.ClientAuth.ClientID, PrivateKeyFile: z.ClientAuth.PrivateKeyFile}
+			if z.ClientAuth.ClientSecretEnv != "" || z.ClientAuth.ClientSecretFile != "" {
+				ca.ClientSecret = "set"
+			}
+			if _, err := (authzen.Config{Endpoint: z.Endpoint, ClientAuth: ca, Timeout: z.Timeout.D()}).Validate(); err != nil {
+				v.add("%s.authzen: %v", q, err)
+			}
+			if z.CacheTTL < 0 {
+				v.add("%s.authzen.cache_ttl: must not be negative", q)
 			}
 		}
 		for j, l := range rule.Limits {

@@ -29,6 +29,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/pemkey"
+	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/secrets"
 )
 
@@ -45,6 +46,9 @@ type Options struct {
 type Result struct {
 	File     *config.File // nil when the file did not decode or validate
 	Problems []string     // each prefixed with "line N: " when the line is known
+	// Warnings are settings serve runs with that will not do what they
+	// seem to (a rule that reads arguments the front end never sends).
+	Warnings []string
 }
 
 // File checks the configuration file at path.
@@ -76,6 +80,7 @@ func Bytes(ctx context.Context, raw []byte, o Options) Result {
 	}
 	c.issuers(f)
 	c.exchanges(f)
+	c.rules(f)
 	c.lineage(f)
 	c.redis(f)
 	if o.Online {
@@ -85,7 +90,7 @@ func Bytes(ctx context.Context, raw []byte, o Options) Result {
 		if err != nil {
 			f = nil // not a configuration serve would run
 		}
-		return Result{File: f, Problems: byLine(c.problems)}
+		return Result{File: f, Problems: byLine(c.problems), Warnings: byLine(c.warnings)}
 	}
 	// Whatever else serve refuses at start. Without Online no request
 	// leaves the process: remote key sets are only loaded above.
@@ -97,10 +102,53 @@ func Bytes(ctx context.Context, raw []byte, o Options) Result {
 	defer cancel()
 	p, err := check.Compile(cctx, f, check.Deps{Logger: slog.New(slog.DiscardHandler), Getenv: o.Getenv, HTTPClient: client})
 	if err != nil {
-		return Result{File: f, Problems: lines(err)}
+		return Result{File: f, Problems: lines(err), Warnings: byLine(c.warnings)}
 	}
 	p.Close()
-	return Result{File: f}
+	return Result{File: f, Warnings: byLine(c.warnings)}
+}
+
+// rules checks the secrets of rules' decision points and warns about rule
+// expressions that read the arguments on routes that never see the body.
+func (c *checker) rules(f *config.File) {
+	var env *policy.Env
+	for i, r := range f.Routes {
+		rp := named("routes", i, r.Name)
+		for j, rule := range r.Rules {
+			p := named(rp+".rules", j, rule.Name)
+			if z := rule.AuthZEN; z != nil {
+				if z.ClientAuth.ClientSecretEnv != "" {
+					c.env(p+".authzen.client_auth.client_secret_env", z.ClientAuth.ClientSecretEnv)
+				}
+				if z.ClientAuth.ClientSecretFile != "" {
+					if b, ok := c.file(p+".authzen.client_auth.client_secret_file", z.ClientAuth.ClientSecretFile); ok && strings.TrimSpace(string(b)) == "" {
+						c.add(p+".authzen.client_auth.client_secret_file", "%s is empty", z.ClientAuth.ClientSecretFile)
+					}
+				}
+			}
+			if rule.When == "" || r.RequestBody != config.RequestBodyNone {
+				continue
+			}
+			if env == nil {
+				var err error
+				if env, err = policy.NewEnv(policy.Options{}); err != nil {
+					return
+				}
+			}
+			if prg, err := env.Compile(rule.When); err == nil && prg.ReadsArguments() {
+				c.warn(p+".when", "reads mcp.arguments, but this route's front end does not send the body (request_body: none): every call it matches is denied (policy_error)")
+			}
+		}
+	}
+}
+
+// warn records a warning at path, with its line.
+func (c *checker) warn(path, format string, args ...any) {
+	msg := path + ": " + fmt.Sprintf(format, args...)
+	if line := c.loc.Line(path); line > 0 {
+		msg = fmt.Sprintf("line %d: %s", line, msg)
+	}
+	c.warnings = append(c.warnings, msg)
 }
 
 // offline refuses every request.
@@ -139,6 +187,7 @@ type checker struct {
 	loc      config.Locator
 	getenv   func(string) string
 	problems []string
+	warnings []string
 }
 
 // add records a problem at path (a configuration path such as

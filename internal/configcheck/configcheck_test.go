@@ -339,3 +339,32 @@ func TestInvalidAndMissingTogether(t *testing.T) {
 		t.Error("an invalid file is returned as if serve could run it")
 	}
 }
+
+// TestRuleWarnings: a rule reading the arguments on a route without the
+// body is run, but warned about; a decision point's secret is checked.
+func TestRuleWarnings(t *testing.T) {
+	doc := `issuers:
+  - {name: dev, secret_env: DEV_SECRET}
+routes:
+  - name: headers-only
+    issuers: [dev]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - name: workspace
+        methods: [tools/call]
+        when: mcp.arguments.path.startsWith("/workspace/")
+      - name: tokens only
+        when: '"admin" in identity.scopes'
+      - name: pdp
+        authzen: {endpoint: "https://pdp.example.com/access/v1/evaluation", client_auth: {client_id: x, client_secret_env: PDP_SECRET}}
+`
+	env := map[string]string{"DEV_SECRET": strings.Repeat("s", 32)}
+	r := Bytes(t.Context(), []byte(doc), Options{Getenv: func(k string) string { return env[k] }})
+	if len(r.Warnings) != 1 || !strings.HasPrefix(r.Warnings[0], "line 11: routes[0] (headers-only).rules[0] (workspace).when: reads mcp.arguments") {
+		t.Errorf("warnings = %q", r.Warnings)
+	}
+	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "PDP_SECRET") {
+		t.Errorf("problems = %q", r.Problems)
+	}
+}

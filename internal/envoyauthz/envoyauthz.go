@@ -61,6 +61,7 @@ func Input(req *authv3.CheckRequest) check.Request {
 			Headers:           h.GetHeaders(),
 			ContextExtensions: attrs.GetContextExtensions(),
 			SourcePrincipal:   attrs.GetSource().GetPrincipal(),
+			SourceAddress:     attrs.GetSource().GetAddress().GetSocketAddress().GetAddress(),
 		},
 	}
 	if len(w.in.Headers) == 0 {

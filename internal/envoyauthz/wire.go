@@ -33,7 +33,13 @@ const (
 	fAttrRequest           = 4  // AttributeContext.request
 	fAttrContextExtensions = 10 // AttributeContext.context_extensions
 
+	fPeerAddress   = 1 // AttributeContext.Peer.address
 	fPeerPrincipal = 4 // AttributeContext.Peer.principal
+
+	fAddressSocket        = 1 // config.core.v3.Address.socket_address (a oneof with the two below)
+	fAddressPipe          = 2 // Address.pipe
+	fAddressEnvoyInternal = 3 // Address.envoy_internal_address
+	fSocketAddress        = 2 // SocketAddress.address
 
 	fRequestHTTP = 2 // AttributeContext.Request.http
 
@@ -90,8 +96,11 @@ func (w *wireRequest) attributes(num protowire.Number, v string) error {
 	switch num {
 	case fAttrSource:
 		return fields(v, func(num protowire.Number, v string) error {
-			if num == fPeerPrincipal {
+			switch num {
+			case fPeerPrincipal:
 				w.in.SourcePrincipal = v
+			case fPeerAddress:
+				return fields(v, w.address)
 			}
 			return nil
 		})
@@ -111,6 +120,24 @@ func (w *wireRequest) attributes(num protowire.Number, v string) error {
 			w.in.ContextExtensions = map[string]string{}
 		}
 		w.in.ContextExtensions[k] = val
+	}
+	return nil
+}
+
+// address reads the peer's Address as protobuf merges repeated messages:
+// a later socket address's address wins, another kind of address in the
+// oneof clears it.
+func (w *wireRequest) address(num protowire.Number, v string) error {
+	switch num {
+	case fAddressSocket:
+		return fields(v, func(num protowire.Number, v string) error {
+			if num == fSocketAddress {
+				w.in.SourceAddress = v
+			}
+			return nil
+		})
+	case fAddressPipe, fAddressEnvoyInternal:
+		w.in.SourceAddress = ""
 	}
 	return nil
 }

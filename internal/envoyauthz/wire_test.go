@@ -49,6 +49,10 @@ func wireRequests(t testing.TB) map[string]*authv3.CheckRequest {
 	for name, o := range opts {
 		out[name] = envoytest.BuildCheckRequest(r.Clone(context.Background()), body, o)
 	}
+	peer := envoytest.BuildCheckRequest(r.Clone(context.Background()), body, envoytest.BuildOptions{})
+	peer.Attributes.Source = &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
+		SocketAddress: &corev3.SocketAddress{Address: "10.1.2.3", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 40000}}}}}
+	out["peer address"] = peer
 	return out
 }
 
@@ -193,4 +197,33 @@ func BenchmarkWireDecode(b *testing.B) {
 			Input(&r)
 		}
 	})
+}
+
+// TestWireSourceAddress: the peer's address reaches the request from either
+// decoder, as protobuf merges a repeated address.
+func TestWireSourceAddress(t *testing.T) {
+	req := wireRequests(t)["peer address"]
+	if got := Input(req).SourceAddress; got != "10.1.2.3" {
+		t.Fatalf("Input: SourceAddress %q", got)
+	}
+	b, _ := proto.Marshal(req)
+	// A second Peer.address that is a pipe clears the socket address.
+	pipe, _ := proto.Marshal(&authv3.CheckRequest{Attributes: &authv3.AttributeContext{Source: &authv3.AttributeContext_Peer{
+		Address: &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: "/tmp/s"}}}}}})
+	for name, tt := range map[string]struct {
+		b    []byte
+		want string
+	}{"socket": {b, "10.1.2.3"}, "then a pipe": {append(bytes.Clone(b), pipe...), ""}} {
+		var w wireRequest
+		if err := w.decode(tt.b); err != nil {
+			t.Fatal(err)
+		}
+		var m authv3.CheckRequest
+		if err := proto.Unmarshal(tt.b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := w.request().SourceAddress, Input(&m).SourceAddress; got != tt.want || want != tt.want {
+			t.Errorf("%s: wire %q, proto %q, want %q", name, got, want, tt.want)
+		}
+	}
 }

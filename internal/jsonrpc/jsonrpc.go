@@ -94,6 +94,11 @@ type Request struct {
 	// ParamsTaskID is params.taskId (MCP 2025-11-25 tasks/*, A2A push
 	// notification configs).
 	ParamsTaskID string
+
+	// ArgumentsStart and ArgumentsEnd locate params.arguments in the parsed
+	// body (body[ArgumentsStart:ArgumentsEnd]) when it is an object; both
+	// are 0 otherwise. Offsets, not a copy: most checks never read them.
+	ArgumentsStart, ArgumentsEnd int
 }
 
 // MirroredName returns the value the MCP Mcp-Name header mirrors for r
@@ -273,6 +278,9 @@ func (s *scanner) request() (Request, error) {
 		r.Method == "initialize" && s.spans[fCapsElicitationURL].kind == object
 	if r.MetaAuthorization, ok = s.text(fMetaAuthorization); !ok {
 		return invalid, ErrInvalidRequest
+	}
+	if sp := s.spans[fArguments]; sp.kind == object {
+		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
 	}
 	if r.MetaAuthorization == "" && s.spans[fMetadata].kind == object {
 		// Tool arguments are the tool's own: a _metadata member of another

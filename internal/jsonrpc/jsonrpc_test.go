@@ -220,6 +220,7 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
+			got.ArgumentsStart, got.ArgumentsEnd = 0, 0 // TestArgumentsSpan
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Parse:\n got %#v\nwant %#v", got, tt.want)
 			}
@@ -457,6 +458,7 @@ func TestParseDoesNotAliasBody(t *testing.T) {
 	for i := range body {
 		body[i] = 'X'
 	}
+	r.ArgumentsStart, r.ArgumentsEnd = 0, 0
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("after overwriting the body: %#v, want %#v", r, want)
 	}
@@ -538,5 +540,26 @@ func TestLooksLikeJSON(t *testing.T) {
 		if got := LooksLikeJSON([]byte(body)); got != want {
 			t.Errorf("LooksLikeJSON(%q) = %v, want %v", body, got, want)
 		}
+	}
+}
+
+func TestArgumentsSpan(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments": {"path": "/x", "n": [1]} }}`, `{"path": "/x", "n": [1]}`},
+		{"absent", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`, ``},
+		{"null", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":null}}`, ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Parse([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.body[r.ArgumentsStart:r.ArgumentsEnd]; got != tt.want {
+				t.Errorf("arguments = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,400 @@
+// Package authzen asks an external policy decision point (PDP) for access
+// decisions over the OpenID AuthZEN Authorization API 1.0, Access
+// Evaluation: POST a subject, an action, a resource and a context, read a
+// boolean decision.
+//
+// Decisions are cached for a configured TTL (shortened or disabled by the
+// PDP's Cache-Control), keyed by everything the request carried, so that a
+// decision is never reused for a request the PDP did not see. Concurrent
+// identical requests make one call (single flight). A PDP that cannot be
+// reached, answers late, errs or answers something that is not a decision
+// makes the request Unavailable (503 with Retry-After), never allowed; after
+// repeated failures a breaker stops calling it for a while.
+package authzen
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/extauthz/extauthz/internal/bounded"
+	"github.com/extauthz/extauthz/internal/breaker"
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/oauthclient"
+)
+
+// Defaults for Config.
+const (
+	DefaultTimeout          = 2 * time.Second
+	DefaultCacheTTL         = 30 * time.Second
+	DefaultCacheSize        = 10_000
+	DefaultMaxResponseBytes = 64 << 10
+	DefaultBreakerThreshold = 5
+	DefaultBreakerCooldown  = 5 * time.Second
+
+	minRetryAfter = time.Second
+	maxRetryAfter = time.Minute
+)
+
+// Subject, Action and Resource are the AuthZEN entities (section 5).
+type Subject struct {
+	Type       string         `json:"type"`
+	ID         string         `json:"id"`
+	Properties map[string]any `json:"properties,omitempty"`
+}
+
+// Action is what the subject wants to do.
+type Action struct {
+	Name       string         `json:"name"`
+	Properties map[string]any `json:"properties,omitempty"`
+}
+
+// Resource is what the action is done to.
+type Resource struct {
+	Type       string         `json:"type"`
+	ID         string         `json:"id"`
+	Properties map[string]any `json:"properties,omitempty"`
+}
+
+// Request is an Access Evaluation request.
+type Request struct {
+	Subject  Subject        `json:"subject"`
+	Action   Action         `json:"action"`
+	Resource Resource       `json:"resource"`
+	Context  map[string]any `json:"context,omitempty"`
+}
+
+// response is an Access Evaluation response. decision is required.
+type response struct {
+	Decision *bool          `json:"decision"`
+	Context  map[string]any `json:"context,omitempty"`
+}
+
+// Decision is the PDP's answer.
+type Decision struct {
+	Allowed bool
+	// Reason is the PDP's reason_admin, if it gave one as a string or
+	// an {"en": ...} object: for logs and explanations, not for callers.
+	Reason string
+	// Cached says the decision came from the cache.
+	Cached bool
+}
+
+// UnavailableError is a request the PDP could not decide: the caller
+// answers 503 with Retry-After. It never carries credentials.
+type UnavailableError struct {
+	RetryAfter time.Duration
+	reason     string
+	cause      error
+}
+
+func (e *UnavailableError) Error() string {
+	if e.cause != nil {
+		return "authzen: " + e.reason + ": " + e.cause.Error()
+	}
+	return "authzen: " + e.reason
+}
+
+func (e *UnavailableError) Unwrap() error { return e.cause }
+
+// Config is one PDP.
+type Config struct {
+	// Endpoint is the Access Evaluation URL, for example
+	// https://pdp.example.com/access/v1/evaluation. https, or http to a
+	// loopback address.
+	Endpoint string
+	// ClientAuth authenticates this service to the PDP. AuthZEN leaves the
+	// method to deployments; the methods whose credentials travel in a
+	// header are supported: client_secret_basic and none.
+	ClientAuth oauthclient.Config
+	// BearerToken, if set, is sent as Authorization: Bearer (an API key);
+	// it excludes ClientAuth. It is never logged.
+	BearerToken string
+	// Timeout bounds one call to the PDP.
+	Timeout time.Duration
+	// CacheTTL is how long a decision is kept; the PDP's Cache-Control
+	// max-age shortens it, no-store or no-cache disables it. Negative
+	// disables caching.
+	CacheTTL  time.Duration
+	CacheSize int
+	// MaxResponseBytes bounds the PDP's answer.
+	MaxResponseBytes int64
+	// BreakerThreshold failures in a row stop calls for BreakerCooldown.
+	BreakerThreshold int
+	BreakerCooldown  time.Duration
+}
+
+// Validate applies defaults and checks c.
+func (c Config) Validate() (Config, error) {
+	u, err := url.Parse(c.Endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return c, errors.New("authzen endpoint must be an absolute http(s) URL")
+	}
+	if u.User != nil {
+		return c, errors.New("authzen endpoint must not carry credentials; use client_auth")
+	}
+	if u.Scheme == "http" && !loopback(u.Hostname()) {
+		return c, errors.New("authzen endpoint must use https (http only to a loopback address)")
+	}
+	if c.ClientAuth, err = c.ClientAuth.Normalize(); err != nil {
+		return c, fmt.Errorf("authzen client_auth: %w", err)
+	}
+	switch c.ClientAuth.Method {
+	case oauthclient.ClientSecretBasic, oauthclient.None:
+	default:
+		return c, fmt.Errorf("authzen client_auth: method %s sends credentials in a form body, which an AuthZEN request has not; use client_secret_basic or a bearer token", c.ClientAuth.Method)
+	}
+	if c.BearerToken != "" && c.ClientAuth.Method != oauthclient.None {
+		return c, errors.New("authzen: a bearer token and client_auth exclude each other")
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.CacheTTL == 0 {
+		c.CacheTTL = DefaultCacheTTL
+	}
+	if c.CacheSize <= 0 {
+		c.CacheSize = DefaultCacheSize
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.BreakerThreshold <= 0 {
+		c.BreakerThreshold = DefaultBreakerThreshold
+	}
+	if c.BreakerCooldown <= 0 {
+		c.BreakerCooldown = DefaultBreakerCooldown
+	}
+	if c.Timeout < 0 {
+		return c, errors.New("authzen timeout must be positive")
+	}
+	return c, nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Options are a Client's dependencies.
+type Options struct {
+	HTTPClient *http.Client // nil: a client with no redirects followed
+	Now        func() time.Time
+	Logger     *slog.Logger
+}
+
+// Stats are a Client's counters.
+type Stats struct {
+	Calls, Hits, Failures, Rejected uint64
+}
+
+// Client asks one PDP. It is safe for concurrent use.
+type Client struct {
+	cfg     Config
+	auth    *oauthclient.Auth
+	http    *http.Client
+	now     func() time.Time
+	log     *slog.Logger
+	cache   *cache.Cache[Decision]
+	group   singleflight.Group
+	breaker *breaker.Breaker
+
+	calls, hits, failures, rejected atomic.Uint64
+}
+
+// New returns a client for the PDP c describes.
+func New(c Config, o Options) (*Client, error) {
+	c, err := c.Validate()
+	if err != nil {
+		return nil, err
+	}
+	auth, err := oauthclient.New(c.ClientAuth)
+	if err != nil {
+		return nil, fmt.Errorf("authzen client_auth: %w", err)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	// A redirect is not followed: it would turn the POST into a GET to
+	// wherever the Location says, and a decision from there is not the
+	// PDP's. The 3xx is a failure.
+	hc := http.Client{}
+	if o.HTTPClient != nil {
+		hc = *o.HTTPClient
+	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	o.HTTPClient = &hc
+	ch, err := cache.New[Decision](c.CacheSize, o.Now)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		cfg: c, auth: auth, http: o.HTTPClient, now: o.Now, log: o.Logger, cache: ch,
+		breaker: breaker.New(c.BreakerThreshold, c.BreakerCooldown),
+	}, nil
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats {
+	return Stats{Calls: c.calls.Load(), Hits: c.hits.Load(), Failures: c.failures.Load(), Rejected: c.rejected.Load()}
+}
+
+// Evaluate asks for a decision on r. The error, if any, is an
+// *UnavailableError: the request must not be allowed.
+func (c *Client) Evaluate(ctx context.Context, r Request) (Decision, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return Decision{}, &UnavailableError{RetryAfter: minRetryAfter, reason: "cannot encode the request", cause: err}
+	}
+	// encoding/json writes struct fields in order and map keys sorted:
+	// equal requests hash equal.
+	k := cache.NewKey("authzen", c.cfg.Endpoint, string(body))
+	if d, ok := c.cache.Get(k); ok {
+		c.hits.Add(1)
+		d.Cached = true
+		return d, nil
+	}
+	ch := c.group.DoChan(string(k[:]), func() (any, error) {
+		return c.flight(k, body)
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return Decision{}, res.Err
+		}
+		return res.Val.(Decision), nil
+	case <-ctx.Done():
+		return Decision{}, &UnavailableError{RetryAfter: minRetryAfter, reason: "the request ended before the PDP answered", cause: ctx.Err()}
+	}
+}
+
+// flight makes the call for one key; concurrent callers share it. It runs
+// under its own timeout, not a caller's context: one caller giving up does
+// not fail the others.
+func (c *Client) flight(k cache.Key, body []byte) (Decision, error) {
+	start := c.now()
+	if ok, wait := c.breaker.Allow(start); !ok {
+		c.rejected.Add(1)
+		return Decision{}, &UnavailableError{RetryAfter: clampRetry(wait), reason: "PDP calls suspended after repeated failures"}
+	}
+	c.calls.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	defer cancel()
+	d, ttl, err := c.call(ctx, body, start)
+	now := c.now()
+	c.breaker.Record(now, err == nil)
+	if err != nil {
+		c.failures.Add(1)
+		ue := &UnavailableError{RetryAfter: minRetryAfter, reason: "PDP failed", cause: err}
+		if ok, wait := c.breaker.Peek(now); !ok {
+			ue.RetryAfter = clampRetry(wait)
+		}
+		c.log.Warn("authzen: no decision", "endpoint", bounded.Redact(c.cfg.Endpoint), "error", err)
+		return Decision{}, ue
+	}
+	if ttl > 0 {
+		c.cache.Add(k, d, now.Add(ttl))
+	}
+	return d, nil
+}
+
+// call POSTs one evaluation and reads the decision and how long it may be
+// cached.
+func (c *Client) call(ctx context.Context, body []byte, now time.Time) (Decision, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Endpoint, bytes.NewReader(body))
+	if err != nil {
+		return Decision{}, 0, errors.New("cannot build the request")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("X-Request-ID", rand.Text())
+	if c.cfg.BearerToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.BearerToken)
+	} else if err := c.auth.Apply(url.Values{}, req.Header, c.cfg.Endpoint, now); err != nil {
+		return Decision{}, 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Decision{}, 0, bounded.ScrubURLError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		bounded.Drain(resp.Body)
+		return Decision{}, 0, fmt.Errorf("PDP answered HTTP %d", resp.StatusCode)
+	}
+	raw, err := bounded.Read(resp.Body, c.cfg.MaxResponseBytes)
+	if err != nil {
+		return Decision{}, 0, fmt.Errorf("reading the PDP's answer: %w", err)
+	}
+	var r response
+	if err := json.Unmarshal(raw, &r); err != nil || r.Decision == nil {
+		return Decision{}, 0, errors.New("the PDP's answer holds no boolean decision")
+	}
+	d := Decision{Allowed: *r.Decision, Reason: reason(r.Context)}
+	return d, cacheTTL(c.cfg.CacheTTL, resp.Header.Values("Cache-Control")), nil
+}
+
+// reason reads reason_admin: a string, or an object of translations.
+func reason(ctx map[string]any) string {
+	switch r := ctx["reason_admin"].(type) {
+	case string:
+		return r
+	case map[string]any:
+		if s, ok := r["en"].(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// cacheTTL is the configured TTL as the PDP's Cache-Control allows it.
+func cacheTTL(ttl time.Duration, cacheControl []string) time.Duration {
+	if ttl < 0 {
+		return 0
+	}
+	for _, v := range cacheControl {
+		for d := range strings.SplitSeq(v, ",") {
+			d = strings.ToLower(strings.TrimSpace(d))
+			switch {
+			case d == "no-store" || d == "no-cache":
+				return 0
+			case strings.HasPrefix(d, "max-age="):
+				n, err := strconv.ParseInt(strings.Trim(d[len("max-age="):], `"`), 10, 64)
+				if err != nil || n < 0 {
+					return 0 // unreadable advice: do not cache
+				}
+				if age := time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second; age < ttl {
+					ttl = age
+				}
+			}
+		}
+	}
+	return ttl
+}
+
+// clampRetry rounds a wait up to whole seconds within the Retry-After
+// bounds.
+func clampRetry(d time.Duration) time.Duration {
+	secs := math.Ceil(d.Seconds())
+	return min(max(time.Duration(secs)*time.Second, minRetryAfter), maxRetryAfter)
+}

@@ -1,0 +1,435 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/extauthz/extauthz/internal/authzen"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/lineage"
+	"github.com/extauthz/extauthz/internal/mcpresponse"
+	"github.com/extauthz/extauthz/internal/oauthclient"
+	"github.com/extauthz/extauthz/internal/policy"
+	"github.com/extauthz/extauthz/internal/secrets"
+)
+
+// Rules with `when` (CEL) and `authzen` (an external decision point), see
+// docs/policies.md. An expression that reads only the token is evaluated
+// once, when the grant is made, and its result kept with the grant; the
+// others run per request against an input built from the evaluation, only
+// when a rule needs one.
+
+// rulePDP is a rule's AuthZEN decision point.
+type rulePDP struct {
+	client    *authzen.Client
+	arguments []string
+}
+
+// Results of identity-only expressions kept with a grant.
+const (
+	whenUnset uint8 = iota
+	whenTrue
+	whenFalse
+	whenError
+)
+
+// compileRulePolicies compiles the when expressions and AuthZEN clients of
+// route r's rules (rc.Rules, in the same order as r.rules) and records
+// what grants must keep for them.
+func (p *Policy) compileRulePolicies(r *Route, rc config.Route, d Deps) error {
+	var errs []error
+	for i, cr := range rc.Rules {
+		ru := &r.rules[i]
+		if cr.When != "" {
+			if p.policyEnv == nil {
+				env, err := policy.NewEnv(policy.Options{})
+				if err != nil {
+					return err
+				}
+				p.policyEnv = env
+			}
+			prg, err := p.policyEnv.Compile(cr.When)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("route %s: rule %s: when: %w", r.Name, ru.name, err))
+				continue
+			}
+			ru.when = prg
+			claims, all := prg.Claims()
+			for _, c := range claims {
+				if !slices.Contains(r.ruleClaims, c) {
+					r.ruleClaims = append(r.ruleClaims, c)
+				}
+			}
+			r.allClaims = r.allClaims || all
+			if prg.IdentityOnly() {
+				r.identityRules = append(r.identityRules, i)
+			} else if slices.Contains(prg.Reads(), policy.VarJWT) {
+				r.jwtPerRequest = true
+			}
+			r.readsArguments = r.readsArguments || prg.ReadsArguments()
+		}
+		if z := cr.AuthZEN; z != nil {
+			secret, err := secrets.Load(d.Getenv, z.ClientAuth.ClientSecretEnv, z.ClientAuth.ClientSecretFile)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("route %s: rule %s: authzen: %w", r.Name, ru.name, err))
+				continue
+			}
+			c, err := authzen.New(authzen.Config{
+				Endpoint: z.Endpoint, Timeout: z.Timeout.D(), CacheTTL: z.CacheTTL.D(),
+				ClientAuth: authzenClientAuth(z.ClientAuth, secret),
+			}, authzen.Options{HTTPClient: d.HTTPClient, Now: d.Now, Logger: d.Logger})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("route %s: rule %s: %w", r.Name, ru.name, err))
+				continue
+			}
+			ru.pdp = &rulePDP{client: c, arguments: z.Arguments}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func authzenClientAuth(c config.ExchangeClient, secret string) oauthclient.Config {
+	return oauthclient.Config{Method: c.Method, ClientID: c.ClientID, ClientSecret: secret, PrivateKeyFile: c.PrivateKeyFile, KeyID: c.KeyID, Algorithm: c.Algorithm}
+}
+
+// grantPolicy evaluates route r's identity-only expressions for a new
+// grant and keeps what per-request expressions read of the token.
+func (p *Policy) grantPolicy(g *Grant, r *Route, raw map[string]any) {
+	if r.allClaims {
+		names := slices.Sorted(maps.Keys(raw))
+		g.Claims = make(RuleClaims, 0, len(names))
+		for _, name := range names {
+			g.Claims = append(g.Claims, RuleClaim{Name: name, Value: internClaim(raw[name])})
+		}
+	}
+	if r.jwtPerRequest {
+		g.jwt = make(map[string]any, len(g.Claims))
+		for _, c := range g.Claims {
+			g.jwt[c.Name] = c.Value
+		}
+	}
+	if len(r.identityRules) == 0 {
+		return
+	}
+	in := policy.Input{JWT: raw, Identity: identityInput(g)}
+	g.whenResults = make([]uint8, len(r.rules))
+	for _, i := range r.identityRules {
+		ok, err := r.rules[i].when.Eval(&in)
+		g.whenResults[i] = whenResult(ok, err)
+	}
+}
+
+func whenResult(ok bool, err error) uint8 {
+	switch {
+	case err != nil:
+		return whenError
+	case ok:
+		return whenTrue
+	}
+	return whenFalse
+}
+
+func identityInput(g *Grant) policy.Identity {
+	return policy.Identity{Issuer: g.Issuer, Subject: g.Subject, Session: g.Session, ClientID: g.ClientID, Scopes: g.Scopes, Actors: g.Actors}
+}
+
+// errIdentityPolicy is an identity-only expression that failed when the
+// grant was made.
+var errIdentityPolicy = errors.New("the rule's expression failed on this token")
+
+// ruleWhen evaluates rule i's when expression for grant g; e is nil when
+// no request is being decided (then only identity-only expressions can be
+// decided, the others fail closed).
+func (e *evaluation) ruleWhen(i int, ru *rule, g *Grant) (bool, error) {
+	var ok bool
+	var err error
+	if g.whenResults != nil && g.whenResults[i] != whenUnset {
+		switch g.whenResults[i] {
+		case whenTrue:
+			ok = true
+		case whenError:
+			err = errIdentityPolicy
+		}
+	} else if e == nil {
+		err = errors.New("no request to evaluate the rule's expression on")
+	} else {
+		ok, err = ru.when.Eval(e.policyInput(ru.when))
+	}
+	if e != nil {
+		e.rec.add("rule", func() string { return e.explainWhen(ru, ok, err) })
+		if err != nil {
+			// Debug: the decision log names the rule already, and a
+			// caller can make every request fail.
+			e.log.LogAttrs(e.ctx, slog.LevelDebug, "rule expression failed", slog.String("route", g.Route), slog.String("rule", ru.name),
+				slog.String("request_id", e.req.RequestID), slog.String("error", err.Error()))
+		}
+	}
+	return ok, err
+}
+
+// explainWhen describes one expression's evaluation: its source, the
+// values it read and its result.
+func (e *evaluation) explainWhen(ru *rule, ok bool, err error) string {
+	result := fmt.Sprint(ok)
+	if err != nil {
+		result = "error: " + err.Error()
+	}
+	var values []string
+	if e.grant != nil {
+		values = ru.when.Values(e.policyInput(ru.when))
+	}
+	return fmt.Sprintf("%s: when %s => %s; read: %s", ru.name, ru.when.Source(), result, strings.Join(values, ", "))
+}
+
+// rulePDP asks rule ru's decision point about the call.
+func (e *evaluation) rulePDP(ru *rule) (authzen.Decision, error) {
+	if e == nil {
+		return authzen.Decision{}, &authzen.UnavailableError{RetryAfter: time.Second}
+	}
+	req := authzen.Build(e.policyInput(nil), ru.pdp.arguments)
+	ctx := e.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	d, err := ru.pdp.client.Evaluate(ctx, req)
+	e.rec.add("authzen", func() string {
+		if err != nil {
+			return ru.name + ": " + err.Error()
+		}
+		return fmt.Sprintf("%s: the PDP decided %v (cached: %v) %s", ru.name, d.Allowed, d.Cached, d.Reason)
+	})
+	return d, err
+}
+
+// policyInput is the request as rule expressions see it, built once per
+// evaluation when a rule first needs it. Lineage is derived only for an
+// expression that reads it.
+func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
+	if e.pol == nil {
+		e.pol = policyStates.Get().(*policyState)
+	}
+	ps := e.pol
+	in := &ps.in
+	if !ps.built {
+		ps.built = true
+		g, req, call := e.grant, e.req, &e.call
+		in.JWT = g.jwt
+		if in.JWT == nil && e.rec.steps != nil {
+			// Explanations show what identity-only expressions read.
+			in.JWT = make(map[string]any, len(g.Claims))
+			for _, c := range g.Claims {
+				in.JWT[c.Name] = c.Value
+			}
+		}
+		in.Identity = identityInput(g)
+		// Field by field: the input is large, and whole-struct copies of
+		// it cost write barriers.
+		rq := &in.Request
+		rq.Method, rq.Host, rq.Headers = req.Method, req.Host, req.Headers
+		rq.Path, _, _ = strings.Cut(req.Path, "?")
+		rq.Source.Principal, rq.Source.Address = req.SourcePrincipal, req.SourceAddress
+		in.Now = e.pl.now()
+		switch call.Protocol {
+		case jsonrpc.ProtocolMCP:
+			in.MCP.Method, in.MCP.ProtocolVersion, in.MCP.Session = call.Method, call.ProtocolVersion, call.MCPSession
+			if isURIMethod(call.Method) {
+				in.MCP.URI = call.Name
+			} else {
+				in.MCP.Name = call.Name
+			}
+			if call.Body && !req.BodyPartial {
+				in.MCP.BodyComplete = true
+				if call.argsEnd > call.argsStart && call.argsEnd <= len(req.Body) {
+					// The body is not modified during a check and nothing
+					// the rules yield outlives it (values are copied where
+					// kept: explanations, decision point requests), so the
+					// arguments are read in place.
+					args := req.Body[call.argsStart:call.argsEnd]
+					in.MCP.Arguments = unsafe.String(unsafe.SliceData(args), len(args))
+				}
+			}
+		case jsonrpc.ProtocolA2A:
+			method, _ := jsonrpc.ClassifyA2A(call.Method)
+			in.A2A = policy.A2A{Method: method, ContextID: call.ContextID, TaskID: call.TaskID}
+		}
+	}
+	if prg != nil && !ps.lineage && slices.Contains(prg.Reads(), policy.VarLineage) {
+		ps.lineage = true
+		in.Lineage = e.policyLineage()
+	}
+	return in
+}
+
+// policyLineage derives the request's lineage for rule expressions, as the
+// lineage stage will (which runs after the rules and derives it again to
+// set the headers). A signed lineage token counts only once verified.
+func (e *evaluation) policyLineage() policy.Lineage {
+	p, r, g, req, call := e.p, e.route, e.grant, e.req, &e.call
+	if r.lineageOff {
+		return policy.Lineage{Actors: g.Actors}
+	}
+	in := p.lineageNames.Inbound(req.Headers)
+	trusted := r.trust.Trusted(lineage.Caller{IssuerName: g.Issuer, ClientID: g.ClientID, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal})
+	var carried *lineage.Carried
+	if in.Signed != "" && p.signedVerifier != nil {
+		if c, err := p.signedVerifier.Verify(e.ctx, in.Signed, g.Subject); err == nil {
+			carried = &c
+		}
+	}
+	res, err := lineage.Derive(in, lineage.Facts{ContextID: call.ContextID, MCPSessionID: call.MCPSession, TokenSessionID: g.Session, ActChain: g.Actors},
+		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth, NoMint: true})
+	if err != nil {
+		// The lineage stage refuses this request; until then the rules
+		// see no lineage.
+		return policy.Lineage{Actors: g.Actors}
+	}
+	return policy.Lineage{Root: res.Root, Parent: res.Parent, Depth: res.Depth, Actors: res.ActorChain, Trusted: res.Trusted}
+}
+
+// policyStates recycles policy inputs: one is taken by a check whose rules
+// need one and cleared when the check ends (release).
+var policyStates = sync.Pool{New: func() any { return new(policyState) }}
+
+// releasePolicy returns the evaluation's policy input, cleared so that it
+// keeps no request alive.
+func (e *evaluation) releasePolicy() {
+	if e.pol == nil {
+		return
+	}
+	*e.pol = policyState{}
+	policyStates.Put(e.pol)
+	e.pol = nil
+}
+
+// policyState is what the rule expressions of one evaluation share.
+type policyState struct {
+	in         policy.Input
+	built      bool
+	lineage    bool
+	retryAfter time.Duration // of an AuthZEN denial
+}
+
+// CanCall answers whether the caller of grant g could call tool (with
+// annotations as its server listed them; nil when unknown) on the grant's
+// route at all, for the tools/list filter and explanations: Allowed,
+// Denied, or DependsOnArguments when the rules' expressions decide on the
+// call's arguments, or on the request, lineage or a decision point, none of
+// which a listing knows. A tool is Denied only when no call could pass.
+func (pl *Pipeline) CanCall(g *Grant, tool string, annotations map[string]any) policy.Decision {
+	p := pl.policy.Load()
+	r, ok := p.routes.ByName(g.Route)
+	if !ok || !g.scopeOK {
+		return policy.Denied
+	}
+	in := policy.Input{JWT: g.jwt, Identity: identityInput(g), Now: pl.now(),
+		MCP: policy.MCP{Method: "tools/call", Name: tool, Annotations: annotations}}
+	if in.JWT == nil && len(g.Claims) > 0 {
+		in.JWT = make(map[string]any, len(g.Claims))
+		for _, c := range g.Claims {
+			in.JWT[c.Name] = c.Value
+		}
+	}
+	unknown := []string{policy.VarRequest, policy.VarLineage, policy.VarA2A}
+	meanings := jsonrpc.Meanings("tools/call", r.rpcProtocol())
+	depends := false
+	final := policy.Allowed
+	if r.defaultDeny {
+		final = policy.Denied
+	}
+	for i := range r.rules {
+		ru := &r.rules[i]
+		if !ru.matches("tools/call", meanings, tool) {
+			continue
+		}
+		when := policy.Allowed
+		if ru.when != nil {
+			when = canCallWhen(g, i, ru, &in, unknown)
+		}
+		if ru.deny {
+			if when == policy.Denied {
+				continue // the deny rule does not apply
+			}
+			if when == policy.Allowed {
+				final = policy.Denied
+				break
+			}
+			depends = true // some calls are denied here, others go on
+			continue
+		}
+		switch {
+		case !hasAll(g.Scopes, ru.scopes), !claimsHold(g, ru), when == policy.Denied:
+			final = policy.Denied
+		case ru.pdp != nil || when == policy.DependsOnArguments:
+			final = policy.DependsOnArguments
+		default:
+			final = policy.Allowed
+		}
+		break
+	}
+	if depends && final != policy.Denied {
+		return policy.DependsOnArguments
+	}
+	return final
+}
+
+func claimsHold(g *Grant, ru *rule) bool {
+	for _, req := range ru.claims {
+		if !claimHasAny(g.Claims.Get(req.claim), req.values) {
+			return false
+		}
+	}
+	return true
+}
+
+// canCallWhen is CanCall for one rule's expression; a failure is Denied.
+func canCallWhen(g *Grant, i int, ru *rule, in *policy.Input, unknown []string) policy.Decision {
+	if g.whenResults != nil && g.whenResults[i] != whenUnset {
+		if g.whenResults[i] == whenTrue {
+			return policy.Allowed
+		}
+		return policy.Denied
+	}
+	d, err := ru.when.CanCall(in, unknown...)
+	if err != nil {
+		return policy.Denied
+	}
+	return d
+}
+
+// ListPredicate is the tools/list filter for grant g (mcpresponse.FilterList):
+// a tool stays unless CanCall finds no call to it could pass; entries of
+// other kinds stay (their reads are decided when made). Annotations that
+// are not a JSON object are ignored (the tool is judged without them).
+func (pl *Pipeline) ListPredicate(g *Grant) mcpresponse.Predicate {
+	return func(kind, name string, annotations json.RawMessage) bool {
+		if kind != mcpresponse.KindTool {
+			return true
+		}
+		var ann map[string]any
+		if len(annotations) > 0 {
+			_ = json.Unmarshal(annotations, &ann)
+		}
+		return pl.CanCall(g, name, ann) != policy.Denied
+	}
+}
+
+// explainCanCall records, in explanations of a tools/call on a route with
+// rule expressions, whether the caller could call the tool at all.
+func (e *evaluation) explainCanCall() {
+	if e.rec.steps == nil || e.call.Method != "tools/call" || e.p.policyEnv == nil {
+		return
+	}
+	e.rec.add("can-call", func() string {
+		return fmt.Sprintf("%s, whatever the arguments: %v", e.call.Name, e.pl.CanCall(e.grant, e.call.Name, nil))
+	})
+}

@@ -1,0 +1,327 @@
+package check
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/mcpresponse"
+	"github.com/extauthz/extauthz/internal/policy"
+	"github.com/extauthz/extauthz/internal/testing/authzenpdp"
+)
+
+// celRoutes are routes with CEL and AuthZEN rules (%s: the PDP endpoint).
+const celRoutes = `
+  - name: ws
+    hosts: [ws.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - name: no drops outside on-call
+        methods: [tools/call]
+        names: ["drop_*"]
+        action: deny
+        when: '!("oncall" in jwt.groups)'
+      - name: own workspace
+        methods: [tools/call]
+        names: [read_file]
+        when: cleanPath(mcp.arguments.path).startsWith("/workspace/" + identity.subject + "/")
+      - name: finance
+        methods: [tools/call]
+        names: [refund]
+        when: '"finance" in jwt.groups'
+      - name: pay
+        methods: [tools/call]
+        names: ["pay_*"]
+        authzen: {endpoint: "%s", cache_ttl: 1m, arguments: [amount]}
+      - name: shallow
+        methods: [tools/call]
+        names: [deep_think]
+        when: lineage.depth == 0 && request.headers["x-tenant"] == "acme"
+  - name: net
+    hosts: [net.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: internal peers, methods: [tools/call], when: 'request.source.address.startsWith("10.")'}
+  - name: hdr
+    hosts: [hdr.example.com]
+    issuers: [dev]
+    protocol: mcp
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - name: own workspace
+        methods: [tools/call]
+        when: cleanPath(mcp.arguments.path).startsWith("/workspace/")
+`
+
+func celCall(name, args string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, name, args)
+}
+
+func celFixture(t *testing.T) (*fixture, *authzenpdp.PDP) {
+	pdp := authzenpdp.Start(func(r authzenpdp.Request) (bool, map[string]any) {
+		args, _ := r.Context["arguments"].(map[string]any)
+		amount, _ := args["amount"].(float64)
+		return r.Subject.ID == "dev:alice" && r.Resource.Type == "mcp_tool" && amount <= 100, nil
+	})
+	t.Cleanup(pdp.Close)
+	return newFixture(t, fmt.Sprintf(celRoutes, pdp.Endpoint())), pdp
+}
+
+func TestCELRules(t *testing.T) {
+	f, pdp := celFixture(t)
+	finance := jwt.MapClaims{"groups": []any{"finance"}}
+	oncall := jwt.MapClaims{"groups": []any{"oncall"}}
+	tests := []struct {
+		name    string
+		claims  jwt.MapClaims
+		body    string
+		headers Headers
+		partial bool
+		want    Outcome
+	}{
+		{"own file", nil, celCall("read_file", `{"path": "/workspace/dev:alice/a.txt"}`), nil, false, Allowed},
+		{"climbing out", nil, celCall("read_file", `{"path": "/workspace/dev:alice/../dev:bob/a.txt"}`), nil, false, Forbidden},
+		{"no path", nil, celCall("read_file", `{}`), nil, false, PolicyError},
+		{"path not a string", nil, celCall("read_file", `{"path": 1}`), nil, false, PolicyError},
+		{"partial body", nil, celCall("read_file", `{"path": "/workspace/dev:alice/a.txt"}`), nil, true, Malformed},
+		{"finance member", finance, celCall("refund", `{}`), nil, false, Allowed},
+		{"not finance", nil, celCall("refund", `{}`), nil, false, PolicyError},
+		{"other group", oncall, celCall("refund", `{}`), nil, false, Forbidden},
+		{"drop without on-call", jwt.MapClaims{"groups": []any{}}, celCall("drop_table", `{}`), nil, false, Forbidden},
+		{"drop on call", oncall, celCall("drop_table", `{}`), nil, false, Allowed},
+		{"drop without groups fails closed", nil, celCall("drop_table", `{}`), nil, false, PolicyError},
+		{"PDP allows", nil, celCall("pay_invoice", `{"amount": 50}`), nil, false, Allowed},
+		{"PDP denies", nil, celCall("pay_invoice", `{"amount": 500}`), nil, false, Forbidden},
+		{"lineage and headers", nil, celCall("deep_think", `{}`), Headers{"x-tenant": "acme"}, false, Allowed},
+		{"lineage and another tenant", nil, celCall("deep_think", `{}`), Headers{"x-tenant": "other"}, false, Forbidden},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := f.rpcReq(t, "POST", "ws.example.com", tt.body, tt.headers)
+			req.Headers["authorization"] = "Bearer " + f.hs(t, tt.claims)
+			req.BodyPartial = tt.partial
+			v := f.pl.Check(t.Context(), req)
+			if v.Outcome != tt.want {
+				t.Errorf("outcome %v (%s), want %v", v.Outcome, v.Description, tt.want)
+			}
+			if v.Outcome == PolicyError && v.Status() != 403 {
+				t.Errorf("status %d", v.Status())
+			}
+		})
+	}
+	if pdp.Calls.Load() != 2 {
+		t.Errorf("PDP calls = %d, want 2", pdp.Calls.Load())
+	}
+}
+
+// TestCELArgumentsNeedTheBody: on a route that decides on headers alone,
+// a rule reading the arguments fails closed.
+func TestCELArgumentsNeedTheBody(t *testing.T) {
+	f, _ := celFixture(t)
+	req := f.rpcReq(t, "POST", "hdr.example.com", "", Headers{"mcp-method": "tools/call", "mcp-name": "read_file", "mcp-protocol-version": "2026-07-28"})
+	req.Body = nil
+	if v := f.pl.Check(t.Context(), req); v.Outcome != PolicyError {
+		t.Errorf("outcome %v (%s), want policy_error", v.Outcome, v.Description)
+	}
+}
+
+func TestCELPDPDown(t *testing.T) {
+	f, pdp := celFixture(t)
+	pdp.Status.Store(503)
+	v := f.pl.Check(t.Context(), f.rpcReq(t, "POST", "ws.example.com", celCall("pay_invoice", `{"amount": 1}`), nil))
+	if v.Outcome != Unavailable || v.Status() != 503 {
+		t.Fatalf("outcome %v (%s), want unavailable", v.Outcome, v.Description)
+	}
+	if ra, ok := header(v.ResponseHeaders, "retry-after"); !ok || ra == "" {
+		t.Errorf("no Retry-After: %v", v.ResponseHeaders)
+	}
+}
+
+// TestCELGrantKeepsOnlyReadClaims: the grant keeps the claims expressions
+// read, and identity-only results are computed once with it.
+func TestCELGrantKeepsOnlyReadClaims(t *testing.T) {
+	f, _ := celFixture(t)
+	req := f.rpcReq(t, "POST", "ws.example.com", celCall("refund", `{}`), nil)
+	req.Headers["authorization"] = "Bearer " + f.hs(t, jwt.MapClaims{"groups": []any{"finance"}, "email": "a@example.com", "big": strings.Repeat("x", 1000)})
+	v := f.pl.Check(t.Context(), req)
+	if v.Outcome != Allowed {
+		t.Fatalf("outcome %v (%s)", v.Outcome, v.Description)
+	}
+	g := v.Grant
+	var names []string
+	for _, c := range g.Claims {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"groups"}) {
+		t.Errorf("grant claims %v, want [groups]", names)
+	}
+	r, _ := f.pl.policy.Load().routes.ByName("ws")
+	if len(r.identityRules) != 2 || g.whenResults == nil || g.whenResults[2] != whenTrue {
+		t.Errorf("identity rules %v, results %v", r.identityRules, g.whenResults)
+	}
+}
+
+func TestCELExplain(t *testing.T) {
+	f, _ := celFixture(t)
+	_, steps := f.pl.Explain(t.Context(), f.rpcReq(t, "POST", "ws.example.com", celCall("read_file", `{"path": "/etc/passwd"}`), nil))
+	var rule string
+	for _, s := range steps {
+		if s.Name == "authorize" && strings.HasPrefix(s.Detail, "own workspace: when") {
+			rule = s.Detail
+		}
+	}
+	for _, want := range []string{`when cleanPath(mcp.arguments.path)`, "=> false", `mcp.arguments.path = "/etc/passwd"`, `identity.subject = "dev:alice"`} {
+		if !strings.Contains(rule, want) {
+			t.Errorf("explain step %q lacks %q", rule, want)
+		}
+	}
+	if !slices.ContainsFunc(steps, func(s Step) bool {
+		return s.Outcome == "can-call" && s.Detail == "read_file, whatever the arguments: depends-on-arguments"
+	}) {
+		t.Errorf("no can-call step: %+v", steps)
+	}
+
+	// An identity-only expression: its result comes with the grant, its
+	// values from the claims the grant kept.
+	req := f.rpcReq(t, "POST", "ws.example.com", celCall("refund", `{}`), nil)
+	req.Headers["authorization"] = "Bearer " + f.hs(t, jwt.MapClaims{"groups": []any{"finance"}})
+	_, steps = f.pl.Explain(t.Context(), req)
+	if !slices.ContainsFunc(steps, func(s Step) bool {
+		return s.Outcome == "rule" && strings.Contains(s.Detail, `finance: when "finance" in jwt.groups => true; read: jwt.groups = ["finance"]`)
+	}) {
+		t.Errorf("no rule step for the identity-only expression: %+v", steps)
+	}
+}
+
+func TestCanCall(t *testing.T) {
+	f, _ := celFixture(t)
+	grant := func(claims jwt.MapClaims) *Grant {
+		req := f.rpcReq(t, "POST", "ws.example.com", celCall("refund", `{}`), nil)
+		req.Headers["authorization"] = "Bearer " + f.hs(t, claims)
+		v := f.pl.Check(t.Context(), req)
+		if v.Grant == nil {
+			t.Fatalf("no grant: %v %s", v.Outcome, v.Description)
+		}
+		return v.Grant
+	}
+	finance := grant(jwt.MapClaims{"groups": []any{"finance"}})
+	sales := grant(jwt.MapClaims{"groups": []any{"sales"}})
+	tests := []struct {
+		name string
+		g    *Grant
+		tool string
+		want policy.Decision
+	}{
+		{"arguments decide", finance, "read_file", policy.DependsOnArguments},
+		{"the token allows", finance, "refund", policy.Allowed},
+		{"the token denies", sales, "refund", policy.Denied},
+		{"deny rule applies", sales, "drop_table", policy.Denied},
+		{"a decision point decides", finance, "pay_invoice", policy.DependsOnArguments},
+		{"request and lineage unknown", finance, "deep_think", policy.DependsOnArguments},
+		{"no rule", finance, "other", policy.Allowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := f.pl.CanCall(tt.g, tt.tool, nil); got != tt.want {
+				t.Errorf("CanCall = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// benchRoutes are three routes alike but for their rule: a plain one, one
+// whose expression reads only the token, one that reads an argument.
+const benchRoutes = `
+  - name: plain
+    hosts: [plain.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: read, methods: [tools/call], names: [read_file]}
+  - name: identity
+    hosts: [identity.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: read, methods: [tools/call], names: [read_file], when: '"finance" in jwt.groups'}
+  - name: arguments
+    hosts: [arguments.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: read, methods: [tools/call], names: [read_file], when: 'mcp.arguments.path.startsWith("/workspace/")'}
+`
+
+// BenchmarkCELRules: a cached grant's check with a plain rule, with an
+// identity-only expression (its result is kept with the grant) and with an
+// expression on mcp.arguments.path (evaluated per request).
+func BenchmarkCELRules(b *testing.B) {
+	f := newFixture(b, benchRoutes)
+	tok := f.hs(b, jwt.MapClaims{"groups": []any{"finance"}})
+	body := celCall("read_file", `{"path": "/workspace/alice/notes.txt", "limit": 100}`)
+	for _, route := range []string{"plain", "identity", "arguments"} {
+		b.Run(route, func(b *testing.B) {
+			req := &Request{Method: "POST", Scheme: "https", Host: route + ".example.com", Path: "/mcp",
+				Headers: Headers{"authorization": "Bearer " + tok, "content-type": "application/json"}, Body: []byte(body),
+				ContextExtensions: map[string]string{"route": route}}
+			if v := f.pl.Check(b.Context(), req); v.Outcome != Allowed {
+				b.Fatalf("%v %s", v.Outcome, v.Description)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				f.pl.Check(b.Context(), req)
+			}
+		})
+	}
+}
+
+// TestListPredicate: a tools/list answer keeps the tools some call could
+// pass and drops the others; annotations reach the rules.
+func TestListPredicate(t *testing.T) {
+	pdp := authzenpdp.Start(func(authzenpdp.Request) (bool, map[string]any) { return true, nil })
+	t.Cleanup(pdp.Close)
+	f := newFixture(t, fmt.Sprintf(celRoutes+`
+  - name: annotated
+    hosts: [annotated.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - name: destructive needs admin
+        methods: [tools/call]
+        action: deny
+        when: has(mcp.annotations.destructiveHint) && mcp.annotations.destructiveHint == true && !("admin" in identity.scopes)
+`, pdp.Endpoint()))
+	req := f.rpcReq(t, "POST", "annotated.example.com", celCall("x", `{}`), nil)
+	v := f.pl.Check(t.Context(), req)
+	if v.Grant == nil {
+		t.Fatalf("%v %s", v.Outcome, v.Description)
+	}
+	list := `{"jsonrpc":"2.0","id":1,"result":{"tools":[` +
+		`{"name":"read","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
+		`{"name":"wipe","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}},` +
+		`{"name":"plain","inputSchema":{"type":"object"}}]}}`
+	out, dropped, err := mcpresponse.FilterList("tools/list", []byte(list), f.pl.ListPredicate(v.Grant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped != 1 || strings.Contains(string(out), `"wipe"`) || !strings.Contains(string(out), `"read"`) || !strings.Contains(string(out), `"plain"`) {
+		t.Errorf("filtered (%d dropped): %s", dropped, out)
+	}
+}
+
+func TestCELSourceAddress(t *testing.T) {
+	f, _ := celFixture(t)
+	for addr, want := range map[string]Outcome{"10.0.0.7": Allowed, "192.168.1.7": Forbidden, "": Forbidden} {
+		req := f.rpcReq(t, "POST", "net.example.com", celCall("x", `{}`), nil)
+		req.SourceAddress = addr
+		if v := f.pl.Check(t.Context(), req); v.Outcome != want {
+			t.Errorf("%q: %v (%s), want %v", addr, v.Outcome, v.Description, want)
+		}
+	}
+}

@@ -1,0 +1,463 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+)
+
+// ErrNoArguments is an expression reading mcp.arguments on a request whose
+// body was not read in full: the rule cannot be decided, so it denies.
+var ErrNoArguments = errors.New("policy: the call's arguments are not available (body not read in full)")
+
+var (
+	errNotObject = errors.New("policy: not an object of the expected type")
+	errMalformed = errors.New("policy: arguments are not a JSON object")
+)
+
+// mcpArguments returns the call's arguments as a CEL map that decodes
+// nothing until a member is read, and then only that member: a rule that
+// reads mcp.arguments.path costs a scan of the object's top level and the
+// decoding of one string, whatever else the arguments hold.
+func mcpArguments(m *MCP) any {
+	if !m.BodyComplete {
+		return ErrNoArguments
+	}
+	if m.Arguments == "" {
+		return emptyMap
+	}
+	if m.args.raw != m.Arguments || !m.args.indexed {
+		m.args.reset(m.Arguments)
+	}
+	return &m.args
+}
+
+// smallObject is how many members a jsonObject indexes without allocating;
+// bigObject from how many it looks keys up in a map rather than a scan.
+const (
+	smallObject = 8
+	bigObject   = 16
+)
+
+// jsonObject is a JSON object as a CEL map(string, dyn), read lazily from
+// its raw text. The text must be valid JSON without duplicate keys
+// (jsonrpc.Parse refuses other bodies); anything else reads as an error,
+// never a panic.
+//
+// On first use the top level is scanned once into an index of members;
+// each member's value is decoded when first read and kept, so that an
+// expression reading a member in a loop pays once. Members that are objects
+// are jsonObjects too; arrays are decoded when read. A jsonObject belongs
+// to one evaluation: it is not safe for concurrent use.
+type jsonObject struct {
+	raw     string
+	indexed bool
+	bad     bool // raw is not a JSON object
+	members []member
+	small   [smallObject]member
+	byKey   map[string]int // for big objects: key -> index in members
+}
+
+type member struct {
+	key   string // the raw key token, quotes included
+	value string // the raw value
+	val   ref.Val
+}
+
+var (
+	_       traits.Mapper = (*jsonObject)(nil)
+	mapType               = types.MapType
+)
+
+// reset points o at raw. The inline array is not cleared: index
+// overwrites every entry it uses.
+func (o *jsonObject) reset(raw string) {
+	o.raw, o.indexed, o.bad, o.members, o.byKey = raw, false, false, nil, nil
+}
+
+// index scans the top level once; it reports false when the text is not a
+// JSON object.
+func (o *jsonObject) index() bool {
+	if o.indexed {
+		return !o.bad
+	}
+	o.indexed = true
+	o.members = o.small[:0]
+	if !o.scan() {
+		o.bad, o.members = true, nil
+		return false
+	}
+	if len(o.members) > bigObject {
+		o.byKey = make(map[string]int, len(o.members))
+		for i, m := range o.members {
+			k, ok := decodeKey(m.key)
+			if !ok {
+				o.bad, o.members, o.byKey = true, nil, nil
+				return false
+			}
+			o.byKey[k] = i
+		}
+	}
+	return true
+}
+
+func (o *jsonObject) scan() bool {
+	s := o.raw
+	i := skipWS(s, 0)
+	if i >= len(s) || s[i] != '{' {
+		return false
+	}
+	i = skipWS(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		return skipWS(s, i+1) == len(s)
+	}
+	// Each iteration consumes at least one byte: bounded by len(s).
+	for i < len(s) {
+		if s[i] != '"' {
+			return false
+		}
+		ke := skipString(s, i)
+		if ke < 0 {
+			return false
+		}
+		key := s[i:ke]
+		i = skipWS(s, ke)
+		if i >= len(s) || s[i] != ':' {
+			return false
+		}
+		vs := skipWS(s, i+1)
+		ve := skipValue(s, vs)
+		if ve < 0 {
+			return false
+		}
+		if c := s[vs]; c != '"' && c != '{' && c != '[' && !validScalar(s[vs:ve]) {
+			return false
+		}
+		o.members = append(o.members, member{key: key, value: s[vs:ve]})
+		i = skipWS(s, ve)
+		if i >= len(s) {
+			return false
+		}
+		if s[i] == '}' {
+			return skipWS(s, i+1) == len(s)
+		}
+		if s[i] != ',' {
+			return false
+		}
+		i = skipWS(s, i+1)
+	}
+	return false
+}
+
+// Find implements traits.Mapper.
+func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
+	k, ok := key.(types.String)
+	if !ok {
+		return nil, false // JSON keys are strings: no other key is in it
+	}
+	if !o.index() {
+		return types.WrapErr(errMalformed), false
+	}
+	at := -1
+	if o.byKey != nil {
+		if i, ok := o.byKey[string(k)]; ok {
+			at = i
+		}
+	} else {
+		for i := range o.members {
+			if keyEquals(o.members[i].key, string(k)) {
+				at = i
+				break
+			}
+		}
+	}
+	if at < 0 {
+		return nil, false
+	}
+	m := &o.members[at]
+	if m.val == nil {
+		m.val = decodeValue(m.value)
+	}
+	return m.val, true
+}
+
+// decodeKey unescapes a raw JSON string token.
+func decodeKey(raw string) (string, bool) {
+	body := raw[1 : len(raw)-1]
+	if !strings.Contains(body, `\`) {
+		return body, true
+	}
+	var s string
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// keyEquals compares a raw JSON string token with a decoded key.
+func keyEquals(rawKey, key string) bool {
+	body := rawKey[1 : len(rawKey)-1]
+	if !strings.Contains(body, `\`) {
+		return body == key
+	}
+	s, ok := decodeKey(rawKey)
+	return ok && s == key
+}
+
+// decodeValue turns one raw JSON value into a CEL value.
+func decodeValue(v string) ref.Val {
+	if v == "" {
+		return types.WrapErr(errMalformed)
+	}
+	switch v[0] {
+	case '"':
+		body := v[1 : len(v)-1]
+		if !strings.Contains(body, `\`) {
+			return types.String(body)
+		}
+		var s string
+		if err := json.Unmarshal([]byte(v), &s); err != nil {
+			return types.WrapErr(errMalformed)
+		}
+		return types.String(s)
+	case '{':
+		return &jsonObject{raw: v}
+	case '[':
+		var l []any
+		if err := json.Unmarshal([]byte(v), &l); err != nil {
+			return types.WrapErr(errMalformed)
+		}
+		return types.DefaultTypeAdapter.NativeToValue(l)
+	case 't':
+		if v == "true" {
+			return types.True
+		}
+	case 'f':
+		if v == "false" {
+			return types.False
+		}
+	case 'n':
+		if v == "null" {
+			return types.NullValue
+		}
+	default:
+		if validNumber(v) {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return types.Double(f)
+			}
+		}
+	}
+	return types.WrapErr(errMalformed)
+}
+
+// Get implements traits.Indexer.
+func (o *jsonObject) Get(key ref.Val) ref.Val {
+	v, ok := o.Find(key)
+	if !ok {
+		if v != nil {
+			return v
+		}
+		return types.NewErr("no such key: %v", key)
+	}
+	return v
+}
+
+// Contains implements traits.Container (the in operator).
+func (o *jsonObject) Contains(key ref.Val) ref.Val {
+	v, ok := o.Find(key)
+	if !ok && v != nil && types.IsError(v) {
+		return v
+	}
+	return types.Bool(ok)
+}
+
+// Size implements traits.Sizer.
+func (o *jsonObject) Size() ref.Val {
+	if !o.index() {
+		return types.WrapErr(errMalformed)
+	}
+	return types.Int(len(o.members))
+}
+
+// Iterator implements traits.Iterable: over the keys, in document order.
+func (o *jsonObject) Iterator() traits.Iterator {
+	var list []ref.Val
+	if o.index() {
+		list = make([]ref.Val, len(o.members))
+		for i, m := range o.members {
+			list[i] = decodeValue(m.key)
+		}
+	}
+	return types.NewRefValList(types.DefaultTypeAdapter, list).Iterator()
+}
+
+// native decodes the whole object.
+func (o *jsonObject) native() (map[string]any, error) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(o.raw), &m); err != nil || m == nil {
+		return nil, errMalformed
+	}
+	return m, nil
+}
+
+// ConvertToNative implements ref.Val.
+func (o *jsonObject) ConvertToNative(t reflect.Type) (any, error) {
+	m, err := o.native()
+	if err != nil {
+		return nil, err
+	}
+	if t.Kind() == reflect.Interface || t == reflect.TypeFor[map[string]any]() {
+		return m, nil
+	}
+	return types.DefaultTypeAdapter.NativeToValue(m).ConvertToNative(t)
+}
+
+// ConvertToType implements ref.Val.
+func (o *jsonObject) ConvertToType(t ref.Type) ref.Val {
+	switch t {
+	case types.MapType:
+		return o
+	case types.TypeType:
+		return types.MapType
+	}
+	return types.NewErr("type conversion error from map to '%s'", t)
+}
+
+// Equal implements ref.Val: as the decoded map would compare.
+func (o *jsonObject) Equal(other ref.Val) ref.Val {
+	m, err := o.native()
+	if err != nil {
+		return types.WrapErr(err)
+	}
+	if oo, ok := other.(*jsonObject); ok {
+		om, err := oo.native()
+		if err != nil {
+			return types.WrapErr(err)
+		}
+		other = types.DefaultTypeAdapter.NativeToValue(om)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(m).Equal(other)
+}
+
+// Type implements ref.Val.
+func (o *jsonObject) Type() ref.Type { return mapType }
+
+// Value implements ref.Val.
+func (o *jsonObject) Value() any {
+	m, err := o.native()
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+func skipWS(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string token starting at s[i]
+// ('"'), -1 when it is unterminated.
+func skipString(s string, i int) int {
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// skipValue returns the index after the JSON value starting at s[i], -1
+// when there is none. Containers are skipped by counting brackets outside
+// strings, without recursion: nesting depth costs nothing.
+func skipValue(s string, i int) int {
+	if i >= len(s) {
+		return -1
+	}
+	switch s[i] {
+	case '"':
+		return skipString(s, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(s); j++ {
+			switch s[j] {
+			case '"':
+				e := skipString(s, j)
+				if e < 0 {
+					return -1
+				}
+				j = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(s) && !strings.ContainsRune(",}] \t\r\n", rune(s[j])) {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
+func validScalar(v string) bool {
+	return v == "true" || v == "false" || v == "null" || validNumber(v)
+}
+
+// validNumber reports whether v is a JSON number (RFC 8259): strconv would
+// also take Inf, NaN, hex and underscores.
+func validNumber(v string) bool {
+	i := 0
+	if i < len(v) && v[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(v) && v[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(v) && v[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(v) && (v[i] == 'e' || v[i] == 'E') {
+		i++
+		if i < len(v) && (v[i] == '+' || v[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(v)
+}
