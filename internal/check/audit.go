@@ -51,7 +51,7 @@ func (pl *Pipeline) audit(ctx context.Context, req *Request, v *Verdict, start t
 	}
 	r := audit.Record{
 		Time: start, DecisionID: id, Route: v.Route, Allowed: allowed, Outcome: v.Outcome.String(),
-		Status: v.Status(), SourcePrincipal: req.SourcePrincipal,
+		Status: v.Status(), SourcePrincipal: req.SourcePrincipal, SourceAddress: req.SourceAddress,
 		Protocol: protocolName(v.Call.Protocol), Method: v.Call.Method, Target: v.Call.Name,
 		Rule: v.Rule, RateLimit: v.RateLimit, ExchangeAudience: v.ExchangeAudience,
 		CacheHit: v.CacheHit, Latency: pl.now().Sub(start),

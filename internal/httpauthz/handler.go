@@ -131,6 +131,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		in.PeerAddr = ap.Addr()
+		in.SourceAddress = clientAddress(r.Header, in.PeerAddr, trusted).String()
 	}
 	if o.forwarded && r.URL.RawQuery != "" {
 		if route := routeParam(r.URL.RawQuery); route != "" {
@@ -288,4 +289,27 @@ func (c *canonicalNames) canonical(name string) string {
 	}
 	c.mu.Unlock()
 	return k
+}
+
+// clientAddress is the address of the client the proxy serves: the last
+// X-Forwarded-For entry, which a trusted proxy appended (nginx, Traefik and
+// Caddy append the address they saw), else the peer itself. Entries
+// before the last are the client's own claim and never read.
+func clientAddress(h http.Header, peer netip.Addr, trusted bool) netip.Addr {
+	xff := h.Values("X-Forwarded-For")
+	if !trusted || len(xff) == 0 {
+		return peer
+	}
+	last := xff[len(xff)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	last = strings.TrimSpace(last)
+	if a, err := netip.ParseAddr(last); err == nil {
+		return a.Unmap()
+	}
+	if ap, err := netip.ParseAddrPort(last); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return peer
 }
