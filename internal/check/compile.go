@@ -117,6 +117,9 @@ type Route struct {
 	trust       *lineage.Trust
 	signLineage bool
 	exchange    *routeExchange // nil: the inbound token is not exchanged
+
+	// responsePath and filterLists: see response.go.
+	responsePath, filterLists bool
 }
 
 // Deps are the outside world a policy is compiled against.
@@ -256,6 +259,8 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		tokenInMeta:                 rc.MCP.TokenInMeta,
 		upstreamValidatesMCPHeaders: rc.UpstreamValidatesMCPHeaders,
 		resource:                    rc.ProtectedResource,
+		responsePath:                rc.ResponsePath,
+		filterLists:                 rc.ResponsePath && (rc.FilterLists == nil || *rc.FilterLists),
 	}
 	if err := compileURIPatterns(r.rules); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)

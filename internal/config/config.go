@@ -356,6 +356,15 @@ type Route struct {
 	// DryRun decides, logs and counts as usual but lets every request pass,
 	// telling the upstream the decision in the x-extauthz-dry-run header.
 	DryRun bool `yaml:"dry_run"`
+	// ResponsePath declares that Envoy's ext_proc filter sends this route's
+	// responses to the service (docs/extproc.md): sessions are then bound
+	// when the initialize response creates them, and a session id nobody
+	// saw created is refused (404).
+	ResponsePath bool `yaml:"response_path"`
+	// FilterLists, on a route with a response path, removes from list
+	// results the tools, prompts and resources the caller may not use
+	// (default on).
+	FilterLists *bool `yaml:"filter_lists"`
 }
 
 // Route protocols.
