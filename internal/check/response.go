@@ -48,6 +48,7 @@ type Exchange struct {
 var (
 	ErrNoRoute    = errors.New("check: no route for this request")
 	ErrNotAllowed = errors.New("check: the request was not allowed")
+	ErrOverloaded = errors.New("check: too many checks in progress")
 )
 
 // ForResponse returns the allowed request req is, for processing its
@@ -58,8 +59,31 @@ var (
 // identity and call (route, scopes, revocation, rules), so that the
 // response of a request the check refused is never processed as allowed.
 // A route without a response path is ErrNoRoute.
-func (pl *Pipeline) ForResponse(req *Request, id *Identity) (*Exchange, error) {
+//
+// Like Check it is refused beyond limits.max_concurrent_checks
+// (ErrOverloaded) and traced when a Tracer is set.
+func (pl *Pipeline) ForResponse(ctx context.Context, req *Request, id *Identity) (x *Exchange, err error) {
 	p := pl.policy.Load()
+	if _, overloaded := pl.shed(p); overloaded {
+		return nil, ErrOverloaded
+	}
+	defer pl.inflight.Add(-1)
+	if pl.tracer != nil {
+		_, end := pl.tracer.StartCheck(ctx, req.Headers)
+		defer func() {
+			outcome, status, route, user := Allowed, 200, "", ""
+			if err != nil {
+				outcome, status = Forbidden, 403
+			} else {
+				route, user = x.route.Name, x.grant.Subject
+			}
+			end(route, "response:"+outcome.String(), status, user)
+		}()
+	}
+	return pl.forResponse(p, req, id)
+}
+
+func (pl *Pipeline) forResponse(p *Policy, req *Request, id *Identity) (*Exchange, error) {
 	if d := canonicalRequest(req); d != nil {
 		return nil, ErrNotAllowed
 	}
@@ -300,3 +324,8 @@ func (pl *Pipeline) sessionUnborn(ctx context.Context, r *Route, sid string) boo
 	}
 	return !found
 }
+
+// BindsTasks reports whether tasks are bound to their creator
+// (sessions.task_ownership), so that answers creating tasks are worth
+// reading (TaskCreatedBy).
+func (x *Exchange) BindsTasks() bool { return x.pl.policy.Load().taskOwnership }

@@ -114,7 +114,7 @@ func TestForResponse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			x, err := pl.ForResponse(tt.req, tt.id)
+			x, err := pl.ForResponse(context.Background(), tt.req, tt.id)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
@@ -142,7 +142,7 @@ func TestKeep(t *testing.T) {
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 	user := func(host string, scopes []string, claims RuleClaims) *Exchange {
 		route := map[string]string{"mcp.example.com": "files", "closed.example.com": "closed"}[host]
-		x, err := pl.ForResponse(call(host, "t", nil, list), &Identity{Route: route, Outcome: "allowed", Subject: "u", Scopes: scopes, Claims: claims})
+		x, err := pl.ForResponse(context.Background(), call(host, "t", nil, list), &Identity{Route: route, Outcome: "allowed", Subject: "u", Scopes: scopes, Claims: claims})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestSessionBorn(t *testing.T) {
 	plain, _ := pl.Policy().routes.ByName("plain")
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"c","version":"1"}}}`
 	exchange := func(sub, body string) *Exchange {
-		x, err := pl.ForResponse(call("mcp.example.com", "t", nil, body), &Identity{Route: "files", Outcome: "allowed", Subject: sub})
+		x, err := pl.ForResponse(context.Background(), call("mcp.example.com", "t", nil, body), &Identity{Route: "files", Outcome: "allowed", Subject: sub})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +270,7 @@ routes:
 	// elicitation.
 	for sid, caps := range map[string]string{"s-1": `{}`, "s-2": `{"elicitation":{"url":{}}}`} {
 		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"c","version":"1"}}}`
-		x, err := pl.ForResponse(call("mcp.example.com", tok, nil, init), &Identity{Route: "files", Outcome: "allowed", Subject: "alice", Issuer: "a"})
+		x, err := pl.ForResponse(context.Background(), call("mcp.example.com", tok, nil, init), &Identity{Route: "files", Outcome: "allowed", Subject: "alice", Issuer: "a"})
 		if err != nil || !x.SessionBorn(ctx, sid) {
 			t.Fatalf("session %s not born: %v", sid, err)
 		}
@@ -294,7 +294,7 @@ routes:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			route := map[string]string{"mcp.example.com": "files", "other.example.com": "noauthorize"}[tt.host]
-			x, err := pl.ForResponse(call(tt.host, tok, tt.headers, tt.body), &Identity{Route: route, Outcome: "allowed", Subject: "alice", Issuer: "a"})
+			x, err := pl.ForResponse(context.Background(), call(tt.host, tok, tt.headers, tt.body), &Identity{Route: route, Outcome: "allowed", Subject: "alice", Issuer: "a"})
 			if err != nil {
 				t.Fatal(err)
 			}
