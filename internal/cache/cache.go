@@ -100,6 +100,16 @@ func (c *Cache[V]) Get(k Key) (V, bool) {
 	return zero, false
 }
 
+// Peek is Get without side effects: no counter moves, the entry's recency
+// stays, an expired entry stays until a Get drops it (Explain reads with it).
+func (c *Cache[V]) Peek(k Key) (V, bool) {
+	if e, ok := c.lru.Peek(k); ok && c.now().UnixNano() < e.expires {
+		return e.value, true
+	}
+	var zero V
+	return zero, false
+}
+
 // Add stores v under k until expires. An entry whose deadline already passed
 // is not stored.
 func (c *Cache[V]) Add(k Key, v V, expires time.Time) {

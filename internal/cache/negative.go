@@ -83,6 +83,17 @@ func (c *Negative) Get(k Key) (Refusal, bool) {
 	return Refusal{}, false
 }
 
+// Peek is Get without side effects (see Cache.Peek).
+func (c *Negative) Peek(k Key) (Refusal, bool) {
+	r, ok := c.lru.Peek(negativeKey(k))
+	if !ok || c.now().Unix() >= int64(r.expires) {
+		return Refusal{}, false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return Refusal{Reason: c.reasons[r.reason], Kind: r.kind}, true
+}
+
 // Add stores r under k until expires (to the second).
 func (c *Negative) Add(k Key, r Refusal, expires time.Time) {
 	if !expires.After(c.now()) || expires.Unix() > 1<<32-1 {

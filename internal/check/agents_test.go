@@ -303,7 +303,7 @@ func TestDelegatedSubAgentJoinsSession(t *testing.T) {
 				t.Fatalf("%v (%s), want %v", v.Outcome, v.Description, tt.want)
 			}
 			if tt.want == Allowed {
-				if b, _ := pl.sessions.Lookup(bindingKey("mcp", bindSession, "s-1")); b.Subject != "alice" {
+				if b, _ := pl.state.sessions.Lookup(bindingKey("mcp", bindSession, "s-1")); b.Subject != "alice" {
 					t.Fatalf("the session now belongs to %q", b.Subject)
 				}
 				if got, _ := header(v.Set, "x-user-id"); got == "" {

@@ -561,7 +561,7 @@ func TestExplainHasNoSideEffects(t *testing.T) {
 	if counter.n.Load() != 2 {
 		t.Fatalf("explain verified %d times; it must not fill the cache", counter.n.Load())
 	}
-	if f.pl.sessions.Len() != 0 {
+	if f.pl.state.sessions.Len() != 0 {
 		t.Fatal("explain bound a session")
 	}
 	// A real check binds; explaining another user's use then reports the conflict.
@@ -570,7 +570,7 @@ func TestExplainHasNoSideEffects(t *testing.T) {
 	if v, _ := f.pl.Explain(context.Background(), other); v.Outcome != SessionConflict {
 		t.Fatalf("explain of a hijack: %v", v.Outcome)
 	}
-	if b, _ := f.pl.sessions.Lookup("agent\x00s-1"); b.Subject != "dev:alice" {
+	if b, _ := f.pl.state.sessions.Lookup("agent\x00s-1"); b.Subject != "dev:alice" {
 		t.Fatal("explain changed the binding")
 	}
 }

@@ -9,14 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/secrets"
 	"github.com/extauthz/extauthz/internal/session"
-	"github.com/extauthz/extauthz/internal/shared"
 )
 
 // ConsentTTL is how long a completed authorization counts as consent.
@@ -208,59 +206,52 @@ func consentKey(r *Route, tool string) string {
 }
 
 // applyExchange replaces the upstream Authorization with a token issued for
-// the upstream. On failure it returns the verdict to answer with.
-func (e *evaluation) applyExchange(ctx context.Context, r *Route, call *Call, g *Grant, token string, v *Verdict) (Verdict, bool) {
+// the upstream, or denies: a re-authorization answer when the user must
+// authorize first.
+func (e *evaluation) applyExchange() *denial {
+	ctx, r, call, g := e.ctx, e.route, &e.call, e.grant
 	re := r.exchange
 	if len(re.tools) > 0 && e.req.Method == "POST" && !call.Body && !r.upstreamValidatesMCPHeaders {
 		// The tool picks the token and the consent; a tool only claimed
 		// by a header (or unknown) must not get the route's default one.
-		e.step("exchange", "unknown tool", "per-tool exchange needs the call from the body")
-		return e.p.deny(e.req, r, call, denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}), false
+		return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	target, needsConsent, tool := re.targetFor(call, g, e.req.SourcePrincipal)
-	if needsConsent && !e.pl.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
-		e.step("exchange", "consent required", tool)
-		return e.reauthorize(ctx, r, call, g, consentKey(r, tool)), false
+	if needsConsent && !e.st.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
+		e.rec.add("consent required", func() string { return tool })
+		return e.reauthorize(consentKey(r, tool))
 	}
-	if e.readOnly {
-		if e.steps != nil {
+	if e.st.readOnly {
+		e.rec.add("not run", func() string {
 			_, by, _, _ := re.pickTarget(call, g, e.req.SourcePrincipal)
-			e.step("exchange", "not run", fmt.Sprintf("explain never calls the STS; audience %v resource %v by the %s override", target.Audience, target.Resource, by))
-		}
-		return Verdict{}, true
+			return fmt.Sprintf("explain never calls the STS; audience %v resource %v by the %s override", target.Audience, target.Resource, by)
+		})
+		return nil
 	}
-	tok, err := re.ex.Exchange(ctx, token, target, exchange.Owner{Subject: g.Subject, Session: call.MCPSession})
+	tok, err := re.ex.Exchange(ctx, e.token, target, exchange.Owner{Subject: g.Subject, Session: call.MCPSession})
 	if err != nil {
-		var xe *exchange.Error
-		errors.As(err, &xe)
 		kind := exchange.KindOf(err)
-		if e.steps != nil {
-			e.step("exchange", kind.String(), err.Error())
-		}
+		e.rec.add(kind.String(), err.Error)
 		switch kind {
 		case exchange.InteractionRequired:
-			return e.reauthorize(ctx, r, call, g, consentKey(r, tool)), false
+			return e.reauthorize(consentKey(r, tool))
 		case exchange.Unauthorized:
-			return e.p.deny(e.req, r, call, denial{outcome: InvalidToken, desc: "the token cannot be exchanged for the upstream"}), false
+			return &denial{outcome: InvalidToken, desc: "the token cannot be exchanged for the upstream"}
 		case exchange.Forbidden:
-			return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "no token can be issued for the upstream"}), false
-		default:
-			d := e.p.deny(e.req, r, call, denial{outcome: Unavailable, desc: "the token service is unavailable"})
-			if xe != nil && xe.RetryAfter > 0 {
-				for i, h := range d.ResponseHeaders {
-					if h.Name == "retry-after" {
-						d.ResponseHeaders[i].Value = strconv.Itoa(int((xe.RetryAfter + time.Second - 1) / time.Second))
-					}
-				}
-			}
-			return d, false
+			return &denial{outcome: Forbidden, desc: "no token can be issued for the upstream"}
 		}
+		d := &denial{outcome: Unavailable, desc: "the token service is unavailable"}
+		var xe *exchange.Error
+		if errors.As(err, &xe) {
+			d.retryAfter = xe.RetryAfter
+		}
+		return d
 	}
-	if e.steps != nil {
-		e.step("exchange", "exchanged", fmt.Sprintf("token for %v %v expires %s", target.Audience, target.Resource, tok.ExpiresAt.UTC().Format(time.RFC3339)))
-	}
-	v.Set, v.Remove = withAuthorization(g, v.Set, v.Remove, tok.Authorization)
-	return Verdict{}, true
+	e.rec.add("exchanged", func() string {
+		return fmt.Sprintf("token for %v %v expires %s", target.Audience, target.Resource, tok.ExpiresAt.UTC().Format(time.RFC3339))
+	})
+	e.v.Set, e.v.Remove = withAuthorization(g, e.v.Set, e.v.Remove, tok.Authorization)
+	return nil
 }
 
 // withAuthorization sets the exchanged Authorization upstream (overwriting,
@@ -297,59 +288,32 @@ type exchangeMemo struct {
 }
 
 // reauthorize answers a request whose upstream needs the user to authorize
-// first, in the form the client understands (seed: in-session
-// re-authorization): a URL elicitation (-32042) for MCP clients that declared
-// it, an isError tool result for other MCP tools/call, a JSON-RPC error for
-// A2A, else 403.
-func (e *evaluation) reauthorize(ctx context.Context, r *Route, call *Call, g *Grant, key string) Verdict {
+// first, in the form the client understands (in-session re-authorization):
+// a URL elicitation (-32042) for MCP clients that declared it, an isError
+// tool result for other MCP tools/call, a JSON-RPC error for A2A, else 403.
+func (e *evaluation) reauthorize(key string) *denial {
+	r, call, g := e.route, &e.call, e.grant
 	re := r.exchange
+	forbidden := &denial{outcome: Forbidden, desc: "the user must authorize the upstream first"}
 	if re.authorizeURL == "" || call.Protocol == "" {
-		return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
+		return forbidden
 	}
-	var pending elicit.Pending
-	if e.readOnly {
-		pending = elicit.Pending{ID: "(explain)", URL: re.authorizeURL, Issuer: g.Issuer, Subject: g.Subject}
-	} else {
-		var err error
-		if pending, err = e.pl.elicitations.Begin(g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL); err != nil {
-			return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
-		}
-		e.pl.shareElicitation(ctx, pending)
+	pending, err := e.st.beginElicitation(e.ctx, g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL)
+	if err != nil {
+		return forbidden
 	}
-	var body []byte
-	elicitURL := call.ElicitationURL || e.pl.sessionElicitsURL(r, call)
+	d := &denial{outcome: AuthorizationRequired, desc: forbidden.desc}
 	switch {
 	case call.Protocol == ProtoA2A:
-		body = elicit.A2AAuthRequired(call.ID, pending, re.message)
-	case elicitURL:
-		body = elicit.URLElicitationError(call.ID, pending, re.message)
+		d.body = elicit.A2AAuthRequired(call.ID, pending, re.message)
+	case call.ElicitationURL || (call.MCPSession != "" && e.st.sessionElicitsURL(session.Key(r.Name, call.MCPSession))):
+		d.body = elicit.URLElicitationError(call.ID, pending, re.message)
 	case call.Method == "tools/call":
-		body = elicit.ToolResultAuthRequired(call.ID, pending, re.message)
+		d.body = elicit.ToolResultAuthRequired(call.ID, pending, re.message)
 	default:
-		return e.p.deny(e.req, r, call, denial{outcome: Forbidden, desc: "the user must authorize the upstream first"})
+		return forbidden
 	}
-	return Verdict{
-		Outcome: AuthorizationRequired, Route: r.Name, Description: "the user must authorize the upstream first",
-		Grant: g, Call: *call, Body: body,
-		ResponseHeaders: []Header{{Name: "content-type", Value: "application/json"}},
-		Remove:          r.publicRemove(),
-	}
-}
-
-// hasConsent reports whether subject completed the authorization for key,
-// here or on another replica.
-func (pl *Pipeline) hasConsent(ctx context.Context, subject, key string) bool {
-	if _, ok := pl.consents.Get(cache.NewKey(subject, key)); ok {
-		return true
-	}
-	if pl.shared == nil {
-		return false
-	}
-	if _, ok, err := pl.shared.GetElicitation(ctx, consentID(subject, key)); err == nil && ok {
-		pl.consents.Add(cache.NewKey(subject, key), true, pl.now().Add(ConsentTTL))
-		return true
-	}
-	return false
+	return d
 }
 
 // CompleteElicitation records that the user finished the authorization of
@@ -360,33 +324,7 @@ func (pl *Pipeline) hasConsent(ctx context.Context, subject, key string) bool {
 // the completed elicitation, elicit.ErrNotPending, or the state's error
 // (elicit.ErrStateMissing, ErrStateInvalid, ErrStateExpired).
 func (pl *Pipeline) CompleteElicitation(ctx context.Context, id, state string) (elicit.Pending, error) {
-	p, err := pl.elicitations.Complete(id, state)
-	if errors.Is(err, elicit.ErrNotPending) {
-		var ok bool
-		if p, ok = pl.sharedElicitation(ctx, id); !ok {
-			return elicit.Pending{}, elicit.ErrNotPending
-		}
-		err = pl.elicitations.VerifyState(p, state)
-	}
-	if err != nil {
-		return elicit.Pending{}, err
-	}
-	pl.consents.Add(cache.NewKey(p.Subject, p.Key), true, pl.now().Add(ConsentTTL))
-	if pl.shared != nil {
-		_ = pl.shared.DeleteElicitation(ctx, id)
-		_ = pl.shared.PutElicitation(ctx, consentID(p.Subject, p.Key), shared.Owner{Subject: p.Subject, Session: p.Session}, []byte("1"), ConsentTTL)
-	}
-	return p, nil
-}
-
-// sessionElicitsURL reports whether the MCP session's client declared URL
-// elicitation when it initialized (MCP 2025-11-25).
-func (pl *Pipeline) sessionElicitsURL(r *Route, call *Call) bool {
-	if call.MCPSession == "" {
-		return false
-	}
-	b, ok := pl.sessions.Lookup(session.Key(r.Name, call.MCPSession))
-	return ok && b.ElicitationURL
+	return pl.state.completeElicitation(ctx, id, state)
 }
 
 func exchangeOptions(d Deps) exchange.Options {

@@ -28,6 +28,19 @@ func (pl *Pipeline) lookup(key cache.Key, dst *cached) (*cached, bool) {
 	return nil, false
 }
 
+// peek is lookup without side effects, for Explain.
+func (pl *Pipeline) peek(key cache.Key, dst *cached) (*cached, bool) {
+	if g, ok := pl.cache.Peek(key); ok {
+		*dst = cached{grant: g, outcome: Allowed, routeKey: g.routeKey}
+		return dst, true
+	}
+	if r, ok := pl.refusals.Peek(key); ok {
+		*dst = cached{outcome: Outcome(r.Kind), description: r.Reason}
+		return dst, true
+	}
+	return nil, false
+}
+
 // remember caches a verification's result until the token expires, or a
 // refusal for the negative TTL.
 func (pl *Pipeline) remember(p *Policy, key cache.Key, e *cached) {

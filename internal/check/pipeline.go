@@ -1,12 +1,25 @@
-// Package check is the ext_authz pipeline: one straight path per request from
-// a plain Request to a plain Verdict, the same for every front end.
+// Package check is the authorization pipeline: one straight path per
+// request from a plain Request to a plain Verdict, the same for every front
+// end. Check sheds load beyond limits.max_concurrent_checks and traces each
+// check (Options.Tracer), then runs the stages in order (stages.go); the
+// first denial ends the decision:
 //
-//	request -> (shed, trace) -> canonical form -> route -> headers -> public
-//	  -> JSON-RPC call -> credential -> identity (cached) -> scopes and rules
-//	  -> session -> tasks -> lineage -> session id -> exchange -> verdict
+//	canonical   a host or path with more than one reading is refused
+//	metadata    RFC 9728 protected resource metadata is answered directly
+//	route       context_extensions name the route, else host and path do
+//	headers     repeated single-valued or forged owned headers are refused
+//	public      public paths pass without a token (never a JSON-RPC call)
+//	call        the JSON-RPC call is read exactly, or refused
+//	credential  the bearer token is found where the route takes it
+//	identity    the token is verified once and its grant cached
+//	authorize   required scopes, then the route's rules (first match)
+//	session     an MCP session belongs to the user who first used it
+//	tasks       a task belongs to the user who created it
+//	lineage     the request's place in its conversation, as headers
+//	session-id  the session header a request's own ids decide
+//	exchange    the upstream gets a token issued for it (RFC 8693)
 //
-// Check sheds load beyond limits.max_concurrent_checks and wraps each check
-// in a trace span (Options.Tracer); Explain does neither.
+// Explain runs the same stages without side effects and reports each.
 //
 // It knows nothing of gRPC, Envoy or HTTP servers: front ends convert their
 // input to a Request and the Verdict to their answer. Denials are values
@@ -15,52 +28,33 @@
 package check
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/extauthz/extauthz/internal/cache"
-	"github.com/extauthz/extauthz/internal/credential"
-	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
-	"github.com/extauthz/extauthz/internal/session"
 	"github.com/extauthz/extauthz/internal/shared"
 )
 
 // Pipeline decides requests under the current policy. It is safe for
 // concurrent use; the policy can be swapped while it serves.
 type Pipeline struct {
-	policy       atomic.Pointer[Policy]
-	cache        *cache.Cache[*Grant]
-	refusals     *cache.Negative // bounded apart: see negative.go
-	sessions     *session.Store
-	tasks        *session.Store // tasks bound to their creator, bounded like sessions
-	elicitations *elicit.Store
-	consents     *cache.Cache[bool]
-	// initURL remembers, per subject, whether the client's last initialize
-	// declared URL elicitation, for the session it is about to get.
-	initURL  *cache.Cache[bool]
+	policy   atomic.Pointer[Policy]
+	cache    *cache.Cache[*Grant]
+	refusals *cache.Negative // bounded apart: see negative.go
+	state    *state          // bindings, elicitations, consents, revocations
 	log      *slog.Logger
 	now      func() time.Time
 	observer Observer
-	// shared is the cross-replica tier; nil on a single replica.
-	shared      *shared.Store
-	sessionIdle time.Duration
 
-	// revoked maps a subject to when it was revoked: its tokens issued
-	// before then are refused. Copied on write (revocations are rare), read
-	// on every check.
-	revoked    atomic.Pointer[map[string]time.Time]
-	revokeMu   sync.Mutex
 	generation atomic.Uint64
 	loadedAt   atomic.Int64
 
@@ -118,24 +112,11 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessions := session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now)
-	consents, err := cache.New[bool](max(p.elicitMax, 1), o.Now)
+	st, err := newState(p, o)
 	if err != nil {
 		return nil, err
 	}
-	initURL, err := cache.New[bool](max(p.sessionsMax, 1), o.Now)
-	if err != nil {
-		return nil, err
-	}
-	pl := &Pipeline{cache: c, refusals: refusals, sessions: sessions, elicitations: elicit.New(max(p.elicitMax, 1), cmp.Or(p.elicitTTL, 10*time.Minute), o.Now),
-		consents: consents, initURL: initURL, log: o.Logger, now: o.Now, observer: o.Observer,
-		shared: o.Shared, sessionIdle: p.sessionIdle, tracer: o.Tracer}
-	pl.tasks = session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now)
-	if o.ElicitationKey != nil {
-		if err := pl.elicitations.SetStateKey(o.ElicitationKey); err != nil {
-			return nil, err
-		}
-	}
+	pl := &Pipeline{cache: c, refusals: refusals, state: st, log: o.Logger, now: o.Now, observer: o.Observer, tracer: o.Tracer}
 	pl.policy.Store(p)
 	pl.generation.Store(1)
 	pl.loadedAt.Store(o.Now().UnixNano())
@@ -183,10 +164,10 @@ type Invalidated struct {
 // else claim a session the upstream still serves.
 func (pl *Pipeline) InvalidateSession(ctx context.Context, id string) Invalidated {
 	d := pl.invalidateSessionLocal(id)
-	if pl.shared != nil {
-		n, _ := pl.shared.DropSession(ctx, id)
+	if sh := pl.state.shared; sh != nil {
+		n, _ := sh.DropSession(ctx, id)
 		d.ExchangedTokens += n
-		_ = pl.shared.Publish(ctx, shared.Event{Kind: shared.EventSession, ID: id, At: pl.now()})
+		_ = sh.Publish(ctx, shared.Event{Kind: shared.EventSession, ID: id, At: pl.now()})
 	}
 	return d
 }
@@ -194,7 +175,7 @@ func (pl *Pipeline) InvalidateSession(ctx context.Context, id string) Invalidate
 func (pl *Pipeline) invalidateSessionLocal(id string) Invalidated {
 	d := Invalidated{
 		Verdicts:     pl.cache.RemoveFunc(func(g *Grant) bool { return g.Session == id }),
-		Elicitations: pl.elicitations.DropSession(id),
+		Elicitations: pl.state.elicitations.DropSession(id),
 	}
 	for _, ex := range pl.Policy().exchangers {
 		d.ExchangedTokens += ex.DropSession(id)
@@ -210,39 +191,20 @@ func (pl *Pipeline) invalidateSessionLocal(id string) Invalidated {
 // tokens still own them.
 func (pl *Pipeline) RevokeSubject(ctx context.Context, subject string) Invalidated {
 	now := pl.now()
-	pl.revokeLocal(subject, now)
+	pl.state.revoke(ctx, subject, now)
 	d := pl.invalidateSubjectLocal(subject)
-	if pl.shared != nil {
-		_ = pl.shared.Revoke(ctx, subject, now)
-		n, _ := pl.shared.DropSubject(ctx, subject)
+	if sh := pl.state.shared; sh != nil {
+		n, _ := sh.DropSubject(ctx, subject)
 		d.ExchangedTokens += n
-		_ = pl.shared.Publish(ctx, shared.Event{Kind: shared.EventRevoke, ID: subject, At: now})
+		_ = sh.Publish(ctx, shared.Event{Kind: shared.EventRevoke, ID: subject, At: now})
 	}
 	return d
-}
-
-func (pl *Pipeline) revokeLocal(subject string, at time.Time) {
-	now := pl.now()
-	pl.revokeMu.Lock()
-	defer pl.revokeMu.Unlock()
-	next := map[string]time.Time{}
-	if cur := pl.revoked.Load(); cur != nil {
-		for s, t := range *cur {
-			if now.Sub(t) < RevocationTTL {
-				next[s] = t
-			}
-		}
-	}
-	if prev, ok := next[subject]; !ok || at.After(prev) {
-		next[subject] = at
-	}
-	pl.revoked.Store(&next)
 }
 
 func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {
 	d := Invalidated{
 		Verdicts:     pl.cache.RemoveFunc(func(g *Grant) bool { return g.Subject == subject }),
-		Elicitations: pl.elicitations.DropSubject(subject),
+		Elicitations: pl.state.elicitations.DropSubject(subject),
 	}
 	for _, ex := range pl.Policy().exchangers {
 		d.ExchangedTokens += ex.DropSubject(subject)
@@ -250,22 +212,11 @@ func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {
 	return d
 }
 
-// isRevoked reports whether g's token was issued before its subject was
-// revoked. A token without iat counts as issued at the epoch.
-func (pl *Pipeline) isRevoked(g *Grant) bool {
-	m := pl.revoked.Load()
-	if m == nil || len(*m) == 0 {
-		return false
-	}
-	at, ok := (*m)[g.Subject]
-	return ok && !g.IssuedAt.After(at) && pl.now().Sub(at) < RevocationTTL
-}
-
 // ElicitationCount is the number of pending elicitations.
-func (pl *Pipeline) ElicitationCount() int { return pl.elicitations.Len() }
+func (pl *Pipeline) ElicitationCount() int { return pl.state.elicitations.Len() }
 
 // SessionCount is the number of MCP session bindings held.
-func (pl *Pipeline) SessionCount() int { return pl.sessions.Len() }
+func (pl *Pipeline) SessionCount() int { return pl.state.sessions.Len() }
 
 // Policy returns the policy in force.
 func (pl *Pipeline) Policy() *Policy { return pl.policy.Load() }
@@ -290,8 +241,8 @@ func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
 // check decides one request under p.
 func (pl *Pipeline) check(ctx context.Context, p *Policy, req *Request) Verdict {
 	start := pl.now()
-	e := evaluation{pl: pl, p: p, req: req}
-	v := e.decide(ctx)
+	e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state}, log: pl.log, observer: pl.observer}
+	v := e.decide()
 	if ctx.Err() != nil && v.Outcome.Allow() {
 		// The caller gave up mid-check; never hand back an allow we could
 		// not finish deciding.
@@ -306,246 +257,6 @@ func (pl *Pipeline) check(ctx context.Context, p *Policy, req *Request) Verdict 
 	}
 	if e.route != nil {
 		e.route.stripCredentialCookie(req, &v)
-	}
-	return v
-}
-
-// Step is one stage of a decision, as Explain reports it.
-type Step struct {
-	Name    string // route, credential, identity, scopes, rules, session, lineage, ...
-	Outcome string // what the stage concluded
-	Detail  string
-}
-
-// Explain decides req like Check but without side effects (no cache
-// entries written, no session bound or ended, nothing logged or counted)
-// and reports every stage. A dry-run route's verdict is the real decision.
-func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step) {
-	var steps []Step
-	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, steps: &steps, readOnly: true}
-	v := e.decide(ctx)
-	if e.steps != nil {
-		e.step("verdict", v.Outcome.String(), fmt.Sprintf("HTTP %d %s", v.Status(), v.Description))
-	}
-	return v, steps
-}
-
-// evaluation is one decision in progress.
-type evaluation struct {
-	pl    *Pipeline
-	p     *Policy
-	req   *Request
-	route *Route
-	// steps, when not nil, records each stage (Explain).
-	steps *[]Step
-	// readOnly leaves the cache and the session bindings untouched.
-	readOnly bool
-}
-
-// step records a stage. Callers that build the detail check e.steps first,
-// so that the hot path formats nothing.
-func (e *evaluation) step(name, outcome, detail string) {
-	if e.steps != nil {
-		*e.steps = append(*e.steps, Step{Name: name, Outcome: outcome, Detail: detail})
-	}
-}
-
-func (e *evaluation) decide(ctx context.Context) Verdict {
-	pl, p, req := e.pl, e.p, e.req
-	if d := canonicalRequest(req); d != nil {
-		e.step("canonical", "refused", d.desc)
-		return p.deny(req, nil, earlyCall(req), *d)
-	}
-	if v, ok := p.protectedResource(req); ok {
-		if e.steps != nil {
-			e.step("discovery", "answered", "protected resource metadata of route "+v.Route)
-		}
-		return v
-	}
-	r, ok := p.route(req)
-	if !ok {
-		if e.steps != nil {
-			e.step("route", "none", "no route matches host "+req.Host+" and path "+pathOnly(req.Path))
-		}
-		return p.deny(req, nil, nil, denial{outcome: NoRoute, desc: "no route for this request"})
-	}
-	e.route = r
-	if e.steps != nil {
-		e.step("route", r.Name, routeReason(req))
-	}
-	if d := p.ambiguousHeader(r, req); d != nil {
-		e.step("headers", "ambiguous", d.desc)
-		return p.deny(req, r, earlyCall(req), *d)
-	}
-	// A JSON-RPC call is never public (unless the route declares plain
-	// HTTP): an MCP server serving every path would run it.
-	if r.isPublic(req.Path) && (r.protocol == ProtoHTTP || !looksLikeCall(req)) {
-		if d := ambiguousAuthorization(req); d != nil {
-			e.step("credential", "ambiguous", d.desc)
-			return p.deny(req, r, nil, *d)
-		}
-		e.step("public", "yes", "public path: no token needed")
-		return Verdict{Outcome: Public, Route: r.Name, Remove: r.publicRemove()}
-	}
-	call, bad := readCall(r, req)
-	if bad != nil {
-		e.step("jsonrpc", "malformed", bad.desc)
-		return p.deny(req, r, &call, denial{outcome: Malformed, desc: bad.desc, rpcCode: bad.code})
-	}
-	if d := canonicalCall(&call); d != nil {
-		e.step("jsonrpc", "malformed", d.desc)
-		return p.deny(req, r, &call, *d)
-	}
-	if call.Protocol != "" {
-		if e.steps != nil {
-			e.step("jsonrpc", call.Protocol, fmt.Sprintf("method %q name %q (from body: %v)", call.Method, call.Name, call.Body))
-		}
-	}
-
-	token, err := credential.Find(req.Headers, r.credentials)
-	if errors.Is(err, credential.ErrMissing) && r.tokenInMeta && call.metaToken != "" {
-		// Opt-in: some agent frameworks put the token in the tool call.
-		token, err = credential.Check(metaBearer(call.metaToken))
-	}
-	if err != nil {
-		if d := ambiguousAuthorization(req); d != nil {
-			e.step("credential", "ambiguous", d.desc)
-			return p.deny(req, r, &call, *d)
-		}
-	}
-	switch {
-	case errors.Is(err, credential.ErrMissing):
-		e.step("credential", "missing", "no bearer token")
-		return p.deny(req, r, &call, denial{outcome: MissingToken})
-	case err != nil:
-		if e.steps != nil {
-			e.step("credential", "invalid", err.Error())
-		}
-		return p.deny(req, r, &call, denial{outcome: InvalidToken, desc: err.Error()})
-	}
-	if e.steps != nil {
-		e.step("credential", "found", fmt.Sprintf("bearer token of %d bytes", len(token)))
-	}
-
-	key := cache.NewKey(r.keyPrefix, token) // never the raw token
-	var found cached
-	entry, hit := pl.lookup(key, &found)
-	if !hit {
-		// Only tokens not seen before need their syntax checked: every
-		// cached one passed this.
-		if err := credential.Syntax(token); err != nil {
-			if d := ambiguousAuthorization(req); d != nil {
-				e.step("credential", "ambiguous", d.desc)
-				return p.deny(req, r, &call, *d)
-			}
-			if e.steps != nil {
-				e.step("credential", "invalid", err.Error())
-			}
-			return p.deny(req, r, &call, denial{outcome: InvalidToken, desc: err.Error()})
-		}
-		var spent context.CancelFunc
-		ctx, spent = e.withBudget(ctx) // see budget.go
-		defer spent()
-		entry = pl.verify(ctx, p, r, token)
-		entry.routeKey = r.keyPrefix
-		if entry.outcome == Unavailable {
-			// A broken dependency is not a property of the token.
-			e.step("identity", "unavailable", entry.description)
-			return p.deny(req, r, &call, denial{outcome: Unavailable, desc: entry.description})
-		}
-		if !e.readOnly {
-			pl.remember(p, key, entry)
-		}
-	}
-	if entry.grant == nil {
-		if e.steps != nil {
-			e.step("identity", "invalid", fmt.Sprintf("%s (cached: %v)", entry.description, hit))
-		}
-		v := p.deny(req, r, &call, denial{outcome: entry.outcome, desc: entry.description})
-		v.CacheHit = hit
-		return v
-	}
-	g := entry.grant
-	if pl.isRevoked(g) {
-		e.step("identity", "revoked", "the subject was revoked after this token was issued")
-		return p.deny(req, r, &call, denial{outcome: InvalidToken, desc: "token is revoked"})
-	}
-	if e.steps != nil {
-		e.step("identity", g.Subject, fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit))
-	}
-	denyAs := func(d denial) Verdict {
-		v := p.deny(req, r, &call, d)
-		v.Grant, v.CacheHit = g, hit
-		return v
-	}
-	if !g.scopeOK {
-		if e.steps != nil {
-			e.step("scopes", "insufficient", "route requires "+r.scopeParam)
-		}
-		return denyAs(denial{outcome: InsufficientScope, desc: "the token lacks a required scope", scope: r.scopeParam})
-	}
-
-	switch {
-	case call.Method != "":
-		o, desc, scope := e.authorizeCall(r, g, &call)
-		if e.steps != nil {
-			e.step("rules", o.String(), desc)
-		}
-		if o != Allowed {
-			return denyAs(denial{outcome: o, desc: desc, scope: scope})
-		}
-		if !call.Body && r.hasRules() && !r.upstreamValidatesMCPHeaders {
-			// Mcp-Method and Mcp-Name without the body are the client's
-			// claim: allow on them only when the upstream checks them.
-			e.step("rules", "unverified", "the call is named by headers only and the upstream does not check them")
-			return denyAs(denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest})
-		}
-	case carriesBody(req) && call.Protocol != "" && !call.Body && r.hasRules():
-		// Rules cannot be applied to a call nobody can name: fail closed.
-		e.step("rules", "unknown method", "no trusted body and no Mcp-Method header")
-		return denyAs(denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest})
-	}
-
-	if call.Method == "initialize" && !e.readOnly {
-		// The session id comes back in the response, which ext_authz never
-		// sees: remember the capability for the session about to be bound.
-		pl.initURL.Add(cache.NewKey(r.Name, g.Subject), call.ElicitationURL, pl.now().Add(5*time.Minute))
-	}
-	if sid := mcpSessionID(req); sid != "" && r.sessionBinding {
-		d, ok := e.bindSession(ctx, r, sid, g)
-		if !ok {
-			e.step("session", d.outcome.String(), d.desc)
-			return withRetryAfter(denyAs(d), d.retryAfter)
-		}
-		if e.steps != nil {
-			e.step("session", "bound", "MCP session belongs to "+g.Subject)
-		}
-	}
-	if d, ok := e.bindTasks(ctx, r, &call, g); !ok {
-		e.step("task", d.outcome.String(), d.desc)
-		return withRetryAfter(denyAs(d), d.retryAfter)
-	}
-	v := Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Call: call, Set: g.set, Remove: g.remove}
-	if !r.lineageOff {
-		if d, ok := pl.applyLineage(ctx, p, r, req, &call, g, &v); !ok {
-			if e.steps != nil {
-				e.step("lineage", d.outcome.String(), d.desc)
-			}
-			return denyAs(d)
-		}
-		if e.steps != nil {
-			e.step("lineage", "derived", fmt.Sprintf("root %q parent %q depth %d actors %v (trusted: %v)", v.Lineage.Root, v.Lineage.Parent, v.Lineage.Depth, v.Lineage.ActorChain, v.Lineage.Trusted))
-		}
-	}
-	if d, ok := e.applySessionID(ctx, r, &call, g, &v); !ok {
-		e.step("session-id", d.outcome.String(), d.desc)
-		return withRetryAfter(denyAs(d), d.retryAfter)
-	}
-	if r.exchange != nil && r.exchange.needed(&call, r.upstreamValidatesMCPHeaders) {
-		if d, ok := e.applyExchange(ctx, r, &call, g, token, &v); !ok {
-			d.CacheHit = hit
-			return d
-		}
 	}
 	return v
 }
@@ -585,7 +296,7 @@ func routeReason(req *Request) string {
 
 // applyLineage derives the request's place in its conversation and adds the
 // lineage headers to the verdict.
-func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *Request, call *Call, g *Grant, v *Verdict) (denial, bool) {
+func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *Request, call *Call, g *Grant, v *Verdict) *denial {
 	in := p.lineageNames.Inbound(req.Headers)
 	trusted := r.trust.Trusted(lineage.Caller{IssuerName: g.Issuer, ClientID: g.ClientID, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal})
 	var carried *lineage.Carried
@@ -601,9 +312,9 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth, NoMint: p.lineageNoMint})
 	switch {
 	case errors.Is(err, lineage.ErrTooDeep):
-		return denial{outcome: TooDeep, desc: "the delegation chain is deeper than this route allows"}, false
+		return &denial{outcome: TooDeep, desc: "the delegation chain is deeper than this route allows"}
 	case err != nil:
-		return denial{outcome: Malformed, desc: "malformed lineage header", rpcCode: jsonrpc.CodeInvalidRequest}, false
+		return &denial{outcome: Malformed, desc: "malformed lineage header", rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	if r.signLineage && p.signer != nil && res.Root != "" {
 		if res.Signed, err = p.signer.Sign(&res, g.Subject, g.Session); err != nil {
@@ -614,7 +325,7 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 	v.Lineage = res
 	if m := g.memo().lineage.Load(); m != nil && sameLineage(&m.res, &res) {
 		v.Set, v.Remove, v.Lineage = m.set, m.remove, m.res
-		return denial{}, true
+		return nil
 	}
 	// The grant's slices are shared by every request: full slice
 	// expressions make the appends copy.
@@ -622,7 +333,7 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 	if res.Signed == "" && v.CacheHit { // a signed token is new on every request; a grant used once needs no memo
 		g.memoForWrite().lineage.Store(&lineageMemo{res: res, set: v.Set, remove: v.Remove})
 	}
-	return denial{}, true
+	return nil
 }
 
 // sameLineage reports whether two results make the same headers.
@@ -726,6 +437,9 @@ type denial struct {
 	rpcCode int    // JSON-RPC error code; 0 picks the outcome's
 	// retryAfter overrides an Unavailable denial's Retry-After.
 	retryAfter time.Duration
+	// body, when set, is the answer's body (a re-authorization answer
+	// the client understands) instead of the outcome's error.
+	body []byte
 }
 
 // deny builds a denial verdict with its challenge and body: a JSON-RPC error
@@ -750,10 +464,16 @@ func (p *Policy) deny(req *Request, r *Route, call *Call, d denial) Verdict {
 	case Unavailable:
 		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "retry-after", Value: "5"})
 	}
-	if call != nil && call.jsonRPC() {
+	switch {
+	case d.body != nil:
+		if call != nil {
+			v.Call = *call
+		}
+		v.Body = d.body
+	case call != nil && call.jsonRPC():
 		v.Call = *call
 		v.Body = rpcErrorBody(call.ID, d)
-	} else {
+	default:
 		v.Body = jsonBody(d.outcome, d.desc, d.scope)
 	}
 	v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "content-type", Value: "application/json"})

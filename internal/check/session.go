@@ -1,7 +1,6 @@
 package check
 
 import (
-	"context"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -64,51 +63,35 @@ func bindingKey(route, kind, id string) string {
 }
 
 // bindSession enforces that an MCP session is used only by the user who
-// first used it (or a delegate of theirs).
-func (e *evaluation) bindSession(ctx context.Context, r *Route, sid string, g *Grant) (denial, bool) {
-	d, ok := e.bind(ctx, r, e.pl.sessions, bindSession, sid, g)
-	if ok && !e.readOnly && e.req.Method == "DELETE" {
-		e.pl.endSession(e.p, g.Subject, sid)
+// first used it (or a delegate of theirs). Its owner's DELETE ends it.
+func (e *evaluation) bindSession(sid string) *denial {
+	if d := e.bind(e.pl.state.sessions, bindSession, sid); d != nil {
+		return d
 	}
-	return d, ok
+	if e.req.Method == "DELETE" && !e.st.readOnly {
+		for _, ex := range e.p.exchangers {
+			ex.DropOwnSession(e.grant.Subject, sid)
+		}
+		e.st.endSession(e.grant.Subject, sid)
+	}
+	return nil
 }
 
-// bind binds id (of kind) in store to g's user on first sight and refuses
+// bind binds id (of kind) in store to the user on first sight and refuses
 // anybody else but the delegates sessions.delegates lets join the owner.
-func (e *evaluation) bind(ctx context.Context, r *Route, store *session.Store, kind, id string, g *Grant) (denial, bool) {
-	pl, req := e.pl, e.req
+func (e *evaluation) bind(store *session.Store, kind, id string) *denial {
+	r, g := e.route, e.grant
 	key := bindingKey(r.Name, kind, id)
-	conflict := denial{outcome: SessionConflict, desc: "this " + kind + " belongs to another user"}
-	if kind == bindTask {
-		conflict.outcome = Forbidden
+	var initKey *cache.Key
+	if kind == bindSession {
+		k := cache.NewKey(r.Name, g.Subject)
+		initKey = &k
 	}
-	if e.readOnly {
-		if b, bound := store.Lookup(key); bound && b.Subject != g.Subject {
-			if rule, ok := e.p.mayJoin(g, b.Subject); ok {
-				e.step(kind, "delegate", "joins "+b.Subject+"'s "+kind+" by sessions.delegates "+rule)
-				return denial{}, true
-			}
-			return conflict, false
-		}
-		return denial{}, true
+	owner, res, d := e.st.bind(e.ctx, store, key, g.Subject, e.p.perSubject, initKey)
+	if d != nil {
+		return d
 	}
-	var (
-		res   session.Result
-		owner string
-	)
-	if pl.shared != nil {
-		var d denial
-		if owner, res, d = e.bindShared(ctx, store, key, g); d.outcome == Unavailable {
-			return d, false
-		}
-	} else {
-		owner, res = store.Bind(key, g.Subject, func(b *session.Binding) {
-			if kind == bindSession {
-				b.ElicitationURL, _ = pl.initURL.Get(cache.NewKey(r.Name, g.Subject))
-			}
-		})
-	}
-	stats, _ := pl.observer.(SessionStatsObserver)
+	stats, _ := e.observer.(SessionStatsObserver)
 	if kind == bindTask {
 		stats = nil // session metrics count sessions
 	}
@@ -117,45 +100,45 @@ func (e *evaluation) bind(ctx context.Context, r *Route, store *session.Store, k
 		if stats != nil {
 			stats.SessionLookup(r.Name, true)
 		}
-		return denial{}, true
+		return nil
 	case session.Created:
 		if stats != nil {
 			stats.SessionLookup(r.Name, false)
 			stats.SessionCreated(r.Name)
 		}
-		return denial{}, true
+		return nil
 	case session.Full:
 		if stats != nil {
 			stats.SessionLookup(r.Name, false)
 		}
-		pl.log.LogAttrs(ctx, slog.LevelWarn, "binding refused: the binding store is full",
-			slog.String("kind", kind), slog.String("route", r.Name), slog.String("user", g.Subject), slog.String("request_id", req.RequestID))
-		if so, ok := pl.observer.(SessionObserver); ok && kind != bindTask {
+		e.log.LogAttrs(e.ctx, slog.LevelWarn, "binding refused: the binding store is full",
+			slog.String("kind", kind), slog.String("route", r.Name), slog.String("user", g.Subject), slog.String("request_id", e.req.RequestID))
+		if so, ok := e.observer.(SessionObserver); ok && kind != bindTask {
 			so.SessionRefused(r.Name)
 		}
-		return denial{outcome: Unavailable, desc: "too many " + kind + "s are in use: retry later", retryAfter: store.RetryAfter()}, false
+		return &denial{outcome: Unavailable, desc: "too many " + kind + "s are in use: retry later", retryAfter: store.RetryAfter()}
 	}
 	if rule, ok := e.p.mayJoin(g, owner); ok {
 		// A delegate's use keeps the owner's binding alive, as the
 		// owner's own would.
-		if pl.shared == nil {
-			store.Bind(key, owner, nil)
-		}
+		e.st.keepAlive(store, key, owner)
 		if stats != nil {
 			stats.SessionLookup(r.Name, true)
 		}
-		if e.steps != nil {
-			e.step(kind, "delegate", "joins "+owner+"'s "+kind+" by sessions.delegates "+rule)
-		}
-		return denial{}, true
+		e.rec.add("delegate", func() string { return "joins " + owner + "'s " + kind + " by sessions.delegates " + rule })
+		return nil
 	}
-	pl.log.LogAttrs(ctx, slog.LevelWarn, kind+" hijack attempt",
+	e.log.LogAttrs(e.ctx, slog.LevelWarn, kind+" hijack attempt",
 		slog.String("route", r.Name), slog.String("user", g.Subject),
-		slog.String("request_id", req.RequestID), slog.String("method", req.Method))
-	if pl.observer != nil && kind != bindTask {
-		pl.observer.SessionConflict(r.Name)
+		slog.String("request_id", e.req.RequestID), slog.String("method", e.req.Method))
+	if e.observer != nil && kind != bindTask {
+		e.observer.SessionConflict(r.Name)
 	}
-	return conflict, false
+	conflict := &denial{outcome: SessionConflict, desc: "this " + kind + " belongs to another user"}
+	if kind == bindTask {
+		conflict.outcome = Forbidden
+	}
+	return conflict
 }
 
 // delegate is a compiled sessions.delegates entry.
@@ -189,19 +172,6 @@ func (p *Policy) mayJoin(g *Grant, owner string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// endSession drops what the service holds for a session its owner
-// deleted: the owner's exchanged tokens and pending elicitations in it,
-// nobody else's (an id is chosen by whoever uses it first, so another user
-// may hold the same id on another route). The binding stays. Sealed tokens
-// in Redis stay until they expire: they serve only this owner's token in
-// this session, which the owner keeps.
-func (pl *Pipeline) endSession(p *Policy, subject, sid string) {
-	for _, ex := range p.exchangers {
-		ex.DropOwnSession(subject, sid)
-	}
-	pl.elicitations.DropOwnSession(subject, sid)
 }
 
 // withRetryAfter sets v's Retry-After to d, rounded up to whole seconds,

@@ -1,7 +1,6 @@
 package check
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -119,14 +118,17 @@ func (p *Policy) grantSession(g *Grant, claims map[string]any) error {
 // session was bound before (or the source is skipped when the route does
 // not bind sessions), and an A2A context is bound here, so another user's
 // context id is refused (session_conflict) rather than named.
-func (e *evaluation) sessionFor(ctx context.Context, r *Route, call *Call, g *Grant) (value, from string, d denial, ok bool) {
-	p := e.p
+func (e *evaluation) sessionFor() (value, from string, d *denial) {
+	p, r, call, g := e.p, e.route, &e.call, e.grant
 	for i, src := range p.sessionSources {
 		switch src.kind {
 		case srcClaim:
 			if i == g.sessionClaimIdx {
 				v, _ := p.sessionHeaderValue(g.Session)
-				return v, src.name, denial{}, v != ""
+				if v != "" {
+					return v, src.name, nil
+				}
+				return "", "", nil
 			}
 		case srcMCP:
 			sid := mcpSessionID(e.req)
@@ -134,7 +136,7 @@ func (e *evaluation) sessionFor(ctx context.Context, r *Route, call *Call, g *Gr
 				continue
 			}
 			if v, good := p.sessionHeaderValue(sid); good {
-				return v, src.name, denial{}, true
+				return v, src.name, nil
 			}
 		case srcA2A:
 			if call.ContextID == "" || !r.sessionBinding {
@@ -144,44 +146,41 @@ func (e *evaluation) sessionFor(ctx context.Context, r *Route, call *Call, g *Gr
 			if !good {
 				continue
 			}
-			if d, bound := e.bind(ctx, r, e.pl.sessions, bindContext, call.ContextID, g); !bound {
-				return "", src.name, d, false
+			if d := e.bind(e.pl.state.sessions, bindContext, call.ContextID); d != nil {
+				return "", src.name, d
 			}
-			return v, src.name, denial{}, true
+			return v, src.name, nil
 		case srcDefault:
 			if p.defaultSession != "" {
-				return p.defaultSession, src.name, denial{}, true
+				return p.defaultSession, src.name, nil
 			}
 		}
 	}
-	return "", "", denial{}, true
+	return "", "", nil
 }
 
 // applySessionID sets the session header of a grant whose session depends
 // on the request. The grant's slices are shared by every request: the
 // header is added to copies.
-func (e *evaluation) applySessionID(ctx context.Context, r *Route, call *Call, g *Grant, v *Verdict) (denial, bool) {
+func (e *evaluation) applySessionID() *denial {
+	g, v := e.grant, &e.v
 	if !g.sessionPerRequest {
-		if e.steps != nil {
-			from := "none"
-			if g.sessionSource >= 0 {
-				from = e.p.sessionSources[g.sessionSource].name
-			}
-			e.step("session-id", from, "decided by the token")
+		from := "none"
+		if g.sessionSource >= 0 {
+			from = e.p.sessionSources[g.sessionSource].name
 		}
-		return denial{}, true
+		e.rec.add(from, func() string { return "decided by the token" })
+		return nil
 	}
-	value, from, d, ok := e.sessionFor(ctx, r, call, g)
-	if !ok {
-		return d, false
+	value, from, d := e.sessionFor()
+	if d != nil {
+		return d
 	}
 	if value == "" {
-		e.step("session-id", "none", "no source names a session")
-		return denial{}, true
+		e.rec.add("none", func() string { return "no source names a session" })
+		return nil
 	}
-	if e.steps != nil {
-		e.step("session-id", from, value)
-	}
+	e.rec.add(from, func() string { return value })
 	name := e.p.identity.SessionHeader
 	v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: name, Value: value})
 	rm := make([]string, 0, len(v.Remove))
@@ -191,5 +190,5 @@ func (e *evaluation) applySessionID(ctx context.Context, r *Route, call *Call, g
 		}
 	}
 	v.Remove = rm
-	return denial{}, true
+	return nil
 }

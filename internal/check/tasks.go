@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
-	"github.com/extauthz/extauthz/internal/session"
 )
 
 // Tasks belong to their creator (seed 004; MCP tasks since 2025-11-25, A2A
@@ -67,30 +66,29 @@ func taskIDs(call *Call) []string {
 }
 
 // bindTasks is the task ownership stage.
-func (e *evaluation) bindTasks(ctx context.Context, r *Route, call *Call, g *Grant) (denial, bool) {
+func (e *evaluation) bindTasks() *denial {
+	call, g := &e.call, e.grant
 	if !e.p.taskOwnership || call.Protocol == "" || call.Method == "" {
-		return denial{}, true
+		return nil
 	}
 	op, send := taskMethod(call.Method)
 	if !op && !send {
-		return denial{}, true
+		return nil
 	}
 	if op && !call.Body {
 		// Mcp-Method alone names a task operation but not its task.
-		return denial{outcome: Malformed, desc: "a task operation needs its body to be checked: send the body to the service", rpcCode: jsonrpc.CodeInvalidRequest}, false
+		return &denial{outcome: Malformed, desc: "a task operation needs its body to be checked: send the body to the service", rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	for _, id := range taskIDs(call) {
 		if len(id) > maxTaskID {
-			return denial{outcome: Malformed, desc: "task id is too long", rpcCode: jsonrpc.CodeInvalidParams}, false
+			return &denial{outcome: Malformed, desc: "task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
 		}
-		if d, ok := e.bind(ctx, r, e.pl.tasks, bindTask, id, g); !ok {
-			return d, false
+		if d := e.bind(e.pl.state.tasks, bindTask, id); d != nil {
+			return d
 		}
-		if e.steps != nil {
-			e.step("task", "bound", "task "+id+" belongs to "+g.Subject)
-		}
+		e.rec.add("bound", func() string { return "task " + id + " belongs to " + g.Subject })
 	}
-	return denial{}, true
+	return nil
 }
 
 // authorizeCall applies the route's rules. A task operation on a task
@@ -114,8 +112,8 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 // taskTool is the tool the call's task was created for, "" when unknown.
 func (e *evaluation) taskTool(r *Route, call *Call) string {
 	for _, id := range taskIDs(call) {
-		if b, ok := e.pl.tasks.Lookup(bindingKey(r.Name, bindTask, id)); ok && b.Tool != "" {
-			return b.Tool
+		if tool := e.st.taskTool(bindingKey(r.Name, bindTask, id)); tool != "" {
+			return tool
 		}
 	}
 	return ""
@@ -127,23 +125,8 @@ func (e *evaluation) taskTool(r *Route, call *Call) string {
 // Grant.Subject names it. It reports false when another user already holds
 // the id or the store has no room.
 func (pl *Pipeline) TaskCreated(ctx context.Context, route, taskID, subject, tool string) bool {
-	key := bindingKey(route, bindTask, taskID)
-	if pl.shared != nil {
-		owner, owned, err := pl.shared.Bind(ctx, key, subject, pl.sessionIdle+pl.sessionIdle/2, pl.Policy().perSubject)
-		if err != nil || !owned {
-			if err == nil {
-				pl.tasks.Put(key, session.Binding{Subject: owner, Confirmed: pl.now()})
-			}
-			return false
-		}
-		return pl.tasks.Put(key, session.Binding{Subject: subject, Tool: tool, Confirmed: pl.now()})
-	}
-	owner, res := pl.tasks.Bind(key, subject, func(b *session.Binding) { b.Tool = tool })
-	if res == session.Owned && owner == subject && tool != "" {
-		pl.tasks.Put(key, session.Binding{Subject: subject, Tool: tool})
-	}
-	return res.Accepted()
+	return pl.state.taskCreated(ctx, bindingKey(route, bindTask, taskID), subject, tool, pl.Policy().perSubject)
 }
 
 // TaskCount is the number of task bindings held.
-func (pl *Pipeline) TaskCount() int { return pl.tasks.Len() }
+func (pl *Pipeline) TaskCount() int { return pl.state.tasks.Len() }

@@ -1,0 +1,379 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/credential"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+)
+
+// evaluation is one decision in progress: the request, what the stages
+// found so far, and the allow being built.
+type evaluation struct {
+	pl  *Pipeline
+	p   *Policy
+	req *Request
+	// ctx is the check's context, bounded by limits.check_deadline once a
+	// stage needs the network (see withBudget); cancel releases that bound.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// st is the decision's access to the state, log and observer where it
+	// reports: Explain's view writes nothing, its log discards and it has
+	// no observer, so explaining a request changes nothing.
+	st       view
+	log      *slog.Logger
+	observer Observer
+	// rec is Explain's account of the stages; Check's records nothing.
+	rec recorder
+
+	route *Route
+	// call is the request's JSON-RPC call once the call stage read it
+	// (callRead); before that a denial echoes early, what canonical and
+	// headers could tell of it (earlyCall), if anything.
+	call     Call
+	callRead bool
+	early    *Call
+	token    string
+	grant    *Grant
+	hit      bool // the grant (or refusal) came from the cache
+	// v is the answer once a stage gave one directly (answered), else the
+	// allow the later stages add headers to.
+	v        Verdict
+	answered bool
+}
+
+// decide runs the stages in order. Each decides one thing and returns a
+// denial, which ends the decision, or nil; metadata and public may answer
+// directly instead. Adding a stage is a method and a line here.
+func (e *evaluation) decide() Verdict {
+	defer e.release()
+	switch {
+	case e.run("canonical", e.canonical),
+		e.run("metadata", e.metadata),
+		e.run("route", e.findRoute),
+		e.run("headers", e.headers),
+		e.run("public", e.public),
+		e.run("call", e.readCall),
+		e.run("credential", e.credential),
+		e.run("identity", e.identify),
+		e.run("authorize", e.authorize),
+		e.run("session", e.session),
+		e.run("tasks", e.tasks),
+		e.run("lineage", e.lineage),
+		e.run("session-id", e.sessionID),
+		e.run("exchange", e.exchange):
+		return e.v
+	}
+	e.v.Call = e.call
+	return e.v
+}
+
+// run runs one stage and reports whether it ended the decision: with a
+// denial (e.v becomes the denial verdict) or a direct answer.
+func (e *evaluation) run(name string, stage func() *denial) bool {
+	e.rec.stage = name
+	if d := stage(); d != nil {
+		e.rec.add(d.outcome.String(), func() string { return d.desc })
+		e.v = e.deny(d)
+		return true
+	}
+	return e.answered
+}
+
+// deny builds the verdict of a denial: one place, whatever the stage.
+func (e *evaluation) deny(d *denial) Verdict {
+	call := e.early
+	if e.callRead {
+		call = &e.call
+	}
+	v := e.p.deny(e.req, e.route, call, *d)
+	v.Grant, v.CacheHit = e.grant, e.hit
+	return withRetryAfter(v, d.retryAfter)
+}
+
+// answer ends the decision with v: a direct answer, not a denial.
+func (e *evaluation) answer(v Verdict) {
+	e.v, e.answered = v, true
+}
+
+func (e *evaluation) release() {
+	if e.cancel != nil {
+		e.cancel()
+	}
+}
+
+// canonical refuses a request whose host or path has more than one reading
+// (canonical.go).
+func (e *evaluation) canonical() *denial {
+	if d := canonicalRequest(e.req); d != nil {
+		e.early = earlyCall(e.req)
+		return d
+	}
+	return nil
+}
+
+// metadata answers RFC 9728 protected resource metadata requests.
+func (e *evaluation) metadata() *denial {
+	if v, ok := e.p.protectedResource(e.req); ok {
+		e.rec.add("answered", func() string { return "protected resource metadata of route " + v.Route })
+		e.answer(v)
+	}
+	return nil
+}
+
+// findRoute picks the route: named by context_extensions, else by host and
+// path.
+func (e *evaluation) findRoute() *denial {
+	r, ok := e.p.route(e.req)
+	if !ok {
+		return &denial{outcome: NoRoute, desc: "no route for this request"}
+	}
+	e.route = r
+	e.rec.add(r.Name, func() string { return routeReason(e.req) })
+	return nil
+}
+
+// headers refuses headers an upstream could read differently from us
+// (repeated single-valued headers, forged owned ones: headers.go).
+func (e *evaluation) headers() *denial {
+	if d := e.p.ambiguousHeader(e.route, e.req); d != nil {
+		e.early = earlyCall(e.req)
+		return d
+	}
+	return nil
+}
+
+// public lets requests to the route's public paths through without a
+// token. A JSON-RPC call is never public (unless the route declares plain
+// HTTP): an MCP server serving every path would run it.
+func (e *evaluation) public() *denial {
+	r := e.route
+	if !r.isPublic(e.req.Path) || (r.protocol != ProtoHTTP && looksLikeCall(e.req)) {
+		return nil
+	}
+	if d := ambiguousAuthorization(e.req); d != nil {
+		return d
+	}
+	e.rec.add("yes", func() string { return "public path: no token needed" })
+	e.answer(Verdict{Outcome: Public, Route: r.Name, Remove: r.publicRemove()})
+	return nil
+}
+
+// readCall reads the JSON-RPC call (rpc.go) and refuses one that is
+// malformed or not in canonical form.
+func (e *evaluation) readCall() *denial {
+	call, bad := readCall(e.route, e.req)
+	e.call, e.callRead = call, true
+	if bad != nil {
+		return &denial{outcome: Malformed, desc: bad.desc, rpcCode: bad.code}
+	}
+	if d := canonicalCall(&e.call); d != nil {
+		return d
+	}
+	if e.call.Protocol != "" {
+		e.rec.add(e.call.Protocol, func() string {
+			return fmt.Sprintf("method %q name %q (from body: %v)", e.call.Method, e.call.Name, e.call.Body)
+		})
+	}
+	return nil
+}
+
+// credential finds the bearer token where the route takes it.
+func (e *evaluation) credential() *denial {
+	r := e.route
+	token, err := credential.Find(e.req.Headers, r.credentials)
+	if errors.Is(err, credential.ErrMissing) && r.tokenInMeta && e.call.metaToken != "" {
+		// Opt-in: some agent frameworks put the token in the tool call.
+		token, err = credential.Check(metaBearer(e.call.metaToken))
+	}
+	if err != nil {
+		return e.badCredential(err)
+	}
+	e.token = token
+	e.rec.add("found", func() string { return fmt.Sprintf("bearer token of %d bytes", len(token)) })
+	return nil
+}
+
+// badCredential is the denial for a credential that cannot be used: a
+// request with more than one Authorization is refused as ambiguous first,
+// whichever of them was unusable.
+func (e *evaluation) badCredential(err error) *denial {
+	if d := ambiguousAuthorization(e.req); d != nil {
+		return d
+	}
+	if errors.Is(err, credential.ErrMissing) {
+		return &denial{outcome: MissingToken}
+	}
+	return &denial{outcome: InvalidToken, desc: err.Error()}
+}
+
+// identify turns the token into a grant: from the cache, else verified
+// (signature and claims) and cached, never the raw token. A refusal is
+// cached too; a broken dependency is not.
+func (e *evaluation) identify() *denial {
+	r := e.route
+	key := cache.NewKey(r.keyPrefix, e.token)
+	var found cached
+	entry, hit := e.lookup(key, &found)
+	if !hit {
+		// Only tokens not seen before need their syntax checked: every
+		// cached one passed this.
+		if err := credential.Syntax(e.token); err != nil {
+			return e.badCredential(err)
+		}
+		e.ctx, e.cancel = e.withBudget(e.ctx) // see budget.go
+		entry = e.pl.verify(e.ctx, e.p, r, e.token)
+		entry.routeKey = r.keyPrefix
+		if entry.outcome == Unavailable {
+			// A broken dependency is not a property of the token.
+			return &denial{outcome: Unavailable, desc: entry.description}
+		}
+		if !e.st.readOnly {
+			e.pl.remember(e.p, key, entry)
+		}
+	}
+	e.hit = hit
+	if entry.grant == nil {
+		return &denial{outcome: entry.outcome, desc: entry.description}
+	}
+	g := entry.grant
+	if e.pl.state.isRevoked(g) {
+		return &denial{outcome: InvalidToken, desc: "token is revoked"}
+	}
+	e.grant = g
+	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
+	e.rec.add(g.Subject, func() string {
+		return fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit)
+	})
+	return nil
+}
+
+// lookup reads the verdict cache; Explain's reads leave its counters alone.
+func (e *evaluation) lookup(key cache.Key, dst *cached) (*cached, bool) {
+	if e.st.readOnly {
+		return e.pl.peek(key, dst)
+	}
+	return e.pl.lookup(key, dst)
+}
+
+// authorize applies the route's required scopes, then its rules to the
+// call (first match decides).
+func (e *evaluation) authorize() *denial {
+	r, g, call := e.route, e.grant, &e.call
+	if !g.scopeOK {
+		return &denial{outcome: InsufficientScope, desc: "the token lacks a required scope", scope: r.scopeParam}
+	}
+	switch {
+	case call.Method != "":
+		o, desc, scope := e.authorizeCall(r, g, call)
+		if o != Allowed {
+			return &denial{outcome: o, desc: desc, scope: scope}
+		}
+		if !call.Body && r.hasRules() && !r.upstreamValidatesMCPHeaders {
+			// Mcp-Method and Mcp-Name without the body are the client's
+			// claim: allow on them only when the upstream checks them.
+			return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
+		}
+		e.rec.add(o.String(), func() string { return desc })
+	case carriesBody(e.req) && call.Protocol != "" && !call.Body && r.hasRules():
+		// Rules cannot be applied to a call nobody can name: fail closed.
+		return &denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest}
+	}
+	return nil
+}
+
+// session binds the MCP session to the user who first used it and refuses
+// anybody else (session.go).
+func (e *evaluation) session() *denial {
+	r, g := e.route, e.grant
+	if e.call.Method == "initialize" {
+		// The session id comes back in the response, which ext_authz never
+		// sees: remember the capability for the session about to be bound.
+		e.st.rememberInit(cache.NewKey(r.Name, g.Subject), e.call.ElicitationURL)
+	}
+	sid := mcpSessionID(e.req)
+	if sid == "" || !r.sessionBinding {
+		return nil
+	}
+	if d := e.bindSession(sid); d != nil {
+		return d
+	}
+	e.rec.add("bound", func() string { return "MCP session belongs to " + g.Subject })
+	return nil
+}
+
+// tasks binds tasks to their creator and refuses anybody else (tasks.go).
+func (e *evaluation) tasks() *denial { return e.bindTasks() }
+
+// lineage derives the request's place in its conversation and adds the
+// lineage headers.
+func (e *evaluation) lineage() *denial {
+	if e.route.lineageOff {
+		return nil
+	}
+	if d := e.pl.applyLineage(e.ctx, e.p, e.route, e.req, &e.call, e.grant, &e.v); d != nil {
+		return d
+	}
+	e.rec.add("derived", func() string {
+		l := &e.v.Lineage
+		return fmt.Sprintf("root %q parent %q depth %d actors %v (trusted: %v)", l.Root, l.Parent, l.Depth, l.ActorChain, l.Trusted)
+	})
+	return nil
+}
+
+// sessionID sets the session header a request's own ids decide
+// (sessionid.go).
+func (e *evaluation) sessionID() *denial { return e.applySessionID() }
+
+// exchange swaps the upstream's Authorization for a token issued for it,
+// or asks the user to authorize first (exchange.go).
+func (e *evaluation) exchange() *denial {
+	r := e.route
+	if r.exchange == nil || !r.exchange.needed(&e.call, r.upstreamValidatesMCPHeaders) {
+		return nil
+	}
+	return e.applyExchange()
+}
+
+// discard is Explain's logger.
+var discard = slog.New(slog.DiscardHandler)
+
+// Step is one stage of a decision, as Explain reports it.
+type Step struct {
+	Name    string // the stage: route, credential, identity, authorize, session, ...
+	Outcome string // what the stage concluded
+	Detail  string
+}
+
+// recorder is Explain's account of a decision. Check's is the zero value:
+// it records nothing, and since details are functions it formats nothing
+// either.
+type recorder struct {
+	steps *[]Step
+	stage string // the stage running
+}
+
+// add records a step of the running stage.
+func (r *recorder) add(outcome string, detail func() string) {
+	if r.steps != nil {
+		*r.steps = append(*r.steps, Step{Name: r.stage, Outcome: outcome, Detail: detail()})
+	}
+}
+
+// Explain decides req like Check but without side effects (no cache
+// entries written, no session bound or ended, nothing logged or counted)
+// and reports every stage. A dry-run route's verdict is the real decision.
+func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step) {
+	var steps []Step
+	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, rec: recorder{steps: &steps},
+		st: view{s: pl.state, readOnly: true}, log: discard}
+	v := e.decide()
+	e.rec.stage = "verdict"
+	e.rec.add(v.Outcome.String(), func() string { return fmt.Sprintf("HTTP %d %s", v.Status(), v.Description) })
+	return v, steps
+}

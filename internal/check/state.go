@@ -1,0 +1,369 @@
+package check
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/session"
+	"github.com/extauthz/extauthz/internal/shared"
+)
+
+// state is what the service remembers between requests, apart from the
+// verdict cache: the bindings of MCP sessions, A2A contexts and tasks,
+// pending elicitations and completed consents, the capability a client
+// declared at initialize, and revocations. It alone knows whether a shared
+// tier (Redis) is there: the shared tier sits behind the in-process stores
+// (a local hit never touches it) and holds what must be the same on every
+// replica.
+type state struct {
+	sessions     *session.Store // MCP sessions and A2A contexts
+	tasks        *session.Store // tasks, bound to their creator
+	elicitations *elicit.Store
+	consents     *cache.Cache[bool]
+	// initURL remembers, per route and subject, whether the client's last
+	// initialize declared URL elicitation, for the session it is about to
+	// get (ext_authz never sees the response that names it).
+	initURL     *cache.Cache[bool]
+	shared      *shared.Store // nil on a single replica
+	sessionIdle time.Duration
+	log         *slog.Logger
+	now         func() time.Time
+
+	// revoked maps a subject to when it was revoked: its tokens issued
+	// before then are refused. Copied on write (revocations are rare), read
+	// on every check.
+	revoked  atomic.Pointer[map[string]time.Time]
+	revokeMu sync.Mutex
+}
+
+func newState(p *Policy, o Options) (*state, error) {
+	consents, err := cache.New[bool](max(p.elicitMax, 1), o.Now)
+	if err != nil {
+		return nil, err
+	}
+	initURL, err := cache.New[bool](max(p.sessionsMax, 1), o.Now)
+	if err != nil {
+		return nil, err
+	}
+	s := &state{
+		sessions:     session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now),
+		tasks:        session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now),
+		elicitations: elicit.New(max(p.elicitMax, 1), cmpDuration(p.elicitTTL, 10*time.Minute), o.Now),
+		consents:     consents, initURL: initURL, shared: o.Shared, sessionIdle: p.sessionIdle,
+		log: o.Logger, now: o.Now,
+	}
+	if o.ElicitationKey != nil {
+		if err := s.elicitations.SetStateKey(o.ElicitationKey); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// view is one decision's access to the state. Check's reads and writes;
+// Explain's is readOnly: it reads, answers as the write would have, and
+// writes nothing, here or in the shared tier.
+type view struct {
+	s        *state
+	readOnly bool
+}
+
+// bind binds key in store to subject on first sight, across replicas when
+// there is a shared tier, and returns the owner. A session's binding
+// takes the capability its client declared at initialize (initKey).
+func (v view) bind(ctx context.Context, store *session.Store, key, subject string, perSubject int, initKey *cache.Key) (string, session.Result, *denial) {
+	s := v.s
+	switch {
+	case v.readOnly:
+		if b, bound := store.Lookup(key); bound && b.Subject != subject {
+			return b.Subject, session.Conflict, nil
+		}
+		return subject, session.Owned, nil
+	case s.shared != nil:
+		return s.bindShared(ctx, store, key, subject, perSubject, initKey)
+	}
+	owner, res := store.Bind(key, subject, func(b *session.Binding) {
+		if initKey != nil {
+			b.ElicitationURL, _ = s.initURL.Get(*initKey)
+		}
+	})
+	return owner, res, nil
+}
+
+// keepAlive extends owner's binding, used by a delegate, as the owner's
+// own use would (the shared tier's is extended by its next confirmation).
+func (v view) keepAlive(store *session.Store, key, owner string) {
+	if !v.readOnly && v.s.shared == nil {
+		store.Bind(key, owner, nil)
+	}
+}
+
+// bindShared binds a session (or context, or task) across replicas: the
+// first binding wins everywhere, and each user's bindings are bounded
+// across replicas. The local store answers repeat requests and asks the
+// shared tier again at half the idle time, which keeps the shared binding
+// alive. With the tier unreachable, fail closed (503) or, configured, fall
+// back to this replica alone. The shared tier is the truth: a local store
+// too full to keep a copy only costs a round trip.
+func (s *state) bindShared(ctx context.Context, store *session.Store, key, subject string, perSubject int, initKey *cache.Key) (string, session.Result, *denial) {
+	now := s.now()
+	if b, ok := store.Lookup(key); ok {
+		if b.Subject != subject {
+			return b.Subject, session.Conflict, nil
+		}
+		if now.Sub(b.Confirmed) < s.sessionIdle/2 {
+			owner, res := store.Bind(key, subject, nil) // extends the local idle time
+			return owner, res, nil
+		}
+	}
+	// Redis keeps the binding 1.5 idle: this replica goes back to it only
+	// after idle/2, and a use in between extends the local binding by a
+	// full idle, so the shared one must outlive both.
+	owner, owned, err := s.shared.Bind(ctx, key, subject, s.sessionIdle+s.sessionIdle/2, perSubject)
+	switch {
+	case err != nil && s.shared.FailOpen():
+		s.log.LogAttrs(ctx, slog.LevelWarn, "session store unavailable: binding on this replica only", slog.String("error", err.Error()))
+		owner, res := store.Bind(key, subject, nil)
+		return owner, res, nil
+	case err != nil:
+		return "", session.Conflict, &denial{outcome: Unavailable, desc: "the session store is unavailable"}
+	case !owned:
+		store.Put(key, session.Binding{Subject: owner, Confirmed: now})
+		return owner, session.Conflict, nil
+	}
+	_, known := store.Lookup(key)
+	var url bool
+	if initKey != nil {
+		url, _ = s.initURL.Get(*initKey)
+	}
+	store.Put(key, session.Binding{Subject: subject, Confirmed: now, ElicitationURL: url})
+	if known {
+		return subject, session.Owned, nil
+	}
+	// New to this replica: created here or on another one.
+	return subject, session.Created, nil
+}
+
+// rememberInit notes whether the client initializing now declared URL
+// elicitation, for the session it is about to be given.
+func (v view) rememberInit(key cache.Key, url bool) {
+	if !v.readOnly {
+		v.s.initURL.Add(key, url, v.s.now().Add(5*time.Minute))
+	}
+}
+
+// sessionElicitsURL reports whether the client of the MCP session under key
+// declared URL elicitation when it initialized (MCP 2025-11-25).
+func (v view) sessionElicitsURL(key string) bool {
+	b, ok := v.s.sessions.Lookup(key)
+	return ok && b.ElicitationURL
+}
+
+// taskTool is the tool the task under key was created for, "" if unknown.
+func (v view) taskTool(key string) string {
+	b, _ := v.s.tasks.Lookup(key)
+	return b.Tool
+}
+
+// beginElicitation starts a pending elicitation and shares it with the
+// other replicas; Explain's is a placeholder that nothing remembers.
+func (v view) beginElicitation(ctx context.Context, issuer, subject, sess, key, url string) (elicit.Pending, error) {
+	if v.readOnly {
+		return elicit.Pending{ID: "(explain)", URL: url, Issuer: issuer, Subject: subject}, nil
+	}
+	p, err := v.s.elicitations.Begin(issuer, subject, sess, key, url)
+	if err == nil {
+		v.s.shareElicitation(ctx, p)
+	}
+	return p, err
+}
+
+// hasConsent reports whether subject completed the authorization for key,
+// here or on another replica (then remembered here, except by Explain).
+func (v view) hasConsent(ctx context.Context, subject, key string) bool {
+	s := v.s
+	if _, ok := s.consents.Peek(cache.NewKey(subject, key)); ok {
+		return true
+	}
+	if s.shared == nil {
+		return false
+	}
+	if _, ok, err := s.shared.GetElicitation(ctx, consentID(subject, key)); err == nil && ok {
+		if !v.readOnly {
+			s.consents.Add(cache.NewKey(subject, key), true, s.now().Add(ConsentTTL))
+		}
+		return true
+	}
+	return false
+}
+
+// endSession drops what the service holds for a session its owner deleted:
+// the owner's pending elicitations in it (the caller drops the exchanged
+// tokens, which the policy holds).
+func (v view) endSession(subject, sid string) {
+	if !v.readOnly {
+		v.s.elicitations.DropOwnSession(subject, sid)
+	}
+}
+
+// completeElicitation records that the user finished the authorization of
+// a pending elicitation, here or on another replica (see
+// Pipeline.CompleteElicitation).
+func (s *state) completeElicitation(ctx context.Context, id, st string) (elicit.Pending, error) {
+	p, err := s.elicitations.Complete(id, st)
+	if err == elicit.ErrNotPending {
+		var ok bool
+		if p, ok = s.sharedElicitation(ctx, id); !ok {
+			return elicit.Pending{}, elicit.ErrNotPending
+		}
+		err = s.elicitations.VerifyState(p, st)
+	}
+	if err != nil {
+		return elicit.Pending{}, err
+	}
+	s.consents.Add(cache.NewKey(p.Subject, p.Key), true, s.now().Add(ConsentTTL))
+	if s.shared != nil {
+		_ = s.shared.DeleteElicitation(ctx, id)
+		_ = s.shared.PutElicitation(ctx, consentID(p.Subject, p.Key), shared.Owner{Subject: p.Subject, Session: p.Session}, []byte("1"), ConsentTTL)
+	}
+	return p, nil
+}
+
+// shareElicitation lets another replica complete a pending elicitation.
+func (s *state) shareElicitation(ctx context.Context, p elicit.Pending) {
+	if s.shared == nil {
+		return
+	}
+	if b, err := json.Marshal(p); err == nil {
+		_ = s.shared.PutElicitation(ctx, p.ID, shared.Owner{Subject: p.Subject, Session: p.Session}, b, time.Until(p.Expires))
+	}
+}
+
+// sharedElicitation finds a pending elicitation another replica started.
+func (s *state) sharedElicitation(ctx context.Context, id string) (elicit.Pending, bool) {
+	if s.shared == nil {
+		return elicit.Pending{}, false
+	}
+	b, ok, err := s.shared.GetElicitation(ctx, id)
+	if err != nil || !ok {
+		return elicit.Pending{}, false
+	}
+	var p elicit.Pending
+	if json.Unmarshal(b, &p) != nil || p.Subject == "" {
+		return elicit.Pending{}, false
+	}
+	return p, true
+}
+
+// consentID names a consent in the shared tier (stored like an
+// elicitation: a small value with a lifetime, owned by the user).
+func consentID(subject, key string) string {
+	k := cache.NewKey("consent", subject, key)
+	return "consent-" + hex.EncodeToString(k[:16])
+}
+
+// taskCreated binds a task to its creator with the tool it was created
+// for (see Pipeline.TaskCreated).
+func (s *state) taskCreated(ctx context.Context, key, subject, tool string, perSubject int) bool {
+	if s.shared != nil {
+		owner, owned, err := s.shared.Bind(ctx, key, subject, s.sessionIdle+s.sessionIdle/2, perSubject)
+		if err != nil || !owned {
+			if err == nil {
+				s.tasks.Put(key, session.Binding{Subject: owner, Confirmed: s.now()})
+			}
+			return false
+		}
+		return s.tasks.Put(key, session.Binding{Subject: subject, Tool: tool, Confirmed: s.now()})
+	}
+	owner, res := s.tasks.Bind(key, subject, func(b *session.Binding) { b.Tool = tool })
+	if res == session.Owned && owner == subject && tool != "" {
+		s.tasks.Put(key, session.Binding{Subject: subject, Tool: tool})
+	}
+	return res.Accepted()
+}
+
+// revoke refuses subject's tokens issued until at, here and (published) on
+// every replica.
+func (s *state) revoke(ctx context.Context, subject string, at time.Time) {
+	s.revokeLocal(subject, at)
+	if s.shared != nil {
+		_ = s.shared.Revoke(ctx, subject, at)
+	}
+}
+
+func (s *state) revokeLocal(subject string, at time.Time) {
+	now := s.now()
+	s.revokeMu.Lock()
+	defer s.revokeMu.Unlock()
+	next := map[string]time.Time{}
+	if cur := s.revoked.Load(); cur != nil {
+		for sub, t := range *cur {
+			if now.Sub(t) < RevocationTTL {
+				next[sub] = t
+			}
+		}
+	}
+	if prev, ok := next[subject]; !ok || at.After(prev) {
+		next[subject] = at
+	}
+	s.revoked.Store(&next)
+}
+
+// isRevoked reports whether g's token was issued before its subject was
+// revoked. A token without iat counts as issued at the epoch.
+func (s *state) isRevoked(g *Grant) bool {
+	m := s.revoked.Load()
+	if m == nil || len(*m) == 0 {
+		return false
+	}
+	at, ok := (*m)[g.Subject]
+	return ok && !g.IssuedAt.After(at) && s.now().Sub(at) < RevocationTTL
+}
+
+// resync catches up with the revocations another replica made while this
+// one was not listening.
+func (s *state) resync(ctx context.Context) {
+	if s.shared == nil {
+		return
+	}
+	revs, err := s.shared.Revocations(ctx)
+	if err != nil {
+		return
+	}
+	for sub, at := range revs {
+		s.revokeLocal(sub, at)
+	}
+}
+
+// stateSnapshot is everything a decision could change in the state, to
+// prove Explain changes none of it.
+type stateSnapshot struct {
+	sessions, tasks, elicitations, consents, initURL, revoked int
+	consentStats, initURLStats                                cache.Stats
+}
+
+func (s *state) snapshot() stateSnapshot {
+	n := 0
+	if m := s.revoked.Load(); m != nil {
+		n = len(*m)
+	}
+	return stateSnapshot{
+		sessions: s.sessions.Len(), tasks: s.tasks.Len(), elicitations: s.elicitations.Len(),
+		consents: s.consents.Len(), initURL: s.initURL.Len(), revoked: n,
+		consentStats: s.consents.Stats(), initURLStats: s.initURL.Stats(),
+	}
+}
