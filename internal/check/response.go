@@ -80,10 +80,10 @@ func (pl *Pipeline) ForResponse(ctx context.Context, req *Request, id *Identity)
 			end(route, "response:"+outcome.String(), status, user)
 		}()
 	}
-	return pl.forResponse(p, req, id)
+	return pl.forResponse(ctx, p, req, id)
 }
 
-func (pl *Pipeline) forResponse(p *Policy, req *Request, id *Identity) (*Exchange, error) {
+func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id *Identity) (*Exchange, error) {
 	if d := canonicalRequest(req); d != nil {
 		return nil, ErrNotAllowed
 	}
@@ -116,11 +116,11 @@ func (pl *Pipeline) forResponse(p *Policy, req *Request, id *Identity) (*Exchang
 		}
 		g = entry.grant
 	}
-	if !g.scopeOK || pl.isRevoked(g) {
+	if !g.scopeOK || pl.state.isRevoked(g) {
 		return nil, ErrNotAllowed
 	}
 	if call.Method != "" {
-		e := evaluation{pl: pl, p: p, req: req, route: r, readOnly: true}
+		e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state, readOnly: true}, log: pl.log, route: r}
 		if o, _, _ := e.authorizeCall(r, g, &call); o != Allowed {
 			return nil, ErrNotAllowed
 		}
@@ -214,24 +214,24 @@ func (x *Exchange) Reauthorization(ctx context.Context) ([]byte, bool) {
 	if re == nil || re.authorizeURL == "" || call.Protocol == "" || call.ID == nil {
 		return nil, false
 	}
-	elicitURL := call.ElicitationURL || pl.sessionElicitsURL(r, call)
+	st := view{s: pl.state}
+	elicitURL := call.ElicitationURL || (call.MCPSession != "" && st.sessionElicitsURL(session.Key(r.Name, call.MCPSession)))
 	if call.Protocol != ProtoA2A && !elicitURL && call.Method != "tools/call" {
 		return nil, false
 	}
 	for _, ex := range pl.Policy().exchangers {
 		ex.DropOwnSession(g.Subject, call.MCPSession)
 	}
-	if pl.shared != nil && call.MCPSession != "" {
+	if pl.state.shared != nil && call.MCPSession != "" {
 		// The shared tier keys tokens by session only; the session is
 		// bound to this caller on this route.
-		_, _ = pl.shared.DropSession(ctx, call.MCPSession)
+		_, _ = pl.state.shared.DropSession(ctx, call.MCPSession)
 	}
 	_, _, tool := re.targetFor(call, g, "")
-	pending, err := pl.elicitations.Begin(g.Issuer, g.Subject, call.MCPSession, consentKey(r, tool), re.authorizeURL)
+	pending, err := st.beginElicitation(ctx, g.Issuer, g.Subject, call.MCPSession, consentKey(r, tool), re.authorizeURL)
 	if err != nil {
 		return nil, false
 	}
-	pl.shareElicitation(ctx, pending)
 	pl.log.LogAttrs(ctx, slog.LevelInfo, "upstream refused the exchanged token: re-authorization answered",
 		slog.String("route", r.Name), slog.String("user", g.Subject), slog.String("method", call.Method))
 	if call.Protocol == ProtoA2A {
@@ -254,27 +254,27 @@ func ReauthorizationFor(status int, wwwAuthenticate string) bool {
 // id is already another user's or there is no room (the caller then must
 // not pass the id on), and when the exchange is not an initialize.
 func (x *Exchange) SessionBorn(ctx context.Context, sid string) bool {
-	pl, r, g := x.pl, x.route, x.grant
+	s, r, g := x.pl.state, x.route, x.grant
 	if x.Call.Method != "initialize" || sid == "" || len(sid) > maxSessionID {
 		return false
 	}
 	key := bindingKey(r.Name, bindSession, sid)
 	url := x.Call.ElicitationURL
-	if pl.shared != nil {
-		owner, owned, err := pl.shared.Bind(ctx, key, g.Subject, pl.sessionIdle+pl.sessionIdle/2, pl.Policy().perSubject)
+	if s.shared != nil {
+		owner, owned, err := s.shared.Bind(ctx, key, g.Subject, s.sessionIdle+s.sessionIdle/2, x.pl.Policy().perSubject)
 		if err != nil || !owned {
 			if err == nil {
-				pl.sessions.Put(key, session.Binding{Subject: owner, Confirmed: pl.now()})
+				s.sessions.Put(key, session.Binding{Subject: owner, Confirmed: s.now()})
 			}
 			return false
 		}
-		return pl.sessions.Put(key, session.Binding{Subject: g.Subject, Confirmed: pl.now(), ElicitationURL: url})
+		return s.sessions.Put(key, session.Binding{Subject: g.Subject, Confirmed: s.now(), ElicitationURL: url})
 	}
-	owner, res := pl.sessions.Bind(key, g.Subject, func(b *session.Binding) { b.ElicitationURL = url })
+	owner, res := s.sessions.Bind(key, g.Subject, func(b *session.Binding) { b.ElicitationURL = url })
 	if res == session.Owned && owner == g.Subject {
-		pl.sessions.SetElicitationURL(key, url)
+		s.sessions.SetElicitationURL(key, url)
 	}
-	if so, ok := pl.observer.(SessionStatsObserver); ok && res == session.Created {
+	if so, ok := x.pl.observer.(SessionStatsObserver); ok && res == session.Created {
 		so.SessionCreated(r.Name)
 	}
 	return res.Accepted()
@@ -306,21 +306,22 @@ func (pl *Pipeline) sessionUnborn(ctx context.Context, r *Route, sid string) boo
 	if !r.responsePath {
 		return false
 	}
+	s := pl.state
 	key := bindingKey(r.Name, bindSession, sid)
-	if _, ok := pl.sessions.Lookup(key); ok {
+	if _, ok := s.sessions.Lookup(key); ok {
 		return false
 	}
-	if pl.shared == nil {
+	if s.shared == nil {
 		return true
 	}
-	owner, found, err := pl.shared.BindingOwner(ctx, key)
+	owner, found, err := s.shared.BindingOwner(ctx, key)
 	if err != nil {
 		// Unknown: the binding stage decides (it fails closed or, when
 		// configured, binds on this replica).
 		return false
 	}
 	if found {
-		pl.sessions.Put(key, session.Binding{Subject: owner, Confirmed: pl.now()})
+		s.sessions.Put(key, session.Binding{Subject: owner, Confirmed: s.now()})
 	}
 	return !found
 }

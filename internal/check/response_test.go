@@ -213,7 +213,7 @@ func TestSessionBorn(t *testing.T) {
 	if pl.sessionUnborn(ctx, r, "s-1") {
 		t.Fatal("a born session is unborn")
 	}
-	if b, _ := pl.sessions.Lookup(bindingKey("files", bindSession, "s-1")); b.Subject != "alice" || !b.ElicitationURL {
+	if b, _ := pl.state.sessions.Lookup(bindingKey("files", bindSession, "s-1")); b.Subject != "alice" || !b.ElicitationURL {
 		t.Fatalf("binding %+v", b)
 	}
 	if exchange("mallory", initialize).SessionBorn(ctx, "s-1") {
@@ -231,6 +231,20 @@ func TestSessionBorn(t *testing.T) {
 	}
 	if v := pl.Check(ctx, call("mcp.example.com", mallory, Headers{"mcp-session-id": "s-1"}, list)); v.Outcome != SessionConflict {
 		t.Fatalf("another user: %v", v.Outcome)
+	}
+	// An id nobody saw created is refused 404 (and not bound) on the
+	// response-path route, bound on first sight elsewhere.
+	for range 2 {
+		v := pl.Check(ctx, call("mcp.example.com", mallory, Headers{"mcp-session-id": "s-guess"}, list))
+		if v.Outcome != UnknownSession || v.Status() != 404 || !bytes.Contains(v.Body, []byte(`"id":2`)) {
+			t.Fatalf("unborn session: %v %d %s", v.Outcome, v.Status(), v.Body)
+		}
+	}
+	if v, _ := pl.Explain(ctx, call("mcp.example.com", alice, Headers{"mcp-session-id": "s-guess"}, list)); v.Outcome != UnknownSession {
+		t.Fatalf("explain: %v", v.Outcome)
+	}
+	if v := pl.Check(ctx, call("plain.example.com", mallory, Headers{"mcp-session-id": "s-guess"}, list)); v.Outcome != Allowed {
+		t.Fatalf("first sight elsewhere: %v %s", v.Outcome, v.Description)
 	}
 	clk.Advance(2 * time.Hour) // past the idle timeout
 	if !pl.sessionUnborn(ctx, r, "s-1") {

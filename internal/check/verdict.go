@@ -28,6 +28,7 @@ const (
 	DryRun                               // a dry-run route let a request pass that would have been denied
 	Overloaded                           // too many checks in progress: answered at once, fail closed
 	AuthorizationRequired                // answered directly: the user must authorize the upstream first (elicitation)
+	UnknownSession                       // a response-path route never saw this MCP session created (MCP: 404, initialize again)
 )
 
 // outcomes is the one table mapping outcomes to what the client sees.
@@ -50,6 +51,7 @@ var outcomes = [...]struct {
 	DryRun:                {200, "dry_run"},
 	Overloaded:            {503, "overloaded"},
 	AuthorizationRequired: {200, "authorization_required"},
+	UnknownSession:        {404, "unknown_session"},
 }
 
 // Status is the HTTP status Envoy must answer with (200 when allowed).
@@ -154,6 +156,7 @@ var rpcMessages = [...]string{
 	DryRun:                "",
 	Overloaded:            "Service overloaded",
 	AuthorizationRequired: "",
+	UnknownSession:        "Not Found: unknown session",
 }
 
 // challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value.
