@@ -19,6 +19,7 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -29,6 +30,7 @@ import (
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
+	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/httpauthz"
 	"github.com/extauthz/extauthz/internal/metrics"
 	"github.com/extauthz/extauthz/internal/shared"
@@ -87,7 +89,7 @@ type ServeOptions struct {
 func serveFlags(o *ServeOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config", "", "configuration file (YAML); without it the built-in default (JWT_SECRET, HS256) is used")
-	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:9191", "address of the ext_authz gRPC listener")
+	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:9191", "address of the gRPC listener: ext_authz and the response path (ext_proc)")
 	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9092", "address of the admin listener: the admin gRPC API and elicitation completion (authenticated; loopback only without authentication)")
 	fs.StringVar(&o.OpsAddr, "ops-addr", "127.0.0.1:9090", "address of the read-only ops listener: /healthz, /readyz, /metrics, lineage JWKS")
 	fs.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, at least 32 bytes each; re-read when it changes")
@@ -348,6 +350,10 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
 	)...)
 	envoyauthz.Register(gs, envoyauthz.NewServer(pipeline))
+	// The response path (Envoy ext_proc) shares the ext_authz listener:
+	// Envoy reaches both through one cluster, and both decide with the
+	// same pipeline (docs/extproc.md).
+	extprocauthz.Register(gs, extprocauthz.NewServer(pipeline, extprocauthz.Options{Logger: log, Observer: m}))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	setHealth := func(ready bool) {
@@ -357,6 +363,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		}
 		hs.SetServingStatus("", st)
 		hs.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, st)
+		hs.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, st)
 	}
 	setHealth(ready())
 
