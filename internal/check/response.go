@@ -87,7 +87,18 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 	if d := canonicalRequest(req); d != nil {
 		return nil, ErrNotAllowed
 	}
-	r, ok := p.route(req)
+	// The check may have found its route by name (Envoy's
+	// context_extensions, which ext_proc does not receive): the route it
+	// names is the one it decided on.
+	var r *Route
+	ok := false
+	if id != nil && id.Route != "" {
+		if r, ok = p.routes.ByName(id.Route); !ok {
+			return nil, ErrNotAllowed // a route since removed: nothing to go by
+		}
+	} else {
+		r, ok = p.route(req)
+	}
 	if !ok || !r.responsePath {
 		return nil, ErrNoRoute
 	}

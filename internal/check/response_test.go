@@ -95,8 +95,10 @@ func TestForResponse(t *testing.T) {
 			return r
 		}(), id: allowed(), subject: "alice"},
 		{name: "metadata of a denial", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "files", Outcome: "forbidden", Subject: "alice"}, wantErr: ErrNotAllowed},
-		{name: "metadata of a dry run", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "files", Outcome: "dry-run", Subject: "alice"}, wantErr: ErrNotAllowed},
-		{name: "metadata of another route", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "plain", Outcome: "allowed", Subject: "alice"}, wantErr: ErrNotAllowed},
+		{name: "metadata of a dry run", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "files", Outcome: "dry_run", Subject: "alice"}, wantErr: ErrNotAllowed},
+		{name: "metadata naming a route without a response path", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "plain", Outcome: "allowed", Subject: "alice"}, wantErr: ErrNoRoute},
+		{name: "metadata naming a route no longer there", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "gone", Outcome: "allowed", Subject: "alice"}, wantErr: ErrNotAllowed},
+		{name: "metadata naming the route for another host (context_extensions)", req: call("elsewhere.example.com", reader, nil, listBody), id: allowed("files:read"), subject: "alice"},
 		{name: "metadata without a subject", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "files", Outcome: "allowed"}, wantErr: ErrNotAllowed},
 		{name: "metadata whose scopes the rules refuse", req: call("mcp.example.com", reader, nil, deleteBody), id: allowed("files:read"), wantErr: ErrNotAllowed},
 		{name: "metadata whose scopes the rules accept", req: call("mcp.example.com", reader, nil, deleteBody), id: allowed("files:write"), subject: "alice"},
@@ -110,7 +112,7 @@ func TestForResponse(t *testing.T) {
 		}(), wantErr: ErrNotAllowed},
 		{name: "malformed call", req: call("mcp.example.com", reader, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"x"}`), id: allowed(), wantErr: ErrNotAllowed},
 		{name: "route without a response path", req: call("plain.example.com", reader, nil, listBody), id: &Identity{Route: "plain", Outcome: "allowed", Subject: "alice"}, wantErr: ErrNoRoute},
-		{name: "no route", req: call("nowhere.example.com", reader, nil, listBody), id: allowed(), wantErr: ErrNoRoute},
+		{name: "no route", req: call("nowhere.example.com", reader, nil, listBody), wantErr: ErrNoRoute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
