@@ -13,10 +13,12 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/testpeers"
 )
 
@@ -114,8 +116,12 @@ func (p *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func newFront(t *testing.T, jsonResponse bool) (*fixture, string) {
+	return newFrontTo(t, testpeers.NewMCPServer(testpeers.MCPOptions{JSONResponse: jsonResponse}))
+}
+
+func newFrontTo(t *testing.T, upstream http.Handler) (*fixture, string) {
 	f := newFixture(t)
-	up := httptest.NewServer(testpeers.NewMCPServer(testpeers.MCPOptions{JSONResponse: jsonResponse}))
+	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
 	fr := httptest.NewServer(&front{t: t, f: f, upstream: up.URL})
 	t.Cleanup(fr.Close)
@@ -125,14 +131,18 @@ func newFront(t *testing.T, jsonResponse bool) (*fixture, string) {
 
 // hostClient sends every request to the front with Host mcp.example.com.
 func hostClient(token, frontURL string) *http.Client {
-	return testpeers.NewHTTPClient(token, nil, hostRewrite{front: strings.TrimPrefix(frontURL, "http://")})
+	return hostClientFor("mcp.example.com", token, frontURL)
 }
 
-type hostRewrite struct{ front string }
+func hostClientFor(host, token, frontURL string) *http.Client {
+	return testpeers.NewHTTPClient(token, nil, hostRewrite{host: host, front: strings.TrimPrefix(frontURL, "http://")})
+}
+
+type hostRewrite struct{ host, front string }
 
 func (h hostRewrite) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Host = "mcp.example.com"
+	r.Host = h.host
 	r.URL.Host = h.front
 	return http.DefaultTransport.RoundTrip(r)
 }
@@ -198,5 +208,57 @@ func TestSDKListsFiltered(t *testing.T) {
 				cs.Close()
 			}
 		})
+	}
+}
+
+// TestSDKReauthorizationOn401: when the MCP server behind an exchanging
+// route refuses the exchanged token (401), the SDK client's tool call gets
+// the in-session re-authorization answer (the isError result carrying the
+// authorization URL, since this client declared no URL elicitation), not a
+// transport error; the next call exchanges a fresh token.
+func TestSDKReauthorizationOn401(t *testing.T) {
+	mcpServer := testpeers.NewMCPServer(testpeers.MCPOptions{})
+	refuse := func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte(`"echo"`)) {
+			w.Header().Set("Www-Authenticate", `Bearer error="invalid_token"`)
+			http.Error(w, "token expired", http.StatusUnauthorized)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		mcpServer.ServeHTTP(w, r)
+	}
+	f, url := newFrontTo(t, http.HandlerFunc(refuse))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := testpeers.NewMCPClient(ctx, url+"/mcp", hostClientFor("backend.example.com", token(t, "alice", nil), url),
+		&testpeers.MCPClientOptions{ProtocolVersion: testpeers.MCPVersion20251125, DisableStandaloneSSE: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	calls := f.sts.Calls()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: testpeers.ToolEcho, Arguments: map[string]any{"text": "hi"}})
+	if err != nil {
+		t.Fatalf("the client got a transport error, not the re-authorization answer: %v", err)
+	}
+	text := ""
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if !res.IsError || !strings.Contains(text, "https://idp.example.com/authorize") {
+		t.Fatalf("tool result %+v: %s", res, text)
+	}
+	if f.counted.get(extprocauthz.ActionReauthorized) != 1 {
+		t.Fatal("the re-authorization is not counted")
+	}
+	// The next call exchanges again: the refused token was dropped.
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: testpeers.ToolWhoAmI}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.sts.Calls(); got != calls+2 {
+		t.Fatalf("STS calls %d, want %d (each call after the refusal exchanges afresh)", got, calls+2)
 	}
 }
