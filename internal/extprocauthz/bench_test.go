@@ -37,7 +37,7 @@ func headersMsg(eos bool, kv ...string) *corev3.HeaderMap {
 
 // benchStream is one list exchange's messages, as Envoy sends them with
 // the recommended configuration (the metadata on each).
-func benchStream(b *testing.B, contentType string, body [][]byte) []*extprocv3.ProcessingRequest {
+func benchStream(b testing.TB, contentType string, body [][]byte) []*extprocv3.ProcessingRequest {
 	md, err := structpb.NewStruct(map[string]any{"route": "files", "outcome": "allowed", "user": "alice", "issuer": "a", "scope": "files:read"})
 	if err != nil {
 		b.Fatal(err)
