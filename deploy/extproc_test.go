@@ -27,7 +27,7 @@ func TestIstioExtProc(t *testing.T) {
 				Selector struct {
 					MatchLabels map[string]string `yaml:"matchLabels"`
 				} `yaml:"selector"`
-				Action   string `yaml:"action"`
+				Action   string                `yaml:"action"`
 				Provider struct{ Name string } `yaml:"provider"`
 			} `yaml:"spec"`
 		}
