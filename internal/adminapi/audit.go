@@ -145,15 +145,6 @@ func SetTarget(ctx context.Context, target string) {
 	}
 }
 
-// CallerFrom returns who made the admin call ctx belongs to.
-func CallerFrom(ctx context.Context) (Caller, bool) {
-	r, ok := ctx.Value(auditKey{}).(*auditRecord)
-	if !ok {
-		return Caller{}, false
-	}
-	return r.caller, true
-}
-
 // HTTP authenticates and logs every request to next: 401 with a
 // WWW-Authenticate challenge when refused.
 func (au *Audit) HTTP(next http.Handler) http.Handler {

@@ -98,7 +98,7 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprint(stdout, Usage)
 		return nil
 	}
-	return usageErrorf("admin: unknown command %q (valid commands: invalidate-session, invalidate-subject, explain, stats)", cmd)
+	return usageErrorf("admin: unknown command %q (valid commands: invalidate-session, revoke-subject, explain, stats)", cmd)
 }
 
 type cli struct {

@@ -15,7 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/extauthz/extauthz/internal/envoyauthz"
+	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/envoytest"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
@@ -56,7 +56,7 @@ routes:
 		Mode:              &filterv3.ProcessingMode{RequestBodyMode: filterv3.ProcessingMode_BUFFERED},
 		AllowModeOverride: true,
 		MessageTimeout:    5 * time.Second,
-		Metadata:          &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{envoyauthz.MetadataNamespace: resp.GetDynamicMetadata()}},
+		Metadata:          &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{extprocauthz.MetadataNamespace: resp.GetDynamicMetadata()}},
 	}, envoytest.ExtProcExchange{
 		Request:  envoytest.ExtProcRequest("POST", "mcp.example.com", "/mcp", http.Header{"Content-Type": {"application/json"}}, body),
 		Response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"application/json"}, "Content-Length": {fmt.Sprint(len(result))}}, result),

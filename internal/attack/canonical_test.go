@@ -207,7 +207,7 @@ func TestCanonicalHosts(t *testing.T) {
 	}
 }
 
-// filesRulesYAML is the README's resource rule: /etc/* needs the admins
+// filesRulesYAML is the documented resource rule (docs/mcp-a2a.md): /etc/* needs the admins
 // group, everything else is allowed.
 const filesRulesYAML = `routes:
   - name: files

@@ -157,7 +157,7 @@ func refuseDelete(next http.Handler) http.Handler {
 	})
 }
 
-// TestStateDelete405 is issue 13 item 7 end to end: the owner's DELETE is
+// TestStateDelete405, end to end: the owner's DELETE is
 // answered 405 by the server, which keeps the session; another user's
 // request in it is refused and does not run.
 func TestStateDelete405(t *testing.T) {
@@ -235,7 +235,7 @@ func TestStateDeleteKeepsBinding(t *testing.T) {
 	}
 }
 
-// TestStateAnyRequestIsBound is issue 12 item 7: a request carrying
+// TestStateAnyRequestIsBound: a request carrying
 // Mcp-Session-Id is checked against the binding whatever its method and
 // body look like, so no reading of the body switches binding off.
 func TestStateAnyRequestIsBound(t *testing.T) {

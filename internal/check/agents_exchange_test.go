@@ -12,8 +12,7 @@ import (
 	"github.com/extauthz/extauthz/internal/exchange/ststest"
 )
 
-// TestPerAgentExchangeAudience is item 4 (seed 003's per-agent
-// STSAudience): an exchange override keyed by the calling agent (azp or
+// TestPerAgentExchangeAudience: an exchange override keyed by the calling agent (azp or
 // client_id, an act subject, an mTLS principal) wins over the tool's.
 func TestPerAgentExchangeAudience(t *testing.T) {
 	clk := newClock()

@@ -13,7 +13,7 @@ import (
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
-// The agent-side designs (seeds 000-004) against the pipeline: session ids
+// How agent platforms use the pipeline: session ids
 // from real identity providers, tasks owned by their creator, delegated
 // sub-agents, per-agent audiences, the kagent preset without a
 // conversation, session metrics.
@@ -82,7 +82,7 @@ func explained(steps []Step, name string) (Step, bool) {
 	return Step{}, false
 }
 
-// TestSessionSources is item 1: the session header comes from the first
+// TestSessionSources: the session header comes from the first
 // source that names one, and Explain says which.
 func TestSessionSources(t *testing.T) {
 	pl, mint := agentPipeline(t, "identity: {default_session: default}\n", nil)
@@ -93,7 +93,7 @@ func TestSessionSources(t *testing.T) {
 		want     string // x-session-id upstream; "" means removed
 		wantFrom string // the session-id step's outcome
 	}{
-		{"the design's own token: session_id", jwt.MapClaims{"session_id": "sess-42", "sid": "oidc-1"},
+		{"session_id claim before sid", jwt.MapClaims{"session_id": "sess-42", "sid": "oidc-1"},
 			func(tok string) *Request { return call("mcp.example.com", tok, nil, mcpPing) }, "sess-42", "claim:session_id"},
 		{"Dex-like token: only sid", jwt.MapClaims{"sid": "CiQ5ZGV4"},
 			func(tok string) *Request { return call("mcp.example.com", tok, nil, mcpPing) }, "CiQ5ZGV4", "claim:sid"},
@@ -200,7 +200,7 @@ func (s *sessionStats) SessionCreated(route string)  { s.created[route]++ }
 func (s *sessionStats) SessionRefused(route string)  { s.refused[route]++ }
 func (s *sessionStats) SessionConflict(route string) { s.conflicts[route]++ }
 
-// TestSessionMetrics is item 7: hits, misses, bindings created, conflicts
+// TestSessionMetrics: hits, misses, bindings created, conflicts
 // and refusals, by route.
 func TestSessionMetrics(t *testing.T) {
 	st := &sessionStats{observerFunc: func(string, Outcome) {},
@@ -226,7 +226,7 @@ func TestSessionMetrics(t *testing.T) {
 	}
 }
 
-// TestKagentPresetNoConversation is item 5: with preset kagent and nothing
+// TestKagentPresetNoConversation: with preset kagent and nothing
 // naming the conversation, no lineage header goes upstream (and forged ones
 // are stripped); the default preset still mints a root.
 func TestKagentPresetNoConversation(t *testing.T) {
@@ -267,7 +267,7 @@ func TestKagentPresetNoConversation(t *testing.T) {
 	}
 }
 
-// TestDelegatedSubAgentJoinsSession is item 3: a sub-agent acting for the
+// TestDelegatedSubAgentJoinsSession: a sub-agent acting for the
 // user joins the user's session (and tasks) only by an explicit delegates
 // rule; an unrelated principal is still refused.
 func TestDelegatedSubAgentJoinsSession(t *testing.T) {
@@ -316,7 +316,7 @@ func TestDelegatedSubAgentJoinsSession(t *testing.T) {
 	}
 }
 
-// TestTasksBelongToCreator is item 2: task operations in both protocols and
+// TestTasksBelongToCreator: task operations in both protocols and
 // spellings by another user are refused with a JSON-RPC error carrying the
 // id; the creator and the delegates go on.
 func TestTasksBelongToCreator(t *testing.T) {

@@ -104,15 +104,15 @@ func (r *rule) appliesToURIs() bool {
 func earlyCall(req *Request) *Call {
 	if len(req.Body) > 0 && !req.BodyPartial {
 		if rpc, err := jsonrpc.Parse(req.Body); err == nil {
-			c := &Call{Protocol: ProtoMCP, ID: rpc.ID, Method: rpc.Method}
+			c := &Call{Protocol: jsonrpc.ProtocolMCP, ID: rpc.ID, Method: rpc.Method}
 			if jsonrpc.ProtocolOf(rpc.Method) == jsonrpc.ProtocolA2A {
-				c.Protocol = ProtoA2A
+				c.Protocol = jsonrpc.ProtocolA2A
 			}
 			return c
 		}
 	}
 	if looksLikeCall(req) {
-		return &Call{Protocol: ProtoMCP}
+		return &Call{Protocol: jsonrpc.ProtocolMCP}
 	}
 	return nil
 }

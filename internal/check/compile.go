@@ -18,6 +18,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/exchange"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/route"
@@ -97,7 +98,7 @@ type Route struct {
 	// the route forwards credentials.
 	credentialRemove []string
 
-	protocol       string // ProtoMCP, ProtoA2A, ProtoHTTP, or "" (auto)
+	protocol       jsonrpc.Protocol // as configured; ProtocolUnknown is auto
 	rules          []rule
 	ruleClaims     []string // claims the rules look at
 	defaultDeny    bool
@@ -268,15 +269,8 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	if err := checkRoutePaths(rc.PathPrefix, rc.PublicPaths); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 	}
-	switch rc.Protocol {
-	case config.ProtocolMCP:
-		r.protocol = ProtoMCP
-	case config.ProtocolA2A:
-		r.protocol = ProtoA2A
-	case config.ProtocolHTTP:
-		r.protocol = ProtoHTTP
-	}
-	if rc.Protocol != config.ProtocolHTTP && rc.Protocol != config.ProtocolMCP {
+	r.protocol, _ = jsonrpc.ParseProtocol(rc.Protocol) // validated
+	if r.protocol != jsonrpc.ProtocolHTTP && r.protocol != jsonrpc.ProtocolMCP {
 		// A2A agent cards are public wherever an agent may be served.
 		for _, card := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
 			r.public = append(r.public, card)

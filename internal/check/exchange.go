@@ -32,8 +32,8 @@ type routeExchange struct {
 	message      string
 }
 
-// agentExchange is a per-agent override (seed 003's per-agent
-// STSAudience): it is applied over the tool's, so the agent's fields win.
+// agentExchange is a per-agent override (a sub-agent gets its own
+// audience): it is applied over the tool's, so the agent's fields win.
 type agentExchange struct {
 	clientIDs   []string
 	actSubjects []string
@@ -250,17 +250,18 @@ func (e *evaluation) applyExchange() *denial {
 	e.rec.add("exchanged", func() string {
 		return fmt.Sprintf("token for %v %v expires %s", target.Audience, target.Resource, tok.ExpiresAt.UTC().Format(time.RFC3339))
 	})
-	e.v.Set, e.v.Remove = withAuthorization(g, e.v.Set, e.v.Remove, tok.Authorization)
+	e.v.Set, e.v.Remove, e.v.HeadersID = withAuthorization(g, e.v.HeadersID, e.v.Set, e.v.Remove, tok.Authorization)
 	return nil
 }
 
 // withAuthorization sets the exchanged Authorization upstream (overwriting,
 // like every header) and takes it off the remove list. The slices of the
-// last exchange of this grant are reused while the token stays the same,
-// so repeated requests keep sharing one response.
-func withAuthorization(g *Grant, set []Header, remove []string, authorization string) ([]Header, []string) {
-	if m := g.memo().exchanged.Load(); m != nil && m.authorization == authorization && sameSlice(m.base, set) {
-		return m.set, m.remove
+// last exchange of this grant are reused while the token and the headers
+// it adds to (baseID) stay the same, so repeated requests keep sharing one
+// response. It returns the new headers and their HeadersID.
+func withAuthorization(g *Grant, baseID uint64, set []Header, remove []string, authorization string) ([]Header, []string, uint64) {
+	if m := g.memo().exchanged.Load(); baseID != 0 && m != nil && m.baseID == baseID && m.authorization == authorization {
+		return m.set, m.remove, m.id
 	}
 	out := make([]Header, 0, len(set)+1)
 	out = append(out, set...)
@@ -271,31 +272,32 @@ func withAuthorization(g *Grant, set []Header, remove []string, authorization st
 			rm = append(rm, name)
 		}
 	}
-	g.memoForWrite().exchanged.Store(&exchangeMemo{base: set, authorization: authorization, set: out, remove: rm})
-	return out, rm
-}
-
-func sameSlice(a, b []Header) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+	if baseID == 0 {
+		return out, rm, 0 // headers made for this request alone
+	}
+	m := &exchangeMemo{id: nextMemoID(), baseID: baseID, authorization: authorization, set: out, remove: rm}
+	g.memoForWrite().exchanged.Store(m)
+	return out, rm, m.id
 }
 
 // exchangeMemo is the header mutations of a grant's last exchanged token.
 type exchangeMemo struct {
-	base          []Header
+	id, baseID    uint64 // the HeadersID of set and remove, and of the headers they extend
 	authorization string
 	set           []Header
 	remove        []string
 }
 
 // reauthorize answers a request whose upstream needs the user to authorize
-// first, in the form the client understands (in-session re-authorization):
-// a URL elicitation (-32042) for MCP clients that declared it, an isError
-// tool result for other MCP tools/call, a JSON-RPC error for A2A, else 403.
+// first, in the form the client understands (re-authorization inside the
+// session): a URL elicitation (-32042) for MCP clients that declared it, an
+// isError tool result for other MCP tools/call, a JSON-RPC error for A2A,
+// else 403.
 func (e *evaluation) reauthorize(key string) *denial {
 	r, call, g := e.route, &e.call, e.grant
 	re := r.exchange
 	forbidden := &denial{outcome: Forbidden, desc: "the user must authorize the upstream first"}
-	if re.authorizeURL == "" || call.Protocol == "" {
+	if re.authorizeURL == "" || call.Protocol == jsonrpc.ProtocolUnknown {
 		return forbidden
 	}
 	pending, err := e.st.beginElicitation(e.ctx, g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL)
@@ -304,7 +306,7 @@ func (e *evaluation) reauthorize(key string) *denial {
 	}
 	d := &denial{outcome: AuthorizationRequired, desc: forbidden.desc}
 	switch {
-	case call.Protocol == ProtoA2A:
+	case call.Protocol == jsonrpc.ProtocolA2A:
 		d.body = elicit.A2AAuthRequired(call.ID, pending, re.message)
 	case call.ElicitationURL || (call.MCPSession != "" && e.st.sessionElicitsURL(session.Key(r.Name, call.MCPSession))):
 		d.body = elicit.URLElicitationError(call.ID, pending, re.message)

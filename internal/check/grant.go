@@ -60,6 +60,7 @@ type Grant struct {
 
 // lineageMemo is one lineage result with the header mutations it makes.
 type lineageMemo struct {
+	id     uint64 // the HeadersID of set and remove
 	res    lineage.Result
 	set    []Header
 	remove []string

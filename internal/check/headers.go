@@ -145,6 +145,7 @@ func (r *Route) stripCredentialCookie(req *Request, v *Verdict) {
 		return
 	}
 	// Full slice expressions: the verdict's slices may be the grant's.
+	v.HeadersID = 0
 	if rest == "" {
 		v.Remove = append(v.Remove[:len(v.Remove):len(v.Remove)], hCookie)
 	} else {

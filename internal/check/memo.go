@@ -25,6 +25,17 @@ type grantMemos struct {
 	exchanged atomic.Pointer[exchangeMemo]
 }
 
+// grantHeaders is the HeadersID of a grant's own headers; memos take theirs
+// from memoIDs, so no two memos' headers share a name.
+const grantHeaders = 1
+
+var memoIDs atomic.Uint64
+
+func init() { memoIDs.Store(grantHeaders) }
+
+// nextMemoID names a new memo's headers.
+func nextMemoID() uint64 { return memoIDs.Add(1) }
+
 // noMemos is what a grant without memos reads: always empty.
 var noMemos grantMemos
 

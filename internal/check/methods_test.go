@@ -128,12 +128,12 @@ func globsFor(s string) []string {
 // meaningsOn returns the spec methods a request spelled s means on a route
 // of protocol p ("" for auto): those of p that have the spelling, else
 // every method that has it.
-func meaningsOn(s, p string) []specMethod {
+func meaningsOn(s string, p jsonrpc.Protocol) []specMethod {
 	var all, own []specMethod
 	for _, m := range specMethods {
 		if slices.Contains(m.spellings, s) {
 			all = append(all, m)
-			if m.protocol == p {
+			if m.protocol == p.String() {
 				own = append(own, m)
 			}
 		}
@@ -191,7 +191,7 @@ func TestMethodGlobsMatchEverySpelling(t *testing.T) {
 		}
 	}
 	cases := 0
-	for _, proto := range []string{"", ProtoMCP, ProtoA2A} {
+	for _, proto := range []jsonrpc.Protocol{jsonrpc.ProtocolUnknown, jsonrpc.ProtocolMCP, jsonrpc.ProtocolA2A} {
 		for _, g := range globs {
 			rt := &Route{protocol: proto, rules: compileRules([]config.Rule{{Methods: []string{g}, Action: "deny"}})}
 			for _, m := range specMethods {
@@ -218,45 +218,47 @@ func TestMethodGlobsMatchEverySpelling(t *testing.T) {
 // TestMethodGlobExamples pins the examples the rules' documentation gives.
 func TestMethodGlobExamples(t *testing.T) {
 	tests := []struct {
-		name, proto, glob string
-		denied            []string
-		allowed           []string
+		name    string
+		proto   jsonrpc.Protocol
+		glob    string
+		denied  []string
+		allowed []string
 	}{
-		{"A2A v0.3 family matches v1.0 names", "", "message/*",
+		{"A2A v0.3 family matches v1.0 names", jsonrpc.ProtocolUnknown, "message/*",
 			[]string{"message/send", "message/stream", "SendMessage", "SendStreamingMessage"},
 			[]string{"tasks/get", "GetTask", "tools/call", "sampling/createMessage"}},
-		{"tasks/* denies every MCP and A2A task method (auto)", "", "tasks/*",
+		{"tasks/* denies every MCP and A2A task method (auto)", jsonrpc.ProtocolUnknown, "tasks/*",
 			[]string{"tasks/get", "tasks/list", "tasks/cancel", "tasks/result", "tasks/resubscribe",
 				"GetTask", "ListTasks", "CancelTask", "SubscribeToTask", "tasks/pushNotificationConfig/set",
 				"CreateTaskPushNotificationConfig", "SetTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
 				"ListTaskPushNotificationConfigs", "ListTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig"},
 			[]string{"tools/call", "SendMessage", "notifications/tasks/status", "GetExtendedAgentCard"}},
-		{"tasks/* on an MCP route", ProtoMCP, "tasks/*",
+		{"tasks/* on an MCP route", jsonrpc.ProtocolMCP, "tasks/*",
 			[]string{"tasks/get", "tasks/list", "tasks/cancel", "tasks/result", "GetTask", "CancelTask"},
 			[]string{"tools/call"}},
-		{"tasks/* on an A2A route", ProtoA2A, "tasks/*",
+		{"tasks/* on an A2A route", jsonrpc.ProtocolA2A, "tasks/*",
 			[]string{"tasks/get", "tasks/cancel", "tasks/resubscribe", "GetTask", "CancelTask", "SubscribeToTask", "ListTasks"},
 			[]string{"SendMessage", "message/send"}},
-		{"v1.0 name matches v0.3 spelling", "", "SendMessage",
+		{"v1.0 name matches v0.3 spelling", jsonrpc.ProtocolUnknown, "SendMessage",
 			[]string{"SendMessage", "message/send"},
 			[]string{"message/stream", "SendStreamingMessage"}},
-		{"v1.0 glob matches v0.3 spellings", "", "*Message",
+		{"v1.0 glob matches v0.3 spellings", jsonrpc.ProtocolUnknown, "*Message",
 			[]string{"SendMessage", "message/send", "SendStreamingMessage", "message/stream"},
 			[]string{"GetTask"}},
-		{"GetTask on an MCP route is A2A's, not MCP's tasks/get", ProtoMCP, "GetTask",
+		{"GetTask on an MCP route is A2A's, not MCP's tasks/get", jsonrpc.ProtocolMCP, "GetTask",
 			[]string{"GetTask"},
 			[]string{"tasks/get", "tasks/result"}},
-		{"GetTask on auto also catches tasks/get", "", "GetTask",
+		{"GetTask on auto also catches tasks/get", jsonrpc.ProtocolUnknown, "GetTask",
 			[]string{"GetTask", "tasks/get"},
 			[]string{"tasks/result", "tasks/list"}},
-		{"push configs by v0.3 family", "", "tasks/pushNotificationConfig/*",
+		{"push configs by v0.3 family", jsonrpc.ProtocolUnknown, "tasks/pushNotificationConfig/*",
 			[]string{"CreateTaskPushNotificationConfig", "SetTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
 				"ListTaskPushNotificationConfigs", "ListTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig"},
 			[]string{"GetTask", "tasks/get"}},
-		{"unknown methods match the glob as written", "", "custom/*",
+		{"unknown methods match the glob as written", jsonrpc.ProtocolUnknown, "custom/*",
 			[]string{"custom/x", "custom/a/b"},
 			[]string{"Custom/x", "tools/call"}},
-		{"method names are case-sensitive", "", "tools/call",
+		{"method names are case-sensitive", jsonrpc.ProtocolUnknown, "tools/call",
 			[]string{"tools/call"},
 			[]string{"Tools/call", "TOOLS/CALL", "tools/Call", "tools/call "}},
 	}

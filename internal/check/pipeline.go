@@ -274,6 +274,7 @@ func (r *Route) dryRunVerdict(v Verdict) Verdict {
 		return v
 	case v.Outcome.Allow():
 		v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: DryRunHeader, Value: v.Outcome.String()})
+		v.HeadersID = 0
 		return v
 	}
 	would := fmt.Sprintf("would deny: %s (%d)", v.Outcome, v.Status())
@@ -324,14 +325,16 @@ func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *
 	}
 	v.Lineage = res
 	if m := g.memo().lineage.Load(); m != nil && sameLineage(&m.res, &res) {
-		v.Set, v.Remove, v.Lineage = m.set, m.remove, m.res
+		v.Set, v.Remove, v.Lineage, v.HeadersID = m.set, m.remove, m.res, m.id
 		return nil
 	}
 	// The grant's slices are shared by every request: full slice
 	// expressions make the appends copy.
 	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
+	v.HeadersID = 0
 	if res.Signed == "" && v.CacheHit { // a signed token is new on every request; a grant used once needs no memo
-		g.memoForWrite().lineage.Store(&lineageMemo{res: res, set: v.Set, remove: v.Remove})
+		v.HeadersID = nextMemoID()
+		g.memoForWrite().lineage.Store(&lineageMemo{id: v.HeadersID, res: res, set: v.Set, remove: v.Remove})
 	}
 	return nil
 }

@@ -222,12 +222,12 @@ func (rt *Route) authorizeAnyName(g *Grant, method string) (Outcome, bool) {
 func (x *Exchange) Reauthorization(ctx context.Context) ([]byte, bool) {
 	pl, r, g, call := x.pl, x.route, x.grant, &x.Call
 	re := r.exchange
-	if re == nil || re.authorizeURL == "" || call.Protocol == "" || call.ID == nil {
+	if re == nil || re.authorizeURL == "" || call.Protocol == jsonrpc.ProtocolUnknown || call.ID == nil {
 		return nil, false
 	}
 	st := view{s: pl.state}
 	elicitURL := call.ElicitationURL || (call.MCPSession != "" && st.sessionElicitsURL(session.Key(r.Name, call.MCPSession)))
-	if call.Protocol != ProtoA2A && !elicitURL && call.Method != "tools/call" {
+	if call.Protocol != jsonrpc.ProtocolA2A && !elicitURL && call.Method != "tools/call" {
 		return nil, false
 	}
 	for _, ex := range pl.Policy().exchangers {
@@ -245,7 +245,7 @@ func (x *Exchange) Reauthorization(ctx context.Context) ([]byte, bool) {
 	}
 	pl.log.LogAttrs(ctx, slog.LevelInfo, "upstream refused the exchanged token: re-authorization answered",
 		slog.String("route", r.Name), slog.String("user", g.Subject), slog.String("method", call.Method))
-	if call.Protocol == ProtoA2A {
+	if call.Protocol == jsonrpc.ProtocolA2A {
 		return elicit.A2AAuthRequired(call.ID, pending, re.message), true
 	}
 	return mcpresponse.Reauthorization(call.ID, elicitURL, pending, re.message), true
@@ -283,7 +283,7 @@ func (x *Exchange) SessionBorn(ctx context.Context, sid string) bool {
 	}
 	owner, res := s.sessions.Bind(key, g.Subject, func(b *session.Binding) { b.ElicitationURL = url })
 	if res == session.Owned && owner == g.Subject {
-		s.sessions.SetElicitationURL(key, url)
+		s.sessions.Put(key, session.Binding{Subject: g.Subject, ElicitationURL: url})
 	}
 	if so, ok := x.pl.observer.(SessionStatsObserver); ok && res == session.Created {
 		so.SessionCreated(r.Name)

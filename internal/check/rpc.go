@@ -7,18 +7,11 @@ import (
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
-// Protocols a call is classified as.
-const (
-	ProtoHTTP = "http"
-	ProtoMCP  = "mcp"
-	ProtoA2A  = "a2a"
-)
-
 // Call is what the JSON-RPC step learned about the request: the call it
 // makes and the conversation it belongs to. The zero Call means a request
 // that is not (known to be) JSON-RPC.
 type Call struct {
-	Protocol string // ProtoMCP, ProtoA2A, or "" when not JSON-RPC
+	Protocol jsonrpc.Protocol // MCP, A2A, or ProtocolUnknown when not JSON-RPC
 	Method   string
 	Name     string // tool or prompt name, or resource URI
 	ID       []byte // JSON-RPC id, echoed in error bodies
@@ -57,7 +50,7 @@ const mcpHeaderVersion = "2026-07-28"
 // let a body the upstream does read skip every rule.
 func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	var c Call
-	if r.protocol == ProtoHTTP {
+	if r.protocol == jsonrpc.ProtocolHTTP {
 		return c, nil
 	}
 	// Denials before classification still answer in JSON-RPC's shape on
@@ -72,17 +65,17 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	if hasName {
 		var err error
 		if headerName, err = jsonrpc.DecodeMcpName(rawName); err != nil {
-			c.Protocol = ProtoMCP
+			c.Protocol = jsonrpc.ProtocolMCP
 			return c, &rpcDenial{jsonrpc.CodeHeaderMismatch, "Mcp-Name header is malformed"}
 		}
 	}
 
 	var rpc jsonrpc.Request
 	parsed := false
-	jsonBody := carriesBody(req) && (r.protocol != "" || mayBeJSONRPC(req))
+	jsonBody := carriesBody(req) && (r.protocol != jsonrpc.ProtocolUnknown || mayBeJSONRPC(req))
 	if jsonBody && hasBody(req) {
-		if c.Protocol == "" {
-			c.Protocol = ProtoMCP // JSON-RPC's error shape, whichever protocol it is
+		if c.Protocol == jsonrpc.ProtocolUnknown {
+			c.Protocol = jsonrpc.ProtocolMCP // JSON-RPC's error shape, whichever protocol it is
 		}
 		if strings.ToUpper(req.Method) != req.Method {
 			// RFC 9110: methods are case-sensitive. "post" is not POST to
@@ -127,7 +120,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	// MCP 2026-07-28: Mcp-Method and Mcp-Name identify the call so gateways
 	// need not parse the body; a missing or disagreeing header is -32020.
 	if parsed && c.Method != "" && isMCP(r, c.Method) {
-		c.Protocol = ProtoMCP
+		c.Protocol = jsonrpc.ProtocolMCP
 		if headerMethod != "" && headerMethod != c.Method {
 			return c, &rpcDenial{jsonrpc.CodeHeaderMismatch, "Mcp-Method header does not match the body"}
 		}
@@ -149,12 +142,12 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	}
 
 	c.Protocol = classify(r, &c, parsed, req.Method)
-	if c.Protocol == "" && jsonBody {
+	if c.Protocol == jsonrpc.ProtocolUnknown && jsonBody {
 		// A body that may be JSON-RPC and that we were not given whole: its
 		// call is unknown, which the rules refuse.
-		c.Protocol = ProtoMCP
+		c.Protocol = jsonrpc.ProtocolMCP
 	}
-	if c.Protocol == ProtoA2A {
+	if c.Protocol == jsonrpc.ProtocolA2A {
 		c.MCPSession = ""
 	} else {
 		c.ContextID, c.TaskID = "", ""
@@ -234,36 +227,33 @@ func mayBeJSONRPC(req *Request) bool {
 }
 
 func isMCP(r *Route, method string) bool {
-	return r.protocol == ProtoMCP || (r.protocol != ProtoA2A && jsonrpc.ProtocolOf(method) != jsonrpc.ProtocolA2A)
+	return r.protocol == jsonrpc.ProtocolMCP || (r.protocol != jsonrpc.ProtocolA2A && jsonrpc.ProtocolOf(method) != jsonrpc.ProtocolA2A)
 }
 
 // classify names the protocol of a call: the route's when it declares one,
 // else by the method's name, else by what the request carries.
-func classify(r *Route, c *Call, parsed bool, httpMethod string) string {
-	if r.protocol == ProtoMCP || r.protocol == ProtoA2A {
+func classify(r *Route, c *Call, parsed bool, httpMethod string) jsonrpc.Protocol {
+	if r.protocol == jsonrpc.ProtocolMCP || r.protocol == jsonrpc.ProtocolA2A {
 		if httpMethod != "POST" && c.Method == "" && c.MCPSession == "" && c.ProtocolVersion == "" {
-			return "" // not a JSON-RPC request (e.g. the A2A agent card, an SSE GET without session)
+			return jsonrpc.ProtocolUnknown // not a JSON-RPC request (e.g. the A2A agent card, an SSE GET without session)
 		}
 		return r.protocol
 	}
-	switch jsonrpc.ProtocolOf(c.Method) {
-	case jsonrpc.ProtocolA2A:
-		return ProtoA2A
-	case jsonrpc.ProtocolMCP:
-		return ProtoMCP
+	if p := jsonrpc.ProtocolOf(c.Method); p != jsonrpc.ProtocolUnknown {
+		return p
 	}
 	switch {
 	case c.ContextID != "":
-		return ProtoA2A
+		return jsonrpc.ProtocolA2A
 	case parsed, c.MCPSession != "", c.ProtocolVersion != "", c.Method != "":
-		return ProtoMCP
+		return jsonrpc.ProtocolMCP
 	}
-	return ""
+	return jsonrpc.ProtocolUnknown
 }
 
 // jsonRPC reports whether denials of this call are answered as JSON-RPC
 // error responses.
-func (c *Call) jsonRPC() bool { return c.Protocol != "" }
+func (c *Call) jsonRPC() bool { return c.Protocol != jsonrpc.ProtocolUnknown }
 
 func firstNonEmpty(vals ...string) string {
 	for _, v := range vals {

@@ -53,13 +53,10 @@ func compileRules(rs []config.Rule) []rule {
 
 // rpcProtocol is the protocol the route declares, ProtocolUnknown on auto.
 func (rt *Route) rpcProtocol() jsonrpc.Protocol {
-	switch rt.protocol {
-	case ProtoMCP:
-		return jsonrpc.ProtocolMCP
-	case ProtoA2A:
-		return jsonrpc.ProtocolA2A
+	if rt.protocol == jsonrpc.ProtocolHTTP {
+		return jsonrpc.ProtocolUnknown
 	}
-	return jsonrpc.ProtocolUnknown
+	return rt.protocol
 }
 
 // expandMethods compiles method globs to the methods (in jsonrpc.Methods)

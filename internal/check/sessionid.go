@@ -5,13 +5,14 @@ import (
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // The session header (x-session-id) names the conversation a workload keys
-// its state on (seed 000: data/workspaces/{user}/{session}/). Identity
-// providers disagree on where it lives: the design's own tokens carry
-// session_id, Dex, Keycloak, Auth0 and Entra put the OIDC session in sid,
-// and many tokens carry none. identity.session_sources is the ordered list
+// its state on (say data/workspaces/{user}/{session}/). Identity
+// providers disagree on where it lives: some tokens carry session_id; Dex,
+// Keycloak, Auth0 and Entra put the OIDC session in sid; many tokens carry
+// none. identity.session_sources is the ordered list
 // of places to look; the first that names a session wins, and Explain says
 // which one did. A token's claim is signed; the request's own ids
 // (Mcp-Session-Id, the A2A contextId) are the client's word, so they are
@@ -132,7 +133,7 @@ func (e *evaluation) sessionFor() (value, from string, d *denial) {
 			}
 		case srcMCP:
 			sid := mcpSessionID(e.req)
-			if sid == "" || !r.sessionBinding || call.Protocol == ProtoA2A {
+			if sid == "" || !r.sessionBinding || call.Protocol == jsonrpc.ProtocolA2A {
 				continue
 			}
 			if v, good := p.sessionHeaderValue(sid); good {
@@ -183,6 +184,7 @@ func (e *evaluation) applySessionID() *denial {
 	e.rec.add(from, func() string { return value })
 	name := e.p.identity.SessionHeader
 	v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: name, Value: value})
+	v.HeadersID = 0
 	rm := make([]string, 0, len(v.Remove))
 	for _, h := range v.Remove {
 		if h != name {

@@ -31,8 +31,6 @@ func (pl *Pipeline) HandleEvent(ctx context.Context, ev shared.Event) {
 	switch ev.Kind {
 	case shared.EventSession:
 		pl.invalidateSessionLocal(ev.ID)
-	case shared.EventSubject:
-		pl.invalidateSubjectLocal(ev.ID)
 	case shared.EventRevoke:
 		pl.state.revokeLocal(ev.ID, ev.At)
 		pl.invalidateSubjectLocal(ev.ID)

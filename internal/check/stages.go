@@ -153,7 +153,7 @@ func (e *evaluation) headers() *denial {
 // HTTP): an MCP server serving every path would run it.
 func (e *evaluation) public() *denial {
 	r := e.route
-	if !r.isPublic(e.req.Path) || (r.protocol != ProtoHTTP && looksLikeCall(e.req)) {
+	if !r.isPublic(e.req.Path) || (r.protocol != jsonrpc.ProtocolHTTP && looksLikeCall(e.req)) {
 		return nil
 	}
 	if d := ambiguousAuthorization(e.req); d != nil {
@@ -175,8 +175,8 @@ func (e *evaluation) readCall() *denial {
 	if d := canonicalCall(&e.call); d != nil {
 		return d
 	}
-	if e.call.Protocol != "" {
-		e.rec.add(e.call.Protocol, func() string {
+	if e.call.Protocol != jsonrpc.ProtocolUnknown {
+		e.rec.add(e.call.Protocol.String(), func() string {
 			return fmt.Sprintf("method %q name %q (from body: %v)", e.call.Method, e.call.Name, e.call.Body)
 		})
 	}
@@ -246,7 +246,7 @@ func (e *evaluation) identify() *denial {
 		return &denial{outcome: InvalidToken, desc: "token is revoked"}
 	}
 	e.grant = g
-	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
+	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove, HeadersID: grantHeaders}
 	e.rec.add(g.Subject, func() string {
 		return fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit)
 	})
@@ -280,7 +280,7 @@ func (e *evaluation) authorize() *denial {
 			return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
 		}
 		e.rec.add(o.String(), func() string { return desc })
-	case carriesBody(e.req) && call.Protocol != "" && !call.Body && r.hasRules():
+	case carriesBody(e.req) && call.Protocol != jsonrpc.ProtocolUnknown && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
 		return &denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest}
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
-// Tasks belong to their creator (seed 004; MCP tasks since 2025-11-25, A2A
+// Tasks belong to their creator (MCP tasks since 2025-11-25, A2A
 // tasks). A task id is a capability: whoever knows it can poll the result,
 // cancel the work or subscribe to its events, so the service binds each task
 // to a user like an MCP session (the same store design: bounded per user,
@@ -68,7 +68,7 @@ func taskIDs(call *Call) []string {
 // bindTasks is the task ownership stage.
 func (e *evaluation) bindTasks() *denial {
 	call, g := &e.call, e.grant
-	if !e.p.taskOwnership || call.Protocol == "" || call.Method == "" {
+	if !e.p.taskOwnership || call.Protocol == jsonrpc.ProtocolUnknown || call.Method == "" {
 		return nil
 	}
 	op, send := taskMethod(call.Method)

@@ -84,6 +84,11 @@ type Verdict struct {
 	// and owned headers to strip from it.
 	Set    []Header
 	Remove []string
+	// HeadersID names Set and Remove: two verdicts of one grant with the
+	// same non-zero HeadersID carry the same headers (the same slices,
+	// which nobody writes to), so a front end may reuse the answer it built
+	// for the first. 0 names nothing: build afresh.
+	HeadersID uint64
 
 	// Denied: headers for the client response and a short JSON body.
 	ResponseHeaders []Header

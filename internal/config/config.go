@@ -10,11 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // File is the whole configuration.
@@ -367,13 +368,9 @@ type Route struct {
 	FilterLists *bool `yaml:"filter_lists"`
 }
 
-// Route protocols.
-const (
-	ProtocolAuto = "auto"
-	ProtocolMCP  = "mcp"
-	ProtocolA2A  = "a2a"
-	ProtocolHTTP = "http"
-)
+// plainHTTP is the route protocol that reads no JSON-RPC; the names are
+// jsonrpc.Protocol's.
+var plainHTTP = jsonrpc.ProtocolHTTP.String()
 
 // Route request_body values.
 const (
@@ -519,15 +516,6 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// Load reads, strictly decodes, defaults and validates the file at path.
-func Load(path string) (*File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(b)
-}
-
 // Parse strictly decodes, defaults and validates a YAML document. Every
 // problem found is returned at once, joined.
 func Parse(b []byte) (*File, error) {
@@ -635,7 +623,7 @@ func (f *File) applyDefaults() {
 			r.ClaimHeaders[j].Header = strings.ToLower(r.ClaimHeaders[j].Header)
 		}
 		r.Credentials.Header = strings.ToLower(r.Credentials.Header)
-		setDefault(&r.Protocol, ProtocolAuto)
+		setDefault(&r.Protocol, jsonrpc.ProtocolUnknown.String())
 		setDefault(&r.DefaultAction, "allow")
 		for j := range r.Rules {
 			setDefault(&r.Rules[j].Action, "allow")

@@ -1,13 +1,18 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestParseFull(t *testing.T) {
-	f, err := Load("testdata/full.yaml")
+	b, err := os.ReadFile("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}

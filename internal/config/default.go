@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // DevSecret is the HMAC secret the built-in default uses when JWT_SECRET is
@@ -35,7 +37,7 @@ func Default(getenv func(string) string) (*File, []string, error) {
 			Name: "default", Default: true, Issuers: []string{"default"},
 			// MCP and A2A awareness for any JSON-RPC body; agent cards and
 			// protected resource metadata are public (added for auto routes).
-			Protocol: ProtocolAuto,
+			Protocol: jsonrpc.ProtocolUnknown.String(),
 		}},
 	}
 	// Every authenticated caller may continue a conversation's lineage.

@@ -241,38 +241,3 @@ func Keys(t reflect.Type) []string {
 	slices.Sort(keys)
 	return keys
 }
-
-// KeyPaths returns every key path the decoder accepts, such as
-// "routes[].rules[].action" and "redis.tls_server_name".
-func KeyPaths() []string {
-	var out []string
-	var walk func(t reflect.Type, prefix string, depth int)
-	walk = func(t reflect.Type, prefix string, depth int) {
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || depth > 8 {
-			return
-		}
-		for f := range t.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name == "" || name == "-" {
-				continue
-			}
-			p := prefix + name
-			out = append(out, p)
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
-				walk(ft.Elem(), p+"[].", depth+1)
-			} else {
-				walk(ft, p+".", depth+1)
-			}
-		}
-	}
-	walk(reflect.TypeFor[File](), "", 0)
-	slices.Sort(out)
-	return out
-}

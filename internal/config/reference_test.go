@@ -2,10 +2,13 @@ package config
 
 import (
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestReferenceDocumentsEveryKey compares the keys the decoder accepts
@@ -18,7 +21,7 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	accepted := KeyPaths()
+	accepted := keyPaths()
 	documented := map[string]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_\\[\\].]+)` \\|").FindAllStringSubmatch(doc, -1) {
 		documented[m[1]] = true
@@ -48,5 +51,75 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 		if !strings.Contains(doc, must) {
 			t.Errorf("the reference does not mention %s", must)
 		}
+	}
+}
+
+// keyPaths returns every key path the decoder accepts, such as
+// "routes[].rules[].action" and "redis.tls_server_name".
+func keyPaths() []string {
+	var out []string
+	var walk func(t reflect.Type, prefix string, depth int)
+	walk = func(t reflect.Type, prefix string, depth int) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || depth > 8 {
+			return
+		}
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			p := prefix + name
+			out = append(out, p)
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+				walk(ft.Elem(), p+"[].", depth+1)
+			} else {
+				walk(ft, p+".", depth+1)
+			}
+		}
+	}
+	walk(reflect.TypeFor[File](), "", 0)
+	slices.Sort(out)
+	return out
+}
+
+// TestReferenceExampleParses: the complete example of docs/configuration.md
+// is a valid configuration as written. (internal/configcheck also validates
+// it against its environment, with every file it names in place.)
+func TestReferenceExampleParses(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n## A complete example\n")
+	if !ok {
+		t.Fatal("docs/configuration.md has no section \"A complete example\"")
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)\n```").FindStringSubmatch(rest)
+	if m == nil {
+		t.Fatal("the complete example has no yaml block")
+	}
+	f, err := Parse([]byte(m[1]))
+	if err != nil {
+		t.Fatalf("the complete example does not parse:\n%v", err)
+	}
+	// Every top-level section is shown.
+	var top map[string]any
+	if err := yaml.Unmarshal([]byte(m[1]), &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Keys(reflect.TypeFor[File]()) {
+		if _, ok := top[k]; !ok {
+			t.Errorf("the complete example has no %s section", k)
+		}
+	}
+	if len(f.Routes) == 0 || len(f.Issuers) == 0 {
+		t.Errorf("the complete example decodes to no routes or issuers: %+v", f)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // Algorithms the service verifies.
@@ -49,7 +51,7 @@ func (f *File) Validate() error {
 			p = fmt.Sprintf("routes[%d] (%s)", i, r.Name)
 		}
 		v.route(p, r, issuers, f.Identity)
-		if r.Protocol == ProtocolHTTP && len(r.Rules) > 0 {
+		if r.Protocol == plainHTTP && len(r.Rules) > 0 {
 			// protocol: http is the one way to opt out of reading bodies, so
 			// a rule there could never apply.
 			v.add("line %d: %s.protocol: http reads no JSON-RPC body, so its rules could never apply: remove them or the protocol", f.line("routes", i, "protocol"), p)
@@ -271,15 +273,13 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	if r.Credentials.Cookie != "" && !isToken(r.Credentials.Cookie) {
 		v.add("%s.credentials.cookie: %q is not a valid cookie name", p, r.Credentials.Cookie)
 	}
-	switch r.Protocol {
-	case ProtocolAuto, ProtocolMCP, ProtocolA2A, ProtocolHTTP:
-	default:
+	if _, ok := jsonrpc.ParseProtocol(r.Protocol); !ok {
 		v.add("%s.protocol: %q is not one of auto, mcp, a2a, http", p, r.Protocol)
 	}
 	if r.DefaultAction != "allow" && r.DefaultAction != "deny" {
 		v.add("%s.default_action: %q is neither allow nor deny", p, r.DefaultAction)
 	}
-	if r.Protocol == ProtocolHTTP && r.MCP.TokenInMeta {
+	if r.Protocol == plainHTTP && r.MCP.TokenInMeta {
 		v.add("%s: mcp settings need a JSON-RPC protocol, not http", p)
 	}
 	switch r.RequestBody {

@@ -197,7 +197,7 @@ func TestRepositoryConfigsValidate(t *testing.T) {
 	for _, b := range blocks {
 		names = append(names, b.where)
 	}
-	for _, want := range []string{"README.md", "docs/configuration.md", "examples/compose/extauthz.yaml", "deploy/kubernetes/configmap.yaml"} {
+	for _, want := range []string{"docs/configuration.md", "docs/mcp-a2a.md", "docs/scaling.md", "examples/compose/extauthz.yaml", "deploy/kubernetes/configmap.yaml"} {
 		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, want) }) {
 			t.Errorf("no configuration found in %s (found %v)", want, names)
 		}

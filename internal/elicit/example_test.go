@@ -16,8 +16,10 @@ func ExampleStore() {
 	if err != nil {
 		panic(err)
 	}
-	// The URL carries a state signed for this elicitation and alice.
-	fmt.Println(strings.TrimSuffix(p.URL, p.State), elicit.StateID(p.State) == p.ID)
+	// The URL carries a state signed for this elicitation and alice; the
+	// elicitation id is the state up to its first dot.
+	id, _, _ := strings.Cut(p.State, ".")
+	fmt.Println(strings.TrimSuffix(p.URL, p.State), id == p.ID)
 
 	// Her client declared URL elicitation: deny with -32042.
 	body := elicit.URLElicitationError([]byte(`3`), p, "Authorize Example Files to continue.")

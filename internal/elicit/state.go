@@ -95,14 +95,3 @@ func (k stateKey) verify(p Pending, state string, now time.Time) error {
 	}
 	return nil
 }
-
-// StateID returns the elicitation id a state names (the part before the
-// first dot), for a callback that only has the state; "" when it has none.
-// It says nothing about whether the state is valid.
-func StateID(state string) string {
-	id, _, ok := strings.Cut(state, ".")
-	if !ok {
-		return ""
-	}
-	return id
-}

@@ -37,7 +37,7 @@ func TestBegin(t *testing.T) {
 	if len(p.ID) < 26 || p.Subject != "alice" || p.Session != "mcp-1" || p.Key != "files" || !p.Expires.Equal(c.Now().Add(10*time.Minute)) {
 		t.Errorf("Pending = %+v", p)
 	}
-	if p.Issuer != issuer || elicit.StateID(p.State) != p.ID {
+	if id, _, _ := strings.Cut(p.State, "."); p.Issuer != issuer || id != p.ID {
 		t.Errorf("Pending = %+v", p)
 	}
 	want := authorize + "&state=" + p.State

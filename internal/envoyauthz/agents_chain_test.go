@@ -18,7 +18,7 @@ import (
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
-// reuseToken is what a sub-agent of seed 000 does on its outbound call when
+// reuseToken is what a sub-agent does on its outbound call when
 // the service forwards the user's token (forward_authorization: true): it
 // sends the Authorization it received and carries the lineage on.
 func reuseToken(in http.Header, contextID string) http.Header {
@@ -29,7 +29,7 @@ func reuseToken(in http.Header, contextID string) http.Header {
 	return out
 }
 
-// TestForwardAuthorizationMultiHop is seed 000's multi-hop case with
+// TestForwardAuthorizationMultiHop is the multi-hop case with
 // forward_authorization: true: client -> instance A -> agent-1 -> instance B
 // -> agent-2 -> instance B -> agent-3, each agent reusing the user's token.
 // Every hop gets the token and the same identity, and the lineage continues
@@ -98,8 +98,8 @@ lineage: {trust: {issuers: [idp]}}
 
 // TestDelegatedSubAgentChain: a three-hop chain whose last hop is a
 // delegated sub-agent calling with its own token (the user in act), which
-// then works in the user's MCP session (seed 002: sub-agents reuse the
-// parent's session), allowed by the sessions.delegates rule; an unrelated
+// then works in the user's MCP session (sub-agents reuse the parent's
+// session), allowed by the sessions.delegates rule; an unrelated
 // principal presenting the same session is refused.
 func TestDelegatedSubAgentChain(t *testing.T) {
 	addr := serveGRPC(t, `
@@ -271,7 +271,7 @@ sessions: {delegates: [{client_ids: [research-agent]}]}
 	}
 }
 
-// TestSessionFromRealIdentityProviders is item 1 as the design's agents
+// TestSessionFromRealIdentityProviders is TestSessionSources as agents
 // drive it: the MCP SDK client with a Dex-like token (sid, no session_id)
 // gets x-session-id from sid; without any session claim it is the MCP
 // session the service bound, or the A2A context; a forged one never
@@ -341,9 +341,9 @@ routes:
 	}
 }
 
-// TestKagentPresetWithoutConversation is item 5 with kagent's own header
-// convention: an MCP call that nothing names (stateless server, no session
-// claim) carries no lineage headers; one that something names does.
+// TestKagentPresetWithoutConversation is TestKagentPresetNoConversation
+// with kagent's own header convention: an MCP call that nothing names
+// (stateless server, no session claim) carries no lineage headers; one that something names does.
 func TestKagentPresetWithoutConversation(t *testing.T) {
 	addr := serveGRPC(t, `
 issuers: [{name: idp, issuer: https://idp.example.com, secret: `+protoSecret+`}]

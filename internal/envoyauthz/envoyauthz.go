@@ -10,7 +10,6 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -21,10 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
-
-// MetadataNamespace is where Envoy files the dynamic metadata we return.
-const MetadataNamespace = "envoy.filters.http.ext_authz"
 
 // Server implements authv3.AuthorizationServer.
 type Server struct {
@@ -121,22 +118,18 @@ type rendering struct {
 	last atomic.Pointer[lastResponse]
 }
 
-// lastResponse is a response with what it was built from. The pipeline
-// hands out the same Set and Remove slices for the same lineage, so slice
-// identity stands for their content.
+// lastResponse is a response with what it was built from: the verdict's
+// HeadersID names its headers.
 type lastResponse struct {
-	set      *check.Header
-	remove   *string
-	setLen   int
-	cacheHit bool
-	call     check.Call
-	resp     *authv3.CheckResponse
-	encoded  atomic.Pointer[encodedResponse]
+	headersID uint64
+	cacheHit  bool
+	call      check.Call
+	resp      *authv3.CheckResponse
+	encoded   atomic.Pointer[encodedResponse]
 }
 
 func (l *lastResponse) matches(v *check.Verdict) bool {
-	return l.setLen == len(v.Set) && l.set == unsafe.SliceData(v.Set) && l.remove == unsafe.SliceData(v.Remove) &&
-		l.cacheHit == v.CacheHit && sameCall(&l.call, &v.Call)
+	return v.HeadersID != 0 && l.headersID == v.HeadersID && l.cacheHit == v.CacheHit && sameCall(&l.call, &v.Call)
 }
 
 // sameCall compares what the metadata shows of a call (not its id).
@@ -214,8 +207,7 @@ func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
 		resp := okResponse(withExtra(r.headers, v.Set), v.Remove, metadataWith(r.fields, v))
 		call := v.Call
 		call.ID = nil
-		l := &lastResponse{set: unsafe.SliceData(v.Set), remove: unsafe.SliceData(v.Remove), setLen: len(v.Set),
-			cacheHit: v.CacheHit, call: call, resp: resp}
+		l := &lastResponse{headersID: v.HeadersID, cacheHit: v.CacheHit, call: call, resp: resp}
 		r.last.Store(l)
 		return resp, l
 	}
@@ -246,7 +238,7 @@ func okResponse(set []*corev3.HeaderValueOption, remove []string, md *structpb.S
 }
 
 // headerOptions renders headers with append explicitly false: overwrite, on
-// every Envoy version (see ENVOY-NOTES: an unset append was once treated as
+// every Envoy version (older versions treated an unset append as
 // append-if-exists).
 func headerOptions(hs []check.Header) []*corev3.HeaderValueOption {
 	if len(hs) == 0 {
@@ -292,7 +284,7 @@ func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.S
 	// Size the map exactly: up to 8 entries fit one map group, which keeps the
 	// common allowed response at a couple of allocations.
 	n := len(base) + 1
-	if c := &v.Call; c.Protocol != "" {
+	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
 		n += 1 + nonEmpty(c.Method, c.Name, c.MCPSession, c.ContextID, c.TaskID)
 	}
 	if l := &v.Lineage; l.Root != "" {
@@ -311,8 +303,8 @@ func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.S
 			f[k] = structpb.NewStringValue(val)
 		}
 	}
-	if c := &v.Call; c.Protocol != "" {
-		put("protocol", c.Protocol)
+	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
+		put("protocol", c.Protocol.String())
 		put("method", c.Method)
 		put("name", c.Name)
 		put("mcp_session", c.MCPSession)

@@ -16,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/envoytest"
 	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/testpeers"
@@ -96,7 +95,7 @@ func (p *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ubody = ubody[n:]
 		}
 	}
-	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{envoyauthz.MetadataNamespace: resp.GetDynamicMetadata()}}
+	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{extprocauthz.MetadataNamespace: resp.GetDynamicMetadata()}}
 	res := envoytest.ExtProc(p.t, p.f.conn, recommended(md), envoytest.ExtProcExchange{
 		Request:  envoytest.ExtProcRequest(r.Method, r.Host, r.URL.RequestURI(), r.Header, string(body)),
 		Response: envoytest.ExtProcResponse(uresp.StatusCode, uresp.Header, chunks...),

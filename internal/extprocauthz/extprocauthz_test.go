@@ -132,7 +132,7 @@ func (f *fixture) authorize(t *testing.T, host, tok string, header http.Header, 
 	if resp.GetStatus().GetCode() != 0 {
 		return nil
 	}
-	return &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{envoyauthz.MetadataNamespace: resp.GetDynamicMetadata()}}
+	return &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{extprocauthz.MetadataNamespace: resp.GetDynamicMetadata()}}
 }
 
 // recommended is the filter configuration docs/extproc.md ships.
@@ -270,11 +270,11 @@ func TestNotAllowed(t *testing.T) {
 	}{
 		{name: "no metadata, unchecked token", host: "mcp.example.com", want: failure},
 		{name: "denial metadata", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
-			envoyauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "forbidden", "route": "files", "user": "mallory"})}}, want: failure},
+			extprocauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "forbidden", "route": "files", "user": "mallory"})}}, want: failure},
 		{name: "an allow on a route since removed", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
-			envoyauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "allowed", "route": "removed", "user": "mallory"})}}, want: failure},
+			extprocauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "allowed", "route": "removed", "user": "mallory"})}}, want: failure},
 		{name: "a dry run's would-be denial", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
-			envoyauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "dry_run", "route": "files", "user": "mallory"})}}, want: failure},
+			extprocauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "dry_run", "route": "files", "user": "mallory"})}}, want: failure},
 		{name: "a route without a response path passes", host: "other.example.com", want: toolsResult},
 	}
 	for _, tt := range tests {

@@ -44,7 +44,7 @@ func BenchmarkParse(b *testing.B) {
 }
 
 func BenchmarkDecodeMcpName(b *testing.B) {
-	for _, v := range []string{"search_issues", EncodeMcpName("Hello, 世界")} {
+	for _, v := range []string{"search_issues", encodeMcpName("Hello, 世界")} {
 		b.Run(v, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -33,10 +33,12 @@ func ExampleErrorBody() {
 	// Output: {"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}
 }
 
-func ExampleEncodeMcpName() {
-	fmt.Println(jsonrpc.EncodeMcpName("get_weather"))
-	fmt.Println(jsonrpc.EncodeMcpName("Hello, 世界"))
+func ExampleDecodeMcpName() {
+	for _, v := range []string{"get_weather", "=?base64?SGVsbG8sIOS4lueVjA==?="} {
+		name, err := jsonrpc.DecodeMcpName(v)
+		fmt.Println(name, err)
+	}
 	// Output:
-	// get_weather
-	// =?base64?SGVsbG8sIOS4lueVjA==?=
+	// get_weather <nil>
+	// Hello, 世界 <nil>
 }

@@ -96,9 +96,6 @@ type Request struct {
 	ParamsTaskID string
 }
 
-// IsNotification reports whether r is a request that expects no response.
-func (r Request) IsNotification() bool { return r.Method != "" && r.ID == nil }
-
 // MirroredName returns the value the MCP Mcp-Name header mirrors for r
 // (params.name for tools/call and prompts/get, params.uri for
 // resources/read) and whether the method is one that requires the header.

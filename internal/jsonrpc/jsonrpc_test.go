@@ -462,16 +462,18 @@ func TestParseDoesNotAliasBody(t *testing.T) {
 	}
 }
 
-func TestIsNotification(t *testing.T) {
+// TestNotificationHasNoID: a notification (no id member) and a request
+// with id null differ; only the first has a nil ID.
+func TestNotificationHasNoID(t *testing.T) {
 	tests := []struct {
 		name string
 		body string
-		want bool
+		want bool // no id
 	}{
 		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, true},
 		{"request", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, false},
 		{"request with null id", `{"jsonrpc":"2.0","id":null,"method":"ping"}`, false},
-		{"error response without id", `{"jsonrpc":"2.0","error":{"code":1,"message":"m"}}`, false},
+		{"error response without id", `{"jsonrpc":"2.0","error":{"code":1,"message":"m"}}`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -479,8 +481,8 @@ func TestIsNotification(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := r.IsNotification(); got != tt.want {
-				t.Errorf("IsNotification() = %v, want %v", got, tt.want)
+			if got := r.ID == nil; got != tt.want {
+				t.Errorf("ID %q: no id = %v, want %v", r.ID, got, tt.want)
 			}
 		})
 	}

@@ -44,14 +44,6 @@ func DecodeMcpName(v string) (string, error) {
 	return v, nil
 }
 
-// EncodeMcpName returns the Mcp-Name header value for name.
-func EncodeMcpName(name string) string {
-	if isPlain(name) && !isSentinel(name) {
-		return name
-	}
-	return sentinelPrefix + base64.StdEncoding.EncodeToString([]byte(name)) + sentinelSuffix
-}
-
 func isSentinel(v string) bool {
 	return len(v) >= len(sentinelPrefix)+len(sentinelSuffix) &&
 		strings.HasPrefix(v, sentinelPrefix) && strings.HasSuffix(v, sentinelSuffix)

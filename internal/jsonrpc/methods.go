@@ -2,23 +2,41 @@ package jsonrpc
 
 import "strings"
 
-// Protocol is the protocol a method name belongs to.
-type Protocol int
+// Protocol is the service's one vocabulary of protocols: what a route
+// declares (the configuration's protocol), what a call was read as, and
+// what a method name belongs to.
+type Protocol uint8
 
 const (
+	// ProtocolUnknown is a route's "auto" (JSON-RPC aware when the body
+	// says so), a request that is not a JSON-RPC call, a method of no known
+	// specification.
 	ProtocolUnknown Protocol = iota
 	ProtocolMCP
 	ProtocolA2A
+	// ProtocolHTTP is a route's "http": plain HTTP, bodies never read as
+	// JSON-RPC.
+	ProtocolHTTP
 )
 
+var protocolNames = [...]string{ProtocolUnknown: "auto", ProtocolMCP: "mcp", ProtocolA2A: "a2a", ProtocolHTTP: "http"}
+
+// String is the protocol's configuration name; ProtocolUnknown's is "auto".
 func (p Protocol) String() string {
-	switch p {
-	case ProtocolMCP:
-		return "mcp"
-	case ProtocolA2A:
-		return "a2a"
+	if int(p) < len(protocolNames) {
+		return protocolNames[p]
 	}
-	return "unknown"
+	return "auto"
+}
+
+// ParseProtocol reads a configuration name: auto, mcp, a2a or http.
+func ParseProtocol(name string) (Protocol, bool) {
+	for p, n := range protocolNames {
+		if n == name {
+			return Protocol(p), true
+		}
+	}
+	return ProtocolUnknown, false
 }
 
 // Method is one operation a specification defines: one meaning, with every

@@ -100,7 +100,7 @@ func TestProtocolOf(t *testing.T) {
 }
 
 func TestProtocolString(t *testing.T) {
-	for p, want := range map[Protocol]string{ProtocolUnknown: "unknown", ProtocolMCP: "mcp", ProtocolA2A: "a2a", Protocol(9): "unknown"} {
+	for p, want := range map[Protocol]string{ProtocolUnknown: "auto", ProtocolMCP: "mcp", ProtocolA2A: "a2a", ProtocolHTTP: "http", Protocol(9): "auto"} {
 		if got := p.String(); got != want {
 			t.Errorf("Protocol(%d).String() = %q, want %q", int(p), got, want)
 		}

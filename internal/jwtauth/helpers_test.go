@@ -221,11 +221,24 @@ func waitReady(t testing.TB, v *Verifier) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := v.WaitReady(ctx); err != nil {
-		t.Fatalf("WaitReady: %v", err)
+	if err := v.waitReady(ctx); err != nil {
+		t.Fatalf("waitReady: %v", err)
 	}
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 var hmacSecret = []byte("0123456789abcdef0123456789abcdef-test")
+
+// waitReady blocks until Ready would return true or ctx ends, returning
+// ctx's error in the latter case.
+func (v *Verifier) waitReady(ctx context.Context) error {
+	for _, s := range v.sources {
+		select {
+		case <-s.loaded:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

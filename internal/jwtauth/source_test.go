@@ -274,8 +274,8 @@ func TestKeysUnavailable(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := v.WaitReady(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("WaitReady(cancelled) = %v, want context.Canceled", err)
+	if err := v.waitReady(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("waitReady(cancelled) = %v, want context.Canceled", err)
 	}
 
 	srv.status.Store(0)

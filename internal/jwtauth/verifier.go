@@ -89,7 +89,7 @@ type Verifier struct {
 // naming the issuer. New does not wait for the network: remote key sets load
 // in the background until ctx ends or Close is called; JWK set files are
 // read once before New returns. Until an issuer's keys have loaded, its
-// tokens get ErrKeysUnavailable (see Ready and WaitReady).
+// tokens get ErrKeysUnavailable (see Ready).
 func New(ctx context.Context, specs []IssuerSpec, opts Options) (*Verifier, error) {
 	issuers, err := compileAll(specs)
 	if err != nil {
@@ -146,19 +146,6 @@ func (v *Verifier) Ready() bool {
 		}
 	}
 	return true
-}
-
-// WaitReady blocks until Ready would return true or ctx ends, returning
-// ctx's error in the latter case.
-func (v *Verifier) WaitReady(ctx context.Context) error {
-	for _, s := range v.sources {
-		select {
-		case <-s.loaded:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
 }
 
 // Close releases the Verifier's key sources: those no other Verifier of

@@ -65,9 +65,6 @@ func (h *Histogram) Count() uint64 { return h.total }
 // Max is the largest value recorded, exactly.
 func (h *Histogram) Max() time.Duration { return time.Duration(h.max) }
 
-// Min is the smallest value recorded, exactly.
-func (h *Histogram) Min() time.Duration { return time.Duration(h.min) }
-
 // Mean is the average of the values recorded.
 func (h *Histogram) Mean() time.Duration {
 	if h.total == 0 {

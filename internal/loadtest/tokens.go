@@ -82,10 +82,5 @@ func (s *Sequence) Next() (string, bool) {
 	return s.authorizations[i], true
 }
 
-// Used is how many tokens have been handed out.
-func (s *Sequence) Used() int {
-	return int(min(s.next.Load(), uint64(len(s.authorizations))))
-}
-
 // Len is the number of tokens in the sequence.
 func (s *Sequence) Len() int { return len(s.authorizations) }

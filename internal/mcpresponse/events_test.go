@@ -78,7 +78,7 @@ func TestElicitationCompleteEvent(t *testing.T) {
 	if msg.JSONRPC != "2.0" || msg.Method != "notifications/elicitation/complete" || msg.Params.ElicitationID != `ab"c<` {
 		t.Fatalf("message %+v", msg)
 	}
-	if r, err := jsonrpc.Parse([]byte(data)); err != nil || r.Method != "notifications/elicitation/complete" || !r.IsNotification() {
+	if r, err := jsonrpc.Parse([]byte(data)); err != nil || r.Method != "notifications/elicitation/complete" || r.ID != nil {
 		t.Fatalf("jsonrpc.Parse: %+v %v", r, err)
 	}
 }

@@ -74,16 +74,3 @@ func Encode(v string) string {
 	}
 	return Marker + base64.RawURLEncoding.EncodeToString([]byte(v))
 }
-
-// Decode inverts Encode; ok is false for a value Encode cannot return.
-func Decode(v string) (string, bool) {
-	rest, encoded := strings.CutPrefix(v, Marker)
-	if !encoded {
-		return v, Safe(v)
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
-	if err != nil || Encode(string(b)) != v {
-		return "", false
-	}
-	return string(b), true
-}

@@ -183,15 +183,6 @@ func (s *Store) Lookup(key string) (Binding, bool) {
 	return e.b, true
 }
 
-// SetElicitationURL records the session's URL-elicitation capability.
-func (s *Store) SetElicitationURL(key string, v bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.entries[key]; ok {
-		e.b.ElicitationURL = v
-	}
-}
-
 // RetryAfter is how long until the least recently used binding expires,
 // and with it room for a new one (at least a second).
 func (s *Store) RetryAfter() time.Duration {
@@ -210,16 +201,6 @@ func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.entries)
-}
-
-// CountSubject is the number of bindings subject holds.
-func (s *Store) CountSubject(subject string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u := s.users[subject]; u != nil {
-		return u.n
-	}
-	return 0
 }
 
 // add inserts a new binding, making room first: the subject's own least

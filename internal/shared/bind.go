@@ -134,18 +134,6 @@ func (s *Store) index(ctx context.Context, key, subject string, idle time.Durati
 	return nil
 }
 
-// CountBindings is the number of live bindings subject holds across every
-// replica.
-func (s *Store) CountBindings(ctx context.Context, subject string) (int, error) {
-	ctx, cancel := s.opContext(ctx)
-	defer cancel()
-	n, err := s.rdb.ZCount(ctx, s.pBindSubject+subject, strconv.FormatInt(s.now().UnixMilli(), 10), "+inf").Result()
-	if err != nil {
-		return 0, s.fail(OpBind, err)
-	}
-	return int(n), nil
-}
-
 // isMiss reports whether err is Redis's "no such key".
 func isMiss(err error) bool { return errors.Is(err, redis.Nil) }
 

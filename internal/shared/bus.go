@@ -14,8 +14,6 @@ import (
 const (
 	// EventSession: drop everything of session ID.
 	EventSession = "session"
-	// EventSubject: drop everything of user ID.
-	EventSubject = "subject"
 	// EventRevoke: user ID's tokens issued before At are revoked.
 	EventRevoke = "revoke"
 	// EventConfig: the configuration changed; ID says what (caller's
@@ -70,7 +68,7 @@ func decodeEvent(b []byte) (Event, error) {
 		return Event{}, errBadEvent
 	}
 	switch w.Kind {
-	case EventSession, EventSubject, EventRevoke:
+	case EventSession, EventRevoke:
 		if w.ID == "" {
 			return Event{}, errBadEvent
 		}

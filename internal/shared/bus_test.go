@@ -16,7 +16,6 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // by accident.
 var goldenEvents = []Event{
 	{Kind: EventSession, ID: "3f6c1c9e-session", Origin: "replica-a"},
-	{Kind: EventSubject, ID: "alice@example.com", Origin: "replica-a"},
 	{Kind: EventRevoke, ID: "alice@example.com", At: time.UnixMilli(1767225600123), Origin: "replica-b"},
 	{Kind: EventConfig, ID: "generation-42", Origin: "replica-b"},
 	{Kind: EventConfig},
@@ -64,7 +63,8 @@ func TestDecodeEvent(t *testing.T) {
 		wantErr bool
 	}{
 		{"session", `{"kind":"session","id":"s1","origin":"r"}`, Event{Kind: EventSession, ID: "s1", Origin: "r"}, false},
-		{"unknown fields ignored", `{"kind":"subject","id":"u","v":2,"extra":[1]}`, Event{Kind: EventSubject, ID: "u"}, false},
+		{"unknown fields ignored", `{"kind":"session","id":"u","v":2,"extra":[1]}`, Event{Kind: EventSession, ID: "u"}, false},
+		{"no subject kind: revocation is the only per-user event", `{"kind":"subject","id":"u"}`, Event{}, true},
 		{"config without id", `{"kind":"config"}`, Event{Kind: EventConfig}, false},
 		{"revoke with time", `{"kind":"revoke","id":"u","at":1000}`, Event{Kind: EventRevoke, ID: "u", At: time.UnixMilli(1000)}, false},
 		{"resync is never on the wire", `{"kind":"resync"}`, Event{}, true},
@@ -139,11 +139,11 @@ func TestBusAcrossStores(t *testing.T) {
 	evA.none(t)
 	// Round trip once more through b, so that had b received its own
 	// event it would be waiting by now.
-	if err := a.Publish(t.Context(), Event{Kind: EventSubject, ID: "bob"}); err != nil {
+	if err := a.Publish(t.Context(), Event{Kind: EventSession, ID: "bob-session"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := evB.next(t, time.Second); got.Kind != EventSubject {
-		t.Fatalf("b received %+v, want a's subject event (its own was delivered to it?)", got)
+	if got := evB.next(t, time.Second); got.Kind != EventSession || got.ID != "bob-session" {
+		t.Fatalf("b received %+v, want a's session event bob-session (its own was delivered to it?)", got)
 	}
 	evB.none(t)
 

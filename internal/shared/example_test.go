@@ -39,7 +39,7 @@ func Example() {
 	// Every replica drops what another one invalidated.
 	go s.Subscribe(ctx, func(e shared.Event) {
 		switch e.Kind {
-		case shared.EventSession, shared.EventSubject:
+		case shared.EventSession:
 			// drop local entries of e.ID
 		case shared.EventRevoke:
 			// record that e.ID's tokens issued before e.At are revoked

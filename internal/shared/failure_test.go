@@ -41,7 +41,7 @@ func everyOperation(s *Store) []struct {
 		{OpDropSubject, func(ctx context.Context) error { _, err := s.DropSubject(ctx, "alice"); return err }},
 		{OpRevoke, func(ctx context.Context) error { return s.Revoke(ctx, "alice", time.Now()) }},
 		{OpRevocations, func(ctx context.Context) error { _, err := s.Revocations(ctx); return err }},
-		{OpPublish, func(ctx context.Context) error { return s.Publish(ctx, Event{Kind: EventSubject, ID: "alice"}) }},
+		{OpPublish, func(ctx context.Context) error { return s.Publish(ctx, Event{Kind: EventSession, ID: "s1"}) }},
 	}
 }
 

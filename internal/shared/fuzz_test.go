@@ -25,7 +25,7 @@ func FuzzDecodeEvent(f *testing.F) {
 			return
 		}
 		switch e.Kind {
-		case EventSession, EventSubject, EventRevoke, EventConfig:
+		case EventSession, EventRevoke, EventConfig:
 		default:
 			t.Fatalf("accepted kind %q", e.Kind)
 		}
