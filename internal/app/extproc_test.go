@@ -15,8 +15,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/testtoken"
 )
 
