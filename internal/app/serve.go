@@ -29,6 +29,7 @@ import (
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/httpauthz"
@@ -293,12 +294,25 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 			go reload.watch(bg, o.WatchInterval)
 		}
 	}
+	// The response path (Envoy ext_proc). A completed elicitation is
+	// announced to the client's open stream here and, through the bus, on
+	// the replica that holds it.
+	proc := extprocauthz.NewServer(pipeline, extprocauthz.Options{Logger: log, Observer: m})
+	completed := func(ctx context.Context, p elicit.Pending) {
+		proc.ElicitationCompleted(p)
+		if store != nil {
+			_ = store.Publish(ctx, extprocauthz.CompletionEvent(p))
+		}
+	}
 	if store != nil {
 		if reload != nil {
 			reload.publish = func() { _ = store.Publish(bg, shared.Event{Kind: shared.EventConfig, At: time.Now()}) }
 		}
 		go store.Subscribe(bg, func(ev shared.Event) {
 			pipeline.HandleEvent(bg, ev)
+			if ev.Origin != store.ID() {
+				proc.HandleEvent(ev) // this replica injected its own already
+			}
 			if ev.Kind == shared.EventConfig && reload != nil {
 				_ = reload.reload(false) // another replica saw a new file: look now
 			}
@@ -353,7 +367,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	// The response path (Envoy ext_proc) shares the ext_authz listener:
 	// Envoy reaches both through one cluster, and both decide with the
 	// same pipeline (docs/extproc.md).
-	extprocauthz.Register(gs, extprocauthz.NewServer(pipeline, extprocauthz.Options{Logger: log, Observer: m}))
+	extprocauthz.Register(gs, proc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	setHealth := func(ready bool) {
@@ -370,7 +384,7 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	// The admin gRPC API shares the admin listener, never the ext_authz one.
 	adminGS := grpc.NewServer(append(audit.GRPCOptions(), grpc.MaxRecvMsgSize(8<<20))...)
 	adminv1.RegisterAdminServiceServer(adminGS, adminapi.NewServer(&adminBackend{pipeline: pipeline, started: time.Now()}, adminapi.Options{Logger: log}))
-	admin, limitAdmin := limitedServer(adminapi.Handler(adminGS, adminHTTPHandler(pipeline, audit, o.Pprof)), adminLimits("admin"), m.SlowClient, m.Refused)
+	admin, limitAdmin := limitedServer(adminapi.Handler(adminGS, adminHTTPHandler(pipeline, audit, o.Pprof, completed)), adminLimits("admin"), m.SlowClient, m.Refused)
 	admin.Protocols = adminapi.Protocols()
 	admin.TLSConfig = adminTLS
 	admin.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)

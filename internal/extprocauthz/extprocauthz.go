@@ -59,6 +59,8 @@ const (
 	ActionNotAllowed      = "not_allowed"      // the request was not allowed: processed as nobody's
 	ActionOverloaded      = "overloaded"       // refused by load shedding
 	ActionProtocolFailure = "protocol_failure" // a message out of order: the stream ends
+	ActionStreamOpened    = "stream_opened"    // a session's event stream may carry injected notifications
+	ActionInjected        = "injected"         // notifications/elicitation/complete was injected
 )
 
 // Observer counts what the streams did (metrics). It must be cheap and
@@ -83,6 +85,7 @@ type Server struct {
 	log      *slog.Logger
 	observer Observer
 	maxEvent int
+	streams  registry // open event streams notifications may be injected into
 }
 
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
@@ -107,10 +110,42 @@ var errOutOfOrder = errors.New("extprocauthz: message out of order")
 // message that expects a reply, until Envoy closes the stream. The loop
 // ends when the stream does (Envoy closes it at the end of the request or
 // when it is destroyed; gRPC keepalive and Envoy's timeouts bound it).
+//
+// Once the response is an event stream notifications may be injected into
+// (streams.go), messages are received by a goroutine of the stream, so
+// that the loop can also send an injection when one arrives; every Send
+// stays on this goroutine.
 func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
-	st := &exchange{s: s, ctx: stream.Context(), req: check.Request{Headers: check.Headers{}}}
+	ctx := stream.Context()
+	st := &exchange{s: s, ctx: ctx, req: check.Request{Headers: check.Headers{}}}
+	defer st.closeStream()
+	var received chan recvResult
 	for {
-		in, err := stream.Recv()
+		var in *extprocv3.ProcessingRequest
+		var err error
+		switch {
+		case st.inject == nil:
+			in, err = stream.Recv()
+		default:
+			if received == nil {
+				received = make(chan recvResult)
+				go receive(ctx, stream, received)
+			}
+			select {
+			case r := <-received:
+				in, err = r.msg, r.err
+			case ev := <-st.inject:
+				if out := st.injectNow(ev); out != nil {
+					if err := stream.Send(responseBodyReply(&extprocv3.CommonResponse{BodyMutation: streamed(out, false)})); err != nil {
+						return err
+					}
+					s.count(st.route(), ActionInjected)
+				}
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		if err == io.EOF {
 			return nil
 		}
@@ -131,6 +166,26 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 	}
 }
 
+type recvResult struct {
+	msg *extprocv3.ProcessingRequest
+	err error
+}
+
+// receive hands the stream's messages to the loop until the stream ends.
+func receive(ctx context.Context, stream extprocv3.ExternalProcessor_ProcessServer, out chan<- recvResult) {
+	for {
+		m, err := stream.Recv()
+		select {
+		case out <- recvResult{m, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
 func (s *Server) count(route, action string) {
 	if s.observer != nil {
 		s.observer.ResponseProcessed(route, action)
@@ -141,11 +196,12 @@ func (s *Server) count(route, action string) {
 type handling uint8
 
 const (
-	passThrough handling = iota
-	filterJSON           // a JSON list result, filtered whole
-	filterSSE            // a list result in an event stream, event by event
-	readTask             // a JSON answer that may create a task
-	dropBody             // the answer was replaced: nothing of it leaves
+	passThrough  handling = iota
+	filterJSON            // a JSON list result, filtered whole
+	filterSSE             // a list result in an event stream, event by event
+	readTask              // a JSON answer that may create a task
+	dropBody              // the answer was replaced: nothing of it leaves
+	injectStream          // a session's event stream, re-emitted event by event (streams.go)
 )
 
 // exchange is one stream's state: the request as the pipeline sees it and
@@ -173,6 +229,15 @@ type exchange struct {
 	held     []byte
 	tooLarge bool
 	sse      *mcpresponse.SSEListFilter
+
+	// An injectable event stream (streams.go).
+	streamKey   streamKey
+	inject      chan []byte
+	reasm       *mcpresponse.Reassembler
+	unsent      []byte
+	queued      [][]byte
+	firstChunk  bool
+	closed, raw bool
 	// failedSSE: an event stream could not be filtered; its error was sent
 	// and nothing more of it leaves.
 	failedSSE bool
@@ -355,6 +420,12 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	if eos {
 		return responseHeadersReply(nil, nil)
 	}
+	if sid := st.req.Headers["mcp-session-id"]; st.duplex && st.req.Method == "GET" && media == "text/event-stream" && sid != "" {
+		// The session's standalone stream: completions may be injected.
+		st.handling = injectStream
+		st.openStream(sid)
+		return responseHeadersReply(nil, nil)
+	}
 	list := x.FiltersLists() && mcpresponse.IsListMethod(x.Call.Method)
 	if x.FiltersLists() && !x.Call.Body && st.req.Method == "POST" {
 		// The call was not read from a complete body (request_body_mode is
@@ -481,6 +552,8 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		return st.readTask(chunk, eos)
 	case dropBody:
 		return st.bodyReply([]byte{}, eos, nil)
+	case injectStream:
+		return st.bodyReply(st.streamChunk(chunk, eos), eos, nil)
 	}
 	if st.duplex {
 		return st.bodyReply(chunk, eos, nil)

@@ -13,6 +13,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -37,17 +38,26 @@ type fixture struct {
 	pl      *check.Pipeline
 	sts     *ststest.Server
 	counted *counter
+	proc    *extprocauthz.Server
 }
 
 type counter struct {
 	mu sync.Mutex
 	n  map[string]int
+	// opened receives a value for every stream that became injectable.
+	opened chan struct{}
 }
 
 func (c *counter) ResponseProcessed(route, action string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n[action]++
+	if action == extprocauthz.ActionStreamOpened {
+		select {
+		case c.opened <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (c *counter) get(action string) int {
@@ -88,11 +98,12 @@ routes:
       - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
 `, secret, sts.TokenURL)
 	pl := pipelinetest.New(t, doc, check.Deps{Getenv: func(string) string { return "sts-secret" }, HTTPClient: sts.Client()}, check.Options{})
-	c := &counter{n: map[string]int{}}
+	c := &counter{n: map[string]int{}, opened: make(chan struct{}, 4)}
 	f := &fixture{authz: envoyauthz.NewServer(pl), pl: pl, sts: sts, counted: c}
+	f.proc = extprocauthz.NewServer(pl, extprocauthz.Options{Observer: c})
 	gs := grpc.NewServer(envoyauthz.ServerOptions()...)
 	envoyauthz.Register(gs, f.authz)
-	extprocauthz.Register(gs, extprocauthz.NewServer(pl, extprocauthz.Options{Observer: c}))
+	extprocauthz.Register(gs, f.proc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +143,11 @@ func (f *fixture) authorize(t *testing.T, host, tok string, header http.Header, 
 	if resp.GetStatus().GetCode() != 0 {
 		return nil
 	}
+	return metadataOf(resp)
+}
+
+// metadataOf is what Envoy forwards to ext_proc of an ext_authz answer.
+func metadataOf(resp *authv3.CheckResponse) *corev3.Metadata {
 	return &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{extprocauthz.MetadataNamespace: resp.GetDynamicMetadata()}}
 }
 
