@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -212,12 +213,13 @@ type exchange struct {
 	// modes are the filter's configured body modes (protocol_config).
 	reqMode, respMode filterv3.ProcessingMode_BodySendMode
 
-	req      check.Request
-	id       *check.Identity
-	bodyFull bool // the request body went over maxRequestBody
-	decided  bool
-	x        *check.Exchange
-	xerr     error
+	req        check.Request
+	sawHeaders bool
+	id         *check.Identity
+	bodyFull   bool // the request body went over maxRequestBody
+	decided    bool
+	x          *check.Exchange
+	xerr       error
 
 	handling handling
 	// duplex: the response body is configured FULL_DUPLEX_STREAMED, every
@@ -261,9 +263,10 @@ func (st *exchange) handle(in *extprocv3.ProcessingRequest) (*extprocv3.Processi
 	}
 	switch m := in.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		if st.phase != 0 {
-			return nil, errOutOfOrder
+		if st.phase != 0 || st.sawHeaders {
+			return nil, errOutOfOrder // the request's headers come once
 		}
+		st.sawHeaders = true
 		st.requestHeaders(m.RequestHeaders.GetHeaders())
 		if m.RequestHeaders.GetEndOfStream() {
 			st.decide()
@@ -304,6 +307,9 @@ func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
 		v := string(hv.GetRawValue())
 		if v == "" {
 			v = hv.GetValue()
+		}
+		if !utf8.ValidString(v) {
+			v = strings.ToValidUTF8(v, "!") // as the ext_authz front end reads it
 		}
 		if prev, ok := h[k]; ok {
 			sep := ","
