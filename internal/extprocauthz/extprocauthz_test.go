@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -508,10 +510,51 @@ func TestEveryBodyMode(t *testing.T) {
 
 type structpbStruct = structpb.Struct
 
+// metadataFor is forwarded ext_authz metadata with the given fields.
+func metadataFor(t *testing.T, m map[string]any) *corev3.Metadata {
+	return &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{extprocauthz.MetadataNamespace: mustStruct(t, m)}}
+}
+
 func mustStruct(t *testing.T, m map[string]any) *structpbStruct {
 	s, err := structpb.NewStruct(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestOutOfOrder: a stream that breaks the protocol (request headers
+// twice, a response body before its headers) is ended with an error,
+// which Envoy answers by failing the request closed.
+func TestOutOfOrder(t *testing.T) {
+	f := newFixture(t)
+	headers := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
+		Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":method", RawValue: []byte("POST")}, {Key: ":path", RawValue: []byte("/mcp")}}}}}}
+	body := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte("x"), EndOfStream: true}}}
+	for name, msgs := range map[string][]*extprocv3.ProcessingRequest{
+		"request headers twice":          {headers, headers},
+		"a response body before headers": {headers, body},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stream, err := extprocv3.NewExternalProcessorClient(f.conn).Process(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if err := stream.Send(m); err != nil {
+					break
+				}
+			}
+			replies := 0
+			for range len(msgs) + 1 {
+				if _, err = stream.Recv(); err != nil {
+					break
+				}
+				replies++
+			}
+			if err == nil || err == io.EOF || replies != len(msgs)-1 {
+				t.Fatalf("after %d replies: %v, want the stream failed", replies, err)
+			}
+		})
+	}
 }
