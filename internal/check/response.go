@@ -40,7 +40,8 @@ type Exchange struct {
 	pl    *Pipeline
 	route *Route
 	grant *Grant
-	// Call is the request's JSON-RPC call (Protocol "" when it carried none).
+	// Call is the request's JSON-RPC call (Protocol jsonrpc.ProtocolUnknown
+	// when it carried none).
 	Call Call
 }
 
