@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/internal/app"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // TestPrivatePortsOnLoopback: Keycloak's port (it serves the admin console)

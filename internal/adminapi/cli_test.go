@@ -15,10 +15,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
-)
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 func TestCLI(t *testing.T) {
 	counts := Counts{Verdicts: 3, ExchangedTokens: 1, SessionBindings: 1}
@@ -229,19 +229,7 @@ func TestCLIExplainCaptures(t *testing.T) {
 
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name+".golden")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := mustRead(t, path)
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test -run %s -update rewrites it):\n--- got\n%s--- want\n%s", path, t.Name(), got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "golden", name+".golden"), got)
 }
 
 func mustRead(t testing.TB, path string) []byte {

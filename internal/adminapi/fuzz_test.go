@@ -6,7 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
 // FuzzParseCheckRequest feeds explain's file reader arbitrary bytes: it must

@@ -30,7 +30,11 @@ func (b *adminBackend) RevokeSubject(ctx context.Context, issuer, subject string
 	if err != nil {
 		return adminapi.Counts{}, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return counts(b.pipeline.RevokeSubject(ctx, user)), nil
+	c := counts(b.pipeline.RevokeSubject(ctx, user))
+	// Cached introspections of the subject's opaque tokens go too: the
+	// next use asks the authorization server again.
+	b.pipeline.Policy().DropIntrospections(subject)
+	return c, nil
 }
 
 func (b *adminBackend) Explain(ctx context.Context, req *authv3.CheckRequest) (adminapi.Explanation, error) {

@@ -72,6 +72,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		return validateCommand(ctx, args, env)
 	case "token":
 		return tokenCommand(args, env)
+	case "apikey":
+		return apikeyCommand(args, env)
 	case "check":
 		return checkCommand(ctx, args, env)
 	case "admin":
@@ -102,6 +104,8 @@ Usage:
   extauthz validate [--online] --config FILE
                                         check a configuration file as serve would, listing every problem
   extauthz token --sub USER [flags]     print a token the built-in default accepts
+  extauthz apikey new --subject S [flags]
+                                        generate an API key and its keys-file entry
   extauthz check [--config FILE] [--json] REQUEST.json
                                         decide a CheckRequest offline and show every step
   extauthz admin [--addr H:P] invalidate-session ID | revoke-subject --issuer ISS SUB | explain REQUEST.json | stats

@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 func TestCheckCommandOnCaptures(t *testing.T) {

@@ -18,12 +18,12 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
 	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
-	"github.com/extauthz/extauthz/internal/shared/redistest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // TestExtProcListener: the gRPC listener serves the response path next to

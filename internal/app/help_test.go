@@ -3,30 +3,16 @@ package app
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "help", name+".golden")
-	if *update {
-		os.MkdirAll(filepath.Dir(path), 0o755)
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from %s (go test -update rewrites it):\n%s", name, path, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "help", name+".golden"), []byte(got))
 }
 
 // TestHelp: every command prints its help on -h and --help (exit 0), and
@@ -41,6 +27,7 @@ func TestHelp(t *testing.T) {
 		{"serve", []string{"serve"}, []string{"serve", "--bogus"}},
 		{"validate", []string{"validate"}, []string{"validate"}},
 		{"token", []string{"token"}, []string{"token", "--sub", "a", "--ttl", "soon"}},
+		{"apikey", []string{"apikey", "new"}, []string{"apikey", "new"}},
 		{"check", []string{"check"}, []string{"check"}},
 		{"admin", []string{"admin"}, []string{"admin", "--bogus", "stats"}},
 		{"envoy-check", []string{"envoy-check"}, []string{"envoy-check"}},

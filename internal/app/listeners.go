@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
-	"strings"
 
 	"github.com/extauthz/extauthz/internal/adminapi"
 	"github.com/extauthz/extauthz/internal/check"
@@ -30,50 +29,30 @@ import (
 //     with who made it. Without authentication configured it may only listen
 //     on loopback.
 
-// adminSecurity builds the admin listener's authentication and TLS from the
-// serve flags, and refuses an exposed address without authentication.
-func adminSecurity(o ServeOptions, log *slog.Logger, m *metrics.Metrics) (*adminapi.Audit, *tls.Config, error) {
-	var allowed []string
-	for id := range strings.SplitSeq(o.AdminAllowedClients, ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			allowed = append(allowed, id)
-		}
-	}
-	switch {
-	case o.AdminClientCA != "" && len(allowed) == 0:
-		return nil, nil, usageError{errors.New("--admin-client-ca needs --admin-allowed-clients: name the client identities (URI SAN, DNS SAN or CN) allowed to call the admin API")}
-	case len(allowed) > 0 && o.AdminClientCA == "":
-		return nil, nil, usageError{errors.New("--admin-allowed-clients needs --admin-client-ca to verify client certificates against")}
-	case o.AdminClientCA != "" && (o.AdminTLSCert == "" || o.AdminTLSKey == ""):
-		return nil, nil, usageError{errors.New("--admin-client-ca needs --admin-tls-cert and --admin-tls-key: mTLS needs TLS")}
-	}
+// adminSecurity builds the admin listener's authentication and TLS from
+// the checked settings (build has refused the combinations that do not go
+// together), reading the token file and the certificates.
+func adminSecurity(s settings, m *metrics.Metrics) (*adminapi.Audit, *tls.Config, error) {
 	var tlsCfg *tls.Config
-	if o.AdminTLSCert != "" || o.AdminTLSKey != "" {
+	if s.AdminTLSCert != "" {
 		var err error
-		if tlsCfg, err = adminapi.ServerTLS(o.AdminTLSCert, o.AdminTLSKey, o.AdminClientCA); err != nil {
+		if tlsCfg, err = adminapi.ServerTLS(s.AdminTLSCert, s.AdminTLSKey, s.AdminClientCA); err != nil {
 			return nil, nil, err
 		}
 	}
-	auth, err := adminapi.NewAuthenticator(adminapi.AuthConfig{TokenFile: o.AdminTokenFile, AllowedClients: allowed},
-		adminapi.AuthOptions{Logger: log, OnRefused: m.AdminRefused})
+	auth, err := adminapi.NewAuthenticator(s.adminAuth, adminapi.AuthOptions{Logger: s.log, OnRefused: m.AdminRefused})
 	if err != nil {
 		return nil, nil, err
 	}
-	if !auth.Enabled() && o.AdminAddr != "" {
-		if adminapi.Exposed(o.AdminAddr) {
-			return nil, nil, usageError{fmt.Errorf("--admin-addr %s is not a loopback address and the admin API has no authentication: "+
-				"anyone reaching it could revoke users, invalidate sessions and complete elicitations. "+
-				"Configure --admin-token-file and/or mTLS (--admin-tls-cert, --admin-tls-key, --admin-client-ca, --admin-allowed-clients), "+
-				"or listen on 127.0.0.1", o.AdminAddr)}
-		}
-		log.Warn("the admin API is unauthenticated: anyone on this host can call it; configure --admin-token-file or mTLS",
-			slog.String("admin_addr", o.AdminAddr))
+	if !auth.Enabled() && s.AdminAddr != "" {
+		s.log.Warn("the admin API is unauthenticated: anyone on this host can call it; configure --admin-token-file or mTLS",
+			slog.String("admin_addr", s.AdminAddr))
 	}
-	if auth.Enabled() && tlsCfg == nil && o.AdminAddr != "" && adminapi.Exposed(o.AdminAddr) {
-		log.Warn("the admin token crosses the network in clear: add --admin-tls-cert and --admin-tls-key, or listen on loopback",
-			slog.String("admin_addr", o.AdminAddr))
+	if auth.Enabled() && tlsCfg == nil && s.AdminAddr != "" && adminapi.Exposed(s.AdminAddr) {
+		s.log.Warn("the admin token crosses the network in clear: add --admin-tls-cert and --admin-tls-key, or listen on loopback",
+			slog.String("admin_addr", s.AdminAddr))
 	}
-	return adminapi.NewAudit(auth, log), tlsCfg, nil
+	return adminapi.NewAudit(auth, s.log), tlsCfg, nil
 }
 
 // opsHandler serves the read-only endpoints: probes, metrics and the
@@ -178,23 +157,18 @@ func elicitationKey(e config.Elicitations, env Env) ([]byte, error) {
 	return key, nil
 }
 
-// listenAdminOps opens the admin and ops listeners; an empty address is a
-// listener that is off (nil).
-func listenAdminOps(o ServeOptions) (admin, ops net.Listener, err error) {
-	if o.AdminAddr != "" {
-		if admin, err = net.Listen("tcp", o.AdminAddr); err != nil {
-			return nil, nil, err
-		}
+// listen opens a TCP listener on addr and registers it with c; an empty
+// address is a listener that is off (nil).
+func listen(c *closers, name, addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
 	}
-	if o.OpsAddr != "" {
-		if ops, err = net.Listen("tcp", o.OpsAddr); err != nil {
-			if admin != nil {
-				admin.Close()
-			}
-			return nil, nil, err
-		}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
 	}
-	return admin, ops, nil
+	c.add(name+" listener", lis.Close)
+	return lis, nil
 }
 
 // serveAdminOps serves the listeners that are on: the admin one over TLS

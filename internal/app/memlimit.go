@@ -2,13 +2,10 @@ package app
 
 import (
 	"fmt"
-	"log/slog"
 	"math"
 	"runtime/debug"
 	"strconv"
 	"strings"
-
-	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
 // The service keeps its verdict cache in the Go heap, and with GOGC at
@@ -90,15 +87,4 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return n * mult, nil
-}
-
-// setMemoryLimit resolves and applies the memory limit and says which.
-func setMemoryLimit(flagValue string, env Env, log *slog.Logger) error {
-	m, err := resolveMemoryLimit(flagValue, env.Getenv, memlimit.FromCgroup)
-	if err != nil {
-		return err
-	}
-	m.apply()
-	log.Info("memory limit", slog.String("source", m.Source), slog.Int64("bytes", m.Bytes))
-	return nil
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // TestMetricsScrape checks the real /metrics endpoint after real checks.

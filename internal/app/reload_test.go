@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 const reloadSecret = "reload-test-secret-reload-test-secret-xx"

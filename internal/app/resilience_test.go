@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/extauthz/extauthz/internal/testjwks"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testjwks"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 const idpIssuer = "https://idp.example.com"

@@ -222,138 +222,207 @@ func tracingConfig(t config.Tracing) tracing.Config {
 const defaultGCPercent = 400
 
 // Serve runs the service until ctx is done, then drains and returns nil.
+// Every flag is checked (build) before anything is read, dialled or
+// listened on (run).
 func Serve(ctx context.Context, o ServeOptions, env Env) error {
+	s, err := build(o, env)
+	if err != nil {
+		return err
+	}
+	return s.run(ctx, env)
+}
+
+// run starts the service from checked settings and serves until ctx is
+// done; what it opened is closed on the way out, newest first.
+func (s settings) run(ctx context.Context, env Env) error {
 	if env.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	log, err := newLogger(env.Stderr, o.LogLevel, o.LogFormat)
+	s.memory.apply()
+	s.log.Info("memory limit", slog.String("source", s.memory.Source), slog.Int64("bytes", s.memory.Bytes))
+	var c closers
+	defer c.closeAll(s.log)
+	k, err := s.openCore(ctx, env, &c)
 	if err != nil {
 		return err
 	}
-	if err := setMemoryLimit(o.MemoryLimit, env, log); err != nil {
-		return err
-	}
-	cfg, raw, err := loadConfig(o.ConfigFile, env, log)
+	f, err := s.openFronts(k, &c)
 	if err != nil {
 		return err
 	}
-	m := metrics.New()
+	return s.serve(ctx, k, f)
+}
+
+// core is what the front ends share: the configuration, metrics, the
+// optional shared store and the pipeline with its reloader.
+type core struct {
+	cfg      *config.File
+	m        *metrics.Metrics
+	store    *shared.Store
+	pipeline *check.Pipeline
+	proc     *extprocauthz.Server // the response path (Envoy ext_proc)
+	reload   *reloader            // nil on the built-in default: no file to reload
+	draining atomic.Bool          // set on SIGTERM: not ready, still answering
+}
+
+// ready is what /readyz and gRPC health say.
+func (k *core) ready() bool {
+	return !k.draining.Load() && k.pipeline.Policy().Ready() &&
+		(k.store == nil || !k.cfg.Redis.RequiredForReady || k.store.Ready())
+}
+
+// openCore reads the configuration and sets up the tracer, the shared
+// store, the policy and the pipeline, with reloads.
+func (s settings) openCore(ctx context.Context, env Env, c *closers) (*core, error) {
+	cfg, raw, err := loadConfig(s.ConfigFile, env, s.log)
+	if err != nil {
+		return nil, err
+	}
+	elicitKey, err := elicitationKey(cfg.Elicitations, env)
+	if err != nil {
+		return nil, err
+	}
+	k := &core{cfg: cfg, m: metrics.New()}
 	tr, err := tracing.New(ctx, tracingConfig(cfg.Tracing))
 	if err != nil {
-		return fmt.Errorf("tracing: %w", err)
+		return nil, fmt.Errorf("tracing: %w", err)
 	}
-	defer func() {
+	c.add("tracer", func() error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = tr.Shutdown(sctx)
-	}()
+		return tr.Shutdown(sctx)
+	})
 	// One HTTP client for JWKS, discovery and token exchange, traced when
 	// tracing is on.
 	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: tr.Transport(http.DefaultTransport)}
 	// Key refreshes live as long as the service, not as long as a signal
 	// context: they stop when the policy is closed.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBackground()
-	store, err := sharedStore(bg, cfg.Redis, env, log, m)
-	if err != nil {
-		return err
+	c.add("background tasks", func() error { stopBackground(); return nil })
+	if k.store, err = sharedStore(bg, cfg.Redis, env, s.log, k.m); err != nil {
+		return nil, err
 	}
-	if store != nil {
-		defer store.Close()
+	if k.store != nil {
+		c.add("shared store", k.store.Close)
 	}
 	var current atomic.Pointer[check.Pipeline] // for key removals, set once the pipeline exists
-	deps := check.Deps{Logger: log, Getenv: env.Getenv, OnJWKSFetch: m.JWKSFetch, OnSTSCall: m.STSCall, HTTPClient: httpClient, Shared: store,
-		KeySources: newKeySources(bg, cfg, httpClient, log, m, &current)}
+	deps := check.Deps{Logger: s.log, Getenv: env.Getenv, OnJWKSFetch: k.m.JWKSFetch, OnSTSCall: k.m.STSCall, OnCredential: k.m.CredentialVerified, HTTPClient: httpClient, Shared: k.store,
+		KeySources: newKeySources(bg, cfg, httpClient, s.log, k.m, &current)}
 	policy, err := check.Compile(bg, cfg, deps)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	elicitKey, err := elicitationKey(cfg.Elicitations, env)
-	if err != nil {
+	c.add("policy", func() error {
+		if pl := current.Load(); pl != nil {
+			policy = pl.Policy() // the one in force after reloads
+		}
 		policy.Close()
-		return err
-	}
-	pipeline, err := check.New(policy, check.Options{Logger: log, Observer: m, Shared: store, ElicitationKey: elicitKey, Tracer: checkTracer(tr)})
+		return nil
+	})
+	k.pipeline, err = check.New(policy, check.Options{Logger: s.log, Observer: k.m, Shared: k.store, ElicitationKey: elicitKey, Tracer: checkTracer(tr)})
 	if err != nil {
-		policy.Close()
-		return err
+		return nil, err
 	}
-	defer func() { pipeline.Policy().Close() }()
-	current.Store(pipeline)
-	m.Cache("verdicts", pipeline.CacheStats)
-	m.Cache("sessions", func() cache.Stats { return cache.Stats{Size: pipeline.SessionCount()} })
-	m.Cache("elicitations", func() cache.Stats { return cache.Stats{Size: pipeline.ElicitationCount()} })
-	m.Cache("exchanged_tokens", func() cache.Stats { return exchangedStats(pipeline) })
-	m.Reloaded(nil)
+	current.Store(k.pipeline)
+	k.proc = extprocauthz.NewServer(k.pipeline, extprocauthz.Options{Logger: s.log, Observer: k.m})
+	k.observe()
+	if s.ConfigFile != "" {
+		k.reload = &reloader{path: s.ConfigFile, pipeline: k.pipeline, deps: deps, metrics: k.m, log: s.log, lifetime: bg, grace: 10 * time.Second}
+		k.reload.remember(raw)
+		if s.WatchInterval > 0 {
+			go k.reload.watch(bg, s.WatchInterval)
+		}
+	}
+	if k.store != nil {
+		k.follow(bg)
+	}
+	return k, nil
+}
 
-	var reload *reloader
-	if o.ConfigFile != "" {
-		reload = &reloader{path: o.ConfigFile, pipeline: pipeline, deps: deps, metrics: m, log: log, lifetime: bg, grace: 10 * time.Second}
-		reload.remember(raw)
-		if o.WatchInterval > 0 {
-			go reload.watch(bg, o.WatchInterval)
-		}
+// elicitationCompleted announces a completed elicitation to the client's
+// open stream: here, and through the bus on the replica that holds it.
+func (k *core) elicitationCompleted(ctx context.Context, p elicit.Pending) {
+	k.proc.ElicitationCompleted(p)
+	if k.store != nil {
+		_ = k.store.Publish(ctx, extprocauthz.CompletionEvent(p))
 	}
-	// The response path (Envoy ext_proc). A completed elicitation is
-	// announced to the client's open stream here and, through the bus, on
-	// the replica that holds it.
-	proc := extprocauthz.NewServer(pipeline, extprocauthz.Options{Logger: log, Observer: m})
-	completed := func(ctx context.Context, p elicit.Pending) {
-		proc.ElicitationCompleted(p)
-		if store != nil {
-			_ = store.Publish(ctx, extprocauthz.CompletionEvent(p))
-		}
-	}
-	if store != nil {
-		if reload != nil {
-			reload.publish = func() { _ = store.Publish(bg, shared.Event{Kind: shared.EventConfig, At: time.Now()}) }
-		}
-		go store.Subscribe(bg, func(ev shared.Event) {
-			pipeline.HandleEvent(bg, ev)
-			if ev.Origin != store.ID() {
-				proc.HandleEvent(ev) // this replica injected its own already
-			}
-			if ev.Kind == shared.EventConfig && reload != nil {
-				_ = reload.reload(false) // another replica saw a new file: look now
-			}
-		})
-	}
-	var draining atomic.Bool // set on SIGTERM: not ready, still answering
-	ready := func() bool {
-		return !draining.Load() && pipeline.Policy().Ready() && (store == nil || !cfg.Redis.RequiredForReady || store.Ready())
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+}
 
-	var httpFront http.Handler
-	if o.HTTPAddr != "" {
-		conv, err := httpauthz.ParseConvention(o.HTTPConvention)
-		if err != nil {
-			return usageError{fmt.Errorf("--http-convention: %w", err)}
-		}
-		trusted, err := httpauthz.ParseTrustedProxies(o.HTTPTrusted)
-		if err != nil {
-			return usageError{fmt.Errorf("--http-trusted-proxies: %w", err)}
-		}
-		httpFront = httpauthz.NewHandler(pipeline, httpauthz.Options{Convention: conv, TrustedProxies: trusted, PathPrefix: o.HTTPPathPrefix, Logger: log})
-	}
+// observe registers the pipeline's caches with the metrics.
+func (k *core) observe() {
+	pl := k.pipeline
+	k.m.Cache("verdicts", pl.CacheStats)
+	k.m.Cache("sessions", func() cache.Stats { return cache.Stats{Size: pl.SessionCount()} })
+	k.m.Cache("elicitations", func() cache.Stats { return cache.Stats{Size: pl.ElicitationCount()} })
+	k.m.Cache("exchanged_tokens", func() cache.Stats { return exchangedStats(pl) })
+	k.m.Reloaded(nil)
+}
 
-	audit, adminTLS, err := adminSecurity(o, log, m)
+// follow keeps this replica in step with the others through the shared
+// store: their revocations and invalidations, and their reloads.
+func (k *core) follow(bg context.Context) {
+	if k.reload != nil {
+		k.reload.publish = func() { _ = k.store.Publish(bg, shared.Event{Kind: shared.EventConfig, At: time.Now()}) }
+	}
+	go k.store.Subscribe(bg, func(ev shared.Event) {
+		k.pipeline.HandleEvent(bg, ev)
+		k.proc.HandleEvent(ev) // another replica's completed elicitation
+		if ev.Kind == shared.EventConfig && k.reload != nil {
+			_ = k.reload.reload(false) // another replica saw a new file: look now
+		}
+	})
+}
+
+// fronts are the servers, listening.
+type fronts struct {
+	grpc      *grpc.Server
+	health    *health.Server
+	adminGRPC *grpc.Server
+	admin     *http.Server
+	ops       *http.Server
+	http      *http.Server // nil when the forward-auth front end is off
+	errc      chan error   // a server that stopped serving
+	addrs     Addrs
+}
+
+// setHealth tells gRPC health checkers whether to send checks here.
+func (f *fronts) setHealth(ready bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ready {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	f.health.SetServingStatus("", st)
+	f.health.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, st)
+	f.health.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, st)
+}
+
+// openFronts opens every listener, then serves the ext_authz gRPC API, the
+// admin and ops listeners and the forward-auth front end on them.
+func (s settings) openFronts(k *core, c *closers) (*fronts, error) {
+	audit, adminTLS, err := adminSecurity(s, k.m)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	grpcLis, err := net.Listen("tcp", o.GRPCAddr)
+	grpcLis, err := net.Listen("tcp", s.GRPCAddr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	adminLis, opsLis, err := listenAdminOps(o)
+	c.add("gRPC listener", grpcLis.Close)
+	adminLis, err := listen(c, "admin", s.AdminAddr)
 	if err != nil {
-		grpcLis.Close()
-		return err
+		return nil, err
+	}
+	opsLis, err := listen(c, "ops", s.OpsAddr)
+	if err != nil {
+		return nil, err
+	}
+	httpLis, err := listen(c, "HTTP", s.HTTPAddr)
+	if err != nil {
+		return nil, err
 	}
 
-	gs := grpc.NewServer(append(envoyauthz.ServerOptions(),
+	f := &fronts{errc: make(chan error, 4), health: health.NewServer()}
+	f.grpc = grpc.NewServer(append(envoyauthz.ServerOptions(),
 		// Envoy keeps long-lived HTTP/2 connections and pings them.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
@@ -363,56 +432,46 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 		// goroutine (and stack growth) per check.
 		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
 	)...)
-	envoyauthz.Register(gs, envoyauthz.NewServer(pipeline))
+	envoyauthz.Register(f.grpc, envoyauthz.NewServer(k.pipeline))
 	// The response path (Envoy ext_proc) shares the ext_authz listener:
 	// Envoy reaches both through one cluster, and both decide with the
 	// same pipeline (docs/extproc.md).
-	extprocauthz.Register(gs, proc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-	setHealth := func(ready bool) {
-		st := healthpb.HealthCheckResponse_NOT_SERVING
-		if ready {
-			st = healthpb.HealthCheckResponse_SERVING
-		}
-		hs.SetServingStatus("", st)
-		hs.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, st)
-		hs.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, st)
-	}
-	setHealth(ready())
+	extprocauthz.Register(f.grpc, k.proc)
+	healthpb.RegisterHealthServer(f.grpc, f.health)
+	f.setHealth(k.ready())
 
 	// The admin gRPC API shares the admin listener, never the ext_authz one.
-	adminGS := grpc.NewServer(append(audit.GRPCOptions(), grpc.MaxRecvMsgSize(8<<20))...)
-	adminv1.RegisterAdminServiceServer(adminGS, adminapi.NewServer(&adminBackend{pipeline: pipeline, started: time.Now()}, adminapi.Options{Logger: log}))
-	admin, limitAdmin := limitedServer(adminapi.Handler(adminGS, adminHTTPHandler(pipeline, audit, o.Pprof, completed)), adminLimits("admin"), m.SlowClient, m.Refused)
+	f.adminGRPC = grpc.NewServer(append(audit.GRPCOptions(), grpc.MaxRecvMsgSize(8<<20))...)
+	adminv1.RegisterAdminServiceServer(f.adminGRPC, adminapi.NewServer(&adminBackend{pipeline: k.pipeline, started: time.Now()}, adminapi.Options{Logger: s.log}))
+	admin, limitAdmin := limitedServer(adminapi.Handler(f.adminGRPC, adminHTTPHandler(k.pipeline, audit, s.Pprof, k.elicitationCompleted)), adminLimits("admin"), k.m.SlowClient, k.m.Refused)
 	admin.Protocols = adminapi.Protocols()
 	admin.TLSConfig = adminTLS
-	admin.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	ops, limitOps := limitedServer(opsHandler(pipeline, m, ready), adminLimits("ops"), m.SlowClient, m.Refused)
+	admin.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	ops, limitOps := limitedServer(opsHandler(k.pipeline, k.m, k.ready), adminLimits("ops"), k.m.SlowClient, k.m.Refused)
+	f.admin, f.ops = admin, ops
 
-	errc := make(chan error, 4)
-	go func() { errc <- gs.Serve(grpcLis) }()
-	serveAdminOps(admin, limitListener(adminLis, limitAdmin), ops, limitListener(opsLis, limitOps), errc)
-	var front *http.Server
-	httpAddr := ""
-	if httpFront != nil {
-		httpLis, err := net.Listen("tcp", o.HTTPAddr)
-		if err != nil {
-			gs.Stop()
-			admin.Close()
-			ops.Close()
-			return err
-		}
-		httpAddr = httpLis.Addr().String()
+	go func() { f.errc <- f.grpc.Serve(grpcLis) }()
+	serveAdminOps(admin, limitListener(adminLis, limitAdmin), ops, limitListener(opsLis, limitOps), f.errc)
+	if httpLis != nil {
+		handler := httpauthz.NewHandler(k.pipeline, httpauthz.Options{Convention: s.httpConvention, TrustedProxies: s.httpTrusted, PathPrefix: s.HTTPPathPrefix, Logger: s.log})
 		var limitFront func(net.Listener) net.Listener
-		front, limitFront = limitedServer(httpFront, frontLimits(o), m.SlowClient, m.Refused)
-		go func() { errc <- front.Serve(limitFront(httpLis)) }()
+		f.http, limitFront = limitedServer(handler, frontLimits(s.ServeOptions), k.m.SlowClient, k.m.Refused)
+		go func() { f.errc <- f.http.Serve(limitFront(httpLis)) }()
 	}
-	adminAddr, opsAddr := addrOf(adminLis), addrOf(opsLis)
-	log.Info("serving", slog.String("grpc_addr", grpcLis.Addr().String()), slog.String("admin_addr", adminAddr),
-		slog.String("ops_addr", opsAddr), slog.String("http_addr", httpAddr), slog.String("version", version()))
-	if o.Started != nil {
-		o.Started(Addrs{GRPC: grpcLis.Addr().String(), Admin: adminAddr, Ops: opsAddr, HTTP: httpAddr})
+	f.addrs = Addrs{GRPC: grpcLis.Addr().String(), Admin: addrOf(adminLis), Ops: addrOf(opsLis), HTTP: addrOf(httpLis)}
+	return f, nil
+}
+
+// serve answers until ctx is done or a server fails, reloading on SIGHUP
+// and following readiness; then it drains and stops the servers.
+func (s settings) serve(ctx context.Context, k *core, f *fronts) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	s.log.Info("serving", slog.String("grpc_addr", f.addrs.GRPC), slog.String("admin_addr", f.addrs.Admin),
+		slog.String("ops_addr", f.addrs.Ops), slog.String("http_addr", f.addrs.HTTP), slog.String("version", version()))
+	if s.Started != nil {
+		s.Started(f.addrs)
 	}
 
 	// Readiness flips once every key set has loaded.
@@ -420,28 +479,28 @@ func Serve(ctx context.Context, o ServeOptions, env Env) error {
 	defer tick.Stop()
 	// Health is set from the same reading the loop compares against: keys
 	// that loaded since the first setHealth would otherwise never be told.
-	isReady := ready()
-	setHealth(isReady)
+	isReady := k.ready()
+	f.setHealth(isReady)
 	var serveErr error
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
-		case err := <-errc:
+		case err := <-f.errc:
 			serveErr = err
 			break loop
 		case <-hup:
-			if reload == nil {
-				log.Info("SIGHUP ignored: running on the built-in default, no file to reload")
+			if k.reload == nil {
+				s.log.Info("SIGHUP ignored: running on the built-in default, no file to reload")
 				continue
 			}
-			_ = reload.reload(true)
+			_ = k.reload.reload(true)
 		case <-tick.C:
-			if r := ready(); r != isReady {
+			if r := k.ready(); r != isReady {
 				isReady = r
-				setHealth(r)
-				log.Info("readiness changed", slog.Bool("ready", r))
+				f.setHealth(r)
+				s.log.Info("readiness changed", slog.Bool("ready", r))
 			}
 		}
 	}
@@ -449,12 +508,12 @@ loop:
 	if serveErr == nil {
 		// SIGTERM: say not ready at once, keep answering while the proxy
 		// and Kubernetes take this replica out, then finish what is in flight.
-		draining.Store(true)
-		setHealth(false)
-		drain(log, o.DrainPeriod, errc, front)
+		k.draining.Store(true)
+		f.setHealth(false)
+		drain(s.log, s.DrainPeriod, f.errc, f.http)
 	}
-	stopServing(ctx, log, o.ShutdownTimeout, gs, front, admin, ops)
-	adminGS.Stop()
+	stopServing(ctx, s.log, s.ShutdownTimeout, f.grpc, f.http, f.admin, f.ops)
+	f.adminGRPC.Stop()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) && !errors.Is(serveErr, grpc.ErrServerStopped) {
 		return serveErr
 	}

@@ -15,9 +15,9 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
-	"github.com/extauthz/extauthz/internal/shared/redistest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // replicas are two service instances sharing one Redis.

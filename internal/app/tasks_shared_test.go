@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/shared/redistest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // TestReplicasShareTaskOwnership: a task bound through one replica is

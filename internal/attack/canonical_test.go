@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/extauthz/extauthz/internal/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
 // Class 2: canonical forms. Routes, public paths and resource rules are

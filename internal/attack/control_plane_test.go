@@ -34,7 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/internal/app"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
 
@@ -502,7 +502,7 @@ func TestAdminExposureRefusedAtStart(t *testing.T) {
 		{"IPv6 any without authentication", app.ServeOptions{AdminAddr: "[::]:0"}, "not a loopback address"},
 		{"empty host without authentication", app.ServeOptions{AdminAddr: ":0"}, "not a loopback address"},
 		{"a host name without authentication", app.ServeOptions{AdminAddr: "admin.example.test:0"}, "not a loopback address"},
-		{"TLS alone is not authentication", app.ServeOptions{AdminAddr: "0.0.0.0:0", AdminTLSCert: "c.pem", AdminTLSKey: "k.pem"}, "admin TLS"},
+		{"TLS alone is not authentication", app.ServeOptions{AdminAddr: "0.0.0.0:0", AdminTLSCert: "c.pem", AdminTLSKey: "k.pem"}, "no authentication"},
 		{"a token file shorter than the minimum", app.ServeOptions{AdminAddr: "127.0.0.1:0", AdminTokenFile: short}, "at least 32 bytes"},
 		{"a missing token file", app.ServeOptions{AdminAddr: "127.0.0.1:0", AdminTokenFile: filepath.Join(t.TempDir(), "nope")}, "admin token file"},
 		{"a client CA without allowed clients", app.ServeOptions{AdminAddr: "127.0.0.1:0", AdminClientCA: "ca.pem"}, "--admin-allowed-clients"},

@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/extauthz/extauthz/internal/app"
-	"github.com/extauthz/extauthz/internal/envoytest"
-	"github.com/extauthz/extauthz/internal/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
 // Two issuers share one HMAC secret on purpose: what tells their users apart

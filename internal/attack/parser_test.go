@@ -13,7 +13,7 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
 // Class 1: parser differentials. Each body below is a tools/call of

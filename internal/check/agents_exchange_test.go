@@ -9,7 +9,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
 )
 
 // TestPerAgentExchangeAudience: an exchange override keyed by the calling agent (azp or
@@ -38,20 +38,8 @@ routes:
         - {act_subjects: [planner-agent], audience: [https://planner-files.example.com], scope: plan}
         - {principals: ["spiffe://mesh.example.com/ns/agents/*"], audience: [https://mesh-files.example.com]}
 `, secret, sts.TokenURL)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	env := map[string]string{"STS_SECRET": "sts-secret"}
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now, Getenv: func(k string) string { return env[k] }, HTTPClient: sts.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := New(p, Options{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newPipeline(t, doc, Deps{Now: clk.Now, Getenv: func(k string) string { return env[k] }, HTTPClient: sts.Client()}, Options{Now: clk.Now})
 	_, mint := agentPipeline(t, "", nil) // same issuer and secret
 	tests := []struct {
 		name      string

@@ -9,8 +9,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // How agent platforms use the pipeline: session ids
@@ -29,20 +28,8 @@ routes:
   - {name: a2a, hosts: [agent.example.com], protocol: a2a, issuers: [dex]}
   - {name: unbound, hosts: [unbound.example.com], protocol: mcp, issuers: [dex], mcp: {session_binding: false}}
 ` + strings.Join(routes, "") + extra
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := newClock()
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := New(p, Options{Now: clk.Now, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newPipeline(t, doc, Deps{Now: clk.Now}, Options{Now: clk.Now, Observer: obs})
 	mint := func(claims jwt.MapClaims) string {
 		c := jwt.MapClaims{"iss": "https://dex.example.com", "sub": "alice", "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()}
 		for k, v := range claims {

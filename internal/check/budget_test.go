@@ -9,11 +9,10 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
 	"github.com/extauthz/extauthz/internal/jwtauth"
-	"github.com/extauthz/extauthz/internal/testjwks"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testjwks"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // keysPipeline compiles one JWKS issuer and a default route on a real clock
@@ -25,10 +24,6 @@ issuers: [{name: idp, issuer: https://idp.example.com, algorithms: [RS256], jwks
 routes: [{name: r, default: true, issuers: [idp]}]
 limits: {check_deadline: 100ms}
 %s`, jwksURL, extra)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var (
 		pl      atomic.Pointer[Pipeline]
 		dropped atomic.Int64
@@ -38,10 +33,7 @@ limits: {check_deadline: 100ms}
 			dropped.Add(int64(p.DropKeys(issuer, kids)))
 		}
 	}})
-	p, err := Compile(t.Context(), cfg, Deps{KeySources: sources})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := compileDoc(t, doc, Deps{KeySources: sources})
 	t.Cleanup(p.Close)
 	deadline := time.Now().Add(5 * time.Second)
 	for !p.Ready() {
@@ -141,19 +133,7 @@ exchanges: [{name: sts, token_endpoint: %s, client_auth: {method: client_secret_
 routes: [{name: r, default: true, issuers: [dev], exchange: {sts: sts, audience: [https://up.example.com]}}]
 limits: {check_deadline: 100ms}
 `, secret, sts.TokenURL)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{Getenv: func(string) string { return "s" }, HTTPClient: sts.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := New(p, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newPipeline(t, doc, Deps{Getenv: func(string) string { return "s" }, HTTPClient: sts.Client()}, Options{})
 	release := sts.Pause()
 	defer release()
 	tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})

@@ -1,9 +1,10 @@
 package check
 
 import (
-	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"strings"
 	"testing"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 
 	"github.com/extauthz/extauthz/internal/config"
 )

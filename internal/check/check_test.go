@@ -12,10 +12,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
-	"github.com/extauthz/extauthz/internal/testclock"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 const secret = "test-secret-of-sufficient-length-0123456789"
@@ -63,20 +62,8 @@ routes:
     public_paths: [/.well-known/agent-card.json, /public/*]
     credentials: {header: x-api-token, cookie: at}
 %s`, secret, jwks, extra)
-	f, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := newClock()
-	p, err := Compile(t.Context(), f, Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := New(p, Options{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newPipeline(t, doc, Deps{Now: clk.Now}, Options{Now: clk.Now})
 	return &fixture{pl: pl, clock: clk, rsa: rsaKey}
 }
 
@@ -380,15 +367,7 @@ func TestCheck(t *testing.T) {
 
 func TestNoRouteWithoutDefault(t *testing.T) {
 	doc := "issuers: [{name: a, secret: " + secret + "}]\nroutes: [{name: r, hosts: [x.example.com], issuers: [a]}]\n"
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, _ := New(p, Options{})
+	pl := newPipeline(t, doc, Deps{}, Options{})
 	v := pl.Check(context.Background(), &Request{Host: "y.example.com", Path: "/", Headers: Headers{}})
 	if v.Outcome != NoRoute || v.Status() != 403 {
 		t.Fatalf("got %v %d", v.Outcome, v.Status())
@@ -466,19 +445,10 @@ func TestKeysUnavailable(t *testing.T) {
 	}))
 	defer jwksDown.Close()
 	doc := "issuers: [{name: a, issuer: https://idp.example.com, algorithms: [RS256], jwks_url: " + jwksDown.URL + "}]\nroutes: [{name: r, default: true, issuers: [a]}]\n"
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if p.Ready() {
+	pl := newPipeline(t, doc, Deps{}, Options{})
+	if pl.Policy().Ready() {
 		t.Fatal("ready without keys")
 	}
-	pl, _ := New(p, Options{})
 	key := testtoken.RSA(t, "k")
 	tok := key.Sign(t, jwt.MapClaims{"sub": "a", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()})
 	for range 2 { // the 503 must not be cached
@@ -507,15 +477,7 @@ func TestReloadKeepsOnlyUnchangedRoutes(t *testing.T) {
 	compile := func(agentExtra string) *Policy {
 		doc := "issuers: [{name: dev, algorithms: [HS256], secret: " + secret + "}]\n" +
 			"routes:\n- {name: other, hosts: [other.example.com], issuers: [dev]}\n- {name: agent, default: true, issuers: [dev]" + agentExtra + "}\n"
-		cfg, err := config.Parse([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return compileDoc(t, doc, Deps{Now: clk.Now})
 	}
 	pl, err := New(compile(""), Options{Now: clk.Now})
 	if err != nil {
@@ -577,17 +539,9 @@ func TestExplainHasNoSideEffects(t *testing.T) {
 
 func TestDryRun(t *testing.T) {
 	doc := "issuers: [{name: a, secret: " + secret + "}]\nroutes: [{name: r, default: true, issuers: [a], scopes: [x], dry_run: true}]\n"
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var seen []Outcome
 	obs := observerFunc(func(route string, o Outcome) { seen = append(seen, o) })
-	p, err := Compile(t.Context(), cfg, Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, _ := New(p, Options{Observer: obs})
+	pl := newPipeline(t, doc, Deps{}, Options{Observer: obs})
 	now := func(c jwt.MapClaims) string {
 		base := jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()}
 		for k, v := range c {

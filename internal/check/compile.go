@@ -135,6 +135,10 @@ type Deps struct {
 	OnJWKSFetch func(issuer string, err error)
 	// OnSTSCall is told about every token exchange call (metrics).
 	OnSTSCall func(result string, took time.Duration)
+	// OnCredential is told about every credential verified (verdict cache
+	// misses): the issuer kind (jwt, introspection, api_keys, peer) and
+	// the outcome (ok, denied, unavailable), for metrics.
+	OnCredential func(kind, outcome string)
 	// Shared is the cross-replica tier for exchanged tokens; nil for none.
 	Shared *shared.Store
 	// KeySources, when set, keeps issuers' key sources across compiled
@@ -179,10 +183,11 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 	if err := p.compileSessionSources(f.Identity); err != nil {
 		return nil, err
 	}
+	var jwtVerifier TokenVerifier
 	if d.Verifier != nil {
-		p.verifier = d.Verifier
-	} else {
-		specs, err := issuerSpecs(f.Issuers, d.Getenv)
+		jwtVerifier = d.Verifier
+	} else if jwtSpecs := jwtIssuers(f.Issuers); len(jwtSpecs) > 0 {
+		specs, err := issuerSpecs(jwtSpecs, d.Getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -191,8 +196,19 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.verifier, p.ready, p.close = v, v.Ready, v.Close
+		jwtVerifier, p.ready, p.close = v, v.Ready, v.Close
 		p.retire = v.Close
+	}
+	creds, stopCreds, err := compileCredentials(ctx, f, d, jwtVerifier)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	p.verifier = creds
+	closeJWT := p.close
+	p.close = func() {
+		stopCreds()
+		closeJWT()
 	}
 
 	if err := p.compileLineage(f, d); err != nil {
@@ -247,19 +263,23 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		audiences:                   rc.Audiences,
 		scopes:                      rc.Scopes,
 		scopeParam:                  strings.Join(rc.Scopes, " "),
-		public:                      slices.Clone(rc.PublicPaths),
 		pathPrefix:                  rc.PathPrefix,
 		resourceMetadata:            rc.ResourceMetadata,
 		forwardAuthorization:        rc.ForwardAuthorization,
 		credentials:                 credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
 		claimHeaders:                rc.ClaimHeaders,
-		owned:                       []string{id.UserHeader, id.SessionHeader},
 		rules:                       compileRules(rc.Rules),
 		defaultDeny:                 rc.DefaultAction == "deny",
 		sessionBinding:              rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
 		tokenInMeta:                 rc.MCP.TokenInMeta,
 		upstreamValidatesMCPHeaders: rc.UpstreamValidatesMCPHeaders,
 		resource:                    rc.ProtectedResource,
+		issuerURLs:                  issuerURLs(rc.Issuers, issuers),
+		allScopes:                   allScopes(rc),
+		dryRun:                      rc.DryRun,
+		lineageOff:                  rc.Lineage.Disabled,
+		maxDepth:                    cmp.Or(rc.Lineage.MaxDepth, f.Lineage.MaxDepth),
+		signLineage:                 rc.Lineage.Sign,
 		responsePath:                rc.ResponsePath,
 		filterLists:                 rc.ResponsePath && (rc.FilterLists == nil || *rc.FilterLists),
 	}
@@ -270,44 +290,107 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 	}
 	r.protocol, _ = jsonrpc.ParseProtocol(rc.Protocol) // validated
-	if r.protocol != jsonrpc.ProtocolHTTP && r.protocol != jsonrpc.ProtocolMCP {
-		// A2A agent cards are public wherever an agent may be served.
-		for _, card := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
-			r.public = append(r.public, card)
-			if prefix := strings.TrimSuffix(rc.PathPrefix, "/"); prefix != "" {
-				r.public = append(r.public, prefix+card)
-			}
+	r.public = publicPaths(rc.PublicPaths, rc.PathPrefix, r.protocol)
+	r.ruleClaims = ruleClaims(r.rules)
+	if err := apiKeyHeader(r, rc, issuers); err != nil {
+		return nil, err
+	}
+	p.ownHeaders(r, id)
+	var err error
+	if r.trust, err = routeTrust(rc, f.Lineage); err != nil {
+		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
+	}
+	if r.exchange, err = compileRouteExchange(rc.Exchange, p.exchangers); err != nil {
+		return nil, fmt.Errorf("route %s: exchange: %w", rc.Name, err)
+	}
+	r.keyPrefix = p.keyPrefix(rc, f, issuers)
+	return r, nil
+}
+
+// publicPaths are the route's public paths, plus the A2A agent cards,
+// public wherever an agent may be served (any protocol but http and mcp).
+func publicPaths(paths []string, pathPrefix string, proto jsonrpc.Protocol) []string {
+	public := slices.Clone(paths)
+	if proto == jsonrpc.ProtocolHTTP || proto == jsonrpc.ProtocolMCP {
+		return public
+	}
+	for _, card := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
+		public = append(public, card)
+		if prefix := strings.TrimSuffix(pathPrefix, "/"); prefix != "" {
+			public = append(public, prefix+card)
 		}
 	}
+	return public
+}
+
+// apiKeyHeader makes an API-key issuer's header the route's alternative
+// credential header: read there, and stripped before the upstream like it.
+func apiKeyHeader(r *Route, rc config.Route, issuers map[string]config.Issuer) error {
 	for _, name := range rc.Issuers {
-		if u := issuers[name].Issuer; u != "" && !slices.Contains(r.issuerURLs, u) {
-			r.issuerURLs = append(r.issuerURLs, u)
+		k := issuers[name].APIKeys
+		if k == nil || k.Header == "" {
+			continue
+		}
+		h := strings.ToLower(k.Header)
+		if r.credentials.Header != "" && r.credentials.Header != h {
+			return fmt.Errorf("route %s: credentials.header %s and the API-key header %s of issuer %s: a route reads one alternative header", rc.Name, r.credentials.Header, h, name)
+		}
+		r.credentials.Header = h
+	}
+	return nil
+}
+
+// issuerURLs are the iss of the route's issuers, once each, for the
+// protected resource metadata's authorization_servers.
+func issuerURLs(names []string, issuers map[string]config.Issuer) []string {
+	var urls []string
+	for _, name := range names {
+		if u := issuers[name].Issuer; u != "" && !slices.Contains(urls, u) {
+			urls = append(urls, u)
 		}
 	}
-	for _, rule := range r.rules {
+	return urls
+}
+
+// ruleClaims are the claims the rules look at, once each.
+func ruleClaims(rules []rule) []string {
+	var claims []string
+	for _, rule := range rules {
 		for _, req := range rule.claims {
-			if !slices.Contains(r.ruleClaims, req.claim) {
-				r.ruleClaims = append(r.ruleClaims, req.claim)
+			if !slices.Contains(claims, req.claim) {
+				claims = append(claims, req.claim)
 			}
 		}
 	}
-	r.allScopes = append(r.allScopes, rc.Scopes...)
+	return claims
+}
+
+// allScopes are the route's scopes, then its rules' ones, once each, for
+// the metadata's scopes_supported.
+func allScopes(rc config.Route) []string {
+	scopes := append([]string(nil), rc.Scopes...)
 	for _, rule := range rc.Rules {
 		for _, sc := range rule.Scopes {
-			if !slices.Contains(r.allScopes, sc) {
-				r.allScopes = append(r.allScopes, sc)
+			if !slices.Contains(scopes, sc) {
+				scopes = append(scopes, sc)
 			}
 		}
 	}
-	for _, ch := range rc.ClaimHeaders {
+	return scopes
+}
+
+// ownHeaders lists the headers the service sets on r, which no client may
+// send upstream itself: the identity and claim headers, the dry-run one,
+// the lineage headers, and the credential headers that never go upstream.
+func (p *Policy) ownHeaders(r *Route, id config.Identity) {
+	r.owned = []string{id.UserHeader, id.SessionHeader}
+	for _, ch := range r.claimHeaders {
 		r.owned = append(r.owned, ch.Header)
 	}
-	if !rc.DryRun {
+	if !r.dryRun {
 		// Only a dry-run route sets it (on every request it passes).
 		r.owned = append(r.owned, DryRunHeader)
 	}
-	r.lineageOff = rc.Lineage.Disabled
-	r.dryRun = rc.DryRun
 	r.identityOwned = slices.Clone(r.owned)
 	// Lineage headers are the service's too, set or stripped on every route.
 	for _, name := range p.lineageNames.Owned() {
@@ -318,17 +401,6 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 			}
 		}
 	}
-	r.maxDepth = cmp.Or(rc.Lineage.MaxDepth, f.Lineage.MaxDepth)
-	r.signLineage = rc.Lineage.Sign
-	trust := f.Lineage.Trust
-	if rc.Lineage.Trust != nil {
-		trust = *rc.Lineage.Trust
-	}
-	t, err := lineage.NewTrust(lineage.TrustConfig{All: trust.All, Issuers: trust.Issuers, ClientIDs: trust.ClientIDs, Principals: trust.Principals})
-	if err != nil {
-		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
-	}
-	r.trust = t
 	r.unauthenticatedRemove = slices.Clone(r.owned)
 	if !r.forwardAuthorization {
 		r.credentialRemove = []string{"authorization"}
@@ -337,18 +409,28 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		}
 		r.unauthenticatedRemove = append(r.unauthenticatedRemove, r.credentialRemove...)
 	}
-	if r.exchange, err = compileRouteExchange(rc.Exchange, p.exchangers); err != nil {
-		return nil, fmt.Errorf("route %s: exchange: %w", rc.Name, err)
+}
+
+// routeTrust is whose lineage the route believes: its own trust, else the
+// file's.
+func routeTrust(rc config.Route, l config.Lineage) (*lineage.Trust, error) {
+	trust := l.Trust
+	if rc.Lineage.Trust != nil {
+		trust = *rc.Lineage.Trust
 	}
-	// Everything a grant on this route depends on goes into the fingerprint,
-	// so a reload that changes any of it misses the old cache entries.
-	fp := []string{fingerprint(rc), fingerprint(id), fingerprint(f.Lineage)}
+	return lineage.NewTrust(lineage.TrustConfig{All: trust.All, Issuers: trust.Issuers, ClientIDs: trust.ClientIDs, Principals: trust.Principals})
+}
+
+// keyPrefix starts the route's cache keys. Everything a grant on this
+// route depends on goes into the fingerprint, so a reload that changes any
+// of it misses the old cache entries.
+func (p *Policy) keyPrefix(rc config.Route, f *config.File, issuers map[string]config.Issuer) string {
+	fp := []string{fingerprint(rc), fingerprint(f.Identity), fingerprint(f.Lineage)}
 	for _, name := range rc.Issuers {
 		fp = append(fp, fingerprint(issuers[name]), "namespace:"+p.ident.namespaces[name])
 	}
 	k := cache.NewKey(fp...)
-	r.keyPrefix = rc.Name + "/" + hex.EncodeToString(k[:8])
-	return r, nil
+	return rc.Name + "/" + hex.EncodeToString(k[:8])
 }
 
 func issuerNames(f *config.File) map[string]string {

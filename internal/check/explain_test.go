@@ -10,9 +10,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/cache"
-	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // countingObserver counts every report a decision makes.
@@ -80,21 +79,9 @@ routes:
       authorize_url: https://idp.example.com/authorize
       tools: [{names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}]
 `, secret, sts.TokenURL)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := newClock()
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now, HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
 	obs := &countingObserver{}
-	pl, err := New(p, Options{Now: clk.Now, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newPipeline(t, doc, Deps{Now: clk.Now, HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }}, Options{Now: clk.Now, Observer: obs})
 	mint := func(sub string) string {
 		return testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": "https://dex.example.com", "sub": sub, "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()})
 	}
@@ -162,5 +149,24 @@ routes:
 	// The capability initialize declared was not remembered either.
 	if _, ok := pl.state.initURL.Peek(cache.NewKey("mcp", "alice")); ok {
 		t.Fatal("Explain of initialize remembered the client's capability")
+	}
+}
+
+// stateSnapshot is everything a decision could change in the state, to
+// prove Explain changes none of it.
+type stateSnapshot struct {
+	sessions, tasks, elicitations, consents, initURL, revoked int
+	consentStats, initURLStats                                cache.Stats
+}
+
+func (s *state) snapshot() stateSnapshot {
+	n := 0
+	if m := s.revoked.Load(); m != nil {
+		n = len(*m)
+	}
+	return stateSnapshot{
+		sessions: s.sessions.Len(), tasks: s.tasks.Len(), elicitations: s.elicitations.Len(),
+		consents: s.consents.Len(), initURL: s.initURL.Len(), revoked: n,
+		consentStats: s.consents.Stats(), initURLStats: s.initURL.Stats(),
 	}
 }

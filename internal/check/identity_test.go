@@ -10,9 +10,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // TestConsentIsPerIssuer: a consent one issuer's alice gave is not the
@@ -37,19 +36,7 @@ routes:
       authorize_url: https://idp.example.com/authorize
       tools: [{names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}]
 `, secret, sts.TokenURL)
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := New(p, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newPipeline(t, doc, Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }}, Options{})
 	mint := func(iss string) string {
 		return testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": iss, "sub": "alice", "iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(time.Hour).Unix()})
 	}
@@ -93,7 +80,7 @@ routes:
 		t.Fatalf("b's alice used a's consent: %v", v.Outcome)
 	}
 
-	user, err := p.User("b", "alice")
+	user, err := pl.Policy().User("b", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,19 +18,16 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 )
 
-// defaultPipeline is the built-in default configuration with JWT_SECRET set.
+// defaultPipeline is the built-in default configuration with JWT_SECRET set
+// (a configuration built in code, not a document).
 func defaultPipeline(t *testing.T) (*Pipeline, func(claims jwt.MapClaims) string) {
 	t.Helper()
 	env := map[string]string{"JWT_SECRET": secret}
-	cfg, _, err := config.Default(func(k string) string { return env[k] })
+	getenv := func(k string) string { return env[k] }
+	cfg, _, err := config.Default(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pipelineFor(t, cfg, func(k string) string { return env[k] })
-}
-
-func pipelineFor(t *testing.T, cfg *config.File, getenv func(string) string) (*Pipeline, func(claims jwt.MapClaims) string) {
-	t.Helper()
 	p, err := Compile(t.Context(), cfg, Deps{Getenv: getenv})
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +37,19 @@ func pipelineFor(t *testing.T, cfg *config.File, getenv func(string) string) (*P
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pl, func(c jwt.MapClaims) string {
+	return pl, lineageMint(t)
+}
+
+// pipelineFor serves doc; the returned function mints alice's tokens.
+func pipelineFor(t *testing.T, doc string) (*Pipeline, func(claims jwt.MapClaims) string) {
+	t.Helper()
+	return newPipeline(t, doc, Deps{}, Options{}), lineageMint(t)
+}
+
+// lineageMint mints HS256 tokens for alice in session sess-42; claims
+// override (nil deletes).
+func lineageMint(t *testing.T) func(claims jwt.MapClaims) string {
+	return func(c jwt.MapClaims) string {
 		c2 := jwt.MapClaims{"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(), "sub": "alice", "session_id": "sess-42"}
 		for k, v := range c {
 			if v == nil {
@@ -151,11 +160,7 @@ lineage:
 routes:
   - {name: all, default: true, issuers: [users, workloads]}
 `
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, tok := pipelineFor(t, cfg, nil)
+	pl, tok := pipelineFor(t, doc)
 	inbound := Headers{"x-root-context-id": "R", "x-parent-context-id": "P", "x-lineage-depth": "2"}
 	tests := []struct {
 		name      string
@@ -197,11 +202,7 @@ routes:
 
 func TestKagentPreset(t *testing.T) {
 	doc := "issuers: [{name: a, secret: " + secret + "}]\nlineage: {preset: kagent, trust: {all: true}}\nroutes: [{name: r, default: true, issuers: [a]}]\n"
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, tok := pipelineFor(t, cfg, nil)
+	pl, tok := pipelineFor(t, doc)
 	v := pl.Check(context.Background(), &Request{Method: "POST", Path: "/", Headers: Headers{
 		"authorization": "Bearer " + tok(nil), "x-kagent-parent-context-id": "caller-ctx", "x-root-context-id": "ignored",
 	}})
@@ -239,21 +240,13 @@ func TestSignedLineage(t *testing.T) {
 	dir := t.TempDir()
 	key := writeEd25519(t, dir)
 	hop1Doc := fmt.Sprintf("issuers: [{name: a, secret: %s}]\nlineage: {trust: {all: true}, signing: {key_file: %s, issuer: https://hop1.example.com}}\nroutes: [{name: r, default: true, issuers: [a], lineage: {sign: true}}]\n", secret, key)
-	cfg1, err := config.Parse([]byte(hop1Doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hop1, tok := pipelineFor(t, cfg1, nil)
+	hop1, tok := pipelineFor(t, hop1Doc)
 	jwks := filepath.Join(dir, "hop1-jwks.json")
 	if err := os.WriteFile(jwks, hop1.Policy().Signer().JWKS(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	hop2Doc := fmt.Sprintf("issuers: [{name: a, secret: %s}]\nlineage: {peers: [{issuer: https://hop1.example.com, jwks_file: %s}]}\nroutes: [{name: r, default: true, issuers: [a]}]\n", secret, jwks)
-	cfg2, err := config.Parse([]byte(hop2Doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hop2, _ := pipelineFor(t, cfg2, nil)
+	hop2, _ := pipelineFor(t, hop2Doc)
 
 	v1 := hop1.Check(context.Background(), &Request{Method: "GET", Path: "/", Headers: Headers{"authorization": "Bearer " + tok(nil), "x-root-context-id": "R", "x-parent-context-id": "P", "x-lineage-depth": "2"}})
 	set1, _ := upstream(v1)

@@ -7,7 +7,7 @@
 //	canonical   a host or path with more than one reading is refused
 //	metadata    RFC 9728 protected resource metadata is answered directly
 //	route       context_extensions name the route, else host and path do
-//	headers     repeated single-valued or forged owned headers are refused
+//	headers     repeated single-valued headers are refused
 //	public      public paths pass without a token (never a JSON-RPC call)
 //	call        the JSON-RPC call is read exactly, or refused
 //	credential  the bearer token is found where the route takes it

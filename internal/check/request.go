@@ -1,5 +1,7 @@
 package check
 
+import "net/netip"
+
 // Request is what the pipeline needs to know about one HTTP request, taken
 // from whatever front end received it (Envoy's CheckRequest, an HTTP
 // forward-auth call). It is plain data: the pipeline never sees Envoy types.
@@ -19,7 +21,11 @@ type Request struct {
 	ContextExtensions map[string]string
 	// SourcePrincipal is the mTLS peer identity (a SPIFFE id in a mesh).
 	SourcePrincipal string
-	RequestID       string
+	// PeerAddr is the address the check came from on the HTTP front end
+	// (the proxy asking): an X-Forwarded-Client-Cert is believed only from
+	// the addresses a peer issuer trusts. Zero on ext_authz.
+	PeerAddr  netip.Addr
+	RequestID string
 }
 
 // Headers are the request headers with lower-case names; repeated headers

@@ -11,9 +11,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // responseConfig: an MCP route served through ext_proc with rules on

@@ -8,8 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // sessionCounter counts session refusals (SessionObserver).
@@ -22,21 +21,9 @@ func (c *sessionCounter) SessionRefused(route string) { c.refused[route]++ }
 
 func TestSessionRefusedWhenFull(t *testing.T) {
 	doc := "issuers: [{name: a, secret: " + secret + "}]\nroutes: [{name: r, default: true, issuers: [a]}]\nsessions: {max_entries: 2, max_per_subject: 1, idle_timeout: 1m}\n"
-	cfg, err := config.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := newClock()
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
 	obs := &sessionCounter{observerFunc: func(string, Outcome) {}, refused: map[string]int{}}
-	pl, err := New(p, Options{Now: clk.Now, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := newPipeline(t, doc, Deps{Now: clk.Now}, Options{Now: clk.Now, Observer: obs})
 	use := func(sub, sid string) Verdict {
 		tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": sub, "exp": t0.Add(time.Hour).Unix()})
 		return pl.Check(context.Background(), agentReq(Headers{"authorization": "Bearer " + tok, "mcp-session-id": sid}))

@@ -3,8 +3,6 @@ package check
 import (
 	"context"
 	"testing"
-
-	"github.com/extauthz/extauthz/internal/config"
 )
 
 // TestShedding: beyond the policy's max_concurrent_checks a check is
@@ -14,16 +12,8 @@ import (
 func TestShedding(t *testing.T) {
 	clk := newClock()
 	compile := func(limits string) *Policy {
-		cfg, err := config.Parse([]byte("issuers: [{name: dev, algorithms: [HS256], secret: " + secret + "}]\n" +
-			"routes: [{name: agent, default: true, issuers: [dev]}]\n" + limits + "\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return compileDoc(t, "issuers: [{name: dev, algorithms: [HS256], secret: "+secret+"}]\n"+
+			"routes: [{name: agent, default: true, issuers: [dev]}]\n"+limits+"\n", Deps{Now: clk.Now})
 	}
 	var overloaded int
 	obs := observerFunc(func(route string, o Outcome) {

@@ -59,6 +59,7 @@ func (e *evaluation) decide() Verdict {
 		e.run("headers", e.headers),
 		e.run("public", e.public),
 		e.run("call", e.readCall),
+		e.run("peer", e.peerIdentity),
 		e.run("credential", e.credential),
 		e.run("identity", e.identify),
 		e.run("authorize", e.authorize),
@@ -185,6 +186,9 @@ func (e *evaluation) readCall() *denial {
 
 // credential finds the bearer token where the route takes it.
 func (e *evaluation) credential() *denial {
+	if e.grant != nil {
+		return nil // the workload is the caller (peerIdentity)
+	}
 	r := e.route
 	token, err := credential.Find(e.req.Headers, r.credentials)
 	if errors.Is(err, credential.ErrMissing) && r.tokenInMeta && e.call.metaToken != "" {
@@ -216,8 +220,14 @@ func (e *evaluation) badCredential(err error) *denial {
 // (signature and claims) and cached, never the raw token. A refusal is
 // cached too; a broken dependency is not.
 func (e *evaluation) identify() *denial {
+	if e.grant != nil {
+		return nil // the workload is the caller (peerIdentity)
+	}
 	r := e.route
 	key := cache.NewKey(r.keyPrefix, e.token)
+	if actor := peerActor(e.ctx); actor != "" {
+		key = cache.NewKey(r.keyPrefix, e.token, actor) // the grant names the workload
+	}
 	var found cached
 	entry, hit := e.lookup(key, &found)
 	if !hit {
@@ -227,11 +237,16 @@ func (e *evaluation) identify() *denial {
 			return e.badCredential(err)
 		}
 		e.ctx, e.cancel = e.withBudget(e.ctx) // see budget.go
-		entry = e.pl.verify(e.ctx, e.p, r, e.token)
+		note := &verifyNote{route: r.Name}
+		entry = e.pl.verify(withNote(e.ctx, note), e.p, r, e.token)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.
-			return &denial{outcome: Unavailable, desc: entry.description}
+			d := &denial{outcome: Unavailable, desc: entry.description}
+			if note.desc != "" {
+				d.desc, d.retryAfter = note.desc, note.retryAfter
+			}
+			return d
 		}
 		if !e.st.readOnly {
 			e.pl.remember(e.p, key, entry)
@@ -248,7 +263,7 @@ func (e *evaluation) identify() *denial {
 	e.grant = g
 	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove, HeadersID: grantHeaders}
 	e.rec.add(g.Subject, func() string {
-		return fmt.Sprintf("issuer %s, session %q, expires %s (cached: %v)", g.Issuer, g.Session, g.Expires.UTC().Format(time.RFC3339), hit)
+		return fmt.Sprintf("issuer %s (kind %s), session %q, expires %s (cached: %v)", g.Issuer, e.p.issuerKind(g.Issuer), g.Session, g.Expires.UTC().Format(time.RFC3339), hit)
 	})
 	return nil
 }

@@ -348,22 +348,3 @@ func (s *state) resync(ctx context.Context) {
 		s.revokeLocal(sub, at)
 	}
 }
-
-// stateSnapshot is everything a decision could change in the state, to
-// prove Explain changes none of it.
-type stateSnapshot struct {
-	sessions, tasks, elicitations, consents, initURL, revoked int
-	consentStats, initURLStats                                cache.Stats
-}
-
-func (s *state) snapshot() stateSnapshot {
-	n := 0
-	if m := s.revoked.Load(); m != nil {
-		n = len(*m)
-	}
-	return stateSnapshot{
-		sessions: s.sessions.Len(), tasks: s.tasks.Len(), elicitations: s.elicitations.Len(),
-		consents: s.consents.Len(), initURL: s.initURL.Len(), revoked: n,
-		consentStats: s.consents.Stats(), initURLStats: s.initURL.Stats(),
-	}
-}

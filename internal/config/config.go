@@ -307,6 +307,60 @@ type Issuer struct {
 	Type               string   `yaml:"type"`
 	RefreshInterval    Duration `yaml:"refresh_interval"`
 	UnknownKIDInterval Duration `yaml:"unknown_kid_interval"`
+
+	// Introspection, APIKeys and Peer make the issuer one of the other
+	// kinds (docs/credentials.md): opaque tokens asked about at the
+	// server, API keys from a file, workload identity from mTLS.
+	Introspection *Introspection `yaml:"introspection"`
+	APIKeys       *APIKeys       `yaml:"api_keys"`
+	Peer          *Peer          `yaml:"peer"`
+}
+
+// Introspection is an issuer of opaque tokens asked about at its RFC 7662
+// introspection endpoint.
+type Introspection struct {
+	// Endpoint; empty discovers it from the issuer (RFC 8414).
+	Endpoint      string         `yaml:"endpoint"`
+	ClientAuth    ExchangeClient `yaml:"client_auth"`
+	TokenTypeHint string         `yaml:"token_type_hint"`
+	Timeout       Duration       `yaml:"timeout"`
+	CacheTTL      Duration       `yaml:"cache_ttl"`
+	NegativeTTL   Duration       `yaml:"negative_ttl"`
+	// Always introspects this server's JWTs too.
+	Always bool `yaml:"always"`
+	// JWTResponse asks for RFC 9701 signed answers, verified with the
+	// issuer's jwks_url or discovery.
+	JWTResponse bool `yaml:"jwt_response"`
+}
+
+// APIKeys is an issuer of API keys defined in a file.
+type APIKeys struct {
+	File string `yaml:"file"`
+	// Header is read besides Authorization: Bearer ek_... (e.g. x-api-key).
+	Header string `yaml:"header"`
+}
+
+// Peer is an issuer of workload identities from mTLS.
+type Peer struct {
+	TrustDomains []string `yaml:"trust_domains"`
+	Paths        []string `yaml:"paths"`
+	Subject      string   `yaml:"subject"`
+	// XFCCFrom are the networks of the proxies whose
+	// X-Forwarded-Client-Cert is believed (forward-auth).
+	XFCCFrom []string `yaml:"xfcc_from"`
+}
+
+// Kind is the issuer's kind: jwt, introspection, api_keys or peer.
+func (is Issuer) Kind() string {
+	switch {
+	case is.Introspection != nil:
+		return "introspection"
+	case is.APIKeys != nil:
+		return "api_keys"
+	case is.Peer != nil:
+		return "peer"
+	}
+	return "jwt"
 }
 
 // Route is a class of requests with one authentication policy.

@@ -82,6 +82,26 @@ routes: [{name: r, issuers: [a]}]
 			want: []string{"HMAC algorithm HS256 needs an HMAC secret", "RS256 needs a public key source"},
 		},
 		{
+			name: "credential kinds",
+			doc: "issuers: [{name: o, issuer: https://as.example, introspection: {client_auth: {method: client_secret_basic}, jwt_response: true}}, " +
+				"{name: o2, introspection: {endpoint: ftp://x}}, {name: both, api_keys: {file: k.yaml}, peer: {trust_domains: [a]}}, " +
+				"{name: k, api_keys: {header: \"bad header\"}}, {name: m, secret: s, peer: {xfcc_from: [nonsense]}}]\n" +
+				"routes: [{name: r, issuers: [o, o2]}]\n",
+			want: []string{
+				"issuers[0] (o).introspection.client_auth: client_secret_basic needs client_secret_env or client_secret_file",
+				"issuers[0] (o).introspection.jwt_response: needs issuer and client_auth.client_id",
+				"issuers[0] (o).introspection.jwt_response: needs jwks_url or discovery",
+				"issuers[1] (o2).introspection.endpoint",
+				"issuers[2] (both): give at most one of introspection, api_keys and peer",
+				"issuers[3] (k).api_keys.file: required",
+				"issuers[3] (k).api_keys.header",
+				"issuers[4] (m): a peer issuer has no key source",
+				"issuers[4] (m).peer.trust_domains: at least one is required",
+				`issuers[4] (m).peer.xfcc_from[0]: "nonsense" is not an address or CIDR`,
+				"routes[0] (r).issuers: at most one introspection issuer",
+			},
+		},
+		{
 			name: "two key sources",
 			doc:  "issuers: [{name: a, secret: s, jwks_file: k.json}]\nroutes: [{name: r, issuers: [a]}]\n",
 			want: []string{"exactly one key source"},

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -20,30 +21,59 @@ var (
 // IsHMAC reports whether alg is one of the HMAC algorithms.
 func IsHMAC(alg string) bool { return contains(hmacAlgorithms, alg) }
 
-// Validate reports every problem in f at once.
+// Validate reports every problem in f at once, section by section.
 func (f *File) Validate() error {
 	var v validator
+	v.required(f)
+	issuers := v.issuers(f.Issuers)
+	v.routes(f, issuers)
+	v.routeIssuerKinds(f)
+	v.identityHeaders(f.Identity)
+	v.sessions(f.Sessions)
+	v.identity(f)
+	v.lineage(f.Lineage, f.Routes)
+	v.redis(f)
+	v.elicitations(f.Elicitations)
+	stss := v.exchanges(f.Exchanges)
+	v.routeExchanges(f.Routes, stss)
+	v.tracing(f.Tracing)
+	v.limits(f.Limits)
+	v.cache(f.Cache)
+	return v.err()
+}
+
+// required checks the sections no file can do without.
+func (v *validator) required(f *File) {
 	if len(f.Issuers) == 0 {
 		v.add("issuers: at least one issuer is required")
 	}
 	if len(f.Routes) == 0 {
 		v.add("routes: at least one route is required")
 	}
-	issuers := map[string]bool{}
-	for i, is := range f.Issuers {
+}
+
+// issuers checks each issuer and returns the set of their names.
+func (v *validator) issuers(list []Issuer) map[string]bool {
+	names := map[string]bool{}
+	for i, is := range list {
 		p := fmt.Sprintf("issuers[%d]", i)
 		if is.Name != "" {
 			p = fmt.Sprintf("issuers[%d] (%s)", i, is.Name)
 		}
 		v.issuer(p, is)
 		if is.Name != "" {
-			if issuers[is.Name] {
+			if names[is.Name] {
 				v.add("%s: duplicate issuer name", p)
 			}
-			issuers[is.Name] = true
+			names[is.Name] = true
 		}
 	}
-	routes := map[string]bool{}
+	return names
+}
+
+// routes checks each route against the issuers, names and the default.
+func (v *validator) routes(f *File, issuers map[string]bool) {
+	names := map[string]bool{}
 	defaults := 0
 	for i, r := range f.Routes {
 		p := fmt.Sprintf("routes[%d]", i)
@@ -57,10 +87,10 @@ func (f *File) Validate() error {
 			v.add("line %d: %s.protocol: http reads no JSON-RPC body, so its rules could never apply: remove them or the protocol", f.line("routes", i, "protocol"), p)
 		}
 		if r.Name != "" {
-			if routes[r.Name] {
+			if names[r.Name] {
 				v.add("%s: duplicate route name", p)
 			}
-			routes[r.Name] = true
+			names[r.Name] = true
 		}
 		if r.Default {
 			defaults++
@@ -69,7 +99,10 @@ func (f *File) Validate() error {
 	if defaults > 1 {
 		v.add("routes: at most one route may be the default")
 	}
-	id := f.Identity
+}
+
+// identityHeaders checks the headers that carry the identity upstream.
+func (v *validator) identityHeaders(id Identity) {
 	v.headerName("identity.user_header", id.UserHeader)
 	v.headerName("identity.session_header", id.SessionHeader)
 	if id.UserHeader == id.SessionHeader {
@@ -78,34 +111,49 @@ func (f *File) Validate() error {
 	if id.MaxHeaderValue < 0 || id.MaxHeaderValue > 8192 {
 		v.add("identity.max_header_value: must be between 1 and 8192")
 	}
-	if f.Sessions.MaxEntries < 0 || f.Sessions.IdleTimeout < 0 {
+}
+
+func (v *validator) sessions(s Sessions) {
+	if s.MaxEntries < 0 || s.IdleTimeout < 0 {
 		v.add("sessions: max_entries and idle_timeout must not be negative")
 	}
-	v.identity(f)
-	v.lineage(f.Lineage, f.Routes)
-	if rd := f.Redis; len(rd.Addrs) > 0 {
-		if len(f.Exchanges) > 0 && rd.EncryptionKeyEnv == "" {
-			v.add("redis.encryption_key_env: required with exchanges: Redis never holds a usable token in clear")
-		}
-		if f.Elicitations.StateKeyEnv == "" && f.Elicitations.StateKeyFile == "" && elicits(f.Routes) {
-			v.add("elicitations.state_key_env or state_key_file: required with redis and an authorize_url: every replica must verify the states the others sign")
-		}
-		if rd.Cluster && rd.MasterName != "" {
-			v.add("redis: cluster and master_name (Sentinel) exclude each other")
-		}
+}
+
+// redis checks what sharing state between replicas requires of the rest
+// of the file.
+func (v *validator) redis(f *File) {
+	rd := f.Redis
+	if len(rd.Addrs) == 0 {
+		return
 	}
-	if f.Elicitations.StateKeyEnv != "" && f.Elicitations.StateKeyFile != "" {
+	if len(f.Exchanges) > 0 && rd.EncryptionKeyEnv == "" {
+		v.add("redis.encryption_key_env: required with exchanges: Redis never holds a usable token in clear")
+	}
+	if f.Elicitations.StateKeyEnv == "" && f.Elicitations.StateKeyFile == "" && elicits(f.Routes) {
+		v.add("elicitations.state_key_env or state_key_file: required with redis and an authorize_url: every replica must verify the states the others sign")
+	}
+	if rd.Cluster && rd.MasterName != "" {
+		v.add("redis: cluster and master_name (Sentinel) exclude each other")
+	}
+}
+
+func (v *validator) elicitations(e Elicitations) {
+	if e.StateKeyEnv != "" && e.StateKeyFile != "" {
 		v.add("elicitations: state_key_env and state_key_file exclude each other")
 	}
-	stss := map[string]bool{}
-	for i, x := range f.Exchanges {
+}
+
+// exchanges checks each token exchange and returns the set of their names.
+func (v *validator) exchanges(list []Exchange) map[string]bool {
+	names := map[string]bool{}
+	for i, x := range list {
 		p := fmt.Sprintf("exchanges[%d]", i)
 		if x.Name == "" {
 			v.add("%s: name is required", p)
-		} else if stss[x.Name] {
+		} else if names[x.Name] {
 			v.add("%s: duplicate name %q", p, x.Name)
 		}
-		stss[x.Name] = true
+		names[x.Name] = true
 		if (x.TokenEndpoint == "") == (x.Issuer == "") {
 			v.add("%s: exactly one of token_endpoint and issuer (discovery) is required", p)
 		}
@@ -128,7 +176,12 @@ func (f *File) Validate() error {
 			v.add("%s.client_auth: %s needs client_secret_env or client_secret_file", p, c.Method)
 		}
 	}
-	for i, r := range f.Routes {
+	return names
+}
+
+// routeExchanges checks the routes' use of the exchanges.
+func (v *validator) routeExchanges(routes []Route, stss map[string]bool) {
+	for i, r := range routes {
 		if r.Exchange == nil {
 			continue
 		}
@@ -155,28 +208,36 @@ func (f *File) Validate() error {
 			v.add("routes[%d] (%s): forward_authorization cannot be combined with exchange: the inbound token never reaches the upstream", i, r.Name)
 		}
 	}
-	if r := f.Tracing.SampleRatio; r != nil && (*r < 0 || *r > 1) {
+}
+
+func (v *validator) tracing(t Tracing) {
+	if r := t.SampleRatio; r != nil && (*r < 0 || *r > 1) {
 		v.add("tracing.sample_ratio: must be between 0 and 1")
 	}
-	if f.Limits.MaxConcurrentChecks < 0 {
+}
+
+func (v *validator) limits(l Limits) {
+	if l.MaxConcurrentChecks < 0 {
 		v.add("limits.max_concurrent_checks: must not be negative")
 	}
-	if d := f.Limits.CheckDeadline.D(); d < 0 || d > time.Minute {
+	if d := l.CheckDeadline.D(); d < 0 || d > time.Minute {
 		v.add("limits.check_deadline: %s is not between 0 and 1m", d)
 	}
-	if f.Limits.MaxWaitingPerDependency < 0 {
+	if l.MaxWaitingPerDependency < 0 {
 		v.add("limits.max_waiting_per_dependency: must not be negative")
 	}
-	if s := f.Limits.OverloadStatus; s != 429 && (s < 500 || s > 599) && s != 403 {
+	if s := l.OverloadStatus; s != 429 && (s < 500 || s > 599) && s != 403 {
 		v.add("limits.overload_status: %d is not 403, 429 or 5xx", s)
 	}
-	if f.Cache.MaxEntries < 0 {
+}
+
+func (v *validator) cache(c Cache) {
+	if c.MaxEntries < 0 {
 		v.add("cache.max_entries: must be positive")
 	}
-	if f.Cache.NegativeTTL < 0 {
+	if c.NegativeTTL < 0 {
 		v.add("cache.negative_ttl: must not be negative")
 	}
-	return v.err()
 }
 
 type validator struct{ errs []error }
@@ -191,11 +252,30 @@ func (v *validator) issuer(p string, is Issuer) {
 	if is.Name == "" {
 		v.add("%s: name is required", p)
 	}
+	if n := btoi(is.Introspection != nil) + btoi(is.APIKeys != nil) + btoi(is.Peer != nil); n > 1 {
+		v.add("%s: give at most one of introspection, api_keys and peer", p)
+		return
+	}
 	sources := 0
 	for _, set := range []bool{is.SecretEnv != "" || is.SecretFile != "" || is.Secret != "", is.JWKSURL != "", is.JWKSFile != "", is.Discovery} {
 		if set {
 			sources++
 		}
+	}
+	switch is.Kind() {
+	case "introspection":
+		v.introspection(p, is, sources)
+		return
+	case "api_keys", "peer":
+		if sources > 0 || len(is.Algorithms) > 0 {
+			v.add("%s: a %s issuer has no key source or algorithms", p, strings.ReplaceAll(is.Kind(), "_", " "))
+		}
+		if is.APIKeys != nil {
+			v.apiKeys(p+".api_keys", *is.APIKeys)
+		} else {
+			v.peer(p+".peer", *is.Peer)
+		}
+		return
 	}
 	if sources != 1 {
 		v.add("%s: exactly one key source is required (secret_env, secret_file or secret; jwks_url; jwks_file; discovery)", p)
@@ -238,7 +318,103 @@ func (v *validator) issuer(p string, is Issuer) {
 	}
 }
 
+// introspection checks an introspection issuer; sources counts its JWT key
+// sources, used only to verify RFC 9701 answers.
+func (v *validator) introspection(p string, is Issuer, sources int) {
+	in := is.Introspection
+	q := p + ".introspection"
+	if in.Endpoint != "" {
+		v.url(q+".endpoint", in.Endpoint)
+	} else if is.Issuer == "" {
+		v.add("%s: endpoint, or issuer to discover it from, is required", q)
+	}
+	if is.Issuer != "" {
+		v.url(p+".issuer", is.Issuer)
+	}
+	c := in.ClientAuth
+	switch c.Method {
+	case "", "client_secret_basic", "client_secret_post", "private_key_jwt", "none":
+	default:
+		v.add("%s.client_auth.method: %q is not client_secret_basic, client_secret_post, private_key_jwt or none", q, c.Method)
+	}
+	if c.Method == "private_key_jwt" && c.PrivateKeyFile == "" {
+		v.add("%s.client_auth: private_key_jwt needs private_key_file", q)
+	}
+	if (c.Method == "client_secret_basic" || c.Method == "client_secret_post") && c.ClientSecretEnv == "" && c.ClientSecretFile == "" {
+		v.add("%s.client_auth: %s needs client_secret_env or client_secret_file", q, c.Method)
+	}
+	if in.Timeout < 0 || in.CacheTTL < 0 {
+		v.add("%s: timeout and cache_ttl must not be negative", q)
+	}
+	if in.JWTResponse {
+		if is.Issuer == "" || c.ClientID == "" {
+			v.add("%s.jwt_response: needs issuer and client_auth.client_id (the answer's iss and aud)", q)
+		}
+		if is.JWKSURL == "" && !is.Discovery {
+			v.add("%s.jwt_response: needs jwks_url or discovery for the server's keys", q)
+		}
+	}
+	if sources > 0 && !in.JWTResponse {
+		v.add("%s: a key source is only used with jwt_response", q)
+	}
+	if is.SecretEnv != "" || is.SecretFile != "" || is.Secret != "" || is.JWKSFile != "" {
+		v.add("%s: only jwks_url or discovery can verify JWT answers", q)
+	}
+}
+
+func (v *validator) apiKeys(p string, k APIKeys) {
+	if k.File == "" {
+		v.add("%s.file: required", p)
+	}
+	if k.Header != "" {
+		v.headerName(p+".header", k.Header)
+	}
+}
+
+func (v *validator) peer(p string, pc Peer) {
+	if len(pc.TrustDomains) == 0 {
+		v.add("%s.trust_domains: at least one is required", p)
+	}
+	for i, n := range pc.XFCCFrom {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			if _, err := netip.ParseAddr(n); err != nil {
+				v.add("%s.xfcc_from[%d]: %q is not an address or CIDR", p, i, n)
+			}
+		}
+	}
+}
+
+// routeIssuerKinds: a route sends an opaque token to at most one
+// introspection endpoint.
+func (v *validator) routeIssuerKinds(f *File) {
+	kinds := map[string]string{}
+	for _, is := range f.Issuers {
+		kinds[is.Name] = is.Kind()
+	}
+	for i, r := range f.Routes {
+		n := 0
+		for _, name := range r.Issuers {
+			if kinds[name] == "introspection" {
+				n++
+			}
+		}
+		if n > 1 {
+			v.add("routes[%d] (%s).issuers: at most one introspection issuer (an opaque token is sent to one server only)", i, r.Name)
+		}
+	}
+}
+
 func (v *validator) route(p string, r Route, issuers map[string]bool, id Identity) {
+	v.routeMatch(p, r, issuers)
+	v.routeCredentials(p, r)
+	v.routeProtocol(p, r)
+	v.routeRules(p, r.Rules)
+	v.routeResource(p, r.ProtectedResource)
+	v.routeClaimHeaders(p, r.ClaimHeaders, id)
+}
+
+// routeMatch checks the route's name, issuers and what requests it matches.
+func (v *validator) routeMatch(p string, r Route, issuers map[string]bool) {
 	if r.Name == "" {
 		v.add("%s: name is required", p)
 	}
@@ -264,6 +440,11 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 			v.add("%s.public_paths: %q must start with / and may only end in *", p, pp)
 		}
 	}
+}
+
+// routeCredentials checks where the route finds credentials and announces
+// its metadata.
+func (v *validator) routeCredentials(p string, r Route) {
 	if r.ResourceMetadata != "" {
 		v.url(p+".resource_metadata", r.ResourceMetadata)
 	}
@@ -273,6 +454,10 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	if r.Credentials.Cookie != "" && !isToken(r.Credentials.Cookie) {
 		v.add("%s.credentials.cookie: %q is not a valid cookie name", p, r.Credentials.Cookie)
 	}
+}
+
+// routeProtocol checks the protocol and what it needs of the body.
+func (v *validator) routeProtocol(p string, r Route) {
 	if _, ok := jsonrpc.ParseProtocol(r.Protocol); !ok {
 		v.add("%s.protocol: %q is not one of auto, mcp, a2a, http", p, r.Protocol)
 	}
@@ -293,7 +478,10 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	default:
 		v.add("%s.request_body: %q is neither sent nor none", p, r.RequestBody)
 	}
-	for i, rule := range r.Rules {
+}
+
+func (v *validator) routeRules(p string, rules []Rule) {
+	for i, rule := range rules {
 		q := fmt.Sprintf("%s.rules[%d]", p, i)
 		if rule.Name != "" {
 			q = fmt.Sprintf("%s.rules[%d] (%s)", p, i, rule.Name)
@@ -312,15 +500,22 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 			}
 		}
 	}
-	pr := r.ProtectedResource
+}
+
+func (v *validator) routeResource(p string, pr ProtectedResource) {
 	if pr.Resource != "" {
 		v.url(p+".protected_resource.resource", pr.Resource)
 	}
 	for _, as := range pr.AuthorizationServers {
 		v.url(p+".protected_resource.authorization_servers", as)
 	}
+}
+
+// routeClaimHeaders checks the headers claims are copied into: none may be
+// one the service already sets.
+func (v *validator) routeClaimHeaders(p string, headers []ClaimHeader, id Identity) {
 	seen := map[string]bool{id.UserHeader: true, id.SessionHeader: true}
-	for i, ch := range r.ClaimHeaders {
+	for i, ch := range headers {
 		q := fmt.Sprintf("%s.claim_headers[%d]", p, i)
 		if ch.Claim == "" {
 			v.add("%s.claim: is required", q)

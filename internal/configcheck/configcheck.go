@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/apikey"
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
@@ -209,6 +210,15 @@ func (c *checker) issuers(f *config.File) {
 		case is.JWKSFile != "":
 			if err := jwtauth.CheckKeySource(context.Background(), nil, jwtauth.IssuerSpec{JWKSFile: is.JWKSFile}); err != nil {
 				c.add(p+".jwks_file", "%v", unwrapPath(err))
+			}
+		case is.APIKeys != nil:
+			if _, err := apikey.Open(is.APIKeys.File, apikey.Options{Name: is.Name}); err != nil {
+				c.add(p+".api_keys.file", "%v", err)
+			}
+		case is.Introspection != nil:
+			ca := is.Introspection.ClientAuth
+			if _, err := secrets.Load(c.getenv, ca.ClientSecretEnv, ca.ClientSecretFile); err != nil {
+				c.add(p+".introspection.client_auth", "%v", unwrapPath(err))
 			}
 		}
 	}

@@ -28,7 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 const repoRoot = "../.."
@@ -67,6 +67,7 @@ func fixtures(t *testing.T) map[string]string {
 		"tls_ca_file":        write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert})),
 		"actor_token_file":   write("actor", []byte(testtoken.RSA(t, "a").Sign(t, map[string]any{"sub": "extauthz"}))),
 		"client_secret_file": write("client-secret", []byte("s3cret\n")),
+		"file":               write("api-keys.yaml", []byte("keys:\n  - {id: k1, subject: agent, hash: sha256:"+strings.Repeat("ab", 32)+"}\n")),
 	}
 }
 
@@ -78,7 +79,7 @@ func useFixtures(t *testing.T, n *yaml.Node, files map[string]string) {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i].Value, n.Content[i+1]
-			if strings.HasSuffix(k, "_file") && v.Kind == yaml.ScalarNode {
+			if (strings.HasSuffix(k, "_file") || k == "file") && v.Kind == yaml.ScalarNode {
 				f, ok := files[k]
 				if !ok {
 					t.Fatalf("no fixture for %s: add one to fixtures()", k)

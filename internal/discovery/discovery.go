@@ -1,7 +1,8 @@
 // Package discovery finds an OAuth authorization server's or OpenID
 // provider's metadata from its issuer identifier: the one implementation
-// behind JWT key sets found by discovery (jwtauth) and token endpoints found
-// by discovery (exchange).
+// behind JWT key sets found by discovery (jwtauth), token endpoints found
+// by discovery (exchange) and introspection endpoints found by discovery
+// (introspect).
 //
 // Order: the RFC 8414 location first, then the OpenID Connect Discovery
 // one. RFC 8414 section 3 inserts the well-known path between the host and
@@ -30,6 +31,8 @@ type Metadata struct {
 	Issuer        string `json:"issuer"`
 	JWKSURI       string `json:"jwks_uri"`
 	TokenEndpoint string `json:"token_endpoint"`
+	// IntrospectionEndpoint is RFC 8414's introspection_endpoint (RFC 7662).
+	IntrospectionEndpoint string `json:"introspection_endpoint"`
 }
 
 // URLs are the metadata locations of issuer, in the order Discover tries
@@ -84,6 +87,12 @@ func JWKSURI(md Metadata) error { return field("jwks_uri", md.JWKSURI) }
 
 // TokenEndpoint accepts metadata whose token_endpoint is an http(s) URL.
 func TokenEndpoint(md Metadata) error { return field("token_endpoint", md.TokenEndpoint) }
+
+// IntrospectionEndpoint accepts metadata whose introspection_endpoint is an
+// http(s) URL.
+func IntrospectionEndpoint(md Metadata) error {
+	return field("introspection_endpoint", md.IntrospectionEndpoint)
+}
 
 func field(name, v string) error {
 	if err := CheckHTTPURL(v); err != nil {

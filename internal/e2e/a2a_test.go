@@ -8,7 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
 // TestNginxA2AMessageSeesIdentity: with a valid token the SDK client's

@@ -11,7 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
 // sdks are the TypeScript SDK generations the client script speaks.

@@ -20,8 +20,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/app"
-	"github.com/extauthz/extauthz/internal/testpeers"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 const secret = "e2e-test-secret-of-sufficient-length-0123456789"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
 // TestNginxMCPToolCallSeesIdentity: with a valid token the SDK client's tool

@@ -3,17 +3,15 @@ package elicit_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 var pending = elicit.Pending{
 	ID:      "QHXWZ4N7L2AJ6P5KGDRYVBM3TE",
@@ -24,21 +22,9 @@ var pending = elicit.Pending{
 
 const message = "Example Files needs your permission before this tool can read your files."
 
-func golden(t *testing.T, name string, got []byte) {
+func matchGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(append(got, '\n'), want) {
-		t.Errorf("%s differs (run with -update to accept):\n got: %s\nwant: %s", p, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), append(got, '\n'))
 }
 
 func decode(t *testing.T, b []byte) map[string]any {
@@ -54,7 +40,7 @@ func decode(t *testing.T, b []byte) map[string]any {
 // 2025-11-25 defines for a client that declared URL elicitation.
 func TestURLElicitationError(t *testing.T) {
 	body := elicit.URLElicitationError([]byte(`7`), pending, message)
-	golden(t, "url-elicitation.json", body)
+	matchGolden(t, "url-elicitation.json", body)
 	want := map[string]any{
 		"jsonrpc": "2.0",
 		"id":      7.0,
@@ -80,7 +66,7 @@ func TestURLElicitationError(t *testing.T) {
 // elicitation: a tool result with isError and _meta.auth_required.
 func TestToolResultAuthRequired(t *testing.T) {
 	body := elicit.ToolResultAuthRequired([]byte(`"call-1"`), pending, message)
-	golden(t, "tool-result.json", body)
+	matchGolden(t, "tool-result.json", body)
 	want := map[string]any{
 		"jsonrpc": "2.0",
 		"id":      "call-1",
@@ -109,7 +95,7 @@ func TestToolResultAuthRequired(t *testing.T) {
 
 func TestA2AAuthRequired(t *testing.T) {
 	body := elicit.A2AAuthRequired([]byte(`"req-9"`), pending, message)
-	golden(t, "a2a.json", body)
+	matchGolden(t, "a2a.json", body)
 	got := decode(t, body)
 	e, _ := got["error"].(map[string]any)
 	data, _ := e["data"].(map[string]any)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/internal/elicit"
-	"github.com/extauthz/extauthz/internal/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
 )
 
 type clock = testclock.Clock

@@ -13,9 +13,9 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
-	"github.com/extauthz/extauthz/internal/testpeers"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // reuseToken is what a sub-agent does on its outbound call when

@@ -13,10 +13,10 @@ import (
 
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
-	"github.com/extauthz/extauthz/internal/testpeers"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // serveGRPC runs the ext_authz server on a real 127.0.0.1 listener.

@@ -12,10 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 const secret = "envoyauthz-test-secret-0123456789abcdef"
@@ -171,14 +170,15 @@ func TestResponse(t *testing.T) {
 func benchFixture(b *testing.B) (*Server, map[string]func(i int) string) {
 	rs, es := testtoken.RSA(b, "rs1"), testtoken.EC(b, "es1")
 	jwks := testtoken.WriteJWKS(b, b.TempDir(), rs, es)
+	creds := pipelinetest.NewCredentials(b)
 	doc := fmt.Sprintf(`issuers:
   - {name: dev, algorithms: [HS256], secret: %s}
   - {name: rsa, issuer: https://idp.example.com/rsa, algorithms: [RS256], jwks_file: %s}
   - {name: ec, issuer: https://idp.example.com/ec, algorithms: [ES256], jwks_file: %s}
-routes: [{name: bench, default: true, issuers: [dev, rsa, ec]}]
+%sroutes: [{name: bench, default: true, issuers: [dev, rsa, ec, opaque, keys]}]
 cache: {max_entries: 1000000}
-`, secret, jwks, jwks)
-	pl := pipelinetest.New(b, doc, check.Deps{}, check.Options{})
+`, secret, jwks, jwks, creds.Issuers)
+	pl := pipelinetest.New(b, doc, check.Deps{Getenv: creds.Getenv}, check.Options{})
 	exp := time.Now().Add(time.Hour).Unix()
 	claims := func(i int, iss string) jwt.MapClaims {
 		c := jwt.MapClaims{"sub": fmt.Sprint("user-", i), "session_id": fmt.Sprint("sess-", i), "exp": exp}
@@ -188,9 +188,12 @@ cache: {max_entries: 1000000}
 		return c
 	}
 	return NewServer(pl), map[string]func(int) string{
-		"HS256": func(i int) string { return testtoken.HMAC(b, "HS256", secret, claims(i, "")) },
-		"RS256": func(i int) string { return rs.Sign(b, claims(i, "https://idp.example.com/rsa")) },
-		"ES256": func(i int) string { return es.Sign(b, claims(i, "https://idp.example.com/ec")) },
+		// The other credential kinds have one credential each: hits only.
+		"apikey":        func(int) string { return creds.APIKey },
+		"introspection": func(int) string { return creds.Opaque },
+		"HS256":         func(i int) string { return testtoken.HMAC(b, "HS256", secret, claims(i, "")) },
+		"RS256":         func(i int) string { return rs.Sign(b, claims(i, "https://idp.example.com/rsa")) },
+		"ES256":         func(i int) string { return es.Sign(b, claims(i, "https://idp.example.com/ec")) },
 	}
 }
 
@@ -199,6 +202,18 @@ cache: {max_entries: 1000000}
 func BenchmarkCheck(b *testing.B) {
 	srv, mint := benchFixture(b)
 	ctx := context.Background()
+	for _, kind := range []string{"apikey", "introspection"} {
+		b.Run("hit/"+kind, func(b *testing.B) {
+			req := checkRequest(map[string]string{"authorization": "Bearer " + mint[kind](0)})
+			if r, _ := srv.Check(ctx, req); r.GetStatus().GetCode() != 0 {
+				b.Fatalf("denied: %v", r)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				srv.Check(ctx, req)
+			}
+		})
+	}
 	for _, alg := range []string{"HS256", "RS256", "ES256"} {
 		b.Run("hit/"+alg, func(b *testing.B) {
 			req := checkRequest(map[string]string{"authorization": "Bearer " + mint[alg](0)})
@@ -253,16 +268,9 @@ func (b *blockingVerifier) Verify(ctx context.Context, _ string, _, _ []string) 
 // TestOverloadIsShedFast: beyond max_concurrent_checks a check is answered
 // at once with the configured status instead of queueing.
 func TestOverloadIsShedFast(t *testing.T) {
-	cfg, err := config.Parse([]byte("issuers: [{name: a, secret: " + secret + "}]\nroutes: [{name: r, default: true, issuers: [a]}]\nlimits: {max_concurrent_checks: 1, overload_status: 429}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	bv := &blockingVerifier{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	p, err := check.Compile(t.Context(), cfg, check.Deps{Verifier: bv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, _ := check.New(p, check.Options{})
+	pl := pipelinetest.New(t, "issuers: [{name: a, secret: "+secret+"}]\nroutes: [{name: r, default: true, issuers: [a]}]\nlimits: {max_concurrent_checks: 1, overload_status: 429}\n",
+		check.Deps{Verifier: bv}, check.Options{})
 	srv := NewServer(pl)
 	first := make(chan *authv3.CheckResponse, 1)
 	go func() {

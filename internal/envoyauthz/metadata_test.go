@@ -11,7 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")

@@ -12,11 +12,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
-	"github.com/extauthz/extauthz/internal/envoytest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 	"github.com/extauthz/extauthz/internal/tracing"
+
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 )
 
 // TestTracing: a span per check continuing Envoy's trace (W3C or B3), and a
@@ -30,19 +31,11 @@ func TestTracing(t *testing.T) {
 	key := testtoken.RSA(t, "k1")
 	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(testtoken.JWKS(t, key)) }))
 	defer jwks.Close()
-	cfg, err := config.Parse([]byte(fmt.Sprintf("issuers: [{name: idp, issuer: https://idp.example.com, algorithms: [RS256], jwks_url: %s}]\nroutes: [{name: r, default: true, issuers: [idp]}]\n", jwks.URL)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := check.Compile(t.Context(), cfg, check.Deps{HTTPClient: &http.Client{Transport: tr.Transport(nil)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	for !p.Ready() {
+	pl := pipelinetest.New(t, fmt.Sprintf("issuers: [{name: idp, issuer: https://idp.example.com, algorithms: [RS256], jwks_url: %s}]\nroutes: [{name: r, default: true, issuers: [idp]}]\n", jwks.URL),
+		check.Deps{HTTPClient: &http.Client{Transport: tr.Transport(nil)}}, check.Options{Tracer: tr})
+	for !pl.Policy().Ready() {
 		time.Sleep(10 * time.Millisecond)
 	}
-	pl, _ := check.New(p, check.Options{Tracer: tr})
 	srv := envoyauthz.NewServer(pl)
 	tok := key.Sign(t, jwt.MapClaims{"sub": "alice", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()})
 

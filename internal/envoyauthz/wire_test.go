@@ -18,9 +18,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/envoytest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
+
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 )
 
 // wireRequests are CheckRequests of every shape the wire decoder must read
@@ -113,16 +114,7 @@ func FuzzWireDecode(f *testing.F) {
 // of one conversation are answered with the pre-encoded response, which must
 // decode to the same message as the first.
 func TestWirePathOverGRPC(t *testing.T) {
-	cfg, err := config.Parse([]byte("issuers: [{name: a, secret: " + secret + "}]\nroutes: [{name: r, default: true, issuers: [a]}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := check.Compile(t.Context(), cfg, check.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	pl, _ := check.New(p, check.Options{})
+	pl := pipelinetest.New(t, "issuers: [{name: a, secret: "+secret+"}]\nroutes: [{name: r, default: true, issuers: [a]}]\n", check.Deps{}, check.Options{})
 	gs := grpc.NewServer(ServerOptions()...)
 	Register(gs, NewServer(pl))
 	lis, _ := net.Listen("tcp", "127.0.0.1:0")

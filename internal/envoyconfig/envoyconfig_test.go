@@ -2,7 +2,6 @@ package envoyconfig
 
 import (
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,9 +9,9 @@ import (
 
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	"google.golang.org/protobuf/encoding/protojson"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/bad")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 func readFile(t testing.TB, path string) []byte {
 	t.Helper()
@@ -72,17 +71,7 @@ func TestCheckBroken(t *testing.T) {
 			if err == nil {
 				t.Fatal("Check passed a broken configuration")
 			}
-			golden := filepath.Join("testdata", "bad", tc.name+".golden")
-			got := err.Error() + "\n"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if want := string(readFile(t, golden)); got != want {
-				t.Errorf("Check error:\n%s\nwant (%s):\n%s", got, golden, want)
-			}
+			golden.Check(t, filepath.Join("testdata", "bad", tc.name+".golden"), []byte(err.Error()+"\n"))
 		})
 	}
 }

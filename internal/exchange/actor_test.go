@@ -11,7 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/exchange"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
 )
 
 // actorFile holds a service-account-like token, replaced the way a

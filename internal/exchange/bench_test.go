@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/extauthz/extauthz/internal/exchange"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
 )
 
 // BenchmarkExchangeCached is the hot path: a request whose exchanged token

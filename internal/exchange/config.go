@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/oauthclient"
 )
 
 // Token type identifiers (RFC 8693 section 3).
@@ -23,11 +25,15 @@ const GrantTypeTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
 // Client authentication methods at the token endpoint (RFC 6749 section
 // 2.3.1, RFC 7523 section 2.2, RFC 8414 names).
 const (
-	AuthClientSecretBasic = "client_secret_basic"
-	AuthClientSecretPost  = "client_secret_post"
-	AuthPrivateKeyJWT     = "private_key_jwt"
-	AuthNone              = "none"
+	AuthClientSecretBasic = oauthclient.ClientSecretBasic
+	AuthClientSecretPost  = oauthclient.ClientSecretPost
+	AuthPrivateKeyJWT     = oauthclient.PrivateKeyJWT
+	AuthNone              = oauthclient.None
 )
+
+// ClientAssertionType is the client_assertion_type of private_key_jwt
+// (RFC 7523 section 2.2).
+const ClientAssertionType = oauthclient.AssertionType
 
 // Defaults for zero Config fields.
 const (
@@ -46,27 +52,10 @@ const (
 // actorCheckInterval is how often the actor token file is looked at.
 const actorCheckInterval = time.Second
 
-// ClientAuth is how this service authenticates to the STS.
-type ClientAuth struct {
-	// Method is one of the Auth* constants. Empty means client_secret_basic
-	// when ClientSecret is set, else none.
-	Method   string
-	ClientID string
-	// ClientSecret for client_secret_basic and client_secret_post. It is
-	// never logged.
-	ClientSecret string
-	// PrivateKeyFile (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC) signs the
-	// private_key_jwt client assertion. It is read once, by New.
-	PrivateKeyFile string
-	// KeyID is the assertion's kid header, "" for none.
-	KeyID string
-	// Algorithm is RS256, ES256 or EdDSA; empty picks the one matching the
-	// key (ES256 needs a P-256 key).
-	Algorithm string
-	// Audience is the assertion's aud; empty means the token endpoint URL
-	// (RFC 7523 section 3).
-	Audience string
-}
+// ClientAuth is how this service authenticates to the STS (see
+// oauthclient.Config; the assertion's default audience is the token
+// endpoint).
+type ClientAuth = oauthclient.Config
 
 // Config is one STS as a route uses it. Zero fields get the defaults.
 type Config struct {
@@ -257,29 +246,11 @@ func compile(c Config) (compiled, error) {
 	}
 	cc.issuer = c.Issuer
 
-	a := &cc.Auth
-	if a.Method == "" {
-		a.Method = AuthNone
-		if a.ClientSecret != "" {
-			a.Method = AuthClientSecretBasic
-		}
+	auth, err := cc.Auth.Normalize()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("exchange: %w", err))
 	}
-	switch a.Method {
-	case AuthClientSecretBasic, AuthClientSecretPost:
-		if a.ClientID == "" || a.ClientSecret == "" {
-			errs = append(errs, fmt.Errorf("exchange: %s needs a client id and a client secret", a.Method))
-		}
-	case AuthPrivateKeyJWT:
-		if a.ClientID == "" || a.PrivateKeyFile == "" {
-			errs = append(errs, errors.New("exchange: private_key_jwt needs a client id and a private key file"))
-		}
-	case AuthNone:
-		if a.ClientSecret != "" {
-			errs = append(errs, errors.New("exchange: a client secret is set but the method is none"))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("exchange: unknown client authentication method %q (client_secret_basic, client_secret_post, private_key_jwt, none)", a.Method))
-	}
+	cc.Auth = auth
 
 	setDefault(&cc.SubjectTokenType, TokenTypeAccessToken)
 	setDefault(&cc.RequestedTokenType, TokenTypeAccessToken)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/extauthz/extauthz/internal/exchange"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 func TestNewRejects(t *testing.T) {

@@ -43,7 +43,9 @@ import (
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/extauthz/extauthz/internal/breaker"
 	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/oauthclient"
 )
 
 // refreshRetry is how long a failed background refresh waits before the
@@ -59,11 +61,11 @@ type Exchanger struct {
 	now      func() time.Time
 	onCall   func(result string, took time.Duration)
 	shared   SharedTokens
-	auth     *clientAuth
+	auth     *oauthclient.Auth
 	actor    *actorSource // nil without an actor token
 	cache    *cache.Cache[*entry]
 	group    singleflight.Group
-	breaker  *breaker
+	breaker  *breaker.Breaker
 	resolver endpointResolver
 	// waiting bounds the requests waiting for STS calls; nil: no bound.
 	waiting *semaphore.Weighted
@@ -97,9 +99,9 @@ func New(cfg Config, opts Options) (*Exchanger, error) {
 	if err != nil {
 		return nil, err
 	}
-	auth, err := newClientAuth(cc.Auth)
+	auth, err := oauthclient.New(cc.Auth)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("exchange: %w", err)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -127,7 +129,7 @@ func New(cfg Config, opts Options) (*Exchanger, error) {
 		now:      now,
 		auth:     auth,
 		cache:    c,
-		breaker:  newBreaker(cc.BreakerFailures, cc.BreakerCooldown),
+		breaker:  breaker.New(cc.BreakerFailures, cc.BreakerCooldown),
 		resolver: endpointResolver{issuer: cc.issuer},
 		onCall:   opts.OnCall,
 		shared:   opts.Shared,
@@ -239,7 +241,7 @@ func (e *Exchanger) request(subject string, t Target, act *actorToken) *request 
 // by one caller per key at a time (singleflight).
 func (e *Exchanger) flight(k cache.Key, req *request, o Owner) *entry {
 	start := e.now()
-	if ok, wait := e.breaker.allow(start); !ok {
+	if ok, wait := e.breaker.Allow(start); !ok {
 		e.rejected.Add(1)
 		return &entry{err: &Error{Kind: Unavailable, reason: "STS calls suspended after repeated failures", RetryAfter: clampRetry(wait)}}
 	}
@@ -256,14 +258,14 @@ func (e *Exchanger) flight(k cache.Key, req *request, o Owner) *entry {
 	}
 	// An answer later than the budget missed every waiting request: for
 	// the breaker, that STS is failing.
-	e.breaker.record(now, out.healthy && now.Sub(start) <= e.cfg.Budget)
+	e.breaker.Record(now, out.healthy && now.Sub(start) <= e.cfg.Budget)
 
 	if out.err != nil {
 		e.failures.Add(1)
 		err := out.err
 		if err.Kind == Unavailable && err.RetryAfter == 0 {
 			err.RetryAfter = defaultRetryAfter
-			if ok, wait := e.breaker.peek(now); !ok {
+			if ok, wait := e.breaker.Peek(now); !ok {
 				err.RetryAfter = clampRetry(wait)
 			}
 		}
@@ -458,7 +460,7 @@ func (e *Exchanger) Stats() Stats {
 	return Stats{
 		Hits: e.hits.Load(), Misses: e.misses.Load(), SharedHits: e.sharedHits.Load(),
 		Calls: e.calls.Load(), Failures: e.failures.Load(), Refreshes: e.refreshes.Load(),
-		Rejected: e.rejected.Load(), BreakerOpen: e.breaker.open(),
+		Rejected: e.rejected.Load(), BreakerOpen: e.breaker.Open(),
 		Cache: e.cache.Stats(),
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/internal/exchange"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 var (

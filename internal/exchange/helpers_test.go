@@ -14,9 +14,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/exchange"
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
-	"github.com/extauthz/extauthz/internal/testclock"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // clock is a settable clock shared by the Exchanger and the STS.

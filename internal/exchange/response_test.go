@@ -2,16 +2,14 @@ package exchange
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 // A JWT whose payload is {"exp":1800000600} (header and signature are not
 // checked when reading exp).
@@ -81,19 +79,7 @@ func TestParseResponseGolden(t *testing.T) {
 		e := o.err
 		fmt.Fprintf(&out, "%-24s %s status=%d code=%q retry=%s healthy=%v desc=%q: %s\n", tc.name, e.Kind, e.Status, e.Code, e.RetryAfter, o.healthy, e.Description, e.Error())
 	}
-	golden := filepath.Join("testdata", "responses.golden")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(out.Bytes(), want) {
-		t.Errorf("outcomes differ from %s (run with -update to accept):\n%s", golden, out.String())
-	}
+	golden.Check(t, filepath.Join("testdata", "responses.golden"), out.Bytes())
 }
 
 func TestCacheKeyDistinct(t *testing.T) {
@@ -116,40 +102,6 @@ func TestCacheKeyDistinct(t *testing.T) {
 		t.Error("cache key is not deterministic")
 	}
 }
-
-func TestBreakerStates(t *testing.T) {
-	now := time.Unix(0, 0)
-	b := newBreaker(2, 10*time.Second)
-	steps := []struct {
-		name    string
-		advance time.Duration
-		record  *bool // outcome of the allowed call, nil when not allowed
-		allowed bool
-	}{
-		{"closed", 0, ptr(false), true},
-		{"one failure", 0, ptr(false), true},
-		{"open", 5 * time.Second, nil, false},
-		{"still open", 4 * time.Second, nil, false},
-		{"probe", time.Second, nil, true}, // outcome pending
-		{"second probe refused", 0, nil, false},
-	}
-	for _, s := range steps {
-		now = now.Add(s.advance)
-		ok, _ := b.allow(now)
-		if ok != s.allowed {
-			t.Fatalf("%s: allow = %v", s.name, ok)
-		}
-		if s.record != nil {
-			b.record(now, *s.record)
-		}
-	}
-	b.record(now, true) // the probe succeeds
-	if ok, _ := b.allow(now); !ok || b.open() {
-		t.Error("breaker not closed after a successful probe")
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
 
 func TestParseRetryAfter(t *testing.T) {
 	now := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)

@@ -67,7 +67,7 @@ type outcome struct {
 func (e *Exchanger) post(ctx context.Context, endpoint string, form url.Values) outcome {
 	now := e.now()
 	h := make(http.Header, 4)
-	if err := e.auth.apply(form, h, endpoint, now); err != nil {
+	if err := e.auth.Apply(form, h, endpoint, now); err != nil {
 		return outcome{err: &Error{Kind: Unavailable, reason: "client authentication failed", cause: err}, healthy: true}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))

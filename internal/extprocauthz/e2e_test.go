@@ -16,9 +16,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/extauthz/extauthz/internal/envoytest"
 	"github.com/extauthz/extauthz/internal/extprocauthz"
-	"github.com/extauthz/extauthz/internal/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
 // front is Envoy with envoy/extproc.yaml's two filters in front of an MCP

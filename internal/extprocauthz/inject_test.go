@@ -10,9 +10,9 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
 	"github.com/extauthz/extauthz/internal/elicit"
-	"github.com/extauthz/extauthz/internal/envoytest"
 	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
 // duplexGET is the per-route configuration of the standalone GET stream:

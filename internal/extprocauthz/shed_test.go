@@ -7,9 +7,9 @@ import (
 
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/envoytest"
 	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
 // blockingVerifier holds every verification until released.

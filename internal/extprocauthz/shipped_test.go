@@ -9,7 +9,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
 	"github.com/extauthz/extauthz/internal/envoyconfig"
-	"github.com/extauthz/extauthz/internal/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
 // shippedFilter is the ext_proc filter of envoy/extproc.yaml, and the

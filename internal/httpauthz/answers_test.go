@@ -11,7 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
 )
 
 // TestAnswerFetch: a refused check names its full answer; the proxy fetches

@@ -129,6 +129,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Headers:   headerMap(r.Header),
 		RequestID: r.Header.Get("X-Request-Id"),
 	}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		in.PeerAddr = ap.Addr()
+	}
 	if o.forwarded && r.URL.RawQuery != "" {
 		if route := routeParam(r.URL.RawQuery); route != "" {
 			in.ContextExtensions = map[string]string{"route": route}

@@ -1,11 +1,8 @@
 package httpauthz
 
 import (
-	"bytes"
-	"flag"
 	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,9 +10,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 const (
 	deleteCall = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/etc"}}}`
@@ -442,7 +439,7 @@ func TestConventions(t *testing.T) {
 			var body string
 			if tt.golden != "" {
 				got := dump(t, res)
-				golden(t, tt.golden, got)
+				matchGolden(t, tt.golden, got)
 				body = string(got)
 			} else {
 				body = readAll(t, res.Body)
@@ -483,24 +480,9 @@ func TestConventions(t *testing.T) {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
+func matchGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "golden", name), got)
 }
 
 // TestRepeatedChecks: the second check of a token comes from the verdict

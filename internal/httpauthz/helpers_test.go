@@ -14,8 +14,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
+
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 )
 
 const secret = "httpauthz-test-secret-of-sufficient-length"
@@ -54,20 +55,7 @@ routes:
 
 func newPipeline(t testing.TB) *check.Pipeline {
 	t.Helper()
-	cfg, err := config.Parse([]byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := check.Compile(t.Context(), cfg, check.Deps{Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := check.New(p, check.Options{Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pl
+	return pipelinetest.New(t, testConfig, check.Deps{Now: now}, check.Options{Now: now})
 }
 
 // token mints an HS256 token for alice in session sess-42; claims override

@@ -11,9 +11,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/tracing"
+
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 )
 
 // The forward-auth front end gets the pipeline's load shedding and tracing
@@ -63,20 +64,9 @@ func TestOverloadIsShed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte("issuers: [{name: dev, secret: " + secret + "}]\nroutes: [{name: agent, default: true, issuers: [dev]}]\n" + tt.limits + "\n"))
-			if err != nil {
-				t.Fatal(err)
-			}
 			bv := &blockingVerifier{entered: make(chan struct{}, 1), release: make(chan struct{})}
-			p, err := check.Compile(t.Context(), cfg, check.Deps{Verifier: bv})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(p.Close)
-			pl, err := check.New(p, check.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			pl := pipelinetest.New(t, "issuers: [{name: dev, secret: "+secret+"}]\nroutes: [{name: agent, default: true, issuers: [dev]}]\n"+tt.limits+"\n",
+				check.Deps{Verifier: bv}, check.Options{})
 			srv := serveWith(t, pl, Options{})
 
 			first := make(chan int, 1)
@@ -130,19 +120,7 @@ func TestTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
-	cfg, err := config.Parse([]byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := check.Compile(t.Context(), cfg, check.Deps{Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	pl, err := check.New(p, check.Options{Now: now, Tracer: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl := pipelinetest.New(t, testConfig, check.Deps{Now: now}, check.Options{Now: now, Tracer: tr})
 	srv := serveWith(t, pl, Options{})
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"

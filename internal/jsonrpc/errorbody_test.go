@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 func TestErrorBody(t *testing.T) {
 	tests := []struct {
@@ -35,22 +33,7 @@ func TestErrorBody(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assertJSONRPCError(t, tt.body)
-			golden := filepath.Join("testdata", "errorbody", tt.name+".json")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, append(tt.body, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got := append(tt.body, '\n'); !bytes.Equal(got, want) {
-				t.Errorf("body differs from %s:\n got %s\nwant %s", golden, got, want)
-			}
+			golden.Check(t, filepath.Join("testdata", "errorbody", tt.name+".json"), append(tt.body, '\n'))
 		})
 	}
 }

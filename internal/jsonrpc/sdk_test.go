@@ -17,8 +17,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/extauthz/extauthz/internal/fixtures"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/testing/fixtures"
 )
 
 // The SDK differential: the same body goes to Parse and to the real

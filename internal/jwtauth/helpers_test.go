@@ -20,8 +20,9 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
-	"github.com/extauthz/extauthz/internal/testclock"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/testing/testclock"
 )
 
 // t0 is "now" for every test clock.

@@ -6,18 +6,16 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 const (
 	hmacIss  = "https://hmac.example"
@@ -341,17 +339,5 @@ func TestErrorTexts(t *testing.T) {
 			}
 		}
 	}
-	golden := filepath.Join("testdata", "error_texts.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("error texts changed (run with -update if intended):\n got:\n%s\nwant:\n%s", b.String(), want)
-	}
+	golden.Check(t, filepath.Join("testdata", "error_texts.golden"), []byte(b.String()))
 }

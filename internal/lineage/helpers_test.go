@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"flag"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testclock"
-)
+	"github.com/extauthz/extauthz/internal/testing/testclock"
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 // epoch is the fake clock's start: a fixed time keeps tokens reproducible.
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -50,21 +49,9 @@ func (b *logBuffer) String() string {
 func (b *logBuffer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 // golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
+func matchGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file:\n got %s\nwant %s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 // newKeyPEM returns a fresh private key of the given kind as PEM.

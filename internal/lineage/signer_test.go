@@ -35,14 +35,14 @@ func TestSignGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Ed25519 signatures are deterministic, so the whole token is.
-	golden(t, "ed25519.token.golden", []byte(tok))
-	golden(t, "ed25519.jwks.golden", s.JWKS())
+	matchGolden(t, "ed25519.token.golden", []byte(tok))
+	matchGolden(t, "ed25519.jwks.golden", s.JWKS())
 
 	parts := strings.Split(tok, ".")
 	header, _ := base64.RawURLEncoding.DecodeString(parts[0])
 	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
-	golden(t, "ed25519.header.golden", header)
-	golden(t, "ed25519.payload.golden", payload)
+	matchGolden(t, "ed25519.header.golden", header)
+	matchGolden(t, "ed25519.payload.golden", payload)
 }
 
 // The token must verify with a general JWT library and the published key,

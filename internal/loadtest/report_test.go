@@ -3,14 +3,12 @@ package loadtest
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 func sampleReport() *Report {
 	us := time.Microsecond
@@ -45,8 +43,8 @@ func TestReportGolden(t *testing.T) {
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.golden.txt", table.Bytes())
-	golden(t, "report.golden.json", js.Bytes())
+	matchGolden(t, "report.golden.txt", table.Bytes())
+	matchGolden(t, "report.golden.json", js.Bytes())
 
 	var back Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
@@ -71,19 +69,7 @@ func TestReportPassed(t *testing.T) {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
+func matchGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run with -update after checking):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }

@@ -33,6 +33,7 @@ type Metrics struct {
 	reloads      *prometheus.CounterVec
 	generation   prometheus.Gauge
 	stsCalls     *prometheus.CounterVec
+	credentials  *prometheus.CounterVec
 	stsLatency   prometheus.Histogram
 	redisOps     *prometheus.CounterVec
 	adminRefused *prometheus.CounterVec
@@ -103,6 +104,10 @@ func New() *Metrics {
 			Namespace: namespace, Name: "sts_calls_total",
 			Help: "Token exchange calls by result (ok, or the error kind).",
 		}, []string{"result"}),
+		credentials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "credential_verifications_total",
+			Help: "Credentials verified (verdict cache misses) by issuer kind (jwt, introspection, api_keys, peer) and outcome (ok, denied, unavailable).",
+		}, []string{"kind", "outcome"}),
 		stsLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "sts_call_duration_seconds",
 			Help:    "Token exchange call latency.",
@@ -135,7 +140,7 @@ func New() *Metrics {
 	}
 	m.reg.MustRegister(m.responses)
 	m.reg.MustRegister(m.refusedSess, m.sessLookups, m.sessCreated, m.dropped, m.slowClients, m.refused)
-	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency,
+	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency, m.credentials,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -207,6 +212,12 @@ func (m *Metrics) Reloaded(err error) {
 func (m *Metrics) STSCall(kind string, took time.Duration) {
 	m.stsCalls.WithLabelValues(kind).Inc()
 	m.stsLatency.Observe(took.Seconds())
+}
+
+// CredentialVerified counts a credential verification by issuer kind and
+// outcome: both come from fixed lists, never from requests.
+func (m *Metrics) CredentialVerified(kind, outcome string) {
+	m.credentials.WithLabelValues(kind, outcome).Inc()
 }
 
 // VerdictsDropped counts cached verdicts dropped for reason.

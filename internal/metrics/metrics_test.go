@@ -36,6 +36,7 @@ func TestExposition(t *testing.T) {
 	m.Reloaded(nil)
 	m.Reloaded(errors.New("bad"))
 	m.STSCall("ok", 10*time.Millisecond)
+	m.CredentialVerified("api_keys", "denied")
 	m.RedisOp("bind", "timeout")
 	m.Cache("verdicts", func() cache.Stats { return cache.Stats{Hits: 7, Misses: 2, Evictions: 1, Size: 5} })
 	body := scrape(t, m)
@@ -53,6 +54,7 @@ func TestExposition(t *testing.T) {
 		`extauthz_config_reloads_total{result="error"} 1`,
 		`extauthz_config_generation 1`,
 		`extauthz_sts_calls_total{result="ok"} 1`,
+		`extauthz_credential_verifications_total{kind="api_keys",outcome="denied"} 1`,
 		`extauthz_redis_operations_total{op="bind",result="timeout"} 1`,
 		`extauthz_cache_hits_total{cache="verdicts"} 7`,
 		`extauthz_cache_entries{cache="verdicts"} 5`,

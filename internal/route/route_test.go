@@ -1,6 +1,11 @@
 package route
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestMatch(t *testing.T) {
 	matchers := []Matcher{
@@ -48,11 +53,99 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+// fuzzMatchers overlap on purpose: files and admin share a host and
+// admin's prefix lies below files' (so admin, listed later, never wins),
+// wild is a wildcard, a2a and root match any host.
+var fuzzMatchers = []Matcher{
+	{Name: "files", Hosts: []string{"files.example.com"}, PathPrefix: "/mcp"},
+	{Name: "admin", Hosts: []string{"files.example.com"}, PathPrefix: "/mcp/admin"},
+	{Name: "wild", Hosts: []string{"*.agents.example.com", "agents.example.net"}},
+	{Name: "a2a", PathPrefix: "/a2a/"},
+	{Name: "root", Hosts: []string{"example.com"}, PathPrefix: "/"},
+	{Name: "fallback", Hosts: []string{"never.invalid"}},
+}
+
+// refCovers is a deliberately plain reference for one matcher: ASCII
+// lower-case comparison of a host without port, and a path that is the
+// prefix or continues it after a "/".
+func refCovers(m Matcher, host, path string) bool {
+	host = strings.ToLower(host)
+	hostOK := len(m.Hosts) == 0
+	for _, h := range m.Hosts {
+		if rest, ok := strings.CutPrefix(h, "*."); ok {
+			label, found := strings.CutSuffix(host, "."+rest)
+			hostOK = hostOK || (found && label != "")
+		} else {
+			hostOK = hostOK || host == h
+		}
+	}
+	if m.PathPrefix == "" || m.PathPrefix == "/" {
+		return hostOK
+	}
+	below := strings.TrimSuffix(m.PathPrefix, "/") + "/"
+	return hostOK && (path == m.PathPrefix || strings.HasPrefix(path, below))
+}
+
+// refMatch is the first matcher covering host and path, else the fallback.
+func refMatch(host, path string) string {
+	for _, m := range fuzzMatchers {
+		if refCovers(m, host, path) {
+			return m.Name
+		}
+	}
+	return "fallback"
+}
+
+// FuzzMatch: Match never panics, and for a plain ASCII host it agrees with
+// the reference: the chosen route covers the request and no route before
+// it does; the port, the query and the host's case change nothing.
 func FuzzMatch(f *testing.F) {
-	f.Add("a.example.com:80", "/mcp/x?y")
-	f.Add("[::1]", "")
-	tbl := NewTable([]Matcher{{Name: "a", Hosts: []string{"*.example.com"}, PathPrefix: "/mcp"}}, []string{"a"}, -1)
-	f.Fuzz(func(t *testing.T, host, path string) {
-		tbl.Match(host, path)
+	f.Add("files.example.com", "/mcp/x", "y=1", uint16(443))
+	f.Add("files.example.com", "/mcp/admin/users", "", uint16(0))
+	f.Add("Files.Example.COM", "/mcpx", "", uint16(80))
+	f.Add("a.agents.example.com", "/", "", uint16(8443))
+	f.Add("agents.example.com", "/a2a/", "", uint16(0))
+	f.Add("example.com", "", "", uint16(1))
+	f.Add("[::1]", "/a2a/x", "", uint16(80))
+	f.Add("x.y", "/a2a", "#/a2a/", uint16(0))
+	names := make([]string, len(fuzzMatchers))
+	for i, m := range fuzzMatchers {
+		names[i] = m.Name
+	}
+	tbl := NewTable(fuzzMatchers, names, len(fuzzMatchers)-1)
+	f.Fuzz(func(t *testing.T, host, path, query string, port uint16) {
+		got, ok := tbl.Match(host, path)
+		if !ok {
+			t.Fatalf("Match(%q, %q) found nothing despite a fallback", host, path)
+		}
+		plain := !strings.ContainsAny(host, ":[]") && !strings.ContainsAny(path, "?#")
+		for _, r := range host {
+			plain = plain && r < utf8.RuneSelf
+		}
+		if !plain {
+			return // only "no panic" and a result for the rest
+		}
+		if want := refMatch(host, path); got != want {
+			t.Fatalf("Match(%q, %q) = %s, the reference says %s", host, path, got, want)
+		}
+		if got == "admin" {
+			t.Fatalf("Match(%q, %q) = admin, which files (listed first) always covers", host, path)
+		}
+		for _, variant := range []struct{ host, path string }{
+			{fmt.Sprintf("%s:%d", host, port), path},
+			{strings.ToUpper(host), path},
+			{host, path + "?" + query},
+			{host, path + "#" + query},
+		} {
+			if r, _ := tbl.Match(variant.host, variant.path); r != got {
+				t.Fatalf("Match(%q, %q) = %s but Match(%q, %q) = %s", host, path, got, variant.host, variant.path, r)
+			}
+		}
+		// PathHasPrefix agrees with the reference's path rule.
+		for _, m := range fuzzMatchers {
+			if PathHasPrefix(path, m.PathPrefix) != refCovers(Matcher{PathPrefix: m.PathPrefix}, host, path) {
+				t.Fatalf("PathHasPrefix(%q, %q) disagrees with the reference", path, m.PathPrefix)
+			}
+		}
 	})
 }

@@ -2,14 +2,12 @@ package shared
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 // goldenEvents are the bus's wire format: replicas of different versions
 // read each other's events during a rolling update, so it must not change
@@ -32,18 +30,11 @@ func TestEventWireFormat(t *testing.T) {
 		b.WriteByte('\n')
 	}
 	const path = "testdata/events.golden"
-	if *update {
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	golden.Check(t, path, b.Bytes()) // the wire format
+	if t.Failed() {
+		return
 	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Fatalf("wire format changed (go test -update to accept):\n got %s\nwant %s", b.Bytes(), want)
-	}
+	want := b.Bytes()
 	for i, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
 		got, err := decodeEvent([]byte(line))
 		if err != nil {

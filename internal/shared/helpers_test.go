@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/shared/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/extauthz/extauthz/internal/testing/redistest"
 )
 
 // testKey and otherKey are AES-256 keys for tests.

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/shared/redistest"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
 )
 
 // testCA writes a CA and a server certificate for localhost and 127.0.0.1

@@ -13,8 +13,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/exchange/ststest"
-	"github.com/extauthz/extauthz/internal/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 func basic(id, secret string) string {

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"flag"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -22,9 +21,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/golden")
+	"github.com/extauthz/extauthz/internal/testing/golden"
+)
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
@@ -432,7 +431,7 @@ func assertEnvoyShape(t *testing.T, req *authv3.CheckRequest) {
 }
 
 // TestBuildCheckRequestGolden pins whole messages. Regenerate with
-// go test ./internal/envoytest -run Golden -update.
+// go test ./internal/testing/envoytest -run Golden -update.
 func TestBuildCheckRequestGolden(t *testing.T) {
 	fixed := BuildOptions{
 		RequestID:            "3f8e2c1a-7b4d-4e6f-9a0b-1c2d3e4f5a6b",
@@ -476,7 +475,7 @@ func TestBuildCheckRequestGolden(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := BuildCheckRequest(tt.req, []byte(tt.body), tt.opts(fixed))
 			path := filepath.Join("testdata", "golden", tt.name+".json")
-			if *update {
+			if golden.Update() {
 				// protojson varies its whitespace on purpose; re-indent for
 				// stable files.
 				out, err := protojson.Marshal(got)

@@ -1,0 +1,106 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
+
+	"github.com/extauthz/extauthz/internal/adminapi"
+	"github.com/extauthz/extauthz/internal/httpauthz"
+)
+
+// settings are the serve options once checked. build finds every mistake
+// in the flags before run reads the configuration, dials Redis, starts the
+// tracer or opens a listener: a typo costs nothing and says only itself.
+type settings struct {
+	ServeOptions
+	log    *slog.Logger
+	memory memoryLimit
+	// The forward-auth front end's request convention and trusted
+	// proxies, checked even when the front end is off.
+	httpConvention httpauthz.Convention
+	httpTrusted    []netip.Prefix
+	// adminAuth is how admin callers authenticate; its token file is read
+	// by run.
+	adminAuth adminapi.AuthConfig
+}
+
+// build checks o and returns the settings run works from. It does no I/O
+// beyond reading the cgroup's memory limit when --memory-limit is auto.
+func build(o ServeOptions, env Env) (settings, error) {
+	s := settings{ServeOptions: o}
+	var err error
+	if s.log, err = newLogger(env.Stderr, o.LogLevel, o.LogFormat); err != nil {
+		return settings{}, usageError{err}
+	}
+	if s.memory, err = resolveMemoryLimit(o.MemoryLimit, env.Getenv, memlimit.FromCgroup); err != nil {
+		return settings{}, usageError{err}
+	}
+	if s.httpConvention, err = httpauthz.ParseConvention(o.HTTPConvention); err != nil {
+		return settings{}, usageError{fmt.Errorf("--http-convention: %w", err)}
+	}
+	if s.httpTrusted, err = httpauthz.ParseTrustedProxies(o.HTTPTrusted); err != nil {
+		return settings{}, usageError{fmt.Errorf("--http-trusted-proxies: %w", err)}
+	}
+	if err := checkNotNegative(o); err != nil {
+		return settings{}, usageError{err}
+	}
+	if s.adminAuth, err = checkAdminFlags(o); err != nil {
+		return settings{}, usageError{err}
+	}
+	return s, nil
+}
+
+// checkNotNegative refuses durations and caps below zero (0 is "off" or
+// "no cap" for each of them).
+func checkNotNegative(o ServeOptions) error {
+	for _, d := range []struct {
+		flag string
+		v    int64
+	}{
+		{"--shutdown-timeout", int64(o.ShutdownTimeout)},
+		{"--drain-period", int64(o.DrainPeriod)},
+		{"--watch-interval", int64(o.WatchInterval)},
+		{"--http-read-timeout", int64(o.HTTPReadTimeout)},
+		{"--http-max-conns", int64(o.HTTPMaxConns)},
+		{"--http-max-bodies", int64(o.HTTPMaxBodies)},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s must not be negative", d.flag)
+		}
+	}
+	return nil
+}
+
+// checkAdminFlags checks that the admin listener's authentication flags go
+// together, and refuses an exposed address without authentication.
+func checkAdminFlags(o ServeOptions) (adminapi.AuthConfig, error) {
+	var allowed []string
+	for id := range strings.SplitSeq(o.AdminAllowedClients, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			allowed = append(allowed, id)
+		}
+	}
+	switch {
+	case o.AdminClientCA != "" && len(allowed) == 0:
+		return adminapi.AuthConfig{}, errors.New("--admin-client-ca needs --admin-allowed-clients: name the client identities (URI SAN, DNS SAN or CN) allowed to call the admin API")
+	case len(allowed) > 0 && o.AdminClientCA == "":
+		return adminapi.AuthConfig{}, errors.New("--admin-allowed-clients needs --admin-client-ca to verify client certificates against")
+	case o.AdminClientCA != "" && (o.AdminTLSCert == "" || o.AdminTLSKey == ""):
+		return adminapi.AuthConfig{}, errors.New("--admin-client-ca needs --admin-tls-cert and --admin-tls-key: mTLS needs TLS")
+	case (o.AdminTLSCert == "") != (o.AdminTLSKey == ""):
+		return adminapi.AuthConfig{}, errors.New("admin TLS: both a certificate and a key are required (--admin-tls-cert, --admin-tls-key)")
+	}
+	auth := adminapi.AuthConfig{TokenFile: o.AdminTokenFile, AllowedClients: allowed}
+	if !auth.Enabled() && o.AdminAddr != "" && adminapi.Exposed(o.AdminAddr) {
+		return adminapi.AuthConfig{}, fmt.Errorf("--admin-addr %s is not a loopback address and the admin API has no authentication: "+
+			"anyone reaching it could revoke users, invalidate sessions and complete elicitations. "+
+			"Configure --admin-token-file and/or mTLS (--admin-tls-cert, --admin-tls-key, --admin-client-ca, --admin-allowed-clients), "+
+			"or listen on 127.0.0.1", o.AdminAddr)
+	}
+	return auth, nil
+}

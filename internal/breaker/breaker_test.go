@@ -1,0 +1,42 @@
+package breaker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/breaker"
+)
+
+func TestBreakerStates(t *testing.T) {
+	now := time.Unix(0, 0)
+	b := breaker.New(2, 10*time.Second)
+	steps := []struct {
+		name    string
+		advance time.Duration
+		record  *bool // outcome of the allowed call, nil when not allowed
+		allowed bool
+	}{
+		{"closed", 0, ptr(false), true},
+		{"one failure", 0, ptr(false), true},
+		{"open", 5 * time.Second, nil, false},
+		{"still open", 4 * time.Second, nil, false},
+		{"probe", time.Second, nil, true}, // outcome pending
+		{"second probe refused", 0, nil, false},
+	}
+	for _, s := range steps {
+		now = now.Add(s.advance)
+		ok, _ := b.Allow(now)
+		if ok != s.allowed {
+			t.Fatalf("%s: allow = %v", s.name, ok)
+		}
+		if s.record != nil {
+			b.Record(now, *s.record)
+		}
+	}
+	b.Record(now, true) // the probe succeeds
+	if ok, _ := b.Allow(now); !ok || b.Open() {
+		t.Error("breaker not closed after a successful probe")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

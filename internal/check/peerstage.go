@@ -1,0 +1,130 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/peer"
+)
+
+// peerIdentity takes the caller's workload identity, the mTLS source
+// principal Envoy reports, on routes that list peer issuers
+// (docs/credentials.md). On a route that lists only peer issuers the
+// workload is the caller: its grant is made (and cached by principal) here,
+// and the credential and identity stages have nothing left to do. On a
+// route that also lists token issuers both are required: the workload must
+// be accepted here and the token is verified after.
+func (e *evaluation) peerIdentity() *denial {
+	c, ok := e.p.verifier.(*credentialVerifier)
+	if !ok || len(c.peers) == 0 {
+		return nil
+	}
+	r := e.route
+	var claims *jwtauth.Claims
+	err := peer.ErrNoIdentity
+	peers, tokens := 0, false
+	for _, n := range r.issuers {
+		pol := c.peers[n]
+		if pol == nil {
+			tokens = true
+			continue
+		}
+		peers++
+		if claims == nil {
+			var perr error
+			if claims, perr = e.workload(pol); perr != nil {
+				claims, err = nil, perr
+			}
+		}
+	}
+	if peers == 0 {
+		return nil
+	}
+	if claims == nil {
+		c.observe("peer", "denied")
+		return &denial{outcome: InvalidToken, desc: err.Error()}
+	}
+	e.rec.add("peer", func() string {
+		return fmt.Sprintf("workload %s (issuer %s, kind peer)", claims.Raw["spiffe_id"], claims.IssuerName)
+	})
+	if tokens {
+		// The user's token is verified next; the workload acts for the
+		// user: it becomes the outermost actor of the grant (act), and the
+		// grant is cached per token and workload.
+		id, _ := claims.Raw["spiffe_id"].(string)
+		e.ctx = context.WithValue(e.ctx, peerActorKey{}, id)
+		return nil
+	}
+	key := cache.NewKey(r.keyPrefix, "\x00peer", claims.Raw["spiffe_id"].(string), hashOf(claims))
+	var found cached
+	entry, hit := e.lookup(key, &found)
+	if !hit {
+		entry = &cached{outcome: Allowed, routeKey: r.keyPrefix}
+		g, gerr := e.p.newGrant(r, claims)
+		if gerr != nil {
+			var ce *claimError
+			if !errors.As(gerr, &ce) {
+				return &denial{outcome: InvalidToken, desc: "peer identity cannot be used here"}
+			}
+			return &denial{outcome: InvalidToken, desc: gerr.Error()}
+		}
+		entry.grant = g
+		c.observe("peer", "ok")
+		if !e.st.readOnly {
+			e.pl.remember(e.p, key, entry)
+		}
+	}
+	g := entry.grant
+	if g == nil {
+		return &denial{outcome: entry.outcome, desc: entry.description}
+	}
+	if e.pl.state.isRevoked(g) {
+		return &denial{outcome: InvalidToken, desc: "peer identity is revoked"}
+	}
+	e.grant, e.hit = g, hit
+	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
+	return nil
+}
+
+// workload is the identity pol accepts: Envoy's source principal, else, on
+// the HTTP front end, the X-Forwarded-Client-Cert of a proxy pol trusts.
+func (e *evaluation) workload(pol *peer.Policy) (*jwtauth.Claims, error) {
+	if e.req.SourcePrincipal != "" || !e.req.PeerAddr.IsValid() {
+		return pol.FromPrincipal(e.req.SourcePrincipal)
+	}
+	return pol.FromXFCC(e.req.PeerAddr, e.req.Headers.Get("x-forwarded-client-cert"))
+}
+
+func hashOf(c *jwtauth.Claims) string {
+	h, _ := c.Raw["x5t_s256_hex"].(string)
+	return h
+}
+
+// peerActorKey carries the workload acting for the token's user from the
+// peer stage to the token's verification.
+type peerActorKey struct{}
+
+// peerActor is the workload acting for the user on this check, "" if none.
+func peerActor(ctx context.Context) string {
+	a, _ := ctx.Value(peerActorKey{}).(string)
+	return a
+}
+
+// withActor returns c with actor as the outermost actor (RFC 8693 act),
+// the token's own act nested inside. c's Raw may be shared: it is copied.
+func withActor(c *jwtauth.Claims, actor string) *jwtauth.Claims {
+	out := *c
+	out.Raw = make(map[string]any, len(c.Raw)+1)
+	for k, v := range c.Raw {
+		out.Raw[k] = v
+	}
+	act := map[string]any{"sub": actor}
+	if inner, ok := c.Raw["act"].(map[string]any); ok {
+		act["act"] = inner
+	}
+	out.Raw["act"] = act
+	return &out
+}

@@ -1,0 +1,477 @@
+package introspect_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/introspect"
+	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/oauthclient"
+	"github.com/extauthz/extauthz/internal/testing/introspecttest"
+	"github.com/extauthz/extauthz/internal/testing/testclock"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
+)
+
+var epoch = time.Unix(1_800_000_000, 0)
+
+func basicAuth() oauthclient.Config {
+	return oauthclient.Config{Method: oauthclient.ClientSecretBasic, ClientID: introspecttest.ClientID, ClientSecret: introspecttest.ClientSecret}
+}
+
+// newIntrospector returns an Introspector for as on clock c; edit adjusts
+// the config.
+func newIntrospector(t testing.TB, as *introspecttest.Server, c *testclock.Clock, edit func(*introspect.Config)) *introspect.Introspector {
+	t.Helper()
+	cfg := introspect.Config{Name: "opaque", Endpoint: as.IntrospectURL, Issuer: as.URL, Auth: basicAuth()}
+	if edit != nil {
+		edit(&cfg)
+	}
+	in, err := introspect.New(cfg, introspect.Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Close)
+	return in
+}
+
+func TestIntrospect(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	in := newIntrospector(t, as, c, nil)
+	exp := epoch.Add(time.Minute).Unix()
+	full := map[string]any{
+		"sub": "alice", "scope": "read write", "client_id": "agent-1", "aud": []any{"mcp", "other"},
+		"exp": float64(exp), "iat": float64(epoch.Unix() - 10), "iss": as.URL, "jti": "j-1",
+		"act": map[string]any{"sub": "agent-1"}, "tenant": "acme",
+	}
+	as.Set("full", full)
+	as.Set("no-exp", map[string]any{"sub": "bob"})
+	as.Set("long-exp", map[string]any{"sub": "carol", "exp": float64(epoch.Add(24 * time.Hour).Unix())})
+	as.Set("expired", map[string]any{"sub": "dave", "exp": float64(epoch.Unix() - 1)})
+	as.Set("future-nbf", map[string]any{"sub": "dave", "nbf": float64(epoch.Unix() + 3600)})
+	as.Set("refresh-type", map[string]any{"sub": "erin", "token_type": "refresh_token"})
+	as.Set("refresh-use", map[string]any{"sub": "erin", "token_use": "refresh_token"})
+	as.Set("bearer-type", map[string]any{"sub": "frank", "token_type": "Bearer"})
+	as.Set("other-iss", map[string]any{"sub": "mallory", "iss": "https://elsewhere.example"})
+	as.Set("bad-sub", map[string]any{"sub": 42})
+	as.Set("bad-exp", map[string]any{"sub": "x", "exp": "tomorrow"})
+
+	tests := []struct {
+		name      string
+		token     string
+		audiences []string
+		wantErr   error
+		wantSub   string
+		wantExp   time.Time
+		wantCalls int
+	}{
+		{"active with every member", "full", []string{"mcp"}, nil, "alice", time.Unix(exp, 0), 1},
+		{"no exp is capped by the cache TTL", "no-exp", nil, nil, "bob", epoch.Add(introspect.DefaultCacheTTL), 1},
+		{"a later exp is capped by the cache TTL", "long-exp", nil, nil, "carol", epoch.Add(introspect.DefaultCacheTTL), 1},
+		{"bearer token_type", "bearer-type", nil, nil, "frank", epoch.Add(introspect.DefaultCacheTTL), 1},
+		{"inactive", "unknown", nil, introspect.ErrInactive, "", time.Time{}, 1},
+		{"active but expired", "expired", nil, jwtauth.ErrExpired, "", time.Time{}, 1},
+		{"not yet valid", "future-nbf", nil, jwtauth.ErrNotYetValid, "", time.Time{}, 1},
+		{"refresh token by token_type", "refresh-type", nil, jwtauth.ErrType, "", time.Time{}, 1},
+		{"refresh token by token_use", "refresh-use", nil, jwtauth.ErrType, "", time.Time{}, 1},
+		{"another issuer", "other-iss", nil, jwtauth.ErrIssuer, "", time.Time{}, 1},
+		{"audience not accepted", "full", []string{"billing"}, jwtauth.ErrAudience, "", time.Time{}, 1},
+		{"sub not a string", "bad-sub", nil, introspect.ErrUnavailable, "", time.Time{}, 1},
+		{"exp not a number", "bad-exp", nil, introspect.ErrUnavailable, "", time.Time{}, 1},
+		{"empty token", "", nil, jwtauth.ErrMalformed, "", time.Time{}, 0},
+		{"token with a space", "a b", nil, jwtauth.ErrMalformed, "", time.Time{}, 0},
+		{"token with a newline", "a\nb", nil, jwtauth.ErrMalformed, "", time.Time{}, 0},
+		{"token too long", strings.Repeat("x", jwtauth.MaxTokenSize+1), nil, jwtauth.ErrMalformed, "", time.Time{}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := in.Introspect(t.Context(), tc.token, tc.audiences)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if n := as.Calls(tc.token); n != tc.wantCalls {
+				t.Errorf("endpoint calls = %d, want %d", n, tc.wantCalls)
+			}
+			if tc.wantErr != nil {
+				return
+			}
+			if got.Subject != tc.wantSub || !got.ExpiresAt.Equal(tc.wantExp) || got.IssuerName != "opaque" || got.Issuer != as.URL {
+				t.Errorf("claims = %+v, want sub %q expiring %v from issuer opaque (%s)", got, tc.wantSub, tc.wantExp, as.URL)
+			}
+		})
+	}
+
+	t.Run("every member is in Raw", func(t *testing.T) {
+		got, err := in.Introspect(t.Context(), "full", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"active": true}
+		for k, v := range full {
+			want[k] = v
+		}
+		if !reflect.DeepEqual(got.Raw, want) {
+			t.Errorf("Raw = %v\nwant %v", got.Raw, want)
+		}
+		if !reflect.DeepEqual(got.Audience, []string{"mcp", "other"}) || got.ID != "j-1" || !got.IssuedAt.Equal(time.Unix(epoch.Unix()-10, 0)) {
+			t.Errorf("claims = %+v", got)
+		}
+	})
+}
+
+func TestCache(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.CacheTTL = time.Minute; cfg.NegativeTTL = 5 * time.Second })
+	as.Set("tok", map[string]any{"sub": "alice", "exp": float64(epoch.Add(time.Hour).Unix())})
+	ask := func(token string) error {
+		_, err := in.Introspect(t.Context(), token, nil)
+		return err
+	}
+	steps := []struct {
+		name      string
+		do        func()
+		token     string
+		wantErr   error
+		wantCalls int
+	}{
+		{"first use calls", nil, "tok", nil, 1},
+		{"second use is cached", nil, "tok", nil, 1},
+		{"still cached just before the TTL", func() { c.Advance(59 * time.Second) }, "tok", nil, 1},
+		{"revoked at the server: cached until the TTL", func() { as.Revoke("tok") }, "tok", nil, 1},
+		{"after the TTL the revocation shows", func() { c.Advance(time.Second) }, "tok", introspect.ErrInactive, 2},
+		{"inactive is cached", nil, "tok", introspect.ErrInactive, 2},
+		{"re-activated: inactive until the negative TTL", func() { as.Set("tok", map[string]any{"sub": "alice"}) }, "tok", introspect.ErrInactive, 2},
+		{"after the negative TTL it is asked again", func() { c.Advance(5 * time.Second) }, "tok", nil, 3},
+		{"Drop forgets the subject's answers", func() {
+			if n := in.Drop("alice"); n != 1 {
+				t.Errorf("Drop = %d, want 1", n)
+			}
+		}, "tok", nil, 4},
+		{"Drop of another subject keeps it", func() { in.Drop("bob") }, "tok", nil, 4},
+	}
+	for _, s := range steps {
+		if s.do != nil {
+			s.do()
+		}
+		if err := ask(s.token); !errors.Is(err, s.wantErr) {
+			t.Fatalf("%s: err = %v, want %v", s.name, err, s.wantErr)
+		}
+		if n := as.Calls(s.token); n != s.wantCalls {
+			t.Fatalf("%s: endpoint calls = %d, want %d", s.name, n, s.wantCalls)
+		}
+	}
+	// The cache key is a digest: nothing keeps the token itself.
+	if st := in.Stats(); st.Hits == 0 || st.Misses == 0 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestEndpointFailures(t *testing.T) {
+	tests := []struct {
+		name      string
+		fault     introspecttest.Fault
+		hold      bool
+		closed    bool
+		wantRetry time.Duration
+		wantText  string
+	}{
+		{"503 with Retry-After", introspecttest.Unavailable, false, false, 7 * time.Second, "status 503"},
+		{"garbage", introspecttest.Garbage, false, false, time.Second, "not a JSON object"},
+		{"no active member", introspecttest.NoActive, false, false, time.Second, "no boolean active"},
+		{"too large", introspecttest.Huge, false, false, time.Second, "reading the introspection response failed"},
+		{"slow", introspecttest.None, true, false, time.Second, "timed out"},
+		{"down", introspecttest.None, false, true, time.Second, "unreachable"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testclock.New(epoch)
+			as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+			as.Set("known", map[string]any{"sub": "alice"})
+			as.Set("unknown-yet", map[string]any{"sub": "bob"})
+			in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.Timeout = 200 * time.Millisecond })
+			if _, err := in.Introspect(t.Context(), "known", nil); err != nil {
+				t.Fatal(err)
+			}
+			as.SetFault(tc.fault)
+			if tc.hold {
+				as.Hold()
+			}
+			if tc.closed {
+				as.Close()
+			}
+			_, err := in.Introspect(t.Context(), "unknown-yet", nil)
+			var ue *introspect.UnavailableError
+			if !errors.Is(err, introspect.ErrUnavailable) || !errors.As(err, &ue) {
+				t.Fatalf("err = %v, want unavailable", err)
+			}
+			if ue.RetryAfter != tc.wantRetry || !strings.Contains(err.Error(), tc.wantText) {
+				t.Errorf("err = %q retry %v, want %q retry %v", err, ue.RetryAfter, tc.wantText, tc.wantRetry)
+			}
+			if strings.Contains(err.Error(), "unknown-yet") || strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), introspecttest.ClientSecret) {
+				t.Errorf("error text leaks: %q", err)
+			}
+			if got, err := in.Introspect(t.Context(), "known", nil); err != nil || got.Subject != "alice" {
+				t.Errorf("cached token during the outage: %v, %v", got, err)
+			}
+			if tc.closed {
+				return
+			}
+			as.Release()
+			as.SetFault(introspecttest.None)
+			if got, err := in.Introspect(t.Context(), "unknown-yet", nil); err != nil || got.Subject != "bob" {
+				t.Errorf("after the outage: %v, %v (a failure must not be cached)", got, err)
+			}
+		})
+	}
+}
+
+func TestBreaker(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.BreakerFailures = 2; cfg.BreakerCooldown = 10 * time.Second })
+	as.SetFault(introspecttest.Garbage)
+	for i := range 2 {
+		if _, err := in.Introspect(t.Context(), fmt.Sprint("t", i), nil); !errors.Is(err, introspect.ErrUnavailable) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	_, err := in.Introspect(t.Context(), "t2", nil)
+	var ue *introspect.UnavailableError
+	if !errors.As(err, &ue) || ue.RetryAfter != 10*time.Second || as.Total() != 2 {
+		t.Fatalf("open breaker: err %v, endpoint calls %d; want an unavailable without a call", err, as.Total())
+	}
+	if !in.Stats().BreakerOpen || in.Stats().Rejected != 1 {
+		t.Errorf("stats = %+v", in.Stats())
+	}
+	as.SetFault(introspecttest.None)
+	as.Set("t2", map[string]any{"sub": "alice"})
+	c.Advance(10 * time.Second)
+	if _, err := in.Introspect(t.Context(), "t2", nil); err != nil || in.Stats().BreakerOpen {
+		t.Fatalf("probe: %v, stats %+v", err, in.Stats())
+	}
+}
+
+// TestFlood sends many distinct unknown tokens, each by several requests at
+// once: the endpoint sees each token once, and what is kept stays within
+// the configured bounds.
+func TestFlood(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	as.Set("good", map[string]any{"sub": "alice"})
+	const tokens, perToken, negSize = 600, 4, 100
+	in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.NegativeSize = negSize; cfg.CacheSize = 10 })
+	if _, err := in.Introspect(t.Context(), "good", nil); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, tokens*perToken)
+	sem := make(chan struct{}, 64) // at most this many requests at once
+	for i := range tokens {
+		tok := fmt.Sprintf("unknown-%d", i)
+		var start sync.WaitGroup
+		start.Add(1)
+		for range perToken {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				start.Wait()
+				if _, err := in.Introspect(context.Background(), tok, nil); !errors.Is(err, introspect.ErrInactive) {
+					errs <- err
+				}
+			}()
+		}
+		start.Done()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("flood answer: %v", err)
+	}
+	if n := as.MaxCallsPerToken(); n != 1 {
+		t.Errorf("a token reached the endpoint %d times, want once", n)
+	}
+	st := in.Stats()
+	if st.Inactive > negSize || st.Active > 10 {
+		t.Errorf("cached answers %+v exceed the bounds", st)
+	}
+	if got, err := in.Introspect(t.Context(), "good", nil); err != nil || got.Subject != "alice" || as.Calls("good") != 1 {
+		t.Errorf("the valid caller's answer was evicted by the flood: %v, %v, calls %d", got, err, as.Calls("good"))
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	as.Set("tok", map[string]any{"sub": "alice"})
+	in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.Endpoint = "" })
+	if got, err := in.Introspect(t.Context(), "tok", nil); err != nil || got.Subject != "alice" {
+		t.Fatalf("discovered endpoint: %v, %v", got, err)
+	}
+
+	other := introspecttest.New(t, introspecttest.Options{})
+	other.Close()
+	bad := newIntrospector(t, other, c, func(cfg *introspect.Config) { cfg.Endpoint = "" })
+	if _, err := bad.Introspect(t.Context(), "tok", nil); !errors.Is(err, introspect.ErrUnavailable) || !strings.Contains(err.Error(), "discovery") {
+		t.Fatalf("failed discovery: %v", err)
+	}
+}
+
+func TestClientAuthAndHint(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	as.Set("tok", map[string]any{"sub": "alice"})
+	tests := []struct {
+		name     string
+		auth     oauthclient.Config
+		hint     string
+		wantErr  error
+		wantHint string
+	}{
+		{"basic, default hint", basicAuth(), "", nil, "access_token"},
+		{"post, no hint", oauthclient.Config{Method: oauthclient.ClientSecretPost, ClientID: introspecttest.ClientID, ClientSecret: introspecttest.ClientSecret}, "-", nil, ""},
+		{"other hint", basicAuth(), "refresh_token", nil, "refresh_token"},
+		{"wrong secret", oauthclient.Config{ClientID: introspecttest.ClientID, ClientSecret: "wrong"}, "", introspect.ErrUnavailable, "access_token"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.Auth = tc.auth; cfg.TokenTypeHint = tc.hint })
+			_, err := in.Introspect(t.Context(), "tok", nil)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if err != nil && strings.Contains(err.Error(), "wrong") {
+				t.Errorf("error text leaks the secret: %q", err)
+			}
+			if h := as.Hints(); err == nil && h[len(h)-1] != tc.wantHint {
+				t.Errorf("token_type_hint = %q, want %q", h[len(h)-1], tc.wantHint)
+			}
+		})
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  introspect.Config
+		want string
+	}{
+		{"no name", introspect.Config{Endpoint: "https://as.example/i"}, "name is required"},
+		{"no endpoint nor issuer", introspect.Config{Name: "x"}, "endpoint or an issuer"},
+		{"endpoint not http", introspect.Config{Name: "x", Endpoint: "ftp://as.example/i"}, "endpoint"},
+		{"bad client auth", introspect.Config{Name: "x", Endpoint: "https://as.example/i", Auth: oauthclient.Config{Method: "tls_client_auth"}}, "unknown client authentication method"},
+		{"JWT responses without issuer", introspect.Config{Name: "x", Endpoint: "https://as.example/i", Auth: basicAuth(), ResponseKeys: staticKeys{}}, "need the issuer"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := introspect.New(tc.cfg, introspect.Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// staticKeys is one public key.
+type staticKeys struct{ k testtoken.Key }
+
+func (s staticKeys) Key(_ context.Context, kid string, _ bool, alg string) (any, error) {
+	if kid != s.k.KID || alg != s.k.Alg {
+		return nil, jwtauth.ErrUnknownKey
+	}
+	return s.k.Private.Public(), nil
+}
+
+func TestJWTResponse(t *testing.T) {
+	c := testclock.New(epoch)
+	key := testtoken.EC(t, "as-1")
+	signed := introspecttest.New(t, introspecttest.Options{Now: c.Now, Key: &key})
+	signed.Set("tok", map[string]any{"sub": "alice", "scope": "read"})
+	plain := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	plain.Set("tok", map[string]any{"sub": "alice"})
+	sources := jwtauth.NewSources(t.Context(), jwtauth.Options{})
+	keySet, err := sources.KeySet(t.Context(), jwtauth.IssuerSpec{Name: "as", Issuer: signed.URL, JWKSFile: testtoken.WriteJWKS(t, t.TempDir(), key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(keySet.Close)
+	wrongKey := staticKeys{testtoken.EC(t, "as-1")}
+
+	tests := []struct {
+		name    string
+		as      *introspecttest.Server
+		keys    introspect.KeyLookup
+		fault   introspecttest.Fault
+		advance time.Duration
+		wantErr error
+	}{
+		{"signed, verified with the key set", signed, keySet, introspecttest.None, 0, nil},
+		{"signed, inactive", signed, keySet, introspecttest.None, 0, nil},
+		{"signed by another key", signed, wrongKey, introspecttest.None, 0, introspect.ErrUnavailable},
+		{"plain JSON when a JWT was asked for", plain, keySet, introspecttest.None, 0, introspect.ErrUnavailable},
+		{"a JWT nobody asked for", signed, nil, introspecttest.WrongType, 0, introspect.ErrUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.as.SetFault(tc.fault)
+			defer tc.as.SetFault(introspecttest.None)
+			in := newIntrospector(t, tc.as, c, func(cfg *introspect.Config) {
+				cfg.Endpoint = tc.as.IntrospectURL
+				cfg.Issuer = tc.as.URL
+				if tc.keys != nil {
+					cfg.ResponseKeys = tc.keys
+				}
+			})
+			tok := "tok"
+			if strings.Contains(tc.name, "inactive") {
+				tok = "nobody"
+			}
+			got, err := in.Introspect(t.Context(), tok, nil)
+			if tok == "nobody" {
+				if !errors.Is(err, introspect.ErrInactive) {
+					t.Fatalf("err = %v, want inactive", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if err == nil && (got.Subject != "alice" || got.Raw["scope"] != "read") {
+				t.Errorf("claims = %+v", got)
+			}
+		})
+	}
+}
+
+// TestWaitEndsWithContext: a caller whose request ends stops waiting; the
+// call goes on and its answer is cached for the next caller.
+func TestWaitEndsWithContext(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	as.Set("tok", map[string]any{"sub": "alice"})
+	in := newIntrospector(t, as, c, nil)
+	as.Hold()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := in.Introspect(ctx, "tok", nil); !errors.Is(err, introspect.ErrUnavailable) {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+	as.Release()
+	for range 100 { // bounded: the flight finishes in well under a second
+		if in.Stats().Active == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := in.Introspect(t.Context(), "tok", nil); err != nil || as.Calls("tok") != 1 {
+		t.Fatalf("after the late answer: %v, calls %d", err, as.Calls("tok"))
+	}
+}
