@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/extauthz/extauthz/internal/adminapi"
+	auditlog "github.com/extauthz/extauthz/internal/audit"
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
@@ -34,6 +35,7 @@ import (
 	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/httpauthz"
 	"github.com/extauthz/extauthz/internal/metrics"
+	"github.com/extauthz/extauthz/internal/ratelimit"
 	"github.com/extauthz/extauthz/internal/shared"
 	"github.com/extauthz/extauthz/internal/tracing"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
@@ -208,6 +210,43 @@ func checkTracer(t *tracing.Tracing) check.Tracer {
 	return t
 }
 
+// auditWriter starts the decision log; nil when the configuration names no
+// sink. The otlp sink sends to the tracing collector.
+func auditWriter(ctx context.Context, cfg *config.File, log *slog.Logger, m *metrics.Metrics) (*auditlog.Writer, error) {
+	a := cfg.Audit
+	if a.Sink == "" {
+		return nil, nil
+	}
+	sample := 1.0
+	if a.SampleAllowed != nil {
+		sample = *a.SampleAllowed
+	}
+	t := tracingConfig(cfg.Tracing)
+	w, err := auditlog.New(ctx, auditlog.Config{
+		Sink: a.Sink, Decisions: a.Decisions, SampleAllowed: sample, LogArguments: a.LogArguments, QueueSize: a.QueueSize,
+		File: auditlog.FileConfig{Path: a.File.Path, MaxSizeMB: a.File.MaxSize, MaxBackups: a.File.MaxBackups},
+		OTLP: auditlog.OTLPConfig{Endpoint: t.Endpoint, Insecure: t.Insecure, ServiceName: t.ServiceName, Version: t.Version},
+	}, auditlog.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	m.Audit(w.Written, w.Dropped, w.Failed)
+	return w, nil
+}
+
+// rateLimiter counts requests against the configured limits: shared
+// through Redis when the tier is configured, else in this process. It
+// exists even without limits, so that a reload can add some.
+func rateLimiter(store *shared.Store, log *slog.Logger, m *metrics.Metrics) *ratelimit.Limiter {
+	o := ratelimit.Options{Logger: log}
+	if store != nil {
+		o.Redis, o.Prefix, o.Timeout = store.Client(), store.KeyPrefix(), store.OpTimeout()
+	}
+	l := ratelimit.New(o)
+	m.RateLimiter(l.Fallbacks, l.RedisErrors)
+	return l
+}
+
 func tracingConfig(t config.Tracing) tracing.Config {
 	ratio := 1.0
 	if t.SampleRatio != nil {
@@ -319,7 +358,19 @@ func (s settings) openCore(ctx context.Context, env Env, c *closers) (*core, err
 		policy.Close()
 		return nil
 	})
-	k.pipeline, err = check.New(policy, check.Options{Logger: s.log, Observer: k.m, Shared: k.store, ElicitationKey: elicitKey, Tracer: checkTracer(tr)})
+	decisions, err := auditWriter(bg, cfg, s.log, k.m)
+	if err != nil {
+		return nil, err
+	}
+	if decisions != nil {
+		c.add("audit log", func() error {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			return decisions.Close(sctx)
+		})
+	}
+	k.pipeline, err = check.New(policy, check.Options{Logger: s.log, Observer: k.m, Shared: k.store, ElicitationKey: elicitKey, Tracer: checkTracer(tr),
+		Audit: decisions, RateLimiter: rateLimiter(k.store, s.log, k.m)})
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,9 @@ routes:
 			if v.Outcome != Allowed {
 				t.Fatalf("%v: %s", v.Outcome, v.Description)
 			}
+			if v.ExchangeAudience != tt.audience {
+				t.Errorf("the verdict (and its audit record) names audience %q, want %s", v.ExchangeAudience, tt.audience)
+			}
 			auth, _ := header(v.Set, "authorization")
 			claims, err := sts.Verify(strings.TrimPrefix(auth, "Bearer "))
 			if err != nil {

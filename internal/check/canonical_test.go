@@ -48,7 +48,7 @@ func TestCompileCanonicalForms(t *testing.T) {
 }
 
 func TestRuleMatchesCanonicalURIs(t *testing.T) {
-	rules := compileRules([]config.Rule{{Methods: []string{"resources/read"}, Names: []string{"FILE:///%65tc/*"}}})
+	rules := compileRules("r", []config.Rule{{Methods: []string{"resources/read"}, Names: []string{"FILE:///%65tc/*"}}})
 	if err := compileURIPatterns(rules); err != nil {
 		t.Fatal(err)
 	}

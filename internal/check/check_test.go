@@ -387,8 +387,8 @@ func (c *countingVerifier) Verify(ctx context.Context, tok string, iss, aud []st
 
 func TestCache(t *testing.T) {
 	f := newFixture(t, "cache: {max_entries: 2, negative_ttl: 5s}")
-	counter := &countingVerifier{TokenVerifier: f.pl.Policy().verifier}
-	f.pl.Policy().verifier = counter
+	counter := &countingVerifier{TokenVerifier: f.pl.Policy().verifier.jwt}
+	f.pl.Policy().verifier.jwt = counter
 	ctx := context.Background()
 
 	good := f.hs(t, jwt.MapClaims{"exp": t0.Add(10 * time.Minute).Unix()})
@@ -500,8 +500,8 @@ func TestReloadKeepsOnlyUnchangedRoutes(t *testing.T) {
 
 func TestExplainHasNoSideEffects(t *testing.T) {
 	f := newFixture(t, "")
-	counter := &countingVerifier{TokenVerifier: f.pl.Policy().verifier}
-	f.pl.Policy().verifier = counter
+	counter := &countingVerifier{TokenVerifier: f.pl.Policy().verifier.jwt}
+	f.pl.Policy().verifier.jwt = counter
 	tok := f.hs(t, nil)
 	req := func(sess string) *Request {
 		return agentReq(Headers{"authorization": "Bearer " + tok, "mcp-session-id": sess})

@@ -21,6 +21,7 @@ import (
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
+	"github.com/extauthz/extauthz/internal/ratelimit"
 	"github.com/extauthz/extauthz/internal/route"
 	"github.com/extauthz/extauthz/internal/secrets"
 	"github.com/extauthz/extauthz/internal/shared"
@@ -36,7 +37,7 @@ type TokenVerifier interface {
 // swapped whole on reload.
 type Policy struct {
 	routes   *route.Table[*Route]
-	verifier TokenVerifier
+	verifier *credentialVerifier // every kind of credential; its jwt verifies JWTs
 	ready    func() bool
 	close    func()
 	retire   func() // stops background work that in-flight checks can do without
@@ -76,6 +77,8 @@ type Policy struct {
 // Route is one compiled route.
 type Route struct {
 	Name string
+	// limits count the route's authenticated requests (limits.go).
+	limits []ratelimit.Limit
 	// keyPrefix makes cache keys of this route differ from every other
 	// route's and from this route's under a changed configuration.
 	keyPrefix            string
@@ -268,7 +271,8 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		forwardAuthorization:        rc.ForwardAuthorization,
 		credentials:                 credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
 		claimHeaders:                rc.ClaimHeaders,
-		rules:                       compileRules(rc.Rules),
+		rules:                       compileRules(rc.Name, rc.Rules),
+		limits:                      compileLimits(rc.Name, rc.Limits),
 		defaultDeny:                 rc.DefaultAction == "deny",
 		sessionBinding:              rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
 		tokenInMeta:                 rc.MCP.TokenInMeta,
@@ -391,6 +395,9 @@ func (p *Policy) ownHeaders(r *Route, id config.Identity) {
 		// Only a dry-run route sets it (on every request it passes).
 		r.owned = append(r.owned, DryRunHeader)
 	}
+	// The decision id is the service's: a client's copy would point an
+	// upstream at somebody else's audit record.
+	r.owned = append(r.owned, DecisionIDHeader)
 	r.identityOwned = slices.Clone(r.owned)
 	// Lineage headers are the service's too, set or stripped on every route.
 	for _, name := range p.lineageNames.Owned() {

@@ -43,37 +43,24 @@ type credentialVerifier struct {
 	closers []func()
 }
 
-// verifyNote goes with one verification: the route's name to API-key
-// lookups (a key may be limited to routes), and back, why a dependency
-// failed and when to retry, so that the 503 says so (the verifier's error
-// itself only says "unavailable" to the pipeline).
-type verifyNote struct {
-	route      string
+// dependencyError is a verification that could not be made: a broken
+// dependency (an introspection endpoint down, API keys being reloaded), not
+// a property of the credential, so never cached. It says why and when to
+// retry, for the 503.
+type dependencyError struct {
 	desc       string
 	retryAfter time.Duration
+	err        error
 }
 
-type noteKey struct{}
+func (e *dependencyError) Error() string { return e.desc }
+func (e *dependencyError) Unwrap() error { return e.err }
 
-// withNote returns ctx carrying n.
-func withNote(ctx context.Context, n *verifyNote) context.Context {
-	return context.WithValue(ctx, noteKey{}, n)
-}
-
-func noteOf(ctx context.Context) *verifyNote {
-	n, _ := ctx.Value(noteKey{}).(*verifyNote)
-	if n == nil {
-		return &verifyNote{}
-	}
-	return n
-}
-
-func (c *credentialVerifier) Verify(ctx context.Context, token string, issuers, audiences []string) (*jwtauth.Claims, error) {
-	kind, claims, err := c.verify(ctx, token, issuers, audiences)
+// Verify verifies token on route r with the issuer its kind chooses, and
+// counts the outcome by kind.
+func (c *credentialVerifier) Verify(ctx context.Context, token string, r *Route) (*jwtauth.Claims, error) {
+	kind, claims, err := c.verify(ctx, token, r)
 	c.observe(kind, outcomeOf(err))
-	if actor := peerActor(ctx); err == nil && actor != "" {
-		claims = withActor(claims, actor)
-	}
 	return claims, err
 }
 
@@ -82,16 +69,17 @@ func outcomeOf(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, jwtauth.ErrKeysUnavailable):
+	case errors.Is(err, jwtauth.ErrKeysUnavailable), errors.As(err, new(*dependencyError)):
 		return "unavailable"
 	}
 	return "denied"
 }
 
 // verify verifies token and says which kind of issuer judged it.
-func (c *credentialVerifier) verify(ctx context.Context, token string, issuers, audiences []string) (string, *jwtauth.Claims, error) {
+func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route) (string, *jwtauth.Claims, error) {
+	issuers, audiences := r.issuers, r.audiences
 	if strings.HasPrefix(token, apikey.Prefix) {
-		claims, err := c.apiKey(ctx, token, issuers)
+		claims, err := c.apiKey(ctx, token, issuers, r.Name)
 		return "api_keys", claims, err
 	}
 	var in *introspect.Introspector
@@ -113,21 +101,19 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, issuers, 
 		return "jwt", nil, jwtauth.ErrMalformed
 	}
 	claims, err := in.Introspect(ctx, token, audiences)
-	var ue *introspect.UnavailableError
-	if errors.As(err, &ue) {
-		n := noteOf(ctx)
-		n.desc, n.retryAfter = ue.Error(), ue.RetryAfter
-	}
 	if errors.Is(err, introspect.ErrUnavailable) {
-		// A broken dependency, not a property of the token: never cached.
-		return "introspection", nil, fmt.Errorf("%w: %w", jwtauth.ErrKeysUnavailable, err)
+		de := &dependencyError{desc: err.Error(), err: err}
+		var ue *introspect.UnavailableError
+		if errors.As(err, &ue) {
+			de.retryAfter = ue.RetryAfter
+		}
+		return "introspection", nil, de
 	}
 	return "introspection", claims, err
 }
 
 // apiKey looks the key up in the route's API-key issuers.
-func (c *credentialVerifier) apiKey(ctx context.Context, key string, issuers []string) (*jwtauth.Claims, error) {
-	route := noteOf(ctx).route
+func (c *credentialVerifier) apiKey(ctx context.Context, key string, issuers []string, route string) (*jwtauth.Claims, error) {
 	err := apikey.ErrUnknownKey
 	for _, n := range issuers {
 		s := c.keys[n]
@@ -139,8 +125,7 @@ func (c *credentialVerifier) apiKey(ctx context.Context, key string, issuers []s
 		case lerr == nil:
 			return claims, nil
 		case errors.Is(lerr, apikey.ErrBusy):
-			noteOf(ctx).desc = lerr.Error()
-			return nil, fmt.Errorf("%w: %w", jwtauth.ErrKeysUnavailable, lerr)
+			return nil, &dependencyError{desc: lerr.Error(), err: lerr}
 		case !errors.Is(lerr, apikey.ErrUnknownKey):
 			err = lerr
 		}
@@ -271,10 +256,8 @@ func newPeerPolicy(is config.Issuer, d Deps) (*peer.Policy, error) {
 
 // issuerKind is the kind of the issuer named name, for Explain.
 func (p *Policy) issuerKind(name string) string {
-	if c, ok := p.verifier.(*credentialVerifier); ok {
-		if k := c.kinds[name]; k != "" {
-			return k
-		}
+	if k := p.verifier.kinds[name]; k != "" {
+		return k
 	}
 	return "jwt"
 }
@@ -282,12 +265,8 @@ func (p *Policy) issuerKind(name string) string {
 // DropIntrospections forgets the cached introspections of subject (the
 // token's own sub) at every introspection issuer: admin revocation.
 func (p *Policy) DropIntrospections(subject string) int {
-	c, ok := p.verifier.(*credentialVerifier)
-	if !ok {
-		return 0
-	}
 	n := 0
-	for _, in := range c.intro {
+	for _, in := range p.verifier.intro {
 		n += in.Drop(subject)
 	}
 	return n

@@ -217,6 +217,7 @@ func (e *evaluation) applyExchange() *denial {
 		return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	target, needsConsent, tool := re.targetFor(call, g, e.req.SourcePrincipal)
+	e.v.ExchangeAudience = strings.Join(target.Audience, " ") // for the audit record
 	if needsConsent && !e.st.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
 		e.rec.add("consent required", func() string { return tool })
 		return e.reauthorize(consentKey(r, tool))

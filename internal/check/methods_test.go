@@ -193,7 +193,7 @@ func TestMethodGlobsMatchEverySpelling(t *testing.T) {
 	cases := 0
 	for _, proto := range []jsonrpc.Protocol{jsonrpc.ProtocolUnknown, jsonrpc.ProtocolMCP, jsonrpc.ProtocolA2A} {
 		for _, g := range globs {
-			rt := &Route{protocol: proto, rules: compileRules([]config.Rule{{Methods: []string{g}, Action: "deny"}})}
+			rt := &Route{protocol: proto, rules: compileRules("r", []config.Rule{{Methods: []string{g}, Action: "deny"}})}
 			for _, m := range specMethods {
 				for _, s := range m.spellings {
 					want := false
@@ -264,7 +264,7 @@ func TestMethodGlobExamples(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := &Route{protocol: tt.proto, rules: compileRules([]config.Rule{{Methods: []string{tt.glob}, Action: "deny"}})}
+			rt := &Route{protocol: tt.proto, rules: compileRules("r", []config.Rule{{Methods: []string{tt.glob}, Action: "deny"}})}
 			for _, m := range tt.denied {
 				if o, _, _ := rt.authorize(&Grant{}, m, ""); o != Forbidden {
 					t.Errorf("%q: %v, want denied", m, o)

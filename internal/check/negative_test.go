@@ -17,8 +17,8 @@ import (
 // grant stays cached and is answered without verification.
 func TestInvalidTokenFloodKeepsGrants(t *testing.T) {
 	f := newFixture(t, "cache: {max_entries: 100, negative_ttl: 5m}")
-	counter := &countingVerifier{TokenVerifier: f.pl.Policy().verifier}
-	f.pl.Policy().verifier = counter
+	counter := &countingVerifier{TokenVerifier: f.pl.Policy().verifier.jwt}
+	f.pl.Policy().verifier.jwt = counter
 	ctx := context.Background()
 	check := func(tok string) Verdict {
 		return f.pl.Check(ctx, agentReq(Headers{"authorization": "Bearer " + tok}))

@@ -1,7 +1,6 @@
 package check
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -18,8 +17,8 @@ import (
 // route that also lists token issuers both are required: the workload must
 // be accepted here and the token is verified after.
 func (e *evaluation) peerIdentity() *denial {
-	c, ok := e.p.verifier.(*credentialVerifier)
-	if !ok || len(c.peers) == 0 {
+	c := e.p.verifier
+	if len(c.peers) == 0 {
 		return nil
 	}
 	r := e.route
@@ -54,8 +53,7 @@ func (e *evaluation) peerIdentity() *denial {
 		// The user's token is verified next; the workload acts for the
 		// user: it becomes the outermost actor of the grant (act), and the
 		// grant is cached per token and workload.
-		id, _ := claims.Raw["spiffe_id"].(string)
-		e.ctx = context.WithValue(e.ctx, peerActorKey{}, id)
+		e.actor, _ = claims.Raw["spiffe_id"].(string)
 		return nil
 	}
 	key := cache.NewKey(r.keyPrefix, "\x00peer", claims.Raw["spiffe_id"].(string), hashOf(claims))
@@ -101,16 +99,6 @@ func (e *evaluation) workload(pol *peer.Policy) (*jwtauth.Claims, error) {
 func hashOf(c *jwtauth.Claims) string {
 	h, _ := c.Raw["x5t_s256_hex"].(string)
 	return h
-}
-
-// peerActorKey carries the workload acting for the token's user from the
-// peer stage to the token's verification.
-type peerActorKey struct{}
-
-// peerActor is the workload acting for the user on this check, "" if none.
-func peerActor(ctx context.Context) string {
-	a, _ := ctx.Value(peerActorKey{}).(string)
-	return a
 }
 
 // withActor returns c with actor as the outermost actor (RFC 8693 act),

@@ -16,6 +16,7 @@
 //	session     an MCP session belongs to the user who first used it
 //	tasks       a task belongs to the user who created it
 //	lineage     the request's place in its conversation, as headers
+//	limits      the route's and the deciding rule's rate limits (429 beyond)
 //	session-id  the session header a request's own ids decide
 //	exchange    the upstream gets a token issued for it (RFC 8693)
 //
@@ -37,10 +38,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/audit"
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
+	"github.com/extauthz/extauthz/internal/ratelimit"
 	"github.com/extauthz/extauthz/internal/shared"
 )
 
@@ -58,8 +61,10 @@ type Pipeline struct {
 	generation atomic.Uint64
 	loadedAt   atomic.Int64
 
-	inflight atomic.Int64 // checks in progress, for load shedding (shed.go)
-	tracer   Tracer       // nil: off
+	inflight atomic.Int64       // checks in progress, for load shedding (shed.go)
+	tracer   Tracer             // nil: off
+	auditW   *audit.Writer      // nil: off (audit.go)
+	limiter  *ratelimit.Limiter // nil: limits are not enforced (limits.go)
 }
 
 // RevocationTTL is how long a revocation is remembered: longer than any
@@ -80,6 +85,9 @@ type cached struct {
 	grant       *Grant
 	outcome     Outcome
 	description string
+	// retryAfter is when an Unavailable verification may be retried (never
+	// cached).
+	retryAfter time.Duration
 }
 
 // Options configure a Pipeline.
@@ -94,6 +102,11 @@ type Options struct {
 	ElicitationKey []byte
 	// Tracer traces every check; nil is off and costs nothing.
 	Tracer Tracer
+	// Audit receives a record of every decision Check makes; nil is off.
+	Audit *audit.Writer
+	// RateLimiter counts requests against the routes' and rules' limits;
+	// nil leaves them unenforced.
+	RateLimiter *ratelimit.Limiter
 }
 
 // New returns a pipeline serving p.
@@ -116,7 +129,8 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Pipeline{cache: c, refusals: refusals, state: st, log: o.Logger, now: o.Now, observer: o.Observer, tracer: o.Tracer}
+	pl := &Pipeline{cache: c, refusals: refusals, state: st, log: o.Logger, now: o.Now, observer: o.Observer, tracer: o.Tracer,
+		auditW: o.Audit, limiter: o.RateLimiter}
 	pl.policy.Store(p)
 	pl.generation.Store(1)
 	pl.loadedAt.Store(o.Now().UnixNano())
@@ -258,6 +272,9 @@ func (pl *Pipeline) check(ctx context.Context, p *Policy, req *Request) Verdict 
 	if e.route != nil {
 		e.route.stripCredentialCookie(req, &v)
 	}
+	if pl.auditW != nil {
+		pl.audit(ctx, req, &v, start)
+	}
 	return v
 }
 
@@ -346,13 +363,20 @@ func sameLineage(a, b *lineage.Result) bool {
 }
 
 // verify runs the expensive part: signature and claims, then the grant.
-func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token string) *cached {
-	claims, err := p.verifier.Verify(ctx, token, r.issuers, r.audiences)
-	if err != nil {
-		if errors.Is(err, jwtauth.ErrKeysUnavailable) {
-			return &cached{outcome: Unavailable, description: "signing keys are not available yet"}
-		}
+// actor, when set, is the workload presenting the token for its user.
+func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, actor string) *cached {
+	claims, err := p.verifier.Verify(ctx, token, r)
+	var broken *dependencyError
+	switch {
+	case errors.As(err, &broken):
+		return &cached{outcome: Unavailable, description: broken.desc, retryAfter: broken.retryAfter}
+	case errors.Is(err, jwtauth.ErrKeysUnavailable):
+		return &cached{outcome: Unavailable, description: "signing keys are not available yet"}
+	case err != nil:
 		return &cached{outcome: InvalidToken, description: err.Error()}
+	}
+	if actor != "" {
+		claims = withActor(claims, actor)
 	}
 	g, err := p.newGrant(r, claims)
 	if err != nil {

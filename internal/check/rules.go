@@ -6,6 +6,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/ratelimit"
 )
 
 // rule is a compiled authorization rule for JSON-RPC calls.
@@ -22,6 +23,7 @@ type rule struct {
 	scopeParam string
 	claims     []claimRequirement
 	deny       bool
+	limits     []ratelimit.Limit
 
 	// uriNames are names canonicalised as resource URI patterns, matched
 	// against canonical URIs (nil when the rule cannot apply to a resource
@@ -34,9 +36,9 @@ type claimRequirement struct {
 	values []string
 }
 
-func compileRules(rs []config.Rule) []rule {
+func compileRules(route string, rs []config.Rule) []rule {
 	out := make([]rule, 0, len(rs))
-	for _, r := range rs {
+	for i, r := range rs {
 		cr := rule{name: r.Name, names: r.Names, scopes: r.Scopes, scopeParam: strings.Join(r.Scopes, " "), deny: r.Action == "deny"}
 		cr.methods = r.Methods
 		cr.meanings = expandMethods(r.Methods)
@@ -46,6 +48,7 @@ func compileRules(rs []config.Rule) []rule {
 		if cr.name == "" {
 			cr.name = "rule " + strconv.Itoa(len(out))
 		}
+		cr.limits = compileLimits(route+"/rules["+strconv.Itoa(i)+"]", r.Limits)
 		out = append(out, cr)
 	}
 	return out
@@ -116,6 +119,13 @@ func (r *rule) matches(method string, meanings []int, name string) bool {
 // route that declares its protocol, by its meaning there; otherwise by every
 // meaning its name has (tasks/get is MCP's and A2A's).
 func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scope string) {
+	o, desc, scope, _ = rt.authorizeRule(g, method, name)
+	return o, desc, scope
+}
+
+// authorizeRule is authorize, also saying which rule decided: 1 + its
+// index, 0 when none matched (the default action decided).
+func (rt *Route) authorizeRule(g *Grant, method, name string) (o Outcome, desc, scope string, by int) {
 	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
 	for i := range rt.rules {
 		r := &rt.rules[i]
@@ -123,22 +133,22 @@ func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scop
 			continue
 		}
 		if r.deny {
-			return Forbidden, "denied by " + r.name, ""
+			return Forbidden, "denied by " + r.name, "", i + 1
 		}
 		if !hasAll(g.Scopes, r.scopes) {
-			return InsufficientScope, "this call needs scope " + r.scopeParam, r.scopeParam
+			return InsufficientScope, "this call needs scope " + r.scopeParam, r.scopeParam, i + 1
 		}
 		for _, req := range r.claims {
 			if !claimHasAny(g.Claims.Get(req.claim), req.values) {
-				return Forbidden, "this call needs claim " + req.claim, ""
+				return Forbidden, "this call needs claim " + req.claim, "", i + 1
 			}
 		}
-		return Allowed, "", ""
+		return Allowed, "", "", i + 1
 	}
 	if rt.defaultDeny {
-		return Forbidden, "no rule allows this call", ""
+		return Forbidden, "no rule allows this call", "", 0
 	}
-	return Allowed, "", ""
+	return Allowed, "", "", 0
 }
 
 // claimHasAny reports whether the claim equals, or as a list contains, one

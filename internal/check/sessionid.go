@@ -160,6 +160,18 @@ func (e *evaluation) sessionFor() (value, from string, d *denial) {
 	return "", "", nil
 }
 
+// without returns a copy of names without name: the slice may be the
+// grant's, shared by every request.
+func without(names []string, name string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if n != name {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // applySessionID sets the session header of a grant whose session depends
 // on the request. The grant's slices are shared by every request: the
 // header is added to copies.
@@ -185,12 +197,6 @@ func (e *evaluation) applySessionID() *denial {
 	name := e.p.identity.SessionHeader
 	v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: name, Value: value})
 	v.HeadersID = 0
-	rm := make([]string, 0, len(v.Remove))
-	for _, h := range v.Remove {
-		if h != name {
-			rm = append(rm, h)
-		}
-	}
-	v.Remove = rm
+	v.Remove = without(v.Remove, name)
 	return nil
 }

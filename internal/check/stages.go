@@ -39,12 +39,19 @@ type evaluation struct {
 	callRead bool
 	early    *Call
 	token    string
-	grant    *Grant
-	hit      bool // the grant (or refusal) came from the cache
+	// actor is the workload (peer stage) presenting the user's token on
+	// routes that need both: the grant names it as the outermost actor.
+	actor string
+	grant *Grant
+	hit   bool // the grant (or refusal) came from the cache
 	// v is the answer once a stage gave one directly (answered), else the
 	// allow the later stages add headers to.
 	v        Verdict
 	answered bool
+	// decidedBy is 1 + the index of the rule that decided the call, 0 when
+	// none did; rateLimit is the id of the limit that refused the request.
+	decidedBy int
+	rateLimit string
 }
 
 // decide runs the stages in order. Each decides one thing and returns a
@@ -66,12 +73,22 @@ func (e *evaluation) decide() Verdict {
 		e.run("session", e.session),
 		e.run("tasks", e.tasks),
 		e.run("lineage", e.lineage),
+		e.run("limits", e.limits),
 		e.run("session-id", e.sessionID),
 		e.run("exchange", e.exchange):
 		return e.v
 	}
 	e.v.Call = e.call
+	e.v.Rule = e.ruleName()
 	return e.v
+}
+
+// ruleName is the name of the rule that decided, "" when none did.
+func (e *evaluation) ruleName() string {
+	if e.decidedBy == 0 || e.route == nil {
+		return ""
+	}
+	return e.route.rules[e.decidedBy-1].name
 }
 
 // run runs one stage and reports whether it ended the decision: with a
@@ -94,6 +111,7 @@ func (e *evaluation) deny(d *denial) Verdict {
 	}
 	v := e.p.deny(e.req, e.route, call, *d)
 	v.Grant, v.CacheHit = e.grant, e.hit
+	v.Rule, v.RateLimit, v.ExchangeAudience = e.ruleName(), e.rateLimit, e.v.ExchangeAudience
 	return withRetryAfter(v, d.retryAfter)
 }
 
@@ -225,8 +243,8 @@ func (e *evaluation) identify() *denial {
 	}
 	r := e.route
 	key := cache.NewKey(r.keyPrefix, e.token)
-	if actor := peerActor(e.ctx); actor != "" {
-		key = cache.NewKey(r.keyPrefix, e.token, actor) // the grant names the workload
+	if e.actor != "" {
+		key = cache.NewKey(r.keyPrefix, e.token, e.actor) // the grant names the workload
 	}
 	var found cached
 	entry, hit := e.lookup(key, &found)
@@ -237,16 +255,11 @@ func (e *evaluation) identify() *denial {
 			return e.badCredential(err)
 		}
 		e.ctx, e.cancel = e.withBudget(e.ctx) // see budget.go
-		note := &verifyNote{route: r.Name}
-		entry = e.pl.verify(withNote(e.ctx, note), e.p, r, e.token)
+		entry = e.pl.verify(e.ctx, e.p, r, e.token, e.actor)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.
-			d := &denial{outcome: Unavailable, desc: entry.description}
-			if note.desc != "" {
-				d.desc, d.retryAfter = note.desc, note.retryAfter
-			}
-			return d
+			return &denial{outcome: Unavailable, desc: entry.description, retryAfter: entry.retryAfter}
 		}
 		if !e.st.readOnly {
 			e.pl.remember(e.p, key, entry)

@@ -100,7 +100,8 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 		tool = e.taskTool(r, call)
 		name = tool
 	}
-	o, desc, scope := r.authorize(g, call.Method, name)
+	o, desc, scope, by := r.authorizeRule(g, call.Method, name)
+	e.decidedBy = by
 	if o == Allowed && tool != "" {
 		if o2, desc2, scope2 := r.authorize(g, "tools/call", tool); o2 != Allowed {
 			return o2, "the task's tool " + tool + ": " + desc2, scope2

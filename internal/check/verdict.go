@@ -28,6 +28,7 @@ const (
 	DryRun                               // a dry-run route let a request pass that would have been denied
 	Overloaded                           // too many checks in progress: answered at once, fail closed
 	AuthorizationRequired                // answered directly: the user must authorize the upstream first (elicitation)
+	RateLimited                          // a rate limit of the route or rule refuses the request
 	UnknownSession                       // a response-path route never saw this MCP session created (MCP: 404, initialize again)
 )
 
@@ -51,6 +52,7 @@ var outcomes = [...]struct {
 	DryRun:                {200, "dry_run"},
 	Overloaded:            {503, "overloaded"},
 	AuthorizationRequired: {200, "authorization_required"},
+	RateLimited:           {429, "rate_limited"},
 	UnknownSession:        {404, "unknown_session"},
 }
 
@@ -79,6 +81,12 @@ type Verdict struct {
 	// Lineage is the request's place in its conversation (allowed requests
 	// on routes with lineage).
 	Lineage lineage.Result
+	// Rule is the rule that decided a JSON-RPC call ("" when none matched);
+	// RateLimit the limit that refused it; ExchangeAudience the audience of
+	// the token exchanged for the upstream. For the audit record.
+	Rule             string
+	RateLimit        string
+	ExchangeAudience string
 
 	// Allowed: headers to set on the upstream request (always overwriting)
 	// and owned headers to strip from it.
@@ -161,6 +169,7 @@ var rpcMessages = [...]string{
 	DryRun:                "",
 	Overloaded:            "Service overloaded",
 	AuthorizationRequired: "",
+	RateLimited:           "Too many requests: rate limit exceeded",
 	UnknownSession:        "Not Found: unknown session",
 }
 

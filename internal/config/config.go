@@ -40,6 +40,36 @@ type File struct {
 	// elicitations, exchanged tokens and revocations between replicas.
 	// Read at start only.
 	Redis Redis `yaml:"redis"`
+	// Audit writes a record of every decision; off without a sink. Read at
+	// start only.
+	Audit Audit `yaml:"audit"`
+}
+
+// Audit is the decision log (see docs/audit.md).
+type Audit struct {
+	Sink          string    `yaml:"sink"`      // stdout, file or otlp; empty: off
+	Decisions     string    `yaml:"decisions"` // all (default) or denied
+	SampleAllowed *float64  `yaml:"sample_allowed"`
+	LogArguments  []string  `yaml:"log_arguments"`
+	QueueSize     int       `yaml:"queue_size"`
+	File          AuditFile `yaml:"file"`
+}
+
+// AuditFile is where the file sink writes and how it rotates.
+type AuditFile struct {
+	Path       string `yaml:"path"`
+	MaxSize    int    `yaml:"max_size"` // megabytes
+	MaxBackups int    `yaml:"max_backups"`
+}
+
+// RateLimit is one limit of a route or rule (see docs/rate-limits.md).
+type RateLimit struct {
+	// Key is subject, subject_tool, client, root or principal.
+	Key      string   `yaml:"key"`
+	Requests int      `yaml:"requests"`
+	Per      Duration `yaml:"per"`
+	Burst    int      `yaml:"burst"`
+	Action   string   `yaml:"action"` // deny (the default and only one)
 }
 
 // Redis is the optional shared tier behind the in-process caches.
@@ -411,6 +441,8 @@ type Route struct {
 	// DryRun decides, logs and counts as usual but lets every request pass,
 	// telling the upstream the decision in the x-extauthz-dry-run header.
 	DryRun bool `yaml:"dry_run"`
+	// Limits count the route's authenticated requests.
+	Limits []RateLimit `yaml:"limits"`
 	// ResponsePath declares that Envoy's ext_proc filter sends this route's
 	// responses to the service (docs/extproc.md): sessions are then bound
 	// when the initialize response creates them, and a session id nobody
@@ -455,6 +487,8 @@ type Rule struct {
 	Claims map[string][]string `yaml:"claims"`
 	// Action is allow (default: allow when the requirements hold) or deny.
 	Action string `yaml:"action"`
+	// Limits count the calls this rule allowed.
+	Limits []RateLimit `yaml:"limits"`
 }
 
 // ProtectedResource is the route's RFC 9728 metadata document, served at

@@ -39,6 +39,7 @@ func (f *File) Validate() error {
 	v.tracing(f.Tracing)
 	v.limits(f.Limits)
 	v.cache(f.Cache)
+	v.audit(f.Audit)
 	return v.err()
 }
 
@@ -411,6 +412,9 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	v.routeRules(p, r.Rules)
 	v.routeResource(p, r.ProtectedResource)
 	v.routeClaimHeaders(p, r.ClaimHeaders, id)
+	for i, l := range r.Limits {
+		v.rateLimit(fmt.Sprintf("%s.limits[%d]", p, i), l)
+	}
 }
 
 // routeMatch checks the route's name, issuers and what requests it matches.
@@ -499,6 +503,9 @@ func (v *validator) routeRules(p string, rules []Rule) {
 				v.add("%s.claims: %q needs at least one value", q, claim)
 			}
 		}
+		for j, l := range rule.Limits {
+			v.rateLimit(fmt.Sprintf("%s.limits[%d]", q, j), l)
+		}
 	}
 }
 
@@ -525,6 +532,70 @@ func (v *validator) routeClaimHeaders(p string, headers []ClaimHeader, id Identi
 			v.add("%s.header: %q is already set by the service", q, ch.Header)
 		}
 		seen[ch.Header] = true
+	}
+}
+
+// RateLimitKeys are the kinds of key a limit counts by.
+var RateLimitKeys = []string{"subject", "subject_tool", "client", "root", "principal"}
+
+// rateLimit checks one limit of a route or rule.
+func (v *validator) rateLimit(p string, l RateLimit) {
+	if !contains(RateLimitKeys, l.Key) {
+		v.add("%s.key: %q is not one of %s", p, l.Key, strings.Join(RateLimitKeys, ", "))
+	}
+	if l.Requests <= 0 {
+		v.add("%s.requests: must be at least 1", p)
+	}
+	switch per := time.Duration(l.Per); {
+	case per <= 0:
+		v.add("%s.per: a positive interval is required", p)
+	case l.Requests > 0 && per/time.Duration(l.Requests) < time.Microsecond:
+		v.add("%s: %d requests per %s is more than one a microsecond", p, l.Requests, per)
+	case per > 24*time.Hour:
+		v.add("%s.per: %s is longer than 24h", p, per)
+	}
+	if l.Burst < 0 {
+		v.add("%s.burst: must not be negative", p)
+	}
+	if l.Action != "" && l.Action != "deny" {
+		v.add("%s.action: %q is not deny", p, l.Action)
+	}
+}
+
+// audit checks the audit section; an empty sink turns the log off and
+// leaves nothing else to set.
+func (v *validator) audit(a Audit) {
+	if a.Sink == "" {
+		if a.Decisions != "" || a.SampleAllowed != nil || len(a.LogArguments) > 0 || a.File.Path != "" || a.QueueSize != 0 {
+			v.add("audit.sink: required when any other audit key is set (stdout, file or otlp)")
+		}
+		return
+	}
+	switch a.Sink {
+	case "stdout", "otlp":
+	case "file":
+		if a.File.Path == "" {
+			v.add("audit.file.path: required with sink: file")
+		}
+	default:
+		v.add("audit.sink: %q is not one of stdout, file, otlp", a.Sink)
+	}
+	if a.Decisions != "" && a.Decisions != "all" && a.Decisions != "denied" {
+		v.add("audit.decisions: %q is neither all nor denied", a.Decisions)
+	}
+	if s := a.SampleAllowed; s != nil && !(*s >= 0 && *s <= 1) {
+		v.add("audit.sample_allowed: must be between 0 and 1")
+	}
+	if len(a.LogArguments) > 64 {
+		v.add("audit.log_arguments: %d paths, at most 64", len(a.LogArguments))
+	}
+	for i, path := range a.LogArguments {
+		if path == "" || strings.HasPrefix(path, ".") || strings.HasSuffix(path, ".") || strings.Contains(path, "..") {
+			v.add("audit.log_arguments[%d]: %q is not a dotted path of argument names", i, path)
+		}
+	}
+	if a.QueueSize < 0 || a.File.MaxSize < 0 || a.File.MaxBackups < 0 {
+		v.add("audit: queue_size, file.max_size and file.max_backups must not be negative")
 	}
 }
 

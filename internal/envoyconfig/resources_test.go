@@ -20,7 +20,7 @@ func readShipped(t *testing.T, path string) string {
 
 func TestCheckFileShipped(t *testing.T) {
 	for _, path := range []string{
-		"envoy/envoy.yaml", "envoy/sidecar.yaml",
+		"envoy/envoy.yaml", "envoy/sidecar.yaml", "envoy/ratelimit/envoy.yaml",
 		"deploy/istio/meshconfig.yaml", "deploy/istio/authorizationpolicy-mesh.yaml", "deploy/istio/authorizationpolicy-workload.yaml",
 		"deploy/envoy-gateway/securitypolicies.yaml",
 	} {

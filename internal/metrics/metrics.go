@@ -42,6 +42,8 @@ type Metrics struct {
 	refused      *prometheus.CounterVec
 	responses    *prometheus.CounterVec
 
+	limits *limitMetrics
+
 	// handles caches the children of checks and latency per route and
 	// outcome, so the hot path skips the label lookup.
 	handles sync.Map // checkKey -> *checkHandles
@@ -138,6 +140,7 @@ func New() *Metrics {
 			Help: "What the response path (ext_proc) did, by route and action (filtered, filter_failure, reauthorized, session_bound, session_refused, task_bound, not_allowed, overloaded, protocol_failure).",
 		}, []string{"route", "action"}),
 	}
+	m.limits = newLimitMetrics(m.reg)
 	m.reg.MustRegister(m.responses)
 	m.reg.MustRegister(m.refusedSess, m.sessLookups, m.sessCreated, m.dropped, m.slowClients, m.refused)
 	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency, m.credentials,

@@ -73,3 +73,29 @@ func BenchmarkChecked(b *testing.B) {
 		m.Checked("files", check.Allowed, time.Microsecond)
 	}
 }
+
+// TestLimitAndAuditMetrics: rate limit decisions by route and key kind,
+// the limiter's and the audit writer's counters.
+func TestLimitAndAuditMetrics(t *testing.T) {
+	m := New()
+	m.RateLimitDecided("tools", "subject", false)
+	m.RateLimitDecided("tools", "subject", true)
+	m.RateLimitDecided("tools", "subject", true)
+	m.RateLimiter(func() uint64 { return 4 }, func() uint64 { return 1 })
+	m.Audit(func() uint64 { return 10 }, func() uint64 { return 2 }, func() uint64 { return 0 })
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`extauthz_rate_limit_decisions_total{key="subject",result="allowed",route="tools"} 1`,
+		`extauthz_rate_limit_decisions_total{key="subject",result="limited",route="tools"} 2`,
+		`extauthz_rate_limit_fallbacks_total 4`,
+		`extauthz_rate_limit_redis_errors_total 1`,
+		`extauthz_audit_records_total{result="written"} 10`,
+		`extauthz_audit_records_total{result="dropped"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

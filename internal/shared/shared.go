@@ -211,6 +211,7 @@ type Store struct {
 	failOpen bool
 	sealer   *sealer // nil without an encryption key
 	channel  string
+	prefix   string
 	pBind    string // key prefixes, built once
 	// pBindSubject indexes a subject's bindings (never a prefix of pBind
 	// plus a key, nor the other way round).
@@ -263,6 +264,7 @@ func New(ctx context.Context, c Config, o Options) (*Store, error) {
 		failOpen:     c.FailOpen,
 		sealer:       seal,
 		channel:      c.KeyPrefix + "events",
+		prefix:       c.KeyPrefix,
 		pBind:        c.KeyPrefix + "bind:",
 		pBindSubject: c.KeyPrefix + "bindings-of:",
 		pElicit:      c.KeyPrefix + "elicit:",
@@ -359,6 +361,17 @@ func randomID() string {
 
 // ID is this replica's id on the bus.
 func (s *Store) ID() string { return s.id }
+
+// Client is the store's Redis client, for other shared state that brings
+// its own keys (rate limit counters); it honours context deadlines.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// KeyPrefix is the prefix of every key, OpTimeout the bound of every
+// operation: users of Client follow them too.
+func (s *Store) KeyPrefix() string { return s.prefix }
+
+// OpTimeout is the bound of one operation.
+func (s *Store) OpTimeout() time.Duration { return s.timeout }
 
 // FailOpen reports the configured behaviour of session binding checks
 // while Redis is unavailable: true lets requests through on the local

@@ -1,0 +1,102 @@
+package check
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/extauthz/extauthz/internal/audit"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+)
+
+// DecisionIDHeader carries the decision id: to the client on every denial,
+// so that a complaint maps to its audit record, and upstream when the
+// request had no x-request-id of its own (with one, the decision id is
+// that x-request-id, which the upstream already sees).
+const DecisionIDHeader = "x-extauthz-decision-id"
+
+// maxAuditBody bounds the JSON-RPC request an audit record copies to find
+// the call's argument names in (off the check path); a larger call is
+// recorded without them.
+const maxAuditBody = 64 << 10
+
+// audit hands the decision to the audit log (Options.Audit) and gives the
+// verdict its decision id header. It copies values into a record and
+// queues it: no encoding, no I/O. The one allocation is the copy of a tool
+// or prompt call's body, whose argument names the writer reads later (the
+// request's buffer is not ours after the check).
+func (pl *Pipeline) audit(ctx context.Context, req *Request, v *Verdict, start time.Time) {
+	id := req.RequestID
+	if id == "" {
+		id = req.Headers.Get("x-request-id")
+	}
+	generated := id == ""
+	if generated {
+		id = uuid.NewString()
+	}
+	allowed := v.Outcome.Allow()
+	switch {
+	case !allowed:
+		v.ResponseHeaders = append(v.ResponseHeaders[:len(v.ResponseHeaders):len(v.ResponseHeaders)], Header{Name: DecisionIDHeader, Value: id})
+	case generated && v.Outcome != ResourceMetadata:
+		v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: DecisionIDHeader, Value: id})
+		v.Remove = without(v.Remove, DecisionIDHeader)
+		v.HeadersID = 0 // this request's own headers
+	}
+	if !pl.auditW.Wants(allowed) {
+		return
+	}
+	r := audit.Record{
+		Time: start, DecisionID: id, Route: v.Route, Allowed: allowed, Outcome: v.Outcome.String(),
+		Status: v.Status(), SourcePrincipal: req.SourcePrincipal,
+		Protocol: protocolName(v.Call.Protocol), Method: v.Call.Method, Target: v.Call.Name,
+		Rule: v.Rule, RateLimit: v.RateLimit, ExchangeAudience: v.ExchangeAudience,
+		CacheHit: v.CacheHit, Latency: pl.now().Sub(start),
+	}
+	if !allowed {
+		r.Reason = v.Description
+	}
+	if g := v.Grant; g != nil {
+		r.Issuer, r.Subject, r.Session, r.ClientID = g.Issuer, g.Subject, g.Session, g.ClientID
+	}
+	if r.Target != "" {
+		r.TargetKind = targetKind(r.Method)
+	}
+	if l := &v.Lineage; l.Root != "" {
+		r.Lineage = audit.Lineage{Root: l.Root, Parent: l.Parent, Depth: l.Depth, ActorChain: l.ActorChain, Trusted: l.Trusted}
+	}
+	if r.TargetKind == "tool" || r.TargetKind == "prompt" {
+		if v.Call.Body && len(req.Body) <= maxAuditBody && !req.BodyPartial {
+			r.CallJSON = bytes.Clone(req.Body)
+		}
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		r.TraceID = sc.TraceID().String()
+	}
+	pl.auditW.Submit(&r)
+}
+
+// protocolName is the record's protocol: mcp, a2a, or "" for a request
+// that is not a JSON-RPC call of either.
+func protocolName(p jsonrpc.Protocol) string {
+	if p == jsonrpc.ProtocolMCP || p == jsonrpc.ProtocolA2A {
+		return p.String()
+	}
+	return ""
+}
+
+// targetKind says what a call's name is: a tool, a prompt or a resource.
+func targetKind(method string) string {
+	switch method {
+	case "tools/call":
+		return "tool"
+	case "prompts/get":
+		return "prompt"
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		return "resource"
+	}
+	return ""
+}

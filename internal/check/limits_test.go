@@ -1,0 +1,249 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/ratelimit"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
+)
+
+// limitedConfig is an MCP route with a per-user limit and a per-user-and-tool
+// limit on one rule.
+func limitedConfig(routeBurst int) string {
+	return fmt.Sprintf(`issuers: [{name: dev, algorithms: [HS256], secret: %s}]
+routes:
+- name: tools
+  default: true
+  issuers: [dev]
+  protocol: mcp
+  limits: [{key: subject, requests: 60, per: 1m, burst: %d}]
+  rules:
+  - {name: deploy, methods: [tools/call], names: [deploy], limits: [{key: subject_tool, requests: 1, per: 1h}]}
+  - {name: no-delete, methods: [tools/call], names: [delete_*], action: deny}
+  - {name: everything, methods: ["*"]}
+`, secret, routeBurst)
+}
+
+// rateObserver counts rate limit decisions by route, key and result.
+type rateObserver struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (o *rateObserver) Checked(string, Outcome, time.Duration) {}
+func (o *rateObserver) SessionConflict(string)                 {}
+func (o *rateObserver) RateLimitDecided(route, key string, limited bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.counts[fmt.Sprint(route, "/", key, "/", limited)]++
+}
+
+func newLimited(t *testing.T, clk *clock, obs Observer) (*Pipeline, func(string) *Policy) {
+	t.Helper()
+	compile := func(doc string) *Policy {
+		cfg, err := config.Parse([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pl, err := New(compile(limitedConfig(3)), Options{Now: clk.Now, Observer: obs,
+		RateLimiter: ratelimit.New(ratelimit.Options{Clock: clk.Now})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pl.Policy().Close() })
+	return pl, compile
+}
+
+func toolCall(tok string, id int, tool string) *Request {
+	return call("mcp.example.com", tok, nil, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q}}`, id, tool))
+}
+
+// TestRateLimits: the route's limit counts each user's requests, the rule's
+// only the calls it decided; beyond a limit the answer is 429 with
+// Retry-After and a JSON-RPC error carrying the request's id; counts are
+// by route and key kind; a reload keeps the counts and applies new numbers.
+func TestRateLimits(t *testing.T) {
+	clk := newClock()
+	obs := &rateObserver{counts: map[string]int{}}
+	pl, compile := newLimited(t, clk, obs)
+	f := &fixture{pl: pl, clock: clk}
+	alice, bob := f.hs(t, nil), f.hs(t, map[string]any{"sub": "bob"})
+
+	steps := []struct {
+		name    string
+		req     *Request
+		outcome Outcome
+		limit   string
+	}{
+		{"first deploy", toolCall(alice, 1, "deploy"), Allowed, ""},
+		{"second deploy: the rule's limit", toolCall(alice, 2, "deploy"), RateLimited, "tools/rules[0]/limits[0]"},
+		{"search: another rule, no tool limit", toolCall(alice, 3, "search"), Allowed, ""},
+		{"bob's deploy: his own count", toolCall(bob, 4, "deploy"), Allowed, ""},
+		{"alice beyond the route's burst of 3", toolCall(alice, 5, "search"), RateLimited, "tools/limits[0]"},
+	}
+	for _, s := range steps {
+		v := pl.Check(context.Background(), s.req)
+		if v.Outcome != s.outcome || v.RateLimit != s.limit {
+			t.Fatalf("%s: %v (limit %q), want %v (%q)", s.name, v.Outcome, v.RateLimit, s.outcome, s.limit)
+		}
+		if s.outcome != RateLimited {
+			continue
+		}
+		if v.Status() != 429 {
+			t.Errorf("%s: status %d", s.name, v.Status())
+		}
+		if ra, ok := header(v.ResponseHeaders, "retry-after"); !ok || ra == "0" {
+			t.Errorf("%s: retry-after %q", s.name, ra)
+		}
+		var body struct {
+			ID    int `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+				Data struct {
+					Error string `json:"error"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(v.Body, &body); err != nil || body.Error.Code != -32000 || body.Error.Data.Error != "rate_limited" {
+			t.Errorf("%s: body %s (%v)", s.name, v.Body, err)
+		}
+		if want := map[string]int{"tools/rules[0]/limits[0]": 2, "tools/limits[0]": 5}[s.limit]; body.ID != want {
+			t.Errorf("%s: JSON-RPC id %d, want %d", s.name, body.ID, want)
+		}
+	}
+	// The route's limit refills at its rate: one request a second.
+	clk.Advance(time.Second)
+	if v := pl.Check(context.Background(), toolCall(alice, 6, "search")); v.Outcome != Allowed {
+		t.Errorf("after a second: %v", v.Outcome)
+	}
+	// A reload with a bigger burst keeps the count (same place in the
+	// configuration) and applies the new numbers.
+	pl.Swap(compile(limitedConfig(10))).Close()
+	if v := pl.Check(context.Background(), toolCall(alice, 7, "search")); v.Outcome != Allowed {
+		t.Errorf("after the reload: %v", v.Outcome)
+	}
+	if v := pl.Check(context.Background(), toolCall(alice, 8, "deploy")); v.Outcome != RateLimited {
+		t.Errorf("the reload forgot the deploy count: %v", v.Outcome)
+	}
+	// Explain counts nothing.
+	for range 20 {
+		pl.Explain(context.Background(), toolCall(bob, 9, "search"))
+	}
+	if v := pl.Check(context.Background(), toolCall(bob, 10, "search")); v.Outcome != Allowed {
+		t.Errorf("explain used bob's budget: %v", v.Outcome)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for k, want := range map[string]int{"tools/subject_tool/true": 2, "tools/subject/true": 1, "tools/subject_tool/false": 2} {
+		if obs.counts[k] != want {
+			t.Errorf("count %s = %d, want %d (all: %v)", k, obs.counts[k], want, obs.counts)
+		}
+	}
+}
+
+// TestRateLimitsOff: without a limiter, configured limits are not
+// enforced (and nothing breaks).
+func TestRateLimitsOff(t *testing.T) {
+	clk := newClock()
+	cfg, err := config.Parse([]byte(limitedConfig(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := New(p, Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	f := &fixture{pl: pl, clock: clk}
+	tok := f.hs(t, nil)
+	for i := range 5 {
+		if v := pl.Check(context.Background(), toolCall(tok, i, "deploy")); v.Outcome != Allowed {
+			t.Fatalf("request %d: %v", i, v.Outcome)
+		}
+	}
+}
+
+// TestRateLimitsRedisKilled: two replicas share one budget through a real
+// redis-server; when it is killed mid-run every check is still answered
+// (allowed or 429, never an error or an unavailable), the limit holding
+// per replica.
+func TestRateLimitsRedisKilled(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := newClock()
+	replica := func() *Pipeline {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = rdb.Close() })
+		pl, _ := newLimitedWith(t, clk, ratelimit.New(ratelimit.Options{Clock: clk.Now, Redis: rdb, Timeout: time.Second, Backoff: time.Hour}))
+		return pl
+	}
+	a, b := replica(), replica()
+	f := &fixture{pl: a, clock: clk}
+	tok := f.hs(t, nil)
+	outcomes := func(n int) (allowed, limited int) {
+		for i := range n {
+			pl := a
+			if i%2 == 1 {
+				pl = b
+			}
+			switch v := pl.Check(context.Background(), toolCall(tok, i, "search")); v.Outcome {
+			case Allowed:
+				allowed++
+			case RateLimited:
+				limited++
+			default:
+				t.Fatalf("check %d: %v (%s)", i, v.Outcome, v.Description)
+			}
+		}
+		return allowed, limited
+	}
+	if allowed, _ := outcomes(10); allowed != 3 {
+		t.Errorf("with redis the two replicas allowed %d, want the one burst of 3", allowed)
+	}
+	srv.Kill()
+	// Each replica's local count saw half the traffic (its burst of 3 is
+	// gone after its first 3 of 5): nothing more passes, nothing fails.
+	if allowed, limited := outcomes(10); allowed != 0 || limited != 10 {
+		t.Errorf("after the kill: %d allowed, %d limited; want 0 and 10", allowed, limited)
+	}
+	clk.Advance(2 * time.Second) // two requests' worth on each replica
+	if allowed, _ := outcomes(10); allowed != 4 {
+		t.Errorf("after the kill and 2s: %d allowed, want 2 per replica", allowed)
+	}
+}
+
+// newLimitedWith is newLimited with a given limiter.
+func newLimitedWith(t *testing.T, clk *clock, l *ratelimit.Limiter) (*Pipeline, func(string) *Policy) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(limitedConfig(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pl, err := New(p, Options{Now: clk.Now, RateLimiter: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl, nil
+}

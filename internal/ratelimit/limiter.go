@@ -1,0 +1,146 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxKeys = 100_000
+	DefaultTimeout = 20 * time.Millisecond
+	DefaultBackoff = time.Second
+	DefaultPrefix  = "extauthz:"
+)
+
+// Options shape a Limiter. Zero fields get the defaults.
+type Options struct {
+	Clock   func() time.Time
+	Logger  *slog.Logger
+	MaxKeys int // local buckets kept, across all limits
+	// Redis shares the counts across replicas; nil keeps them local. The
+	// client must honour context deadlines (ContextTimeoutEnabled, as the
+	// shared tier's client does) for Timeout to bound a call.
+	Redis  redis.UniversalClient
+	Prefix string // of the Redis keys
+	// Timeout bounds one Redis call; Backoff is how long the replica uses
+	// only its local buckets after a Redis call failed.
+	Timeout, Backoff time.Duration
+}
+
+// Limiter decides requests against limits. It is safe for concurrent use
+// and outlives configuration reloads: limits are passed with each call.
+type Limiter struct {
+	clock   func() time.Time
+	log     *slog.Logger
+	local   *local
+	shared  *redis_rate.Limiter
+	prefix  string
+	timeout time.Duration
+	backoff int64
+
+	// skipUntil is when Redis is tried again after a failure (UnixNano).
+	skipUntil atomic.Int64
+	// fallbacks counts decisions made locally because Redis failed or was
+	// being skipped; redisErrors counts failed Redis calls.
+	fallbacks, redisErrors atomic.Uint64
+}
+
+// New returns a limiter.
+func New(o Options) *Limiter {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxKeys <= 0 {
+		o.MaxKeys = DefaultMaxKeys
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = DefaultBackoff
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	l := &Limiter{clock: o.Clock, log: o.Logger, local: newLocal(o.MaxKeys), prefix: o.Prefix + "ratelimit:",
+		timeout: o.Timeout, backoff: int64(o.Backoff)}
+	if o.Redis != nil {
+		l.shared = redis_rate.NewLimiter(o.Redis)
+	}
+	return l
+}
+
+// Key is what one request is counted as: the subject, client id, root or
+// principal, and for KindSubjectTool also the tool. Two parts rather than
+// one joined string, so that counting allocates nothing.
+type Key struct {
+	Value, Tool string
+}
+
+// Allow decides one request of key against lim. It never fails: without a usable Redis the local bucket
+// decides.
+//
+// The local bucket counts every request even while Redis decides, so that
+// a fallback starts from this replica's recent traffic instead of a full
+// burst.
+func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
+	now := l.clock().UnixNano()
+	allowed, retry := l.local.take(lim, key, now)
+	d := Decision{Allowed: allowed, RetryAfter: time.Duration(retry)}
+	if l.shared == nil {
+		return d
+	}
+	if now < l.skipUntil.Load() {
+		l.fallbacks.Add(1)
+		return d
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	res, err := l.shared.Allow(ctx, l.redisKey(lim, key),
+		redis_rate.Limit{Rate: lim.Requests, Burst: int(lim.burst()), Period: lim.Per})
+	cancel()
+	if err != nil {
+		l.redisErrors.Add(1)
+		l.fallbacks.Add(1)
+		if old := l.skipUntil.Swap(now + l.backoff); old <= now-l.backoff {
+			// Logged when Redis had been answering (not again while it stays
+			// down): the error names the address, never a credential.
+			l.log.Warn("rate limits: redis failed, using this replica's local limits", "error", err.Error(),
+				"retry_in", time.Duration(l.backoff))
+		}
+		return d
+	}
+	return Decision{Allowed: res.Allowed > 0, RetryAfter: max(res.RetryAfter, 0), Shared: true}
+}
+
+// redisKey names the shared counter of a key. The value is hashed: keys
+// stay short whatever a subject looks like, and Redis holds no user names.
+func (l *Limiter) redisKey(lim *Limit, key Key) string {
+	h := sha256.New()
+	h.Write([]byte(key.Value))
+	h.Write([]byte{0})
+	h.Write([]byte(key.Tool))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return l.prefix + lim.ID + ":" + hex.EncodeToString(sum[:16])
+}
+
+// Fallbacks is the number of decisions made locally because Redis failed
+// or was being skipped after a failure.
+func (l *Limiter) Fallbacks() uint64 { return l.fallbacks.Load() }
+
+// RedisErrors is the number of Redis calls that failed or timed out.
+func (l *Limiter) RedisErrors() uint64 { return l.redisErrors.Load() }
+
+// Keys is the number of local buckets held.
+func (l *Limiter) Keys() int { return l.local.len() }
