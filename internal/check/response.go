@@ -13,6 +13,7 @@ import (
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
+	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/session"
 )
 
@@ -152,35 +153,35 @@ func (x *Exchange) Subject() string { return x.grant.Subject }
 func (x *Exchange) FiltersLists() bool { return x.route.filterLists && x.route.hasRules() }
 
 // Keep is the list filter's predicate (mcpresponse.Predicate): could the
-// caller use this entry? It is the route's rule evaluation for the call the
-// entry stands for (tools/call of a tool, prompts/get of a prompt,
-// resources/read of a resource), with the call's arguments unknown. A
-// resource template names no one resource: it stays unless the rules
-// decide resources/read the same way for every URI and refuse it.
-func (x *Exchange) Keep(kind, name string, _ json.RawMessage) bool {
-	r, g := x.route, x.grant
+// caller use this entry? It is CanCall for the call the entry stands for
+// (tools/call of a tool, with the annotations its server listed;
+// prompts/get of a prompt; resources/read of a resource): an entry goes
+// only when no call to it could pass, whatever its arguments. A resource
+// template names no one resource: it stays unless the rules decide
+// resources/read the same way for every URI and refuse it.
+func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
+	r, g, now := x.route, x.grant, x.pl.now()
 	switch kind {
 	case mcpresponse.KindTool:
-		return x.allows("tools/call", name)
+		var ann map[string]any
+		if len(annotations) > 0 && json.Unmarshal(annotations, &ann) != nil {
+			ann = nil // not an object: the tool is judged without them
+		}
+		return r.canCall(g, "tools/call", name, ann, now) != policy.Denied
 	case mcpresponse.KindPrompt:
-		return x.allows("prompts/get", name)
+		return r.canCall(g, "prompts/get", name, nil, now) != policy.Denied
 	case mcpresponse.KindResource:
 		u, err := canon.URI(name)
 		if err != nil {
 			// The client could not read it through us either.
 			return false
 		}
-		return x.allows("resources/read", u)
+		return r.canCall(g, "resources/read", u, nil, now) != policy.Denied
 	case mcpresponse.KindResourceTemplate:
 		o, decided := r.authorizeAnyName(g, "resources/read")
 		return !decided || o == Allowed
 	}
 	return false
-}
-
-func (x *Exchange) allows(method, name string) bool {
-	o, _, _ := x.route.authorize(x.grant, method, name)
-	return o == Allowed
 }
 
 // authorizeAnyName is authorize for a call whose name is unknown: the
