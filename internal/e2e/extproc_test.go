@@ -224,6 +224,18 @@ func metric(t *testing.T, s app.Addrs, series string) float64 {
 	return 0
 }
 
+// waitMetric waits (at most 10s) until series reaches want on replica s.
+func waitMetric(t *testing.T, s app.Addrs, series string, want float64) {
+	t.Helper()
+	for range 200 {
+		if metric(t, s, series) >= want {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never reached %v", series, want)
+}
+
 // refuseFirstToken is an MCP server whose first token on each session's
 // tool calls dies: every tool call with it is answered 401, as by a server
 // whose downstream token expired; a call with another token is served.
@@ -715,6 +727,10 @@ func TestExtProcTSReauthorizationAcrossReplicas(t *testing.T) {
 						return
 					}
 					elicited = r.Elicitations[0].ElicitationID
+					// The client opens its GET stream without waiting for
+					// it: complete once A serves it, as a user's
+					// authorization takes longer than that.
+					waitMetric(t, e.a, `extauthz_response_path_total{action="stream_opened",route="backend"}`, float64(i+1))
 					completeOn(t, e.b, elicited, r.Elicitations[0].URL)
 				case "completed":
 					completed = r.ElicitationID
