@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +25,8 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -635,10 +639,10 @@ func listed(t *testing.T, out []nodeResult) ([]string, []nodePage) {
 	return names, last.Pages
 }
 
-// TestExtProcTSListFiltered: through the proxy, the TypeScript SDK client
-// of a user with the read-only scope lists only the tools it may call,
-// with the server answering in an event stream and in JSON; an admin
-// lists them all.
+// TestExtProcTSListFiltered: through the proxy, the TypeScript SDK clients
+// (and the Go SDK client) of a user with the read-only scope list only the
+// tools it may call, with the server answering in an event stream and in
+// JSON; an admin lists them all.
 func TestExtProcTSListFiltered(t *testing.T) {
 	e := startExtProc(t)
 	reader := e.token(t, "reader", "files:read")
@@ -659,6 +663,37 @@ func TestExtProcTSListFiltered(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+	// The official Go SDK client, on the session flow with its GET stream.
+	for _, path := range []string{"/sse", "/json"} {
+		for _, tc := range []struct {
+			name, token string
+			want        []string
+		}{
+			{"read-only user", reader, xpReaderTools},
+			{"admin", admin, xpAllTools},
+		} {
+			t.Run("go"+path+"/"+tc.name, func(t *testing.T) {
+				ctx := testContext(t)
+				cs, err := testpeers.NewMCPClient(ctx, e.base+path, testpeers.NewHTTPClient(tc.token, nil, nil),
+					&testpeers.MCPClientOptions{ProtocolVersion: testpeers.MCPVersion20251125})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cs.Close()
+				var got []string
+				for tool, err := range cs.Tools(ctx, nil) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, tool.Name)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, tc.want) {
+					t.Fatalf("listed %v, want %v", got, tc.want)
+				}
+			})
 		}
 	}
 	if n := metric(t, e.a, `extauthz_response_path_total{action="filtered",route="sse"}`); n == 0 {
@@ -762,5 +797,67 @@ func TestExtProcTSReauthorizationAcrossReplicas(t *testing.T) {
 				t.Errorf("replica B injected %v completions, and serves no stream", n)
 			}
 		})
+	}
+}
+
+// TestExtProcGoSDKReauthorizationAcrossReplicas is the same with the
+// official MCP Go SDK client, which declares URL elicitation: its tool
+// call fails with the -32042 error naming the elicitation, the completion
+// made on replica B arrives through its GET stream on A, and the retried
+// call runs with a freshly exchanged token.
+func TestExtProcGoSDKReauthorizationAcrossReplicas(t *testing.T) {
+	e := startExtProc(t)
+	ctx := testContext(t)
+	completions := make(chan string, 4)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-go", Version: "v1.0.0"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			select {
+			case completions <- r.Params.ElicitationID:
+			default:
+			}
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: e.base + "/backend", HTTPClient: testpeers.NewHTTPClient(e.token(t, "dave", "files:read"), nil, nil), MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: testpeers.MCPVersion20251125})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: testpeers.ToolWhoAmI})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != mcp.CodeURLElicitationRequired {
+		t.Fatalf("the refused call: %v, want the URL elicitation error", err)
+	}
+	var data struct {
+		Elicitations []mcp.ElicitParams `json:"elicitations"`
+	}
+	if err := json.Unmarshal(rpcErr.Data, &data); err != nil || len(data.Elicitations) != 1 || data.Elicitations[0].Mode != "url" {
+		t.Fatalf("elicitations %s: %v", rpcErr.Data, err)
+	}
+	el := data.Elicitations[0]
+	waitMetric(t, e.a, `extauthz_response_path_total{action="stream_opened",route="backend"}`, 1)
+	completeOn(t, e.b, el.ElicitationID, el.URL)
+	select {
+	case id := <-completions:
+		if id != el.ElicitationID {
+			t.Fatalf("completion for %q, want %q", id, el.ElicitationID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/elicitation/complete on the stream")
+	}
+	o, err := testpeers.WhoAmI(ctx, cs)
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	e.mu.Lock()
+	fresh := e.issued[o.AuthorizationSHA256]
+	e.mu.Unlock()
+	if refused := e.refused.refusedFingerprints(); !fresh || refused[o.AuthorizationSHA256] || len(refused) != 1 {
+		t.Errorf("the retry carried %q (issued by the STS: %v), the refused tokens were %v", o.AuthorizationSHA256, fresh, refused)
 	}
 }
