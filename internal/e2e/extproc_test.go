@@ -329,7 +329,7 @@ func (p *extprocProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if resp.GetStatus().GetCode() != 0 {
 		status, h, b := envoytest.DeniedResponse(resp.GetDeniedResponse())
-		maps(w.Header(), h)
+		copyHeader(w.Header(), h)
 		w.WriteHeader(status)
 		w.Write(b)
 		return
@@ -348,7 +348,7 @@ func (p *extprocProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.whole(w, r, body, upstream, md, downstreamHeaders)
 }
 
-func maps(dst, src http.Header) {
+func copyHeader(dst, src http.Header) {
 	for k, v := range src {
 		dst[k] = v
 	}
@@ -405,7 +405,7 @@ func (p *extprocProxy) whole(w http.ResponseWriter, r *http.Request, body []byte
 			w.Header().Add(h.Key, h.Value)
 		}
 	}
-	maps(w.Header(), extra)
+	copyHeader(w.Header(), extra)
 	w.WriteHeader(res.Downstream.Status())
 	w.Write(res.Downstream.Body())
 }
@@ -557,7 +557,7 @@ func (p *extprocProxy) duplex(w http.ResponseWriter, r *http.Request, upstream s
 						w.Header().Add(e.Key, e.Value)
 					}
 				}
-				maps(w.Header(), extra)
+				copyHeader(w.Header(), extra)
 				w.WriteHeader(status)
 				flush()
 			case *extprocv3.ProcessingResponse_ResponseBody:
