@@ -1,0 +1,167 @@
+// Package opapdp runs Open Policy Agent as an OpenID AuthZEN 1.0 policy
+// decision point for tests: an httptest server on 127.0.0.1 answering POST
+// /access/v1/evaluation by evaluating a Rego policy with the AuthZEN request
+// as input. It is the small adapter a deployment would put in front of OPA
+// (OPA's own REST API speaks {"input": ...} / {"result": ...}, not AuthZEN),
+// so tests can run real Rego decisions end to end.
+//
+// The policy is compiled once (rego.PrepareForEval); each request is one
+// evaluation of the query. A query whose result is undefined is a denial,
+// as OPA's own convention has it; a result that is not a single boolean, or
+// an evaluation error, is a broken PDP and answers 500.
+package opapdp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+
+	"github.com/open-policy-agent/opa/v1/rego"
+)
+
+// Path is the Access Evaluation endpoint's path (AuthZEN 1.0 section 6).
+const Path = "/access/v1/evaluation"
+
+// maxRequestBytes bounds an evaluation request; AuthZEN requests are small.
+const maxRequestBytes = 1 << 20
+
+// PDP is a running OPA-backed AuthZEN PDP.
+type PDP struct {
+	*httptest.Server
+	query rego.PreparedEvalQuery
+
+	// Calls counts evaluation requests that reached the policy.
+	Calls atomic.Int64
+	// Status, if not 0 or 200, is answered instead of a decision.
+	Status atomic.Int32
+	// Body, if set, is answered verbatim (with 200) instead of a decision.
+	Body atomic.Pointer[string]
+}
+
+// Start compiles module (Rego v1 syntax, file name policy.rego) with query,
+// for example "data.authzen.allow", and serves it on 127.0.0.1. Close the
+// PDP when done. A module that does not compile is an error.
+func Start(ctx context.Context, module, query string) (*PDP, error) {
+	pq, err := rego.New(
+		rego.Query(query),
+		rego.Module("policy.rego", module),
+		rego.StrictBuiltinErrors(true),
+	).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("opapdp: %w", err)
+	}
+	p := &PDP{query: pq}
+	p.Server = httptest.NewServer(http.HandlerFunc(p.serve))
+	return p, nil
+}
+
+// Endpoint is the evaluation URL.
+func (p *PDP) Endpoint() string { return p.URL + Path }
+
+// entity is a subject, action or resource; which fields are required
+// depends on which it is (AuthZEN 1.0 section 5).
+type entity struct {
+	Type *string `json:"type"`
+	ID   *string `json:"id"`
+	Name *string `json:"name"`
+}
+
+// request is the shape an evaluation request must have. The policy's input
+// is the request as sent, decoded generically; this only checks it.
+type request struct {
+	Subject  *entity        `json:"subject"`
+	Action   *entity        `json:"action"`
+	Resource *entity        `json:"resource"`
+	Context  map[string]any `json:"context"`
+}
+
+func (r *request) valid() bool {
+	return r.Subject != nil && r.Subject.Type != nil && r.Subject.ID != nil &&
+		r.Action != nil && r.Action.Name != nil &&
+		r.Resource != nil && r.Resource.Type != nil && r.Resource.ID != nil
+}
+
+func (p *PDP) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Path {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	input, err := readInput(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err != nil {
+		http.Error(w, "malformed evaluation request", http.StatusBadRequest)
+		return
+	}
+	p.Calls.Add(1)
+	if id := r.Header.Get("X-Request-ID"); id != "" {
+		w.Header().Set("X-Request-ID", id)
+	}
+	if s := p.Status.Load(); s != 0 && s != http.StatusOK {
+		w.WriteHeader(int(s))
+		return
+	}
+	if b := p.Body.Load(); b != nil {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, *b)
+		return
+	}
+	decision, err := p.decide(r.Context(), input)
+	if err != nil {
+		http.Error(w, "policy evaluation failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(struct {
+		Decision bool `json:"decision"`
+	}{decision})
+}
+
+// readInput decodes one JSON object with the AuthZEN request's shape and
+// nothing after it. Numbers stay json.Number so the policy sees them
+// exactly as sent.
+func readInput(body io.Reader) (map[string]any, error) {
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	var shape request
+	if err := json.Unmarshal(raw, &shape); err != nil {
+		return nil, err
+	}
+	if !shape.valid() {
+		return nil, errors.New("subject, action or resource missing")
+	}
+	var input map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&input); err != nil {
+		return nil, err
+	}
+	return input, nil
+}
+
+// decide evaluates the prepared query: undefined is false, a single
+// boolean is the decision, anything else is an error.
+func (p *PDP) decide(ctx context.Context, input map[string]any) (bool, error) {
+	rs, err := p.query.Eval(ctx, rego.EvalInput(input))
+	if err != nil {
+		return false, err
+	}
+	if len(rs) == 0 {
+		return false, nil
+	}
+	d, ok := rego.ResultValue[bool](rs)
+	if !ok {
+		return false, errors.New("the query's result is not a single boolean")
+	}
+	return d, nil
+}
