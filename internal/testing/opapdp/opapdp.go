@@ -20,6 +20,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -35,6 +36,9 @@ const maxRequestBytes = 1 << 20
 type PDP struct {
 	*httptest.Server
 	query rego.PreparedEvalQuery
+
+	mu     sync.Mutex
+	inputs []string
 
 	// Calls counts evaluation requests that reached the policy.
 	Calls atomic.Int64
@@ -63,6 +67,14 @@ func Start(ctx context.Context, module, query string) (*PDP, error) {
 
 // Endpoint is the evaluation URL.
 func (p *PDP) Endpoint() string { return p.URL + Path }
+
+// Inputs returns the well-formed requests received so far, as sent: what
+// the policy was given as input.
+func (p *PDP) Inputs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.inputs...)
+}
 
 // entity is a subject, action or resource; which fields are required
 // depends on which it is (AuthZEN 1.0 section 5).
@@ -96,12 +108,15 @@ func (p *PDP) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		return
 	}
-	input, err := readInput(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	raw, input, err := readInput(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if err != nil {
 		http.Error(w, "malformed evaluation request", http.StatusBadRequest)
 		return
 	}
 	p.Calls.Add(1)
+	p.mu.Lock()
+	p.inputs = append(p.inputs, string(raw))
+	p.mu.Unlock()
 	if id := r.Header.Get("X-Request-ID"); id != "" {
 		w.Header().Set("X-Request-ID", id)
 	}
@@ -128,25 +143,25 @@ func (p *PDP) serve(w http.ResponseWriter, r *http.Request) {
 // readInput decodes one JSON object with the AuthZEN request's shape and
 // nothing after it. Numbers stay json.Number so the policy sees them
 // exactly as sent.
-func readInput(body io.Reader) (map[string]any, error) {
+func readInput(body io.Reader) ([]byte, map[string]any, error) {
 	raw, err := io.ReadAll(body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var shape request
 	if err := json.Unmarshal(raw, &shape); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !shape.valid() {
-		return nil, errors.New("subject, action or resource missing")
+		return nil, nil, errors.New("subject, action or resource missing")
 	}
 	var input map[string]any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&input); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return input, nil
+	return raw, input, nil
 }
 
 // decide evaluates the prepared query: undefined is false, a single
