@@ -76,27 +76,13 @@ func (p *PDP) Inputs() []string {
 	return append([]string(nil), p.inputs...)
 }
 
-// entity is a subject, action or resource; which fields are required
-// depends on which it is (AuthZEN 1.0 section 5).
-type entity struct {
-	Type *string `json:"type"`
-	ID   *string `json:"id"`
-	Name *string `json:"name"`
-}
-
-// request is the shape an evaluation request must have. The policy's input
-// is the request as sent, decoded generically; this only checks it.
-type request struct {
-	Subject  *entity        `json:"subject"`
-	Action   *entity        `json:"action"`
-	Resource *entity        `json:"resource"`
-	Context  map[string]any `json:"context"`
-}
-
-func (r *request) valid() bool {
-	return r.Subject != nil && r.Subject.Type != nil && r.Subject.ID != nil &&
-		r.Action != nil && r.Action.Name != nil &&
-		r.Resource != nil && r.Resource.Type != nil && r.Resource.ID != nil
+// required are the members each entity must have as strings (AuthZEN 1.0
+// section 5). Names are matched exactly, as the policy reads them:
+// "Subject" is not "subject".
+var required = map[string][]string{
+	"subject":  {"type", "id"},
+	"action":   {"name"},
+	"resource": {"type", "id"},
 }
 
 func (p *PDP) serve(w http.ResponseWriter, r *http.Request) {
@@ -148,18 +134,30 @@ func readInput(body io.Reader) ([]byte, map[string]any, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var shape request
-	if err := json.Unmarshal(raw, &shape); err != nil {
-		return nil, nil, err
-	}
-	if !shape.valid() {
-		return nil, nil, errors.New("subject, action or resource missing")
-	}
 	var input map[string]any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&input); err != nil {
 		return nil, nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, errors.New("data after the request")
+	}
+	for entity, members := range required {
+		e, ok := input[entity].(map[string]any)
+		if !ok {
+			return nil, nil, fmt.Errorf("%s is not an object", entity)
+		}
+		for _, m := range members {
+			if _, ok := e[m].(string); !ok {
+				return nil, nil, fmt.Errorf("%s.%s is not a string", entity, m)
+			}
+		}
+	}
+	if c, ok := input["context"]; ok {
+		if _, ok := c.(map[string]any); !ok {
+			return nil, nil, errors.New("context is not an object")
+		}
 	}
 	return raw, input, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -68,6 +69,10 @@ func TestEvaluation(t *testing.T) {
 			`{"subject":{"type":"user","id":7},"action":{"name":"x"},"resource":{"type":"t","id":"r"}}`, 400, ""},
 		{"action without name", "POST", opapdp.Path,
 			`{"subject":{"type":"user","id":"a"},"action":{},"resource":{"type":"t","id":"r"}}`, 400, ""},
+		{"names differ in case", "POST", opapdp.Path,
+			`{"Subject":{"type":"user","id":"alice"},"action":{"name":"tools/call"},"resource":{"type":"tool","id":"refund"}}`, 400, ""},
+		{"context not an object", "POST", opapdp.Path,
+			`{"subject":{"type":"user","id":"alice"},"action":{"name":"tools/call"},"resource":{"type":"tool","id":"refund"},"context":[]}`, 400, ""},
 		{"resource null", "POST", opapdp.Path,
 			`{"subject":{"type":"user","id":"a"},"action":{"name":"x"},"resource":null}`, 400, ""},
 		{"too large", "POST", opapdp.Path,
@@ -143,4 +148,49 @@ func TestStartRejectsBrokenPolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzEvaluation: whatever a request carries, the adapter answers a
+// decision, 400 or 500, and a decision only for a well-formed request.
+func FuzzEvaluation(f *testing.F) {
+	for _, s := range []string{
+		`{"subject":{"type":"user","id":"alice"},"action":{"name":"tools/call"},"resource":{"type":"tool","id":"refund"}}`,
+		`{"subject":{"type":"user","id":"bob"},"action":{"name":"x"},"resource":{"type":"tool","id":"odd"},"context":{"n":1e999}}`,
+		`{"subject":null}`, `[]`, `"x"`, ``, `{"subject":{"type":"user","id":"a"},"action":{"name":"x"},"resource":{"type":"t","id":"r"}}x`,
+	} {
+		f.Add(s)
+	}
+	p, err := opapdp.Start(context.Background(), policy, "data.authzen.allow")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer p.Close()
+	f.Fuzz(func(t *testing.T, body string) {
+		w := httptest.NewRecorder()
+		p.Config.Handler.ServeHTTP(w, httptest.NewRequest("POST", opapdp.Path, strings.NewReader(body)))
+		switch w.Code {
+		case 200:
+			var d struct{ Decision *bool }
+			if json.Unmarshal(w.Body.Bytes(), &d) != nil || d.Decision == nil {
+				t.Fatalf("200 without a decision: %s", w.Body)
+			}
+			var shape map[string]any
+			if json.Unmarshal([]byte(body), &shape) != nil || !isString(member(shape, "subject", "id")) || !isString(member(shape, "action", "name")) {
+				t.Fatalf("decided a malformed request %q", body)
+			}
+		case 400, 500:
+		default:
+			t.Fatalf("status %d", w.Code)
+		}
+	})
+}
+
+func member(v map[string]any, entity, name string) any {
+	e, _ := v[entity].(map[string]any)
+	return e[name]
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
 }
