@@ -1,4 +1,4 @@
-package check_test
+package opapdp_test
 
 import (
 	"fmt"
@@ -16,18 +16,19 @@ import (
 )
 
 // Real decisions of Open Policy Agent behind the authzen rule: the Rego
-// policy in testdata/opa/policy.rego, served over AuthZEN by a small
+// policy in testdata/policy.rego, served over AuthZEN by a small
 // adapter, decides MCP tool calls that went through the whole pipeline.
 
 const (
 	opaQuery      = "data.extauthz.mcp.allow"
+	corpSecret    = "corp-test-secret-0123456789abcdef-xyz-0"
 	partnerSecret = "partner-test-secret-0123456789abcdef-xyz"
 )
 
 // opaConfig delegates every tool call to the PDP (%s: its endpoint).
 const opaConfig = `
 issuers:
-  - {name: corp, issuer: https://idp.example.com, algorithms: [HS256], secret: ` + protoSecret + `}
+  - {name: corp, issuer: https://idp.example.com, algorithms: [HS256], secret: ` + corpSecret + `}
   - {name: partner, issuer: https://idp.partner.example, algorithms: [HS256], secret: ` + partnerSecret + `}
 routes:
   - name: tools
@@ -53,7 +54,7 @@ func startOPA(t *testing.T, module string) (*opapdp.PDP, *check.Pipeline) {
 
 func opaPolicy(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("testdata/opa/policy.rego")
+	b, err := os.ReadFile("testdata/policy.rego")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ type caller struct {
 // toolCall is a tools/call of tool with args (a JSON object) by c.
 func toolCall(t *testing.T, c caller, tool, args string) *check.Request {
 	t.Helper()
-	iss, secret := "https://idp.example.com", protoSecret
+	iss, secret := "https://idp.example.com", corpSecret
 	if c.partner {
 		iss, secret = "https://idp.partner.example", partnerSecret
 	}
