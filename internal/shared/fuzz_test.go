@@ -18,6 +18,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"kind":"resync"}`))
 	f.Add([]byte(`{"kind":"session","id":"","at":-1}`))
 	f.Add([]byte(`{"kind":"revoke","id":"\u0000","at":9223372036854775807}`))
+	f.Add([]byte(`{"kind":"revoke_api_key","id":"a/b/c","at":1}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEvent(b)
@@ -25,7 +26,7 @@ func FuzzDecodeEvent(f *testing.F) {
 			return
 		}
 		switch e.Kind {
-		case EventSession, EventRevoke, EventConfig:
+		case EventSession, EventRevoke, EventConfig, EventRevokeAPIKey:
 		default:
 			t.Fatalf("accepted kind %q", e.Kind)
 		}
