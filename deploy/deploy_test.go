@@ -114,20 +114,22 @@ func one(t *testing.T, docs []doc, kind string) doc {
 
 // apiVersions are the group versions each kind is written in.
 var apiVersions = map[string]string{
-	"Kustomization":       "kustomize.config.k8s.io/v1beta1",
-	"Namespace":           "v1",
-	"ServiceAccount":      "v1",
-	"ConfigMap":           "v1",
-	"Secret":              "v1",
-	"Service":             "v1",
-	"Deployment":          "apps/v1",
-	"PodDisruptionBudget": "policy/v1",
-	"IstioOperator":       "install.istio.io/v1alpha1",
-	"AuthorizationPolicy": "security.istio.io/v1",
-	"Gateway":             "gateway.networking.k8s.io/v1",
-	"HTTPRoute":           "gateway.networking.k8s.io/v1",
-	"ReferenceGrant":      "gateway.networking.k8s.io/v1beta1",
-	"SecurityPolicy":      "gateway.envoyproxy.io/v1alpha1",
+	"Kustomization":        "kustomize.config.k8s.io/v1beta1",
+	"Namespace":            "v1",
+	"ServiceAccount":       "v1",
+	"ConfigMap":            "v1",
+	"Secret":               "v1",
+	"Service":              "v1",
+	"Deployment":           "apps/v1",
+	"PodDisruptionBudget":  "policy/v1",
+	"IstioOperator":        "install.istio.io/v1alpha1",
+	"AuthorizationPolicy":  "security.istio.io/v1",
+	"Gateway":              "gateway.networking.k8s.io/v1",
+	"HTTPRoute":            "gateway.networking.k8s.io/v1",
+	"ReferenceGrant":       "gateway.networking.k8s.io/v1beta1",
+	"SecurityPolicy":       "gateway.envoyproxy.io/v1alpha1",
+	"EnvoyExtensionPolicy": "gateway.envoyproxy.io/v1alpha1",
+	"EnvoyFilter":          "networking.istio.io/v1alpha3",
 }
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)

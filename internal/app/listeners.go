@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -85,8 +86,10 @@ func opsHandler(pl *check.Pipeline, m *metrics.Metrics, ready func() bool) http.
 }
 
 // adminHTTPHandler serves the admin listener's plain HTTP routes, every one
-// behind the audit (authentication and a log line per call).
-func adminHTTPHandler(pl *check.Pipeline, audit *adminapi.Audit, profiling bool) http.Handler {
+// behind the audit (authentication and a log line per call). completed,
+// when not nil, is told about every completed elicitation (the response
+// path notifies the client's open stream).
+func adminHTTPHandler(pl *check.Pipeline, audit *adminapi.Audit, profiling bool, completed func(context.Context, elicit.Pending)) http.Handler {
 	mux := http.NewServeMux()
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -96,7 +99,7 @@ func adminHTTPHandler(pl *check.Pipeline, audit *adminapi.Audit, profiling bool)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("POST /elicitations/{id}/complete", func(w http.ResponseWriter, r *http.Request) {
-		completeElicitation(pl, w, r)
+		completeElicitation(pl, w, r, completed)
 	})
 	return audit.HTTP(mux)
 }
@@ -105,7 +108,7 @@ func adminHTTPHandler(pl *check.Pipeline, audit *adminapi.Audit, profiling bool)
 // re-authorization, with the state the redirect carried (form field or
 // query parameter "state"); the user's retry then goes through. The state
 // is signed for the elicitation and its user: the id alone is refused (403).
-func completeElicitation(pl *check.Pipeline, w http.ResponseWriter, r *http.Request) {
+func completeElicitation(pl *check.Pipeline, w http.ResponseWriter, r *http.Request, completed func(context.Context, elicit.Pending)) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "unreadable form", http.StatusBadRequest)
@@ -129,6 +132,9 @@ func completeElicitation(pl *check.Pipeline, w http.ResponseWriter, r *http.Requ
 		http.Error(w, "the state was not issued for this elicitation", http.StatusForbidden)
 	default:
 		adminapi.SetTarget(r.Context(), fmt.Sprintf("elicitation=%q issuer=%q subject=%q", id, p.Issuer, p.Subject))
+		if completed != nil {
+			completed(r.Context(), p)
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

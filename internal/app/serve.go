@@ -19,6 +19,7 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -30,7 +31,9 @@ import (
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/envoyauthz"
+	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/httpauthz"
 	"github.com/extauthz/extauthz/internal/metrics"
 	"github.com/extauthz/extauthz/internal/ratelimit"
@@ -90,7 +93,7 @@ type ServeOptions struct {
 func serveFlags(o *ServeOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config", "", "configuration file (YAML); without it the built-in default (JWT_SECRET, HS256) is used")
-	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:9191", "address of the ext_authz gRPC listener")
+	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:9191", "address of the gRPC listener: ext_authz and the response path (ext_proc)")
 	fs.StringVar(&o.AdminAddr, "admin-addr", "127.0.0.1:9092", "address of the admin listener: the admin gRPC API and elicitation completion (authenticated; loopback only without authentication)")
 	fs.StringVar(&o.OpsAddr, "ops-addr", "127.0.0.1:9090", "address of the read-only ops listener: /healthz, /readyz, /metrics, lineage JWKS")
 	fs.StringVar(&o.AdminTokenFile, "admin-token-file", "", "file of admin bearer tokens, one a line, at least 32 bytes each; re-read when it changes")
@@ -297,8 +300,9 @@ type core struct {
 	m        *metrics.Metrics
 	store    *shared.Store
 	pipeline *check.Pipeline
-	reload   *reloader   // nil on the built-in default: no file to reload
-	draining atomic.Bool // set on SIGTERM: not ready, still answering
+	proc     *extprocauthz.Server // the response path (Envoy ext_proc)
+	reload   *reloader            // nil on the built-in default: no file to reload
+	draining atomic.Bool          // set on SIGTERM: not ready, still answering
 }
 
 // ready is what /readyz and gRPC health say.
@@ -374,6 +378,7 @@ func (s settings) openCore(ctx context.Context, env Env, c *closers) (*core, err
 		return nil, err
 	}
 	current.Store(k.pipeline)
+	k.proc = extprocauthz.NewServer(k.pipeline, extprocauthz.Options{Logger: s.log, Observer: k.m})
 	k.observe()
 	if s.ConfigFile != "" {
 		k.reload = &reloader{path: s.ConfigFile, pipeline: k.pipeline, deps: deps, metrics: k.m, log: s.log, lifetime: bg, grace: 10 * time.Second}
@@ -386,6 +391,15 @@ func (s settings) openCore(ctx context.Context, env Env, c *closers) (*core, err
 		k.follow(bg)
 	}
 	return k, nil
+}
+
+// elicitationCompleted announces a completed elicitation to the client's
+// open stream: here, and through the bus on the replica that holds it.
+func (k *core) elicitationCompleted(ctx context.Context, p elicit.Pending) {
+	k.proc.ElicitationCompleted(p)
+	if k.store != nil {
+		_ = k.store.Publish(ctx, extprocauthz.CompletionEvent(p))
+	}
 }
 
 // observe registers the pipeline's caches with the metrics.
@@ -406,6 +420,7 @@ func (k *core) follow(bg context.Context) {
 	}
 	go k.store.Subscribe(bg, func(ev shared.Event) {
 		k.pipeline.HandleEvent(bg, ev)
+		k.proc.HandleEvent(ev) // another replica's completed elicitation
 		if ev.Kind == shared.EventConfig && k.reload != nil {
 			_ = k.reload.reload(false) // another replica saw a new file: look now
 		}
@@ -432,6 +447,7 @@ func (f *fronts) setHealth(ready bool) {
 	}
 	f.health.SetServingStatus("", st)
 	f.health.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, st)
+	f.health.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, st)
 }
 
 // openFronts opens every listener, then serves the ext_authz gRPC API, the
@@ -471,13 +487,17 @@ func (s settings) openFronts(k *core, c *closers) (*fronts, error) {
 		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
 	)...)
 	envoyauthz.Register(f.grpc, envoyauthz.NewServer(k.pipeline))
+	// The response path (Envoy ext_proc) shares the ext_authz listener:
+	// Envoy reaches both through one cluster, and both decide with the
+	// same pipeline (docs/extproc.md).
+	extprocauthz.Register(f.grpc, k.proc)
 	healthpb.RegisterHealthServer(f.grpc, f.health)
 	f.setHealth(k.ready())
 
 	// The admin gRPC API shares the admin listener, never the ext_authz one.
 	f.adminGRPC = grpc.NewServer(append(audit.GRPCOptions(), grpc.MaxRecvMsgSize(8<<20))...)
 	adminv1.RegisterAdminServiceServer(f.adminGRPC, adminapi.NewServer(&adminBackend{pipeline: k.pipeline, started: time.Now()}, adminapi.Options{Logger: s.log}))
-	admin, limitAdmin := limitedServer(adminapi.Handler(f.adminGRPC, adminHTTPHandler(k.pipeline, audit, s.Pprof)), adminLimits("admin"), k.m.SlowClient, k.m.Refused)
+	admin, limitAdmin := limitedServer(adminapi.Handler(f.adminGRPC, adminHTTPHandler(k.pipeline, audit, s.Pprof, k.elicitationCompleted)), adminLimits("admin"), k.m.SlowClient, k.m.Refused)
 	admin.Protocols = adminapi.Protocols()
 	admin.TLSConfig = adminTLS
 	admin.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)

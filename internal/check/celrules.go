@@ -2,7 +2,6 @@ package check
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +16,6 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/lineage"
-	"github.com/extauthz/extauthz/internal/mcpresponse"
 	"github.com/extauthz/extauthz/internal/oauthclient"
 	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/secrets"
@@ -319,20 +317,31 @@ type policyState struct {
 	retryAfter time.Duration // of an AuthZEN denial
 }
 
-// CanCall answers whether the caller of grant g could call tool (with
-// annotations as its server listed them; nil when unknown) on the grant's
-// route at all, for the tools/list filter and explanations: Allowed,
-// Denied, or DependsOnArguments when the rules' expressions decide on the
-// call's arguments, or on the request, lineage or a decision point, none of
-// which a listing knows. A tool is Denied only when no call could pass.
-func (pl *Pipeline) CanCall(g *Grant, tool string, annotations map[string]any) policy.Decision {
-	p := pl.policy.Load()
-	r, ok := p.routes.ByName(g.Route)
-	if !ok || !g.scopeOK {
+// CanCall answers whether the caller of grant g could make a call of
+// method (tools/call, prompts/get, resources/read) to name (a tool or prompt
+// name, a canonical resource URI) on the grant's route at all, for list
+// filtering and explanations; annotations are a tool's as its server
+// listed them (nil when unknown). It answers Allowed, Denied, or
+// DependsOnArguments when the rules' expressions decide on the call's
+// arguments, or on the request, lineage or a decision point, none of which
+// a listing knows. An entry is Denied only when no call could pass.
+func (pl *Pipeline) CanCall(g *Grant, method, name string, annotations map[string]any) policy.Decision {
+	r, ok := pl.policy.Load().routes.ByName(g.Route)
+	if !ok {
 		return policy.Denied
 	}
-	in := policy.Input{JWT: g.jwt, Identity: identityInput(g), Now: pl.now(),
-		MCP: policy.MCP{Method: "tools/call", Name: tool, Annotations: annotations}}
+	return r.canCall(g, method, name, annotations, pl.now())
+}
+
+func (r *Route) canCall(g *Grant, method, name string, annotations map[string]any, now time.Time) policy.Decision {
+	if !g.scopeOK {
+		return policy.Denied
+	}
+	in := policy.Input{JWT: g.jwt, Identity: identityInput(g), Now: now,
+		MCP: policy.MCP{Method: method, Name: name, Annotations: annotations}}
+	if isURIMethod(method) {
+		in.MCP.Name, in.MCP.URI = "", name
+	}
 	if in.JWT == nil && len(g.Claims) > 0 {
 		in.JWT = make(map[string]any, len(g.Claims))
 		for _, c := range g.Claims {
@@ -340,7 +349,7 @@ func (pl *Pipeline) CanCall(g *Grant, tool string, annotations map[string]any) p
 		}
 	}
 	unknown := []string{policy.VarRequest, policy.VarLineage, policy.VarA2A}
-	meanings := jsonrpc.Meanings("tools/call", r.rpcProtocol())
+	meanings := jsonrpc.Meanings(method, r.rpcProtocol())
 	depends := false
 	final := policy.Allowed
 	if r.defaultDeny {
@@ -348,7 +357,7 @@ func (pl *Pipeline) CanCall(g *Grant, tool string, annotations map[string]any) p
 	}
 	for i := range r.rules {
 		ru := &r.rules[i]
-		if !ru.matches("tools/call", meanings, tool) {
+		if !ru.matches(method, meanings, name) {
 			continue
 		}
 		when := policy.Allowed
@@ -406,23 +415,6 @@ func canCallWhen(g *Grant, i int, ru *rule, in *policy.Input, unknown []string) 
 	return d
 }
 
-// ListPredicate is the tools/list filter for grant g (mcpresponse.FilterList):
-// a tool stays unless CanCall finds no call to it could pass; entries of
-// other kinds stay (their reads are decided when made). Annotations that
-// are not a JSON object are ignored (the tool is judged without them).
-func (pl *Pipeline) ListPredicate(g *Grant) mcpresponse.Predicate {
-	return func(kind, name string, annotations json.RawMessage) bool {
-		if kind != mcpresponse.KindTool {
-			return true
-		}
-		var ann map[string]any
-		if len(annotations) > 0 {
-			_ = json.Unmarshal(annotations, &ann)
-		}
-		return pl.CanCall(g, name, ann) != policy.Denied
-	}
-}
-
 // explainCanCall records, in explanations of a tools/call on a route with
 // rule expressions, whether the caller could call the tool at all.
 func (e *evaluation) explainCanCall() {
@@ -430,6 +422,6 @@ func (e *evaluation) explainCanCall() {
 		return
 	}
 	e.rec.add("can-call", func() string {
-		return fmt.Sprintf("%s, whatever the arguments: %v", e.call.Name, e.pl.CanCall(e.grant, e.call.Name, nil))
+		return fmt.Sprintf("%s, whatever the arguments: %v", e.call.Name, e.pl.CanCall(e.grant, "tools/call", e.call.Name, nil))
 	})
 }

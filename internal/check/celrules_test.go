@@ -228,7 +228,7 @@ func TestCanCall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := f.pl.CanCall(tt.g, tt.tool, nil); got != tt.want {
+			if got := f.pl.CanCall(tt.g, "tools/call", tt.tool, nil); got != tt.want {
 				t.Errorf("CanCall = %v, want %v", got, tt.want)
 			}
 		})
@@ -306,7 +306,9 @@ func TestListPredicate(t *testing.T) {
 		`{"name":"read","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
 		`{"name":"wipe","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}},` +
 		`{"name":"plain","inputSchema":{"type":"object"}}]}}`
-	out, dropped, err := mcpresponse.FilterList("tools/list", []byte(list), f.pl.ListPredicate(v.Grant))
+	r, _ := f.pl.Policy().routes.ByName(v.Grant.Route)
+	x := &Exchange{pl: f.pl, route: r, grant: v.Grant}
+	out, dropped, err := mcpresponse.FilterList("tools/list", []byte(list), x.Keep)
 	if err != nil {
 		t.Fatal(err)
 	}

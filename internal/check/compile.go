@@ -132,6 +132,9 @@ type Route struct {
 	trust       *lineage.Trust
 	signLineage bool
 	exchange    *routeExchange // nil: the inbound token is not exchanged
+
+	// responsePath and filterLists: see response.go.
+	responsePath, filterLists bool
 }
 
 // Deps are the outside world a policy is compiled against.
@@ -301,6 +304,8 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		lineageOff:                  rc.Lineage.Disabled,
 		maxDepth:                    cmp.Or(rc.Lineage.MaxDepth, f.Lineage.MaxDepth),
 		signLineage:                 rc.Lineage.Sign,
+		responsePath:                rc.ResponsePath,
+		filterLists:                 rc.ResponsePath && (rc.FilterLists == nil || *rc.FilterLists),
 	}
 	if err := compileURIPatterns(r.rules); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)

@@ -10,9 +10,11 @@
 //	headers     repeated single-valued headers are refused
 //	public      public paths pass without a token (never a JSON-RPC call)
 //	call        the JSON-RPC call is read exactly, or refused
-//	credential  the bearer token is found where the route takes it
-//	identity    the token is verified once and its grant cached
-//	authorize   required scopes, then the route's rules (first match)
+//	peer        the mTLS workload identity, on routes with peer issuers
+//	credential  the credential (JWT, opaque token, API key) is found
+//	identity    the credential is verified once and its grant cached
+//	authorize   required scopes, then the route's rules (first match;
+//	            globs, claims, CEL, AuthZEN)
 //	session     an MCP session belongs to the user who first used it
 //	tasks       a task belongs to the user who created it
 //	lineage     the request's place in its conversation, as headers

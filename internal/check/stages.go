@@ -337,6 +337,9 @@ func (e *evaluation) session() *denial {
 	if sid == "" || !r.sessionBinding {
 		return nil
 	}
+	if e.pl.sessionUnborn(e.ctx, r, sid) { // response_path routes bind at birth (response.go)
+		return &denial{outcome: UnknownSession, desc: "unknown session: initialize a new one"}
+	}
 	if d := e.bindSession(sid); d != nil {
 		return d
 	}

@@ -30,6 +30,7 @@ const (
 	AuthorizationRequired                // answered directly: the user must authorize the upstream first (elicitation)
 	RateLimited                          // a rate limit of the route or rule refuses the request
 	PolicyError                          // a rule's expression could not be evaluated: denied
+	UnknownSession                       // a response-path route never saw this MCP session created (MCP: 404, initialize again)
 )
 
 // outcomes is the one table mapping outcomes to what the client sees.
@@ -54,6 +55,7 @@ var outcomes = [...]struct {
 	AuthorizationRequired: {200, "authorization_required"},
 	RateLimited:           {429, "rate_limited"},
 	PolicyError:           {403, "policy_error"},
+	UnknownSession:        {404, "unknown_session"},
 }
 
 // Status is the HTTP status Envoy must answer with (200 when allowed).
@@ -171,6 +173,7 @@ var rpcMessages = [...]string{
 	AuthorizationRequired: "",
 	RateLimited:           "Too many requests: rate limit exceeded",
 	PolicyError:           "Forbidden: the policy could not be evaluated",
+	UnknownSession:        "Not Found: unknown session",
 }
 
 // challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value.

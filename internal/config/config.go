@@ -443,6 +443,15 @@ type Route struct {
 	DryRun bool `yaml:"dry_run"`
 	// Limits count the route's authenticated requests.
 	Limits []RateLimit `yaml:"limits"`
+	// ResponsePath declares that Envoy's ext_proc filter sends this route's
+	// responses to the service (docs/extproc.md): sessions are then bound
+	// when the initialize response creates them, and a session id nobody
+	// saw created is refused (404).
+	ResponsePath bool `yaml:"response_path"`
+	// FilterLists, on a route with a response path, removes from list
+	// results the tools, prompts and resources the caller may not use
+	// (default on).
+	FilterLists *bool `yaml:"filter_lists"`
 }
 
 // plainHTTP is the route protocol that reads no JSON-RPC; the names are

@@ -145,13 +145,37 @@ func renderGrant(g *check.Grant) *rendering {
 	f := map[string]*structpb.Value{
 		"route":   structpb.NewStringValue(g.Route),
 		"outcome": structpb.NewStringValue(check.Allowed.String()),
-		"user":    structpb.NewStringValue(g.Subject),
-		"issuer":  structpb.NewStringValue(g.Issuer),
 	}
+	grantFields(f, g)
+	return &rendering{headers: headerOptions(g.Headers()), fields: f}
+}
+
+// grantFields adds who the grant is to f: what access logs show and what
+// the response path (ext_proc, internal/extprocauthz) reads back as the
+// request's identity when Envoy forwards this namespace to it.
+func grantFields(f map[string]*structpb.Value, g *check.Grant) {
+	f["user"] = structpb.NewStringValue(g.Subject)
+	f["issuer"] = structpb.NewStringValue(g.Issuer)
 	if g.Session != "" {
 		f["session"] = structpb.NewStringValue(g.Session)
 	}
-	return &rendering{headers: headerOptions(g.Headers()), fields: f}
+	if g.ClientID != "" {
+		f["client_id"] = structpb.NewStringValue(g.ClientID)
+	}
+	if len(g.Scopes) > 0 {
+		f["scope"] = structpb.NewStringValue(strings.Join(g.Scopes, " "))
+	}
+	if len(g.Claims) > 0 {
+		// Only the claims the route's rules look at: the response path
+		// applies the same rules to list entries.
+		c := make(map[string]*structpb.Value, len(g.Claims))
+		for _, rc := range g.Claims {
+			if v, err := structpb.NewValue(rc.Value); err == nil {
+				c[rc.Name] = v
+			}
+		}
+		f["claims"] = structpb.NewStructValue(&structpb.Struct{Fields: c})
+	}
 }
 
 // withExtra returns the grant's rendered headers followed by the verdict's
@@ -251,11 +275,7 @@ func metadata(v *check.Verdict) *structpb.Struct {
 	f["route"] = structpb.NewStringValue(v.Route)
 	f["outcome"] = structpb.NewStringValue(v.Outcome.String())
 	if g := v.Grant; g != nil {
-		f["user"] = structpb.NewStringValue(g.Subject)
-		f["issuer"] = structpb.NewStringValue(g.Issuer)
-		if g.Session != "" {
-			f["session"] = structpb.NewStringValue(g.Session)
-		}
+		grantFields(f, g)
 	}
 	return metadataWith(f, v)
 }

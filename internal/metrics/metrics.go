@@ -40,6 +40,7 @@ type Metrics struct {
 	dropped      *prometheus.CounterVec
 	slowClients  *prometheus.CounterVec
 	refused      *prometheus.CounterVec
+	responses    *prometheus.CounterVec
 
 	limits *limitMetrics
 
@@ -134,12 +135,23 @@ func New() *Metrics {
 			Namespace: namespace, Name: "http_refused_total",
 			Help: "HTTP requests answered 503 at once because too many bodies were being read, by listener.",
 		}, []string{"listener"}),
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "response_path_total",
+			Help: "What the response path (ext_proc) did, by route and action (filtered, filter_failure, reauthorized, session_bound, session_refused, task_bound, not_allowed, overloaded, protocol_failure).",
+		}, []string{"route", "action"}),
 	}
 	m.limits = newLimitMetrics(m.reg)
+	m.reg.MustRegister(m.responses)
 	m.reg.MustRegister(m.refusedSess, m.sessLookups, m.sessCreated, m.dropped, m.slowClients, m.refused)
 	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency, m.credentials,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// ResponseProcessed counts one thing the response path did
+// (extprocauthz.Observer).
+func (m *Metrics) ResponseProcessed(route, action string) {
+	m.responses.WithLabelValues(route, action).Inc()
 }
 
 // Handler serves the exposition.

@@ -136,3 +136,12 @@ func (s *Store) index(ctx context.Context, key, subject string, idle time.Durati
 
 // isMiss reports whether err is Redis's "no such key".
 func isMiss(err error) bool { return errors.Is(err, redis.Nil) }
+
+// BindingOwner returns the owner of the binding key without binding it
+// (found false when nobody holds it): a route that binds sessions only
+// when it sees them created asks this before accepting an id it does not
+// hold locally.
+func (s *Store) BindingOwner(ctx context.Context, key string) (owner string, found bool, err error) {
+	v, found, err := s.get(ctx, OpBind, s.pBind+key)
+	return string(v), found, err
+}

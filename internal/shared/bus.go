@@ -22,6 +22,10 @@ const (
 	// EventConfig: the configuration changed; ID says what (caller's
 	// convention).
 	EventConfig = "config"
+	// EventElicitationComplete: the elicitation ID names (a small JSON
+	// document: id, user, session) was completed; the replica holding the
+	// session's open stream tells the client (internal/extprocauthz).
+	EventElicitationComplete = "elicitation_complete"
 	// EventResync is never published: Subscribe hands it to its handler
 	// whenever the subscription is (re)established, because whatever was
 	// published while it was not is lost. The handler reloads (e.g.
@@ -71,7 +75,7 @@ func decodeEvent(b []byte) (Event, error) {
 		return Event{}, errBadEvent
 	}
 	switch w.Kind {
-	case EventSession, EventRevoke:
+	case EventSession, EventRevoke, EventElicitationComplete:
 		if w.ID == "" {
 			return Event{}, errBadEvent
 		}

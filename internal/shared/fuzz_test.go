@@ -27,7 +27,7 @@ func FuzzDecodeEvent(f *testing.F) {
 			return
 		}
 		switch e.Kind {
-		case EventSession, EventRevoke, EventConfig, EventRevokeAPIKey:
+		case EventSession, EventRevoke, EventConfig, EventRevokeAPIKey, EventElicitationComplete:
 		default:
 			t.Fatalf("accepted kind %q", e.Kind)
 		}

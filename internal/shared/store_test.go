@@ -72,7 +72,10 @@ func TestNewTLSCAFile(t *testing.T) {
 
 func TestBindFirstWinsAcrossStores(t *testing.T) {
 	r := sharedRedis(t)
-	stores := []*Store{newStore(t, r.Addr, nil), newStore(t, r.Addr, nil)}
+	// Fifty binds at once: give each more than the hot path's 50ms, so that
+	// a busy machine tests the race, not the timeout.
+	patient := func(c *Config, _ *Options) { c.OpTimeout = 5 * time.Second }
+	stores := []*Store{newStore(t, r.Addr, patient), newStore(t, r.Addr, patient)}
 	const n = 50
 	var (
 		wg     sync.WaitGroup

@@ -1,0 +1,345 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/canon"
+	"github.com/extauthz/extauthz/internal/credential"
+	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/mcpresponse"
+	"github.com/extauthz/extauthz/internal/policy"
+	"github.com/extauthz/extauthz/internal/session"
+)
+
+// The response path (docs/extproc.md): a front end that also sees the
+// upstream's answer (Envoy's ext_proc filter, internal/extprocauthz) asks
+// the pipeline who the request was allowed for, then what to do with the
+// answer. Nothing here allows a request: a request the check did not allow
+// is never treated as allowed, and every doubt leaves the answer to be
+// refused by the caller.
+
+// Identity is the caller of an allowed request as the check's dynamic
+// metadata named it (Envoy forwards ext_authz's namespace to ext_proc).
+// Outcome must be Allowed's name: anything else is not an allowed request.
+type Identity struct {
+	Route, Outcome                     string
+	Subject, Issuer, Session, ClientID string
+	Scopes                             []string
+	// Claims are the claims the route's rules look at.
+	Claims RuleClaims
+}
+
+// Exchange is one allowed request whose response is being processed: the
+// route, the caller's grant and the JSON-RPC call the request carried.
+type Exchange struct {
+	pl    *Pipeline
+	route *Route
+	grant *Grant
+	// Call is the request's JSON-RPC call (Protocol jsonrpc.ProtocolUnknown
+	// when it carried none).
+	Call Call
+}
+
+// Response errors: why a request's response cannot be processed as allowed.
+var (
+	ErrNoRoute    = errors.New("check: no route for this request")
+	ErrNotAllowed = errors.New("check: the request was not allowed")
+	ErrOverloaded = errors.New("check: too many checks in progress")
+)
+
+// ForResponse returns the allowed request req is, for processing its
+// response. id is the identity the check put in its dynamic metadata (nil
+// when none was forwarded); without one, the request's own token must have
+// a grant in the verdict cache (the check that allowed it put it there).
+// Either way the request must still pass what the check decided from its
+// identity and call (route, scopes, revocation, rules), so that the
+// response of a request the check refused is never processed as allowed.
+// A route without a response path is ErrNoRoute.
+//
+// Like Check it is refused beyond limits.max_concurrent_checks
+// (ErrOverloaded) and traced when a Tracer is set.
+func (pl *Pipeline) ForResponse(ctx context.Context, req *Request, id *Identity) (x *Exchange, err error) {
+	p := pl.policy.Load()
+	if _, overloaded := pl.shed(p); overloaded {
+		return nil, ErrOverloaded
+	}
+	defer pl.inflight.Add(-1)
+	if pl.tracer != nil {
+		_, end := pl.tracer.StartCheck(ctx, req.Headers)
+		defer func() {
+			outcome, status, route, user := Allowed, 200, "", ""
+			if err != nil {
+				outcome, status = Forbidden, 403
+			} else {
+				route, user = x.route.Name, x.grant.Subject
+			}
+			end(route, "response:"+outcome.String(), status, user)
+		}()
+	}
+	return pl.forResponse(ctx, p, req, id)
+}
+
+func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id *Identity) (*Exchange, error) {
+	if d := canonicalRequest(req); d != nil {
+		return nil, ErrNotAllowed
+	}
+	// The check may have found its route by name (Envoy's
+	// context_extensions, which ext_proc does not receive): the route it
+	// names is the one it decided on.
+	var r *Route
+	ok := false
+	if id != nil && id.Route != "" {
+		if r, ok = p.routes.ByName(id.Route); !ok {
+			return nil, ErrNotAllowed // a route since removed: nothing to go by
+		}
+	} else {
+		r, ok = p.route(req)
+	}
+	if !ok || !r.responsePath {
+		return nil, ErrNoRoute
+	}
+	call, bad := readCall(r, req)
+	if bad != nil || canonicalCall(&call) != nil {
+		return nil, ErrNotAllowed
+	}
+	var g *Grant
+	switch {
+	case id != nil:
+		if id.Outcome != Allowed.String() || id.Route != r.Name || id.Subject == "" {
+			return nil, ErrNotAllowed
+		}
+		g = &Grant{Route: r.Name, Subject: id.Subject, Issuer: id.Issuer, Session: id.Session, ClientID: id.ClientID,
+			Scopes: id.Scopes, Claims: id.Claims}
+		g.scopeOK = hasAll(g.Scopes, r.scopes)
+	default:
+		token, err := credential.Find(req.Headers, r.credentials)
+		if err != nil {
+			return nil, ErrNotAllowed
+		}
+		var found cached
+		entry, hit := pl.lookup(cache.NewKey(r.keyPrefix, token), &found)
+		if !hit || entry.grant == nil {
+			return nil, ErrNotAllowed
+		}
+		g = entry.grant
+	}
+	if !g.scopeOK || pl.state.isRevoked(g) {
+		return nil, ErrNotAllowed
+	}
+	if call.Method != "" {
+		e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state, readOnly: true}, log: pl.log, route: r}
+		if o, _, _ := e.authorizeCall(r, g, &call); o != Allowed {
+			return nil, ErrNotAllowed
+		}
+	}
+	return &Exchange{pl: pl, route: r, grant: g, Call: call}, nil
+}
+
+// Route is the name of the exchange's route.
+func (x *Exchange) Route() string { return x.route.Name }
+
+// Subject is the caller.
+func (x *Exchange) Subject() string { return x.grant.Subject }
+
+// FiltersLists reports whether list results of this route are filtered:
+// the route asks for it (filter_lists, default on) and has rules to filter
+// by.
+func (x *Exchange) FiltersLists() bool { return x.route.filterLists && x.route.hasRules() }
+
+// Keep is the list filter's predicate (mcpresponse.Predicate): could the
+// caller use this entry? It is CanCall for the call the entry stands for
+// (tools/call of a tool, with the annotations its server listed;
+// prompts/get of a prompt; resources/read of a resource): an entry goes
+// only when no call to it could pass, whatever its arguments. A resource
+// template names no one resource: it stays unless the rules decide
+// resources/read the same way for every URI and refuse it.
+func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
+	r, g, now := x.route, x.grant, x.pl.now()
+	switch kind {
+	case mcpresponse.KindTool:
+		var ann map[string]any
+		if len(annotations) > 0 && json.Unmarshal(annotations, &ann) != nil {
+			ann = nil // not an object: the tool is judged without them
+		}
+		return r.canCall(g, "tools/call", name, ann, now) != policy.Denied
+	case mcpresponse.KindPrompt:
+		return r.canCall(g, "prompts/get", name, nil, now) != policy.Denied
+	case mcpresponse.KindResource:
+		u, err := canon.URI(name)
+		if err != nil {
+			// The client could not read it through us either.
+			return false
+		}
+		return r.canCall(g, "resources/read", u, nil, now) != policy.Denied
+	case mcpresponse.KindResourceTemplate:
+		o, decided := r.authorizeAnyName(g, "resources/read")
+		return !decided || o == Allowed
+	}
+	return false
+}
+
+// authorizeAnyName is authorize for a call whose name is unknown: the
+// outcome, and whether it is the same whatever the name (false when a
+// rule naming names could decide first).
+func (rt *Route) authorizeAnyName(g *Grant, method string) (Outcome, bool) {
+	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
+	for i := range rt.rules {
+		r := &rt.rules[i]
+		if !r.matchesMethod(method, meanings) {
+			continue
+		}
+		names := r.names
+		if r.uriNames != nil && isURIMethod(method) {
+			names = r.uriNames
+		}
+		if len(names) > 0 {
+			return 0, false
+		}
+		o, _, _ := rt.authorize(g, method, "")
+		return o, true
+	}
+	if rt.defaultDeny {
+		return Forbidden, true
+	}
+	return Allowed, true
+}
+
+// Reauthorization is the answer that replaces the upstream's refusal of
+// the call (401, or 403 insufficient_scope; see ReauthorizationFor) on a
+// route that exchanges tokens: the in-session re-authorization the
+// exchange stage answers with when the token service asks for the user
+// (a -32042 URL elicitation when the session declared it, the isError tool
+// result for tools/call, the A2A error for A2A). The exchanged tokens of
+// the caller's session are dropped first, here and in the shared tier, so
+// that the call retried after the user authorized gets a fresh one. It
+// reports false when there is nothing to answer with (no exchange or
+// authorize_url on the route, a notification, a call that is not MCP
+// tools/call without URL elicitation): the refusal then passes as sent.
+func (x *Exchange) Reauthorization(ctx context.Context) ([]byte, bool) {
+	pl, r, g, call := x.pl, x.route, x.grant, &x.Call
+	re := r.exchange
+	if re == nil || re.authorizeURL == "" || call.Protocol == jsonrpc.ProtocolUnknown || call.ID == nil {
+		return nil, false
+	}
+	st := view{s: pl.state}
+	elicitURL := call.ElicitationURL || (call.MCPSession != "" && st.sessionElicitsURL(session.Key(r.Name, call.MCPSession)))
+	if call.Protocol != jsonrpc.ProtocolA2A && !elicitURL && call.Method != "tools/call" {
+		return nil, false
+	}
+	for _, ex := range pl.Policy().exchangers {
+		ex.DropOwnSession(g.Subject, call.MCPSession)
+	}
+	if pl.state.shared != nil && call.MCPSession != "" {
+		// The shared tier keys tokens by session only; the session is
+		// bound to this caller on this route.
+		_, _ = pl.state.shared.DropSession(ctx, call.MCPSession)
+	}
+	_, _, tool := re.targetFor(call, g, "")
+	pending, err := st.beginElicitation(ctx, g.Issuer, g.Subject, call.MCPSession, consentKey(r, tool), re.authorizeURL)
+	if err != nil {
+		return nil, false
+	}
+	pl.log.LogAttrs(ctx, slog.LevelInfo, "upstream refused the exchanged token: re-authorization answered",
+		slog.String("route", r.Name), slog.String("user", g.Subject), slog.String("method", call.Method))
+	if call.Protocol == jsonrpc.ProtocolA2A {
+		return elicit.A2AAuthRequired(call.ID, pending, re.message), true
+	}
+	return mcpresponse.Reauthorization(call.ID, elicitURL, pending, re.message), true
+}
+
+// ReauthorizationFor reports whether an upstream answer with status and
+// WWW-Authenticate header value is a refusal of the caller's (exchanged)
+// token that re-authorization can cure: 401, or 403 with error
+// insufficient_scope (RFC 6750 section 3.1).
+func ReauthorizationFor(status int, wwwAuthenticate string) bool {
+	return status == 401 || status == 403 && strings.Contains(wwwAuthenticate, "insufficient_scope")
+}
+
+// SessionBorn binds the MCP session the upstream created in its answer to
+// this exchange's initialize request to the caller, with the URL
+// elicitation capability the client declared. It reports false when the
+// id is already another user's or there is no room (the caller then must
+// not pass the id on), and when the exchange is not an initialize.
+func (x *Exchange) SessionBorn(ctx context.Context, sid string) bool {
+	s, r, g := x.pl.state, x.route, x.grant
+	if x.Call.Method != "initialize" || sid == "" || len(sid) > maxSessionID {
+		return false
+	}
+	key := bindingKey(r.Name, bindSession, sid)
+	url := x.Call.ElicitationURL
+	if s.shared != nil {
+		owner, owned, err := s.shared.Bind(ctx, key, g.Subject, s.sessionIdle+s.sessionIdle/2, x.pl.Policy().perSubject)
+		if err != nil || !owned {
+			if err == nil {
+				s.sessions.Put(key, session.Binding{Subject: owner, Confirmed: s.now()})
+			}
+			return false
+		}
+		return s.sessions.Put(key, session.Binding{Subject: g.Subject, Confirmed: s.now(), ElicitationURL: url})
+	}
+	owner, res := s.sessions.Bind(key, g.Subject, func(b *session.Binding) { b.ElicitationURL = url })
+	if res == session.Owned && owner == g.Subject {
+		s.sessions.Put(key, session.Binding{Subject: g.Subject, ElicitationURL: url})
+	}
+	if so, ok := x.pl.observer.(SessionStatsObserver); ok && res == session.Created {
+		so.SessionCreated(r.Name)
+	}
+	return res.Accepted()
+}
+
+// maxSessionID bounds a session id taken from an upstream answer.
+const maxSessionID = 512
+
+// TaskCreatedBy binds a task the upstream created in its answer to this
+// exchange's call to the caller (Pipeline.TaskCreated), with the tool of
+// an MCP tools/call.
+func (x *Exchange) TaskCreatedBy(ctx context.Context, taskID string) bool {
+	if taskID == "" || len(taskID) > maxTaskID {
+		return false
+	}
+	tool := ""
+	if x.Call.Method == "tools/call" {
+		tool = x.Call.Name
+	}
+	return x.pl.TaskCreated(ctx, x.route.Name, taskID, x.grant.Subject, tool)
+}
+
+// sessionUnborn reports whether sid, presented on route r, must be refused
+// because the route binds sessions at birth (response_path) and nobody saw
+// this one created: no live binding here or, with a shared tier, on any
+// replica. The session stage refuses such a request with 404, as MCP
+// prescribes for unknown sessions, so that the client initializes again.
+func (pl *Pipeline) sessionUnborn(ctx context.Context, r *Route, sid string) bool {
+	if !r.responsePath {
+		return false
+	}
+	s := pl.state
+	key := bindingKey(r.Name, bindSession, sid)
+	if _, ok := s.sessions.Lookup(key); ok {
+		return false
+	}
+	if s.shared == nil {
+		return true
+	}
+	owner, found, err := s.shared.BindingOwner(ctx, key)
+	if err != nil {
+		// Unknown: the binding stage decides (it fails closed or, when
+		// configured, binds on this replica).
+		return false
+	}
+	if found {
+		s.sessions.Put(key, session.Binding{Subject: owner, Confirmed: s.now()})
+	}
+	return !found
+}
+
+// BindsTasks reports whether tasks are bound to their creator
+// (sessions.task_ownership), so that answers creating tasks are worth
+// reading (TaskCreatedBy).
+func (x *Exchange) BindsTasks() bool { return x.pl.policy.Load().taskOwnership }

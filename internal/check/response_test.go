@@ -1,0 +1,359 @@
+package check
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/mcpresponse"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
+)
+
+// responseConfig: an MCP route served through ext_proc with rules on
+// tools, prompts and resources, and one without a response path.
+const responseConfig = `
+issuers: [{name: a, secret: ` + secret + `}]
+routes:
+  - name: files
+    hosts: [mcp.example.com]
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+    rules:
+      - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: [files:write]}
+      - {name: admin prompts, methods: [prompts/get], names: ["admin_*"], claims: {groups: [admins]}}
+      - {name: secrets, methods: [resources/read], names: ["file:///secret/*"], action: deny}
+      - {name: no sampling, methods: ["sampling/*"], action: deny}
+  - name: plain
+    hosts: [plain.example.com]
+    protocol: mcp
+    issuers: [a]
+`
+
+func responsePipeline(t *testing.T, doc string, deps Deps) (*Pipeline, *clock) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newClock()
+	deps.Now = clk.Now
+	p, err := Compile(t.Context(), cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pl, err := New(p, Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl, clk
+}
+
+func responseToken(t *testing.T, sub string, claims jwt.MapClaims) string {
+	c := jwt.MapClaims{"sub": sub, "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()}
+	for k, v := range claims {
+		c[k] = v
+	}
+	return testtoken.HMAC(t, "HS256", secret, c)
+}
+
+// TestForResponse: the response of a request is processed as allowed only
+// for the identity the check allowed, by its metadata or its cached grant,
+// and only when the request still passes what the check decided.
+func TestForResponse(t *testing.T) {
+	pl, _ := responsePipeline(t, responseConfig, Deps{})
+	reader := responseToken(t, "alice", jwt.MapClaims{"scope": "files:read"})
+	listBody := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	deleteBody := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_all"}}`
+	allowed := func(scopes ...string) *Identity {
+		return &Identity{Route: "files", Outcome: "allowed", Subject: "alice", Issuer: "a", Scopes: scopes}
+	}
+	// A checked request leaves its grant in the verdict cache.
+	cached := call("mcp.example.com", reader, nil, listBody)
+	if v := pl.Check(context.Background(), cached); v.Outcome != Allowed {
+		t.Fatalf("check: %v %s", v.Outcome, v.Description)
+	}
+	tests := []struct {
+		name    string
+		req     *Request
+		id      *Identity
+		wantErr error
+		subject string
+	}{
+		{name: "metadata identity", req: call("mcp.example.com", "x.y.z", nil, listBody), id: allowed("files:read"), subject: "alice"},
+		{name: "metadata without any token", req: func() *Request {
+			r := call("mcp.example.com", "", nil, listBody)
+			delete(r.Headers, "authorization")
+			return r
+		}(), id: allowed(), subject: "alice"},
+		{name: "metadata of a denial", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "files", Outcome: "forbidden", Subject: "alice"}, wantErr: ErrNotAllowed},
+		{name: "metadata of a dry run", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "files", Outcome: "dry_run", Subject: "alice"}, wantErr: ErrNotAllowed},
+		{name: "metadata naming a route without a response path", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "plain", Outcome: "allowed", Subject: "alice"}, wantErr: ErrNoRoute},
+		{name: "metadata naming a route no longer there", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "gone", Outcome: "allowed", Subject: "alice"}, wantErr: ErrNotAllowed},
+		{name: "metadata naming the route for another host (context_extensions)", req: call("elsewhere.example.com", reader, nil, listBody), id: allowed("files:read"), subject: "alice"},
+		{name: "metadata without a subject", req: call("mcp.example.com", reader, nil, listBody), id: &Identity{Route: "files", Outcome: "allowed"}, wantErr: ErrNotAllowed},
+		{name: "metadata whose scopes the rules refuse", req: call("mcp.example.com", reader, nil, deleteBody), id: allowed("files:read"), wantErr: ErrNotAllowed},
+		{name: "metadata whose scopes the rules accept", req: call("mcp.example.com", reader, nil, deleteBody), id: allowed("files:write"), subject: "alice"},
+		{name: "no metadata: the cached grant", req: call("mcp.example.com", reader, nil, listBody), subject: "alice"},
+		{name: "no metadata: the cached grant, refused by the rules", req: call("mcp.example.com", reader, nil, deleteBody), wantErr: ErrNotAllowed},
+		{name: "no metadata: a token never checked", req: call("mcp.example.com", responseToken(t, "mallory", nil), nil, listBody), wantErr: ErrNotAllowed},
+		{name: "no metadata, no token", req: func() *Request {
+			r := call("mcp.example.com", "", nil, listBody)
+			delete(r.Headers, "authorization")
+			return r
+		}(), wantErr: ErrNotAllowed},
+		{name: "malformed call", req: call("mcp.example.com", reader, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"x"}`), id: allowed(), wantErr: ErrNotAllowed},
+		{name: "route without a response path", req: call("plain.example.com", reader, nil, listBody), id: &Identity{Route: "plain", Outcome: "allowed", Subject: "alice"}, wantErr: ErrNoRoute},
+		{name: "no route", req: call("nowhere.example.com", reader, nil, listBody), wantErr: ErrNoRoute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x, err := pl.ForResponse(context.Background(), tt.req, tt.id)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && (x.Subject() != tt.subject || x.Route() != "files") {
+				t.Fatalf("exchange for %q on %q", x.Subject(), x.Route())
+			}
+		})
+	}
+}
+
+// TestKeep: a list entry stays exactly when the caller could make the call
+// it stands for; a template stays unless every URI is refused alike.
+func TestKeep(t *testing.T) {
+	pl, _ := responsePipeline(t, responseConfig+`
+  - name: closed
+    hosts: [closed.example.com]
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+    default_action: deny
+    rules:
+      - {name: lists, methods: ["*/list"]}
+      - {name: reads, methods: [tools/call], names: ["read_*"]}
+`, Deps{})
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	user := func(host string, scopes []string, claims RuleClaims) *Exchange {
+		route := map[string]string{"mcp.example.com": "files", "closed.example.com": "closed"}[host]
+		x, err := pl.ForResponse(context.Background(), call(host, "t", nil, list), &Identity{Route: route, Outcome: "allowed", Subject: "u", Scopes: scopes, Claims: claims})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	reader := user("mcp.example.com", []string{"files:read"}, nil)
+	admin := user("mcp.example.com", []string{"files:write"}, RuleClaims{{Name: "groups", Value: []any{"admins"}}})
+	closed := user("closed.example.com", nil, nil)
+	tests := []struct {
+		name        string
+		x           *Exchange
+		kind, entry string
+		want        bool
+	}{
+		{"reader: a tool no rule names", reader, mcpresponse.KindTool, "read_file", true},
+		{"reader: a tool needing a scope it lacks", reader, mcpresponse.KindTool, "delete_file", false},
+		{"admin: the same tool", admin, mcpresponse.KindTool, "delete_file", true},
+		{"reader: an admin prompt", reader, mcpresponse.KindPrompt, "admin_report", false},
+		{"admin: an admin prompt", admin, mcpresponse.KindPrompt, "admin_report", true},
+		{"reader: a plain prompt", reader, mcpresponse.KindPrompt, "summary", true},
+		{"a denied resource", admin, mcpresponse.KindResource, "file:///secret/key", false},
+		{"a denied resource spelled otherwise", admin, mcpresponse.KindResource, "FILE:///secret/%6Bey", false},
+		{"an open resource", reader, mcpresponse.KindResource, "file:///docs/a", true},
+		{"an unreadable resource URI", reader, mcpresponse.KindResource, "not a uri\x00", false},
+		{"a template: the URI decides", reader, mcpresponse.KindResourceTemplate, "file:///secret/{name}", true},
+		{"default deny: a tool no rule allows", closed, mcpresponse.KindTool, "write_file", false},
+		{"default deny: an allowed tool", closed, mcpresponse.KindTool, "read_file", true},
+		{"default deny: a template nothing allows", closed, mcpresponse.KindResourceTemplate, "file:///{name}", false},
+		{"an unknown kind", reader, "widget", "x", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.x.Keep(tt.kind, tt.entry, nil); got != tt.want {
+				t.Fatalf("Keep(%s %q) = %v, want %v", tt.kind, tt.entry, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSessionBorn: the session id an initialize answer creates belongs to
+// the caller from then on; on a response-path route an id nobody saw
+// created is unborn.
+func TestSessionBorn(t *testing.T) {
+	pl, clk := responsePipeline(t, responseConfig, Deps{})
+	ctx := context.Background()
+	r, _ := pl.Policy().routes.ByName("files")
+	plain, _ := pl.Policy().routes.ByName("plain")
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"c","version":"1"}}}`
+	exchange := func(sub, body string) *Exchange {
+		x, err := pl.ForResponse(context.Background(), call("mcp.example.com", "t", nil, body), &Identity{Route: "files", Outcome: "allowed", Subject: sub})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	if !pl.sessionUnborn(ctx, r, "s-1") {
+		t.Fatal("an id nobody created is not unborn")
+	}
+	if pl.sessionUnborn(ctx, plain, "s-1") {
+		t.Fatal("a route without a response path refuses unborn ids")
+	}
+	if exchange("alice", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).SessionBorn(ctx, "s-1") {
+		t.Fatal("a session was born of a tools/list answer")
+	}
+	if !exchange("alice", initialize).SessionBorn(ctx, "s-1") {
+		t.Fatal("initialize answer: not bound")
+	}
+	if pl.sessionUnborn(ctx, r, "s-1") {
+		t.Fatal("a born session is unborn")
+	}
+	if b, _ := pl.state.sessions.Lookup(bindingKey("files", bindSession, "s-1")); b.Subject != "alice" || !b.ElicitationURL {
+		t.Fatalf("binding %+v", b)
+	}
+	if exchange("mallory", initialize).SessionBorn(ctx, "s-1") {
+		t.Fatal("an id another user holds was bound again")
+	}
+	if exchange("alice", initialize).SessionBorn(ctx, string(bytes.Repeat([]byte("x"), maxSessionID+1))) {
+		t.Fatal("an overlong id was bound")
+	}
+	// A check of the born session by its owner passes; by anybody else it
+	// is a conflict.
+	alice, mallory := responseToken(t, "alice", nil), responseToken(t, "mallory", nil)
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if v := pl.Check(ctx, call("mcp.example.com", alice, Headers{"mcp-session-id": "s-1"}, list)); v.Outcome != Allowed {
+		t.Fatalf("owner: %v %s", v.Outcome, v.Description)
+	}
+	if v := pl.Check(ctx, call("mcp.example.com", mallory, Headers{"mcp-session-id": "s-1"}, list)); v.Outcome != SessionConflict {
+		t.Fatalf("another user: %v", v.Outcome)
+	}
+	// An id nobody saw created is refused 404 (and not bound) on the
+	// response-path route, bound on first sight elsewhere.
+	for range 2 {
+		v := pl.Check(ctx, call("mcp.example.com", mallory, Headers{"mcp-session-id": "s-guess"}, list))
+		if v.Outcome != UnknownSession || v.Status() != 404 || !bytes.Contains(v.Body, []byte(`"id":2`)) {
+			t.Fatalf("unborn session: %v %d %s", v.Outcome, v.Status(), v.Body)
+		}
+	}
+	if v, _ := pl.Explain(ctx, call("mcp.example.com", alice, Headers{"mcp-session-id": "s-guess"}, list)); v.Outcome != UnknownSession {
+		t.Fatalf("explain: %v", v.Outcome)
+	}
+	if v := pl.Check(ctx, call("plain.example.com", mallory, Headers{"mcp-session-id": "s-guess"}, list)); v.Outcome != Allowed {
+		t.Fatalf("first sight elsewhere: %v %s", v.Outcome, v.Description)
+	}
+	clk.Advance(2 * time.Hour) // past the idle timeout
+	if !pl.sessionUnborn(ctx, r, "s-1") {
+		t.Fatal("an expired binding still counts as born")
+	}
+}
+
+// TestReauthorization: an upstream refusal on an exchanging route becomes
+// the in-session re-authorization answer in the form the client reads,
+// and the session's exchanged tokens are dropped so the retry gets a new
+// one.
+func TestReauthorization(t *testing.T) {
+	sts := ststest.New(t, ststest.Options{Now: func() time.Time { return t0 }, Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_basic", Secret: "sts-secret"}}})
+	doc := fmt.Sprintf(`
+issuers: [{name: a, secret: %s}]
+exchanges:
+  - {name: sts, token_endpoint: %s, client_auth: {method: client_secret_basic, client_id: extauthz, client_secret_env: STS_SECRET}}
+routes:
+  - name: files
+    hosts: [mcp.example.com]
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+    exchange: {sts: sts, audience: [https://files.example.com], methods: [tools/call], authorize_url: "https://idp.example.com/authorize?client_id=files"}
+  - name: noauthorize
+    hosts: [other.example.com]
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+    exchange: {sts: sts, audience: [https://files.example.com]}
+`, secret, sts.TokenURL)
+	pl, _ := responsePipeline(t, doc, Deps{Getenv: func(string) string { return "sts-secret" }, HTTPClient: sts.Client()})
+	ctx := context.Background()
+	tok := responseToken(t, "alice", nil)
+	toolCall := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file"}}`
+	// Two sessions born of initialize answers: s-2's client declared URL
+	// elicitation.
+	for sid, caps := range map[string]string{"s-1": `{}`, "s-2": `{"elicitation":{"url":{}}}`} {
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"c","version":"1"}}}`
+		x, err := pl.ForResponse(context.Background(), call("mcp.example.com", tok, nil, init), &Identity{Route: "files", Outcome: "allowed", Subject: "alice", Issuer: "a"})
+		if err != nil || !x.SessionBorn(ctx, sid) {
+			t.Fatalf("session %s not born: %v", sid, err)
+		}
+	}
+	// A first call exchanges a token for the session.
+	if v := pl.Check(ctx, call("mcp.example.com", tok, Headers{"mcp-session-id": "s-1"}, toolCall)); v.Outcome != Allowed {
+		t.Fatalf("check: %v %s", v.Outcome, v.Description)
+	}
+	calls := sts.Calls()
+	tests := []struct {
+		name, host, body string
+		headers          Headers
+		want             string // in the body; "" for no answer
+	}{
+		{name: "tools/call: isError tool result", host: "mcp.example.com", body: toolCall, headers: Headers{"mcp-session-id": "s-1"}, want: `"isError":true`},
+		{name: "the session declared URL elicitation: -32042", host: "mcp.example.com", body: toolCall, headers: Headers{"mcp-session-id": "s-2"}, want: `"code":-32042`},
+		{name: "tools/list without URL elicitation", host: "mcp.example.com", body: `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, headers: Headers{"mcp-session-id": "s-1"}, want: ""},
+		{name: "a notification", host: "mcp.example.com", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, want: ""},
+		{name: "no authorize_url", host: "other.example.com", body: toolCall, want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			route := map[string]string{"mcp.example.com": "files", "other.example.com": "noauthorize"}[tt.host]
+			x, err := pl.ForResponse(context.Background(), call(tt.host, tok, tt.headers, tt.body), &Identity{Route: route, Outcome: "allowed", Subject: "alice", Issuer: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, ok := x.Reauthorization(ctx)
+			if ok != (tt.want != "") || !bytes.Contains(body, []byte(tt.want)) {
+				t.Fatalf("answer %v %s, want %q", ok, body, tt.want)
+			}
+			if ok && !bytes.Contains(body, []byte(`"id":7`)) {
+				t.Fatalf("the answer does not carry the request's id: %s", body)
+			}
+		})
+	}
+	// The retry exchanges again: the dropped token is not reused.
+	if v := pl.Check(ctx, call("mcp.example.com", tok, Headers{"mcp-session-id": "s-1"}, toolCall)); v.Outcome != Allowed {
+		t.Fatalf("retry: %v %s", v.Outcome, v.Description)
+	}
+	if got := sts.Calls(); got != calls+1 {
+		t.Fatalf("STS calls %d, want %d: the retry reused the dropped token", got, calls+1)
+	}
+	if pl.ElicitationCount() != 2 {
+		t.Fatalf("%d elicitations pending, want 2", pl.ElicitationCount())
+	}
+}
+
+func TestReauthorizationFor(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		www    string
+		want   bool
+	}{
+		{"401", 401, `Bearer error="invalid_token"`, true},
+		{"401 without a challenge", 401, "", true},
+		{"403 insufficient_scope", 403, `Bearer error="insufficient_scope", scope="files:write"`, true},
+		{"403 otherwise", 403, "", false},
+		{"200", 200, "", false},
+		{"500", 500, `Bearer error="invalid_token"`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ReauthorizationFor(tt.status, tt.www); got != tt.want {
+				t.Fatalf("got %v", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,723 @@
+// Package extprocauthz is the response path's front end: it serves Envoy's
+// envoy.service.ext_proc.v3.ExternalProcessor/Process API, one stream per
+// HTTP request, and applies what the check pipeline decides about the
+// upstream's answer (docs/extproc.md): list results filtered to what the
+// caller may use, an upstream 401/403 turned into the in-session
+// re-authorization answer, sessions bound when the initialize answer
+// creates them, tasks bound when an answer creates them.
+//
+// Like internal/envoyauthz it only converts: Envoy's messages to a
+// check.Request and an identity (decode), the pipeline's decision
+// (check.Pipeline.ForResponse and the Exchange it returns), and the result
+// back to Envoy's replies (encode). It is served on the ext_authz gRPC
+// listener, next to the Authorization service.
+//
+// The stream loop is strict: every message that expects a reply gets
+// exactly one, of its own kind, in order (Envoy treats anything else as a
+// spurious message and fails the request). Everything that cannot be
+// processed exactly fails closed: a list that cannot be filtered is
+// replaced by a JSON-RPC error, never passed on.
+package extprocauthz
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/mcpresponse"
+)
+
+// MetadataNamespace is the ext_authz filter's dynamic metadata namespace,
+// which the ext_proc filter must forward (metadata_options
+// forwarding_namespaces untyped) for the caller's identity to reach us.
+const MetadataNamespace = "envoy.filters.http.ext_authz"
+
+// maxRequestBody bounds the request body kept to read the JSON-RPC call:
+// the pipeline reads no more (jsonrpc.MaxBodySize).
+const maxRequestBody = jsonrpc.MaxBodySize
+
+// What a stream did with a response, as counted (Observer).
+const (
+	ActionFiltered        = "filtered"         // a list result was filtered
+	ActionFilterFailure   = "filter_failure"   // a list could not be filtered: replaced by an error
+	ActionReauthorized    = "reauthorized"     // an upstream 401/403 became the re-authorization answer
+	ActionSessionBound    = "session_bound"    // an initialize answer's session was bound
+	ActionSessionRefused  = "session_refused"  // an initialize answer's session could not be bound
+	ActionTaskBound       = "task_bound"       // an answer's new task was bound
+	ActionNotAllowed      = "not_allowed"      // the request was not allowed: processed as nobody's
+	ActionOverloaded      = "overloaded"       // refused by load shedding
+	ActionProtocolFailure = "protocol_failure" // a message out of order: the stream ends
+	ActionStreamOpened    = "stream_opened"    // a session's event stream may carry injected notifications
+	ActionInjected        = "injected"         // notifications/elicitation/complete was injected
+)
+
+// Observer counts what the streams did (metrics). It must be cheap and
+// safe for concurrent use.
+type Observer interface {
+	ResponseProcessed(route, action string)
+}
+
+// Options configure a Server.
+type Options struct {
+	Logger   *slog.Logger
+	Observer Observer
+	// MaxEvent bounds an incomplete server-sent event held while filtering
+	// (mcpresponse.DefaultMaxEvent when zero).
+	MaxEvent int
+}
+
+// Server implements extprocv3.ExternalProcessorServer.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	pipeline *check.Pipeline
+	log      *slog.Logger
+	observer Observer
+	maxEvent int
+	streams  registry // open event streams notifications may be injected into
+}
+
+var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
+
+// NewServer returns a Server processing with p.
+func NewServer(p *check.Pipeline, o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{pipeline: p, log: o.Logger, observer: o.Observer, maxEvent: o.MaxEvent}
+}
+
+// Register serves s on gs (the ext_authz listener's server).
+func Register(gs *grpc.Server, s *Server) {
+	extprocv3.RegisterExternalProcessorServer(gs, s)
+}
+
+// errOutOfOrder ends a stream whose messages do not follow the protocol.
+var errOutOfOrder = errors.New("extprocauthz: message out of order")
+
+// Process serves one HTTP request's stream: Recv, then exactly one Send per
+// message that expects a reply, until Envoy closes the stream. The loop
+// ends when the stream does (Envoy closes it at the end of the request or
+// when it is destroyed; gRPC keepalive and Envoy's timeouts bound it).
+//
+// Once the response is an event stream notifications may be injected into
+// (streams.go), messages are received by a goroutine of the stream, so
+// that the loop can also send an injection when one arrives; every Send
+// stays on this goroutine.
+func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	ctx := stream.Context()
+	st := &exchange{s: s, ctx: ctx, req: check.Request{Headers: check.Headers{}}}
+	defer st.closeStream()
+	var received chan recvResult
+	for {
+		var in *extprocv3.ProcessingRequest
+		var err error
+		switch {
+		case st.inject == nil:
+			in, err = stream.Recv()
+		default:
+			if received == nil {
+				received = make(chan recvResult)
+				go receive(ctx, stream, received)
+			}
+			select {
+			case r := <-received:
+				in, err = r.msg, r.err
+			case ev := <-st.inject:
+				if out := st.injectNow(ev); out != nil {
+					if err := stream.Send(responseBodyReply(&extprocv3.CommonResponse{BodyMutation: streamed(out, false)})); err != nil {
+						return err
+					}
+					s.count(st.route(), ActionInjected)
+				}
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out, err := st.handle(in)
+		if err != nil {
+			s.count(st.route(), ActionProtocolFailure)
+			return err
+		}
+		if out == nil {
+			continue // a flow-control message: nothing to answer
+		}
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+type recvResult struct {
+	msg *extprocv3.ProcessingRequest
+	err error
+}
+
+// receive hands the stream's messages to the loop until the stream ends.
+func receive(ctx context.Context, stream extprocv3.ExternalProcessor_ProcessServer, out chan<- recvResult) {
+	for {
+		m, err := stream.Recv()
+		select {
+		case out <- recvResult{m, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) count(route, action string) {
+	if s.observer != nil {
+		s.observer.ResponseProcessed(route, action)
+	}
+}
+
+// Response handlings, decided at the response headers.
+type handling uint8
+
+const (
+	passThrough  handling = iota
+	filterJSON            // a JSON list result, filtered whole
+	filterSSE             // a list result in an event stream, event by event
+	readTask              // a JSON answer that may create a task
+	dropBody              // the answer was replaced: nothing of it leaves
+	injectStream          // a session's event stream, re-emitted event by event (streams.go)
+)
+
+// exchange is one stream's state: the request as the pipeline sees it and
+// what is being done to the response.
+type exchange struct {
+	s   *Server
+	ctx context.Context
+	// modes are the filter's configured body modes (protocol_config).
+	reqMode, respMode filterv3.ProcessingMode_BodySendMode
+
+	req        check.Request
+	sawHeaders bool
+	id         *check.Identity
+	bodyFull   bool // the request body went over maxRequestBody
+	decided    bool
+	x          *check.Exchange
+	xerr       error
+
+	handling handling
+	// duplex: the response body is configured FULL_DUPLEX_STREAMED, every
+	// chunk is answered with streamed_response (and mode_override is
+	// dead). whole: the body comes in one message (BUFFERED).
+	duplex, whole bool
+	// held is a JSON body gathered over several messages (STREAMED,
+	// BUFFERED_PARTIAL or duplex configured), filtered at its end.
+	held     []byte
+	tooLarge bool
+	sse      *mcpresponse.SSEListFilter
+
+	// An injectable event stream (streams.go).
+	streamKey   streamKey
+	inject      chan []byte
+	reasm       *mcpresponse.Reassembler
+	unsent      []byte
+	queued      [][]byte
+	firstChunk  bool
+	closed, raw bool
+	// failedSSE: an event stream could not be filtered; its error was sent
+	// and nothing more of it leaves.
+	failedSSE bool
+	phase     int // 0 request, 1 response headers seen
+}
+
+func (st *exchange) route() string {
+	if st.x != nil {
+		return st.x.Route()
+	}
+	return ""
+}
+
+// handle answers one message.
+func (st *exchange) handle(in *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+	if pc := in.GetProtocolConfig(); pc != nil {
+		st.reqMode, st.respMode = pc.GetRequestBodyMode(), pc.GetResponseBodyMode()
+	}
+	if st.id == nil {
+		st.id = identity(in.GetMetadataContext())
+	}
+	switch m := in.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		if st.phase != 0 || st.sawHeaders {
+			return nil, errOutOfOrder // the request's headers come once
+		}
+		st.sawHeaders = true
+		st.requestHeaders(m.RequestHeaders.GetHeaders())
+		if m.RequestHeaders.GetEndOfStream() {
+			st.decide()
+		}
+		return requestHeadersReply(), nil
+	case *extprocv3.ProcessingRequest_RequestBody:
+		if st.phase != 0 {
+			return nil, errOutOfOrder
+		}
+		return st.requestBody(m.RequestBody), nil
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		st.decide()
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		if st.phase != 0 {
+			return nil, errOutOfOrder
+		}
+		st.phase = 1
+		st.decide()
+		return st.responseHeaders(m.ResponseHeaders), nil
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		if st.phase != 1 {
+			return nil, errOutOfOrder
+		}
+		return st.responseBody(m.ResponseBody), nil
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}, nil
+	}
+	return nil, nil
+}
+
+// requestHeaders fills the request as Envoy's ext_authz front end does:
+// lower-case names, repeated headers joined, pseudo-headers as attributes.
+func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
+	h := st.req.Headers
+	for _, hv := range hm.GetHeaders() {
+		k := strings.ToLower(hv.GetKey())
+		v := string(hv.GetRawValue())
+		if v == "" {
+			v = hv.GetValue()
+		}
+		if !utf8.ValidString(v) {
+			v = strings.ToValidUTF8(v, "!") // as the ext_authz front end reads it
+		}
+		if prev, ok := h[k]; ok {
+			sep := ","
+			if k == "cookie" {
+				sep = "; "
+			}
+			v = prev + sep + v
+		}
+		h[k] = v
+	}
+	st.req.Method, st.req.Scheme, st.req.Host, st.req.Path = h[":method"], h[":scheme"], h[":authority"], h[":path"]
+	if st.req.Scheme == "" {
+		st.req.Scheme = h["x-forwarded-proto"]
+	}
+	st.req.RequestID = h["x-request-id"]
+}
+
+func (st *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if !st.bodyFull {
+		if len(st.req.Body)+len(b.GetBody()) > maxRequestBody {
+			st.bodyFull, st.req.Body = true, nil
+		} else {
+			st.req.Body = append(st.req.Body, b.GetBody()...)
+		}
+	}
+	if b.GetEndOfStream() {
+		st.decide()
+	}
+	if st.reqMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
+			Response: &extprocv3.CommonResponse{BodyMutation: streamed(b.GetBody(), b.GetEndOfStream())}}}}
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+}
+
+// decide asks the pipeline once, when the whole request is known.
+func (st *exchange) decide() {
+	if st.decided {
+		return
+	}
+	st.decided = true
+	st.req.BodyPartial = st.bodyFull
+	st.x, st.xerr = st.s.pipeline.ForResponse(st.ctx, &st.req, st.id)
+	switch {
+	case errors.Is(st.xerr, check.ErrOverloaded):
+		st.s.count("", ActionOverloaded)
+	case errors.Is(st.xerr, check.ErrNotAllowed):
+		st.s.count("", ActionNotAllowed)
+	}
+}
+
+func requestHeadersReply() *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
+}
+
+func responseHeadersReply(c *extprocv3.CommonResponse, override *filterv3.ProcessingMode) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{
+		Response:     &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: c}},
+		ModeOverride: override,
+	}
+}
+
+// responseHeaders decides what happens to the answer.
+func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	var status int
+	var contentType, sid, www, encoding string
+	for _, hv := range m.GetHeaders().GetHeaders() {
+		v := string(hv.GetRawValue())
+		if v == "" {
+			v = hv.GetValue()
+		}
+		switch strings.ToLower(hv.GetKey()) {
+		case ":status":
+			status, _ = strconv.Atoi(v)
+		case "content-type":
+			contentType = v
+		case "mcp-session-id":
+			sid = v
+		case "www-authenticate":
+			www = v
+		case "content-encoding":
+			encoding = v
+		}
+	}
+	eos := m.GetEndOfStream()
+	st.duplex = st.respMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	st.whole = st.respMode == filterv3.ProcessingMode_BUFFERED
+	media := mediaType(contentType)
+	if st.xerr != nil {
+		return st.unallowedHeaders(status, media, eos)
+	}
+	x := st.x
+	route := x.Route()
+	switch {
+	case check.ReauthorizationFor(status, www):
+		body, ok := x.Reauthorization(st.ctx)
+		if !ok {
+			break
+		}
+		st.s.count(route, ActionReauthorized)
+		return st.replace(200, body)
+	case status < 200 || status > 299:
+		return responseHeadersReply(nil, nil)
+	}
+	if x.Call.Method == "initialize" && sid != "" {
+		if !x.SessionBorn(st.ctx, sid) {
+			st.s.count(route, ActionSessionRefused)
+			st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "the upstream's new session could not be bound: answer refused",
+				slog.String("route", route), slog.String("user", x.Subject()), slog.String("request_id", st.req.RequestID))
+			return st.replaceStatus(503, jsonrpc.ErrorBody(x.Call.ID, jsonrpc.CodeInternal, "Internal error", map[string]string{"reason": "the session could not be bound: retry"}))
+		}
+		st.s.count(route, ActionSessionBound)
+	}
+	if eos {
+		return responseHeadersReply(nil, nil)
+	}
+	if sid := st.req.Headers["mcp-session-id"]; st.duplex && st.req.Method == "GET" && media == "text/event-stream" && sid != "" {
+		// The session's standalone stream: completions may be injected.
+		st.handling = injectStream
+		st.openStream(sid)
+		return responseHeadersReply(nil, nil)
+	}
+	list := x.FiltersLists() && mcpresponse.IsListMethod(x.Call.Method)
+	if x.FiltersLists() && !x.Call.Body && st.req.Method == "POST" {
+		// The call was not read from a complete body (request_body_mode is
+		// not BUFFERED, or it was too large): it may be a list. Fail closed.
+		st.s.count(route, ActionFilterFailure)
+		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
+	}
+	if list && encoding != "" && !strings.EqualFold(encoding, "identity") {
+		// Compressed: the filter reads only plain JSON. Fail closed.
+		st.s.count(route, ActionFilterFailure)
+		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
+	}
+	switch {
+	case list && media == "application/json":
+		st.handling = filterJSON
+		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
+	case list && media == "text/event-stream":
+		st.handling = filterSSE
+		st.sse = mcpresponse.NewSSEListFilter(x.Call.Method, x.Keep, st.s.maxEvent)
+		// Envoy keeps content-length when a STREAMED override is applied:
+		// the filtered body is shorter, so it goes here.
+		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}})
+	case list:
+		// A list answered in a form the filter does not read.
+		st.s.count(route, ActionFilterFailure)
+		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
+	case x.BindsTasks() && createsTask(x.Call.Method) && media == "application/json":
+		st.handling = readTask
+		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
+	}
+	return responseHeadersReply(nil, nil)
+}
+
+// bodyOverride asks for the response body in mode where the filter's
+// configuration does not send it at all (response_body_mode NONE, the
+// recommended configuration, with allow_mode_override). A configured mode
+// is kept (an override would be ignored with full duplex): the body is
+// then gathered over as many messages as it takes. Without
+// allow_mode_override Envoy ignores the override and never sends the
+// body, so docs/extproc.md makes it part of the configuration.
+func (st *exchange) bodyOverride(mode filterv3.ProcessingMode_BodySendMode, c *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
+	if st.respMode != filterv3.ProcessingMode_NONE {
+		return responseHeadersReply(c, nil)
+	}
+	st.whole = mode == filterv3.ProcessingMode_BUFFERED
+	return responseHeadersReply(c, &filterv3.ProcessingMode{ResponseBodyMode: mode})
+}
+
+// unallowedHeaders handles the answer to a request not allowed (or not
+// on a response-path route): nothing is bound or re-authorized for
+// nobody, and a list result, which only an allowed caller's filter could
+// let through, is replaced.
+func (st *exchange) unallowedHeaders(status int, media string, eos bool) *extprocv3.ProcessingResponse {
+	if errors.Is(st.xerr, check.ErrNoRoute) || status < 200 || status > 299 || eos {
+		return responseHeadersReply(nil, nil)
+	}
+	if media != "application/json" && media != "text/event-stream" {
+		return responseHeadersReply(nil, nil)
+	}
+	call, err := jsonrpc.Parse(st.req.Body)
+	if err == nil && !mcpresponse.IsListMethod(call.Method) && !st.bodyFull {
+		return responseHeadersReply(nil, nil)
+	}
+	if len(st.req.Body) == 0 && !st.bodyFull {
+		return responseHeadersReply(nil, nil)
+	}
+	st.s.count("", ActionFilterFailure)
+	return st.replace(200, mcpresponse.FilterFailure(call.ID))
+}
+
+// replace answers with body instead of the upstream's answer, keeping its
+// other headers (mcp-session-id): CONTINUE_AND_REPLACE, after which Envoy
+// sends no more of this response and drops what the upstream still sends.
+func (st *exchange) replace(status int, body []byte) *extprocv3.ProcessingResponse {
+	return st.replaceStatus(status, body)
+}
+
+func (st *exchange) replaceStatus(status int, body []byte) *extprocv3.ProcessingResponse {
+	if st.duplex {
+		// With full duplex, CONTINUE_AND_REPLACE is not available: answer
+		// at once instead (the upstream's headers are not yet sent).
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(status)},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header("content-type", "application/json")}},
+			Body:    body,
+		}}}
+	}
+	st.handling = dropBody
+	return responseHeadersReply(&extprocv3.CommonResponse{
+		Status: extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
+		HeaderMutation: &extprocv3.HeaderMutation{
+			SetHeaders: []*corev3.HeaderValueOption{
+				header(":status", strconv.Itoa(status)),
+				header("content-type", "application/json"),
+			},
+			RemoveHeaders: []string{"www-authenticate", "content-length", "content-encoding"},
+		},
+		BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: body}},
+	}, nil)
+}
+
+func header(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+}
+
+func streamed(b []byte, eos bool) *extprocv3.BodyMutation {
+	return &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{Body: b, EndOfStream: eos}}}
+}
+
+func responseBodyReply(c *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{Response: c}}}
+}
+
+// responseBody processes one body message of the answer.
+func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	chunk, eos := b.GetBody(), b.GetEndOfStream()
+	switch st.handling {
+	case filterJSON:
+		return st.filterJSON(chunk, eos)
+	case filterSSE:
+		return st.bodyReply(st.filterSSE(chunk, eos), eos, nil)
+	case readTask:
+		return st.readTask(chunk, eos)
+	case dropBody:
+		return st.bodyReply([]byte{}, eos, nil)
+	case injectStream:
+		return st.bodyReply(st.streamChunk(chunk, eos), eos, nil)
+	}
+	if st.duplex {
+		return st.bodyReply(chunk, eos, nil)
+	}
+	return responseBodyReply(nil)
+}
+
+// bodyReply answers a body message with out in its place: a
+// streamed_response in full duplex, a body mutation otherwise (nil out:
+// unchanged). set are headers to set (honoured only while Envoy holds the
+// headers, BUFFERED).
+func (st *exchange) bodyReply(out []byte, eos bool, set []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+	if st.duplex {
+		if out == nil {
+			out = []byte{}
+		}
+		return responseBodyReply(&extprocv3.CommonResponse{BodyMutation: streamed(out, eos)})
+	}
+	if out == nil {
+		return responseBodyReply(nil)
+	}
+	c := &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: out}}}
+	if len(set) > 0 {
+		c.HeaderMutation = &extprocv3.HeaderMutation{SetHeaders: set}
+	}
+	return responseBodyReply(c)
+}
+
+// gather adds a chunk to a body that is read whole, and reports the body
+// once it is complete: in one message (BUFFERED) or at the end of the
+// stream. A body over jsonrpc.MaxBodySize counts as complete (FilterList
+// refuses it: fail closed).
+func (st *exchange) gather(chunk []byte, eos bool) ([]byte, bool) {
+	if st.whole && len(st.held) == 0 {
+		return chunk, true
+	}
+	if st.tooLarge || len(st.held)+len(chunk) > jsonrpc.MaxBodySize {
+		st.tooLarge, st.held = true, nil
+		return nil, true
+	}
+	st.held = append(st.held, chunk...)
+	return st.held, eos || st.whole
+}
+
+// filterJSON filters a whole list result. With BUFFERED, Envoy held the
+// headers, so the content-length set here is the one the client gets; in
+// the other modes Envoy removed it at header time.
+func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+	x := st.x
+	body, complete := st.gather(chunk, eos)
+	if !complete {
+		return st.bodyReply([]byte{}, false, nil)
+	}
+	st.handling = dropBody // nothing after the whole body is passed
+	out, removed, err := mcpresponse.FilterList(x.Call.Method, body, x.Keep)
+	switch {
+	case err != nil:
+		st.s.count(x.Route(), ActionFilterFailure)
+		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "list response could not be filtered: replaced by an error",
+			slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+		out = mcpresponse.FilterFailure(x.Call.ID)
+	case removed > 0:
+		st.s.count(x.Route(), ActionFiltered)
+	case st.whole:
+		return responseBodyReply(nil) // unchanged
+	}
+	return st.bodyReply(out, eos, []*corev3.HeaderValueOption{header("content-length", strconv.Itoa(len(out)))})
+}
+
+// filterSSE returns what replaces a chunk of an event stream: the whole
+// events it completes, filtered. After a failure, the stream carries one
+// error event for the request and nothing more.
+func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
+	x := st.x
+	if st.failedSSE {
+		return []byte{}
+	}
+	out, err := st.sse.Chunk(chunk, eos)
+	if err != nil {
+		st.failedSSE = true
+		st.s.count(x.Route(), ActionFilterFailure)
+		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "event stream could not be filtered: ended with an error",
+			slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+		return mcpresponse.Event(mcpresponse.FilterFailure(x.Call.ID))
+	}
+	if eos && st.sse.Removed > 0 {
+		st.s.count(x.Route(), ActionFiltered)
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out
+}
+
+// createsTask reports whether an answer to method may create a task: MCP
+// tools/call (with params.task) and A2A message sends.
+func createsTask(method string) bool {
+	switch method {
+	case "tools/call", "message/send", "SendMessage":
+		return true
+	}
+	return false
+}
+
+// readTask binds the task a JSON answer created, if any, and passes the
+// answer on unchanged.
+func (st *exchange) readTask(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+	if st.whole {
+		st.bindTask(chunk)
+		return responseBodyReply(nil)
+	}
+	// Gathered over several messages, each passing as it comes.
+	if body, complete := st.gather(chunk, eos); complete {
+		st.bindTask(body)
+		st.handling = passThrough
+	}
+	if st.duplex {
+		return st.bodyReply(chunk, eos, nil)
+	}
+	return responseBodyReply(nil)
+}
+
+func (st *exchange) bindTask(body []byte) {
+	if id := taskID(body); id != "" && st.x.TaskCreatedBy(st.ctx, id) {
+		st.s.count(st.x.Route(), ActionTaskBound)
+	}
+}
+
+// mediaType is a content-type's media type, lower-case, without
+// parameters.
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
+}
+
+// identity reads the check's identity from ext_authz's forwarded metadata;
+// nil when the namespace is absent.
+func identity(md *corev3.Metadata) *check.Identity {
+	ns, ok := md.GetFilterMetadata()[MetadataNamespace]
+	if !ok {
+		return nil
+	}
+	f := ns.GetFields()
+	str := func(k string) string { return f[k].GetStringValue() }
+	id := &check.Identity{
+		Route: str("route"), Outcome: str("outcome"),
+		Subject: str("user"), Issuer: str("issuer"), Session: str("session"), ClientID: str("client_id"),
+		Scopes: strings.Fields(str("scope")),
+	}
+	for name, v := range f["claims"].GetStructValue().GetFields() {
+		id.Claims = append(id.Claims, check.RuleClaim{Name: name, Value: claimValue(v)})
+	}
+	return id
+}
+
+// claimValue is a metadata value as a decoded JWT claim holds it.
+func claimValue(v *structpb.Value) any {
+	return v.AsInterface()
+}

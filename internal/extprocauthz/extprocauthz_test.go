@@ -1,0 +1,560 @@
+package extprocauthz_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/envoyauthz"
+	"github.com/extauthz/extauthz/internal/extprocauthz"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
+)
+
+const secret = "extproc-test-secret-0123456789abcdef-xyz"
+
+// fixture is the service's gRPC listener as it is served: ext_authz and
+// ext_proc on one grpc.Server with the ext_authz wire codec.
+type fixture struct {
+	authz   *envoyauthz.Server
+	conn    *grpc.ClientConn
+	pl      *check.Pipeline
+	sts     *ststest.Server
+	counted *counter
+	proc    *extprocauthz.Server
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+	// opened receives a value for every stream that became injectable.
+	opened chan struct{}
+}
+
+func (c *counter) ResponseProcessed(route, action string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[action]++
+	if action == extprocauthz.ActionStreamOpened {
+		select {
+		case c.opened <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *counter) get(action string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[action]
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_basic", Secret: "sts-secret"}}})
+	doc := fmt.Sprintf(`
+issuers:
+  - {name: corp, issuer: https://idp.example.com, algorithms: [HS256], secret: %s}
+exchanges:
+  - {name: sts, token_endpoint: %s, client_auth: {method: client_secret_basic, client_id: extauthz, client_secret_env: STS_SECRET}}
+routes:
+  - name: files
+    hosts: [mcp.example.com]
+    protocol: mcp
+    issuers: [corp]
+    response_path: true
+    rules:
+      - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
+      - {name: admin prompts, methods: [prompts/get], names: ["admin_*"], claims: {groups: [admins]}}
+      - {name: secrets, methods: [resources/read], names: ["file:///secret/*"], scopes: ["files:admin"]}
+  - name: backend
+    hosts: [backend.example.com]
+    protocol: mcp
+    issuers: [corp]
+    response_path: true
+    exchange: {sts: sts, audience: [https://backend.example.com], methods: [tools/call], authorize_url: "https://idp.example.com/authorize?client_id=backend"}
+  - name: elsewhere
+    hosts: [other.example.com]
+    protocol: mcp
+    issuers: [corp]
+    rules:
+      - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
+`, secret, sts.TokenURL)
+	pl := pipelinetest.New(t, doc, check.Deps{Getenv: func(string) string { return "sts-secret" }, HTTPClient: sts.Client()}, check.Options{})
+	c := &counter{n: map[string]int{}, opened: make(chan struct{}, 4)}
+	f := &fixture{authz: envoyauthz.NewServer(pl), pl: pl, sts: sts, counted: c}
+	f.proc = extprocauthz.NewServer(pl, extprocauthz.Options{Observer: c})
+	gs := grpc.NewServer(envoyauthz.ServerOptions()...)
+	envoyauthz.Register(gs, f.authz)
+	extprocauthz.Register(gs, f.proc)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	f.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.conn.Close() })
+	return f
+}
+
+func token(t testing.TB, sub string, claims jwt.MapClaims) string {
+	c := jwt.MapClaims{"sub": sub, "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix(), "scope": "files:read"}
+	for k, v := range claims {
+		c[k] = v
+	}
+	return testtoken.HMAC(t, "HS256", secret, c)
+}
+
+// authorize runs the request through ext_authz first, as Envoy does, and
+// returns the metadata Envoy forwards to ext_proc (nil when denied).
+func (f *fixture) authorize(t *testing.T, host, tok string, header http.Header, body string) *corev3.Metadata {
+	t.Helper()
+	r, _ := http.NewRequest("POST", "http://"+host+"/mcp", strings.NewReader(body))
+	for k, v := range header {
+		r.Header[k] = v
+	}
+	r.Header.Set("Authorization", "Bearer "+tok)
+	r.Header.Set("Content-Type", "application/json")
+	resp, err := f.authz.Check(context.Background(), envoytest.BuildCheckRequest(r, []byte(body), envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetStatus().GetCode() != 0 {
+		return nil
+	}
+	return metadataOf(resp)
+}
+
+// metadataOf is what Envoy forwards to ext_proc of an ext_authz answer.
+func metadataOf(resp *authv3.CheckResponse) *corev3.Metadata {
+	return &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{extprocauthz.MetadataNamespace: resp.GetDynamicMetadata()}}
+}
+
+// recommended is the filter configuration docs/extproc.md ships.
+func recommended(md *corev3.Metadata) envoytest.ExtProcConfig {
+	return envoytest.ExtProcConfig{
+		Mode:              &filterv3.ProcessingMode{RequestBodyMode: filterv3.ProcessingMode_BUFFERED, ResponseBodyMode: filterv3.ProcessingMode_NONE, RequestTrailerMode: filterv3.ProcessingMode_SKIP, ResponseTrailerMode: filterv3.ProcessingMode_SKIP},
+		AllowModeOverride: true,
+		MessageTimeout:    2 * time.Second,
+		Metadata:          md,
+	}
+}
+
+func mcpRequest(host, body string, header http.Header) envoytest.ExtProcMessage {
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+	for k, v := range header {
+		h[k] = v
+	}
+	return envoytest.ExtProcRequest("POST", host, "/mcp", h, body)
+}
+
+const toolsList = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+
+// toolsResult lists a read tool, a delete tool and a search tool, with a
+// cursor and _meta the filter must keep.
+const toolsResult = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"delete_file","inputSchema":{"type":"object"}},{"name":"search","inputSchema":{"type":"object"}}],"nextCursor":"c2","_meta":{"k":1}}}`
+
+const toolsFiltered = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"search","inputSchema":{"type":"object"}}],"nextCursor":"c2","_meta":{"k":1}}}`
+
+func jsonResponse(body string, extra http.Header) envoytest.ExtProcMessage {
+	h := http.Header{"Content-Type": {"application/json"}, "Content-Length": {fmt.Sprint(len(body))}}
+	for k, v := range extra {
+		h[k] = v
+	}
+	return envoytest.ExtProcResponse(200, h, body)
+}
+
+func sseResponse(chunks ...string) envoytest.ExtProcMessage {
+	return envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}}, chunks...)
+}
+
+// TestListFiltering: a reader sees the tools it may call, an admin all of
+// them, in JSON and in an event stream split anywhere, with everything
+// else kept and content-length right.
+func TestListFiltering(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	admin := token(t, "root", jwt.MapClaims{"scope": "files:read files:write"})
+	event := "event: message\ndata: " + toolsResult + "\n\n"
+	tests := []struct {
+		name     string
+		tok      string
+		response envoytest.ExtProcMessage
+		want     string
+	}{
+		{name: "json: reader", tok: reader, response: jsonResponse(toolsResult, nil), want: toolsFiltered},
+		{name: "json: admin sees all", tok: admin, response: jsonResponse(toolsResult, nil), want: toolsResult},
+		{name: "sse: reader, one chunk", tok: reader, response: sseResponse(event), want: "event: message\ndata: " + toolsFiltered + "\n\n"},
+		{name: "sse: reader, split inside the data and the blank line", tok: reader, response: sseResponse(event[:30], event[30:len(event)-1], event[len(event)-1:]),
+			want: "event: message\ndata: " + toolsFiltered + "\n\n"},
+		{name: "sse: priming event then the result", tok: reader, response: sseResponse("id: p1\ndata:\n\n", event), want: "id: p1\ndata:\n\n" + "event: message\ndata: " + toolsFiltered + "\n\n"},
+		{name: "json: an error answer passes", tok: reader, response: jsonResponse(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`, nil),
+			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`},
+		{name: "json: unreadable list fails closed", tok: reader, response: jsonResponse(`{"jsonrpc":"2.0","id":1,"result":{"tools":"x"}}`, nil),
+			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
+		{name: "json: duplicate keys fail closed", tok: reader, response: jsonResponse(`{"jsonrpc":"2.0","id":1,"result":{"tools":[],"tools":[{"name":"delete_file"}]}}`, nil),
+			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
+		{name: "compressed list fails closed", tok: reader, response: jsonResponse(toolsResult, http.Header{"Content-Encoding": {"gzip"}}),
+			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
+		{name: "text/plain list fails closed", tok: reader, response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/plain"}}, toolsResult),
+			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			md := f.authorize(t, "mcp.example.com", tt.tok, nil, toolsList)
+			if md == nil {
+				t.Fatal("ext_authz denied")
+			}
+			res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{Request: mcpRequest("mcp.example.com", toolsList, nil), Response: tt.response})
+			if res.Err != nil || res.Reset {
+				t.Fatalf("protocol: %v (reset %v)", res.Err, res.Reset)
+			}
+			got := res.Downstream.Body()
+			if string(got) != tt.want {
+				t.Fatalf("client got\n%s\nwant\n%s", got, tt.want)
+			}
+			if cl := res.Downstream.Get("content-length"); cl != "" && cl != fmt.Sprint(len(got)) {
+				t.Fatalf("content-length %s for %d bytes", cl, len(got))
+			}
+		})
+	}
+}
+
+// TestOtherListsFiltered: prompts, resources and templates go through the
+// same rules as their calls.
+func TestOtherListsFiltered(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	tests := []struct {
+		method, result, want string
+	}{
+		{"prompts/list", `{"prompts":[{"name":"admin_report"},{"name":"summary"}]}`, `{"prompts":[{"name":"summary"}]}`},
+		{"resources/list", `{"resources":[{"uri":"file:///secret/k","name":"k"},{"uri":"file:///docs/a","name":"a"}]}`, `{"resources":[{"uri":"file:///docs/a","name":"a"}]}`},
+		{"resources/templates/list", `{"resourceTemplates":[{"uriTemplate":"file:///secret/{n}","name":"s"}]}`, `{"resourceTemplates":[{"uriTemplate":"file:///secret/{n}","name":"s"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method, func(t *testing.T) {
+			req := `{"jsonrpc":"2.0","id":5,"method":"` + tt.method + `"}`
+			md := f.authorize(t, "mcp.example.com", reader, nil, req)
+			res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+				Request:  mcpRequest("mcp.example.com", req, nil),
+				Response: jsonResponse(`{"jsonrpc":"2.0","id":5,"result":`+tt.result+`}`, nil),
+			})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if want := `{"jsonrpc":"2.0","id":5,"result":` + tt.want + `}`; string(res.Downstream.Body()) != want {
+				t.Fatalf("got %s\nwant %s", res.Downstream.Body(), want)
+			}
+		})
+	}
+}
+
+// TestNotAllowed: without ext_authz's allow (no metadata, a token never
+// checked; or a denial's metadata) a list is not passed on, and nothing
+// else is done for anybody.
+func TestNotAllowed(t *testing.T) {
+	f := newFixture(t)
+	failure := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
+	unchecked := token(t, "mallory", nil)
+	tests := []struct {
+		name string
+		md   *corev3.Metadata
+		host string
+		want string
+	}{
+		{name: "no metadata, unchecked token", host: "mcp.example.com", want: failure},
+		{name: "denial metadata", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
+			extprocauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "forbidden", "route": "files", "user": "mallory"})}}, want: failure},
+		{name: "an allow on a route since removed", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
+			extprocauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "allowed", "route": "removed", "user": "mallory"})}}, want: failure},
+		{name: "a dry run's would-be denial", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
+			extprocauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "dry_run", "route": "files", "user": "mallory"})}}, want: failure},
+		{name: "a route without a response path passes", host: "other.example.com", want: toolsResult},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := envoytest.ExtProc(t, f.conn, recommended(tt.md), envoytest.ExtProcExchange{
+				Request:  mcpRequest(tt.host, toolsList, http.Header{"Authorization": {"Bearer " + unchecked}}),
+				Response: jsonResponse(toolsResult, nil),
+			})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if string(res.Downstream.Body()) != tt.want {
+				t.Fatalf("got %s", res.Downstream.Body())
+			}
+		})
+	}
+	// The verdict cache: a token ext_authz allowed, with no metadata.
+	reader := token(t, "alice", nil)
+	if f.authorize(t, "mcp.example.com", reader, nil, toolsList) == nil {
+		t.Fatal("denied")
+	}
+	res := envoytest.ExtProc(t, f.conn, recommended(nil), envoytest.ExtProcExchange{
+		Request:  mcpRequest("mcp.example.com", toolsList, http.Header{"Authorization": {"Bearer " + reader}}),
+		Response: jsonResponse(toolsResult, nil),
+	})
+	if res.Err != nil || string(res.Downstream.Body()) != toolsFiltered {
+		t.Fatalf("verdict cache fallback: %v %s", res.Err, res.Downstream.Body())
+	}
+}
+
+// TestReauthorizationOn401: an upstream 401 (or 403 insufficient_scope) to
+// a call on an exchanging route becomes the in-session re-authorization
+// answer with the session id kept; the next call exchanges afresh.
+func TestReauthorizationOn401(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tok := token(t, "alice", nil)
+	initialize := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"c","version":"1"}}}`
+	// The session is born of the initialize answer, with URL elicitation.
+	md := f.authorize(t, "backend.example.com", tok, nil, initialize)
+	res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+		Request:  mcpRequest("backend.example.com", initialize, nil),
+		Response: jsonResponse(`{"jsonrpc":"2.0","id":0,"result":{}}`, http.Header{"Mcp-Session-Id": {"sess-1"}}),
+	})
+	if res.Err != nil || f.counted.get(extprocauthz.ActionSessionBound) != 1 {
+		t.Fatalf("initialize: %v, bound %d", res.Err, f.counted.get(extprocauthz.ActionSessionBound))
+	}
+	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_file"}}`
+	sess := http.Header{"Mcp-Session-Id": {"sess-1"}}
+	tests := []struct {
+		name   string
+		status int
+		www    string
+		want   string
+	}{
+		{"401", 401, `Bearer error="invalid_token"`, `"code":-32042`},
+		{"403 insufficient_scope", 403, `Bearer error="insufficient_scope", scope="x"`, `"code":-32042`},
+		{"403 otherwise passes", 403, "", `forbidden`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			md := f.authorize(t, "backend.example.com", tok, sess, call)
+			if md == nil {
+				t.Fatal("denied")
+			}
+			calls := f.sts.Calls()
+			h := http.Header{"Content-Type": {"text/plain"}, "Mcp-Session-Id": {"sess-1"}}
+			if tt.www != "" {
+				h.Set("Www-Authenticate", tt.www)
+			}
+			res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+				Request:  mcpRequest("backend.example.com", call, sess),
+				Response: envoytest.ExtProcResponse(tt.status, h, "forbidden"),
+			})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			body := string(res.Downstream.Body())
+			if !strings.Contains(body, tt.want) {
+				t.Fatalf("client got %d %s", res.Downstream.Status(), body)
+			}
+			if tt.want == "forbidden" {
+				return
+			}
+			if res.Downstream.Status() != 200 || res.Downstream.Get("mcp-session-id") != "sess-1" || res.Downstream.Has("www-authenticate") ||
+				res.Downstream.Get("content-type") != "application/json" || !strings.Contains(body, `"id":9`) {
+				t.Fatalf("re-authorization answer %v %s", res.Downstream.Headers, body)
+			}
+			// The next call exchanges a new token.
+			if f.authorize(t, "backend.example.com", tok, sess, call) == nil {
+				t.Fatal("retry denied")
+			}
+			if f.sts.Calls() != calls+1 {
+				t.Fatalf("STS calls %d, want %d", f.sts.Calls(), calls+1)
+			}
+		})
+	}
+	_ = ctx
+}
+
+// TestSessionsBornAtBirth: the session id of an initialize answer belongs
+// to its caller; another user's request with it is refused.
+func TestSessionsBornAtBirth(t *testing.T) {
+	f := newFixture(t)
+	alice, mallory := token(t, "alice", nil), token(t, "mallory", nil)
+	initialize := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+	md := f.authorize(t, "mcp.example.com", alice, nil, initialize)
+	res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+		Request:  mcpRequest("mcp.example.com", initialize, nil),
+		Response: jsonResponse(`{"jsonrpc":"2.0","id":0,"result":{}}`, http.Header{"Mcp-Session-Id": {"born-1"}}),
+	})
+	if res.Err != nil || res.Downstream.Get("mcp-session-id") != "born-1" {
+		t.Fatalf("initialize: %v %v", res.Err, res.Downstream.Headers)
+	}
+	sess := http.Header{"Mcp-Session-Id": {"born-1"}}
+	if f.authorize(t, "mcp.example.com", alice, sess, toolsList) == nil {
+		t.Fatal("the owner is refused her session")
+	}
+	if f.authorize(t, "mcp.example.com", mallory, sess, toolsList) != nil {
+		t.Fatal("another user got the session")
+	}
+	// Mallory's initialize answered with alice's id is refused, not bound.
+	md = f.authorize(t, "mcp.example.com", mallory, nil, initialize)
+	res = envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+		Request:  mcpRequest("mcp.example.com", initialize, nil),
+		Response: jsonResponse(`{"jsonrpc":"2.0","id":0,"result":{}}`, http.Header{"Mcp-Session-Id": {"born-1"}}),
+	})
+	if res.Err != nil || res.Downstream.Status() != 503 || f.counted.get(extprocauthz.ActionSessionRefused) != 1 {
+		t.Fatalf("a taken id: %v %d %s", res.Err, res.Downstream.Status(), res.Downstream.Body())
+	}
+}
+
+// TestTaskBound: a tools/call answer that creates a task binds it to the
+// caller.
+func TestTaskBound(t *testing.T) {
+	f := newFixture(t)
+	alice := token(t, "alice", nil)
+	call := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read_file","task":{}}}`
+	md := f.authorize(t, "mcp.example.com", alice, nil, call)
+	res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+		Request:  mcpRequest("mcp.example.com", call, nil),
+		Response: jsonResponse(`{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"task-1","status":"working"}}}`, nil),
+	})
+	if res.Err != nil || f.pl.TaskCount() != 1 || f.counted.get(extprocauthz.ActionTaskBound) != 1 {
+		t.Fatalf("%v: %d tasks", res.Err, f.pl.TaskCount())
+	}
+	get := `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":"task-1"}}`
+	if f.authorize(t, "mcp.example.com", token(t, "mallory", nil), nil, get) != nil {
+		t.Fatal("another user reads the task")
+	}
+}
+
+// TestEveryBodyMode: whatever body modes the filter is configured with,
+// the processor answers every message exactly once with a reply Envoy
+// accepts (never a spurious one), for every kind of exchange.
+func TestEveryBodyMode(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_file"}}`
+	event := "event: message\ndata: " + toolsResult + "\n\n"
+	exchanges := map[string]struct {
+		body     string
+		response envoytest.ExtProcMessage
+	}{
+		"json list":      {toolsList, jsonResponse(toolsResult, nil)},
+		"sse list":       {toolsList, sseResponse(event[:17], event[17:])},
+		"call":           {call, jsonResponse(`{"jsonrpc":"2.0","id":9,"result":{"content":[]}}`, nil)},
+		"401":            {call, envoytest.ExtProcResponse(401, http.Header{"Www-Authenticate": {"Bearer"}}, "no")},
+		"empty response": {call, envoytest.ExtProcResponse(202, nil)},
+	}
+	modes := []filterv3.ProcessingMode_BodySendMode{
+		filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_STREAMED,
+		filterv3.ProcessingMode_BUFFERED_PARTIAL, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+	}
+	for name, ex := range exchanges {
+		for _, reqMode := range modes {
+			for _, respMode := range modes {
+				for _, override := range []bool{false, true} {
+					duplex := reqMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED || respMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+					t.Run(fmt.Sprintf("%s/%v/%v/override=%v", name, reqMode, respMode, override), func(t *testing.T) {
+						md := f.authorize(t, "mcp.example.com", reader, nil, ex.body)
+						mode := &filterv3.ProcessingMode{RequestBodyMode: reqMode, ResponseBodyMode: respMode}
+						if reqMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
+							mode.RequestTrailerMode = filterv3.ProcessingMode_SEND
+						}
+						if respMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
+							mode.ResponseTrailerMode = filterv3.ProcessingMode_SEND
+						}
+						cfg := envoytest.ExtProcConfig{Mode: mode, AllowModeOverride: override && !duplex, MessageTimeout: 2 * time.Second, Metadata: md}
+						res := envoytest.ExtProc(t, f.conn, cfg, envoytest.ExtProcExchange{Request: mcpRequest("mcp.example.com", ex.body, nil), Response: ex.response})
+						if res.Err != nil {
+							t.Fatalf("%v (sent %d, received %d)", res.Err, len(res.Sent), len(res.Received))
+						}
+						// Wherever the processor gets the body, a list never
+						// leaves unfiltered. (With response_body_mode NONE and
+						// no allow_mode_override Envoy never sends it: the
+						// configuration docs/extproc.md requires prevents that.)
+						// Without the request body the call is unknown: a
+						// list is refused whole.
+						gets := respMode != filterv3.ProcessingMode_NONE || cfg.AllowModeOverride
+						known := reqMode != filterv3.ProcessingMode_NONE
+						body := res.Downstream.Body()
+						if strings.HasSuffix(name, "list") && gets && bytes.Contains(body, []byte("delete_file")) {
+							t.Fatalf("unfiltered: %s", body)
+						}
+						if strings.HasSuffix(name, "list") && gets && known != bytes.Contains(body, []byte("read_file")) {
+							t.Fatalf("request body known %v, listed: %s", known, body)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+type structpbStruct = structpb.Struct
+
+// metadataFor is forwarded ext_authz metadata with the given fields.
+func metadataFor(t *testing.T, m map[string]any) *corev3.Metadata {
+	return &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{extprocauthz.MetadataNamespace: mustStruct(t, m)}}
+}
+
+func mustStruct(t *testing.T, m map[string]any) *structpbStruct {
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestOutOfOrder: a stream that breaks the protocol (request headers
+// twice, a response body before its headers) is ended with an error,
+// which Envoy answers by failing the request closed.
+func TestOutOfOrder(t *testing.T) {
+	f := newFixture(t)
+	headers := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
+		Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":method", RawValue: []byte("POST")}, {Key: ":path", RawValue: []byte("/mcp")}}}}}}
+	body := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte("x"), EndOfStream: true}}}
+	for name, msgs := range map[string][]*extprocv3.ProcessingRequest{
+		"request headers twice":          {headers, headers},
+		"a response body before headers": {headers, body},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stream, err := extprocv3.NewExternalProcessorClient(f.conn).Process(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if err := stream.Send(m); err != nil {
+					break
+				}
+			}
+			replies := 0
+			for range len(msgs) + 1 {
+				if _, err = stream.Recv(); err != nil {
+					break
+				}
+				replies++
+			}
+			if err == nil || err == io.EOF || replies != len(msgs)-1 {
+				t.Fatalf("after %d replies: %v, want the stream failed", replies, err)
+			}
+		})
+	}
+}
