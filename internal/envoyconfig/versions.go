@@ -34,6 +34,7 @@ var requirements = []struct {
 }{
 	{"", []string{"decoder_header_mutation_rules"}, Requirement{"Envoy", "1.31", "ext_authz decoder_header_mutation_rules"}},
 	{"", []string{"validate_mutations"}, Requirement{"Envoy", "1.31", "ext_authz validate_mutations"}},
+	{"", []string{"*=FULL_DUPLEX_STREAMED"}, Requirement{"Envoy", "1.34", "ext_proc FULL_DUPLEX_STREAMED"}},
 	{"SecurityPolicy", []string{"spec", "extAuth", "statusOnError"}, Requirement{"Envoy Gateway", "1.8", "extAuth.statusOnError"}},
 	{"SecurityPolicy", []string{"spec", "extAuth", "contextExtensions"}, Requirement{"Envoy Gateway", "1.7", "extAuth.contextExtensions"}},
 	{"AuthorizationPolicy", []string{"apiVersion=security.istio.io/v1"}, Requirement{"Istio", "1.22", "security.istio.io/v1"}},
@@ -93,6 +94,10 @@ func compareVersions(a, b string) int {
 }
 
 func found(wantKind string, path []string, kind string, d *yaml.Node, filters []*yaml.Node) bool {
+	if v, ok := strings.CutPrefix(path[0], "*="); ok {
+		// A value anywhere in the document (a processing mode, say).
+		return (kind == wantKind || kind == "EnvoyFilter" && wantKind == "") && hasScalar(d, v, new(resourceChecker))
+	}
 	if wantKind == "" {
 		for _, f := range filters {
 			if field(f, path...) != nil {
@@ -123,4 +128,21 @@ func collectExtAuthz(r *resourceChecker, n *yaml.Node, out *[]*yaml.Node) {
 	for _, c := range n.Content {
 		collectExtAuthz(r, c, out)
 	}
+}
+
+// hasScalar reports whether a scalar under n equals v.
+func hasScalar(n *yaml.Node, v string, r *resourceChecker) bool {
+	n = resolve(n)
+	if r.visits++; n == nil || r.visits > maxVisits {
+		return false
+	}
+	if n.Kind == yaml.ScalarNode {
+		return n.Value == v
+	}
+	for _, c := range n.Content {
+		if hasScalar(c, v, r) {
+			return true
+		}
+	}
+	return false
 }

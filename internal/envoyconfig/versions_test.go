@@ -38,7 +38,7 @@ func TestDeployVersionsDocumented(t *testing.T) {
 		}
 		rows = append(rows, row{files, m[2]})
 	}
-	shipped := []string{"envoy/envoy.yaml", "envoy/sidecar.yaml", "envoy/ratelimit/envoy.yaml", "deploy/istio/meshconfig.yaml",
+	shipped := []string{"envoy/envoy.yaml", "envoy/sidecar.yaml", "envoy/ratelimit/envoy.yaml", "envoy/extproc.yaml", "envoy/sidecar-extproc.yaml", "deploy/istio/meshconfig.yaml",
 		"deploy/istio/authorizationpolicy-mesh.yaml", "deploy/istio/authorizationpolicy-workload.yaml",
 		"deploy/envoy-gateway/securitypolicies.yaml"}
 	for _, path := range shipped {
