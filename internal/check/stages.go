@@ -407,12 +407,14 @@ func (r *recorder) add(outcome string, detail func() string) {
 
 // Explain decides req like Check but without side effects (no cache
 // entries written, no session bound or ended, nothing logged or counted)
-// and reports every stage. A dry-run route's verdict is the real decision.
+// and reports every stage, and on a route with a response path what it
+// would do with the answer. A dry-run route's verdict is the real decision.
 func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step) {
 	var steps []Step
 	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, rec: recorder{steps: &steps},
 		st: view{s: pl.state, readOnly: true}, log: discard}
 	v := e.decide()
+	e.explainResponse(&v)
 	e.rec.stage = "verdict"
 	e.rec.add(v.Outcome.String(), func() string { return fmt.Sprintf("HTTP %d %s", v.Status(), v.Description) })
 	return v, steps
