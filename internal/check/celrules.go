@@ -199,7 +199,12 @@ func (e *evaluation) rulePDP(ru *rule) (authzen.Decision, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	d, err := ru.pdp.client.Evaluate(ctx, req)
+	evaluate := ru.pdp.client.Evaluate
+	if e.st.readOnly {
+		// Explain: the decision is not cached (nor counted).
+		evaluate = ru.pdp.client.EvaluateNoStore
+	}
+	d, err := evaluate(ctx, req)
 	e.rec.add("authzen", func() string {
 		if err != nil {
 			return ru.name + ": " + err.Error()
