@@ -263,7 +263,7 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 			}
 		case jsonrpc.ProtocolA2A:
 			method, _ := jsonrpc.ClassifyA2A(call.Method)
-			in.A2A = policy.A2A{Method: method, ContextID: call.ContextID, TaskID: call.TaskID}
+			in.A2A = policy.A2A{Method: method, ContextID: call.ContextID, TaskID: call.TaskID, Skill: call.Skill}
 		}
 	}
 	if prg != nil && !ps.lineage && slices.Contains(prg.Reads(), policy.VarLineage) {
