@@ -115,6 +115,9 @@ func (e *evaluation) deny(d *denial) Verdict {
 	v := e.p.deny(e.req, e.route, call, *d)
 	v.Grant, v.CacheHit = e.grant, e.hit
 	v.Rule, v.RateLimit, v.ExchangeAudience = e.ruleName(), e.rateLimit, e.v.ExchangeAudience
+	// A denial after the lineage stage (limits, exchange) belongs to the
+	// conversation it derived: the audit record names it.
+	v.Lineage = e.v.Lineage
 	return withRetryAfter(v, d.retryAfter)
 }
 
