@@ -69,7 +69,17 @@ type Record struct {
 	TraceID string        `json:"trace_id,omitempty"`
 	// RateLimit names the limit that refused the request, if one did.
 	RateLimit string `json:"rate_limit,omitempty"`
+
+	// Phase is "response" for what the response path did with an allowed
+	// request's answer (docs/extproc.md); empty for a check's decision.
+	// Such a record's Outcome names the action (PhaseResponse).
+	Phase string `json:"phase,omitempty"`
+	// Dropped is how many entries the response path removed from a list.
+	Dropped int `json:"dropped,omitempty"`
 }
+
+// PhaseResponse marks the records of the response path.
+const PhaseResponse = "response"
 
 // Lineage is the request's place in its conversation.
 type Lineage struct {

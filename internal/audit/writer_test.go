@@ -70,10 +70,12 @@ func TestRecordGolden(t *testing.T) {
 		Protocol: "mcp", Method: "tools/call", Target: "transfer", TargetKind: "tool", Rule: "tools.rules[1]", Latency: 800}
 	resource := Record{Time: t0, DecisionID: "req-7", Route: "tools", Allowed: true, Outcome: "allowed", Status: 200,
 		Subject: "corp|alice", Protocol: "mcp", Method: "resources/read", Target: "file:///etc/motd", TargetKind: "resource"}
+	filtered := Record{Time: t0, DecisionID: "req-8", Phase: PhaseResponse, Route: "tools", Allowed: true, Outcome: "filtered",
+		Status: 200, Issuer: "corp", Subject: "corp|bob", Protocol: "mcp", Method: "tools/list", Dropped: 3}
 
 	out := &syncBuffer{}
 	w := newWriter(t, Config{Sink: SinkStdout, SampleAllowed: 1, LogArguments: []string{"limit", "options.lang"}}, Options{Stdout: out})
-	for _, r := range []Record{allow, unauth, forbidden, limited, exchange, reauth, resource} {
+	for _, r := range []Record{allow, unauth, forbidden, limited, exchange, reauth, resource, filtered} {
 		if !w.Submit(&r) {
 			t.Fatalf("record %s not queued", r.DecisionID)
 		}
@@ -83,8 +85,8 @@ func TestRecordGolden(t *testing.T) {
 	}
 	got := out.Bytes()
 	recs := lines(t, got)
-	if len(recs) != 7 {
-		t.Fatalf("%d records, want 7", len(recs))
+	if len(recs) != 8 {
+		t.Fatalf("%d records, want 8", len(recs))
 	}
 	golden := filepath.Join("testdata", "records.golden.jsonl")
 	if *update {
@@ -116,7 +118,7 @@ func TestEveryFieldWritten(t *testing.T) {
 	}
 	r := fullRecord()
 	r.Schema, r.Arguments, r.RateLimit = SchemaVersion, reduceArguments(r.ArgumentsJSON, nil), "l"
-	r.Reason = "why"
+	r.Reason, r.Phase, r.Dropped = "why", PhaseResponse, 2
 	enc, _ := json.Marshal(r)
 	checkSchema(t, enc)
 	var m map[string]any

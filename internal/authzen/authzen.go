@@ -288,6 +288,35 @@ func (c *Client) Evaluate(ctx context.Context, r Request) (Decision, error) {
 	}
 }
 
+// EvaluateNoStore is Evaluate that leaves no trace, for explaining a
+// decision: a cached decision is read without moving its recency or the
+// counters, and otherwise the PDP is asked directly (not in single flight,
+// so that no concurrent Evaluate waits for an answer it will not keep),
+// and its decision is not cached; the breaker is consulted but learns
+// nothing, and nothing is counted or logged. ctx bounds the call, within
+// the configured timeout.
+func (c *Client) EvaluateNoStore(ctx context.Context, r Request) (Decision, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return Decision{}, &UnavailableError{RetryAfter: minRetryAfter, reason: "cannot encode the request", cause: err}
+	}
+	if d, ok := c.cache.Peek(cache.NewKey("authzen", c.cfg.Endpoint, string(body))); ok {
+		d.Cached = true
+		return d, nil
+	}
+	now := c.now()
+	if ok, wait := c.breaker.Peek(now); !ok {
+		return Decision{}, &UnavailableError{RetryAfter: clampRetry(wait), reason: "PDP calls suspended after repeated failures"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	d, _, err := c.call(ctx, body, now)
+	if err != nil {
+		return Decision{}, &UnavailableError{RetryAfter: minRetryAfter, reason: "PDP failed", cause: err}
+	}
+	return d, nil
+}
+
 // flight makes the call for one key; concurrent callers share it. It runs
 // under its own timeout, not a caller's context: one caller giving up does
 // not fail the others.

@@ -392,3 +392,47 @@ func BenchmarkCachedDecision(b *testing.B) {
 		}
 	}
 }
+
+// TestEvaluateNoStore: an evaluation without storing asks the PDP each
+// time, keeps no decision and moves no counter; a decision Evaluate cached
+// is read without a call.
+func TestEvaluateNoStore(t *testing.T) {
+	clock := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	pdp := authzenpdp.Start(todoPolicy)
+	defer pdp.Close()
+	c := newClient(t, Config{Endpoint: pdp.Endpoint(), CacheTTL: time.Minute}, clock)
+	ctx := context.Background()
+	steps := []struct {
+		name       string
+		eval       func(context.Context, Request) (Decision, error)
+		cached     bool
+		wantCalls  int64
+		wantCounts Stats
+	}{
+		{"no store asks", c.EvaluateNoStore, false, 1, Stats{}},
+		{"no store asks again", c.EvaluateNoStore, false, 2, Stats{}},
+		{"evaluate asks: nothing was kept", c.Evaluate, false, 3, Stats{Calls: 1}},
+		{"no store reads the cached decision", c.EvaluateNoStore, true, 3, Stats{Calls: 1}},
+	}
+	for _, s := range steps {
+		d, err := s.eval(ctx, aliceReads())
+		if err != nil || !d.Allowed || d.Cached != s.cached {
+			t.Fatalf("%s: %+v, %v", s.name, d, err)
+		}
+		if n := pdp.Calls.Load(); n != s.wantCalls {
+			t.Fatalf("%s: PDP calls %d, want %d", s.name, n, s.wantCalls)
+		}
+		if st := c.Stats(); st != s.wantCounts {
+			t.Fatalf("%s: stats %+v, want %+v", s.name, st, s.wantCounts)
+		}
+	}
+	// A failing PDP is unavailable to it too, and the breaker learns
+	// nothing.
+	pdp.Status.Store(500)
+	if _, err := c.EvaluateNoStore(ctx, Request{Subject: Subject{Type: "user", ID: "bob"}}); !errors.As(err, new(*UnavailableError)) {
+		t.Fatalf("PDP failing: %v", err)
+	}
+	if st := c.Stats(); st.Failures != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

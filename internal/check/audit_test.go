@@ -5,18 +5,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/extauthz/extauthz/internal/audit"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/ratelimit"
+	"github.com/extauthz/extauthz/internal/testing/ststest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 type lockedBuffer struct {
@@ -263,4 +268,120 @@ func TestDecisionIDHeaderOwned(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
+}
+
+// TestAuditReauthorization: the record of a call answered with the
+// in-session re-authorization (a token exchange that needs the user's
+// consent) has every field right: the denial kind and its reason, the
+// status the client got, the caller, the call, the exchange's audience,
+// no rule (none decided), the lineage, and no token, secret or elicitation
+// state.
+func TestAuditReauthorization(t *testing.T) {
+	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "sts-client-secret"}}})
+	doc := fmt.Sprintf(`
+issuers:
+  - {name: a, issuer: https://a.example.com, algorithms: [HS256], secret: %[1]s}
+exchanges:
+  - {name: sts, token_endpoint: %[2]s, client_auth: {method: client_secret_post, client_id: extauthz, client_secret_env: STS_SECRET}}
+routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [a]
+    exchange:
+      sts: sts
+      audience: [https://backend.example.com]
+      methods: [tools/call]
+      authorize_url: https://idp.example.com/authorize
+      tools: [{names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}]
+`, secret, sts.TokenURL)
+	out := &lockedBuffer{}
+	w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 1}, audit.Options{Stdout: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newClock()
+	pl := newPipeline(t, doc, Deps{Now: clk.Now, HTTPClient: sts.Client(), Getenv: func(string) string { return "sts-client-secret" }},
+		Options{Now: clk.Now, Audit: w})
+	tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": "https://a.example.com", "sub": "alice", "azp": "agent-app",
+		"session_id": "sess-9", "iat": t0.Add(-time.Minute).Unix(), "exp": t0.Add(time.Hour).Unix()})
+	req := agentReq(Headers{"authorization": "Bearer " + tok, "content-type": "application/json", "x-request-id": "req-reauth",
+		"mcp-session-id": "mcp-sess-1"})
+	req.Body = []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"calendar_add","arguments":{"when":"tomorrow","title":"1:1"}}}`)
+	req.SourcePrincipal = "spiffe://corp/ns/agents/sa/planner"
+	v := pl.Check(context.Background(), req)
+	if v.Outcome != AuthorizationRequired {
+		t.Fatalf("outcome %v (%s)", v.Outcome, v.Description)
+	}
+	if id, ok := header(v.ResponseHeaders, DecisionIDHeader); !ok || id != "req-reauth" {
+		t.Errorf("decision id header %q %v", id, ok)
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	line := bytes.TrimSpace(out.b.Bytes())
+	if bytes.Count(line, []byte("\n")) != 0 {
+		t.Fatalf("want one record, got:\n%s", line)
+	}
+	var raw any
+	if err := json.Unmarshal(line, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := auditSchema(t).Validate(raw); err != nil {
+		t.Errorf("the record does not match the schema: %v\n%s", err, line)
+	}
+	var got audit.Record
+	if err := json.Unmarshal(line, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Latency < 0 || got.Time.IsZero() {
+		t.Errorf("time %v latency %v", got.Time, got.Latency)
+	}
+	want := audit.Record{
+		Schema: audit.SchemaVersion, Time: got.Time, DecisionID: "req-reauth", Route: "mcp",
+		Allowed: false, Outcome: "authorization_required", Reason: v.Description, Status: v.Status(),
+		Issuer: "a", Subject: "alice", Session: "sess-9", ClientID: "agent-app",
+		SourcePrincipal: "spiffe://corp/ns/agents/sa/planner",
+		Protocol:        "mcp", Method: "tools/call", Target: "calendar_add", TargetKind: "tool",
+		Arguments:        []audit.Argument{{Name: "when"}, {Name: "title"}},
+		Lineage:          audit.Lineage{Root: "mcp-sess-1"}, // the MCP session is the conversation
+		ExchangeAudience: "https://calendar.example.com",
+		Latency:          got.Latency,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("record\n%+v\nwant\n%+v", got, want)
+	}
+	if want.Reason == "" || want.Status != 200 && want.Status != 401 && want.Status != 403 {
+		t.Errorf("the verdict's reason %q and status %d are not a re-authorization's", want.Reason, want.Status)
+	}
+	// Nothing the client must not see in the log: the token, the STS
+	// secret, the argument values, the elicitation's state.
+	secrets := []string{tok, "sts-client-secret", "tomorrow", "1:1"}
+	if u := elicitationURL(t, v.Body); u != "" {
+		secrets = append(secrets, u)
+	}
+	for _, s := range secrets {
+		if bytes.Contains(line, []byte(s)) {
+			t.Errorf("the record holds %.12s...", s)
+		}
+	}
+}
+
+// elicitationURL is the authorization URL a re-authorization answer
+// carries (its state is a secret), "" when there is none.
+func elicitationURL(t *testing.T, body []byte) string {
+	t.Helper()
+	var b struct {
+		Result struct {
+			Meta struct {
+				AuthRequired struct {
+					URL string `json:"url"`
+				} `json:"auth_required"`
+			} `json:"_meta"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("answer %s: %v", body, err)
+	}
+	return b.Result.Meta.AuthRequired.URL
 }

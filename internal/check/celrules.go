@@ -199,7 +199,12 @@ func (e *evaluation) rulePDP(ru *rule) (authzen.Decision, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	d, err := ru.pdp.client.Evaluate(ctx, req)
+	evaluate := ru.pdp.client.Evaluate
+	if e.st.readOnly {
+		// Explain: the decision is not cached (nor counted).
+		evaluate = ru.pdp.client.EvaluateNoStore
+	}
+	d, err := evaluate(ctx, req)
 	e.rec.add("authzen", func() string {
 		if err != nil {
 			return ru.name + ": " + err.Error()
@@ -258,7 +263,7 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 			}
 		case jsonrpc.ProtocolA2A:
 			method, _ := jsonrpc.ClassifyA2A(call.Method)
-			in.A2A = policy.A2A{Method: method, ContextID: call.ContextID, TaskID: call.TaskID}
+			in.A2A = policy.A2A{Method: method, ContextID: call.ContextID, TaskID: call.TaskID, Skill: call.Skill}
 		}
 	}
 	if prg != nil && !ps.lineage && slices.Contains(prg.Reads(), policy.VarLineage) {

@@ -327,3 +327,46 @@ func TestCELSourceAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestCELA2ASkill: a2a.skill is the skill a message send names in its
+// metadata, "" when it names none; a message naming it ambiguously is
+// refused before any rule.
+func TestCELA2ASkill(t *testing.T) {
+	f := newFixture(t, `
+  - name: skills
+    hosts: [skills.example.com]
+    issuers: [dev]
+    protocol: a2a
+    rules:
+      - {name: refunds for finance, methods: [SendMessage], action: deny, when: 'a2a.skill == "refund" && !("finance" in jwt.groups)'}
+`)
+	finance := jwt.MapClaims{"groups": []any{"finance"}}
+	nobody := jwt.MapClaims{"groups": []any{}}
+	send := func(method, metadata string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[],"metadata":` + metadata + `}}}`
+	}
+	tests := []struct {
+		name   string
+		claims jwt.MapClaims
+		body   string
+		want   Outcome
+	}{
+		{"refund by finance (skillId)", finance, send("SendMessage", `{"skillId":"refund"}`), Allowed},
+		{"refund by another (skillId)", nobody, send("SendMessage", `{"skillId":"refund"}`), Forbidden},
+		{"refund by another (skill, v0.3 method)", nobody, send("message/send", `{"skill":"refund"}`), Forbidden},
+		{"refund by another, escaped", nobody, send("SendMessage", `{"skillId":"r\u0065fund"}`), Forbidden},
+		{"another skill", nobody, send("SendMessage", `{"skillId":"summarize"}`), Allowed},
+		{"no skill", nobody, send("SendMessage", `{}`), Allowed},
+		{"both keys", nobody, send("SendMessage", `{"skillId":"summarize","skill":"refund"}`), Malformed},
+		{"not a string", nobody, send("SendMessage", `{"skillId":["refund"]}`), Malformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := f.rpcReq(t, "POST", "skills.example.com", tt.body, nil)
+			req.Headers["authorization"] = "Bearer " + f.hs(t, tt.claims)
+			if v := f.pl.Check(t.Context(), req); v.Outcome != tt.want {
+				t.Errorf("outcome %v (%s), want %v", v.Outcome, v.Description, tt.want)
+			}
+		})
+	}
+}

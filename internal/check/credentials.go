@@ -61,8 +61,16 @@ func (e *dependencyError) Unwrap() error { return e.err }
 // Verify verifies token on route r with the issuer its kind chooses, and
 // counts the outcome by kind.
 func (c *credentialVerifier) Verify(ctx context.Context, token string, r *Route) (*jwtauth.Claims, error) {
-	kind, claims, err := c.verify(ctx, token, r)
+	kind, claims, err := c.verify(ctx, token, r, false)
 	c.observe(kind, outcomeOf(err))
+	return claims, err
+}
+
+// VerifyNoStore is Verify for Explain: an introspection answer is read
+// from the cache or asked for without being cached
+// (introspect.Introspector.IntrospectNoStore), and nothing is counted.
+func (c *credentialVerifier) VerifyNoStore(ctx context.Context, token string, r *Route) (*jwtauth.Claims, error) {
+	_, claims, err := c.verify(ctx, token, r, true)
 	return claims, err
 }
 
@@ -77,8 +85,9 @@ func outcomeOf(err error) string {
 	return "denied"
 }
 
-// verify verifies token and says which kind of issuer judged it.
-func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route) (string, *jwtauth.Claims, error) {
+// verify verifies token and says which kind of issuer judged it; noStore
+// leaves the introspection cache as it is.
+func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route, noStore bool) (string, *jwtauth.Claims, error) {
 	issuers, audiences := r.issuers, r.audiences
 	if strings.HasPrefix(token, apikey.Prefix) {
 		claims, err := c.apiKey(ctx, token, issuers, r.Name)
@@ -102,7 +111,11 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route)
 	if in == nil {
 		return "jwt", nil, jwtauth.ErrMalformed
 	}
-	claims, err := in.Introspect(ctx, token, audiences)
+	look := in.Introspect
+	if noStore {
+		look = in.IntrospectNoStore
+	}
+	claims, err := look(ctx, token, audiences)
 	if errors.Is(err, introspect.ErrUnavailable) {
 		de := &dependencyError{desc: err.Error(), err: err}
 		var ue *introspect.UnavailableError

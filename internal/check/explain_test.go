@@ -9,7 +9,11 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/extauthz/extauthz/internal/authzen"
 	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/testing/authzenpdp"
+	"github.com/extauthz/extauthz/internal/testing/introspecttest"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
@@ -168,5 +172,105 @@ func (s *state) snapshot() stateSnapshot {
 		sessions: s.sessions.Len(), tasks: s.tasks.Len(), elicitations: s.elicitations.Len(),
 		consents: s.consents.Len(), initURL: s.initURL.Len(), revoked: n,
 		consentStats: s.consents.Stats(), initURLStats: s.initURL.Stats(),
+	}
+}
+
+// TestExplainLeavesPDPAndIntrospectionCaches: explaining a request whose
+// rule delegates to an AuthZEN PDP, or whose token is opaque, asks the PDP
+// or the introspection endpoint when nothing is cached but keeps none of
+// the answers: the next check still asks, and the clients' counters do not
+// move. A cached answer is read by Explain without a call.
+func TestExplainLeavesPDPAndIntrospectionCaches(t *testing.T) {
+	clk := newClock()
+	pdp := authzenpdp.Start(func(authzenpdp.Request) (bool, map[string]any) { return true, nil })
+	t.Cleanup(pdp.Close)
+	as := introspecttest.New(t, introspecttest.Options{Now: clk.Now})
+	const opaque, inactive = "opaque-token-0123456789", "inactive-token-0123456789"
+	as.Set(opaque, map[string]any{"sub": "carol", "scope": "read", "exp": float64(t0.Add(time.Hour).Unix())})
+	doc := fmt.Sprintf(`
+issuers:
+  - {name: dev, algorithms: [HS256], secret: %s}
+  - name: opaque
+    issuer: %s
+    introspection:
+      endpoint: %s
+      client_auth: {method: client_secret_basic, client_id: %s, client_secret_env: AS_SECRET}
+routes:
+  - name: tools
+    hosts: [tools.example.com]
+    protocol: mcp
+    issuers: [dev, opaque]
+    rules:
+      - {name: pay, methods: [tools/call], names: ["pay_*"], authzen: {endpoint: "%s", cache_ttl: 1m}}
+`, secret, as.URL, as.IntrospectURL, introspecttest.ClientID, pdp.Endpoint())
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string {
+		if k == "AS_SECRET" {
+			return introspecttest.ClientSecret
+		}
+		return ""
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now, Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pl, err := New(p, Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "exp": t0.Add(time.Hour).Unix()})
+	pay := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay_invoice"}}`
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	var pdpClient *authzen.Client
+	tools, _ := p.routes.ByName("tools")
+	for _, ru := range tools.rules {
+		if ru.pdp != nil {
+			pdpClient = ru.pdp.client
+		}
+	}
+	intro := p.verifier.intro["opaque"]
+	counters := func() string { return fmt.Sprintf("%+v %+v", pdpClient.Stats(), intro.Stats()) }
+
+	tests := []struct {
+		name  string
+		req   func() *Request
+		calls func() int // calls the dependency received
+		want  Outcome
+	}{
+		{"authzen rule", func() *Request { return call("tools.example.com", alice, nil, pay) }, func() int { return int(pdp.Calls.Load()) }, Allowed},
+		{"active opaque token", func() *Request { return call("tools.example.com", opaque, nil, list) }, func() int { return as.Calls(opaque) }, Allowed},
+		{"inactive opaque token", func() *Request { return call("tools.example.com", inactive, nil, list) }, func() int { return as.Calls(inactive) }, InvalidToken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, calls := counters(), tt.calls()
+			for i := range 2 {
+				if v, _ := pl.Explain(context.Background(), tt.req()); v.Outcome != tt.want {
+					t.Fatalf("explain %d: %v (%s)", i, v.Outcome, v.Description)
+				}
+			}
+			if got := tt.calls(); got != calls+2 {
+				t.Fatalf("explaining twice made %d calls, want 2: an answer was kept", got-calls)
+			}
+			if after := counters(); after != before {
+				t.Fatalf("explain moved the counters:\n%s\n%s", before, after)
+			}
+			// A check asks once and keeps the answer: the next check and
+			// an explanation read it.
+			if v := pl.Check(context.Background(), tt.req()); v.Outcome != tt.want {
+				t.Fatalf("check: %v (%s)", v.Outcome, v.Description)
+			}
+			if got := tt.calls(); got != calls+3 {
+				t.Fatalf("the check after explaining made %d calls, want 1", got-calls-2)
+			}
+			pl.Explain(context.Background(), tt.req())
+			if got := tt.calls(); got != calls+3 {
+				t.Fatalf("explaining a cached answer made %d calls", got-calls-3)
+			}
+		})
 	}
 }

@@ -366,8 +366,13 @@ func sameLineage(a, b *lineage.Result) bool {
 
 // verify runs the expensive part: signature and claims, then the grant.
 // actor, when set, is the workload presenting the token for its user.
-func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, actor string) *cached {
-	claims, err := p.verifier.Verify(ctx, token, r)
+// readOnly (Explain) verifies without caching an introspection answer.
+func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, actor string, readOnly bool) *cached {
+	verify := p.verifier.Verify
+	if readOnly {
+		verify = p.verifier.VerifyNoStore
+	}
+	claims, err := verify(ctx, token, r)
 	var broken *dependencyError
 	switch {
 	case errors.As(err, &broken):

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -294,6 +295,11 @@ routes:
 	// A first call exchanges a token for the session.
 	if v := pl.Check(ctx, call("mcp.example.com", tok, Headers{"mcp-session-id": "s-1"}, toolCall)); v.Outcome != Allowed {
 		t.Fatalf("check: %v %s", v.Outcome, v.Description)
+	}
+	// Explain says an upstream refusal of the call would be answered so.
+	_, steps := pl.Explain(ctx, call("mcp.example.com", tok, Headers{"mcp-session-id": "s-1"}, toolCall))
+	if !slices.ContainsFunc(steps, func(s Step) bool { return s.Name == "response" && s.Outcome == "re-authorize" }) {
+		t.Fatalf("explain does not tell of re-authorization: %+v", steps)
 	}
 	calls := sts.Calls()
 	tests := []struct {

@@ -24,6 +24,10 @@ type Call struct {
 	MCPSession      string // Mcp-Session-Id
 	ContextID       string // A2A params.message.contextId
 	TaskID          string // A2A params.message.taskId, else params.id
+	// Skill is the skill an A2A message send names in its metadata
+	// (skillId or skill; jsonrpc.Request.Skill). The client chooses it:
+	// it binds only an agent that routes by the same key.
+	Skill string
 	// metaToken is a bearer token found in params._meta (opt-in per route).
 	metaToken string
 	// taskRefs are every task id the call names (params.taskId, params.id,
@@ -111,6 +115,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.ElicitationURL = rpc.ElicitationURL
 		c.ContextID = rpc.ContextID
 		c.TaskID = firstNonEmpty(rpc.TaskID, rpc.ParamsID)
+		c.Skill = rpc.Skill
 		c.metaToken = rpc.MetaAuthorization
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd
@@ -154,7 +159,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	if c.Protocol == jsonrpc.ProtocolA2A {
 		c.MCPSession = ""
 	} else {
-		c.ContextID, c.TaskID = "", ""
+		c.ContextID, c.TaskID, c.Skill = "", "", ""
 	}
 	return c, nil
 }

@@ -115,6 +115,9 @@ func (e *evaluation) deny(d *denial) Verdict {
 	v := e.p.deny(e.req, e.route, call, *d)
 	v.Grant, v.CacheHit = e.grant, e.hit
 	v.Rule, v.RateLimit, v.ExchangeAudience = e.ruleName(), e.rateLimit, e.v.ExchangeAudience
+	// A denial after the lineage stage (limits, exchange) belongs to the
+	// conversation it derived: the audit record names it.
+	v.Lineage = e.v.Lineage
 	return withRetryAfter(v, d.retryAfter)
 }
 
@@ -259,7 +262,7 @@ func (e *evaluation) identify() *denial {
 			return e.badCredential(err)
 		}
 		e.ctx, e.cancel = e.withBudget(e.ctx) // see budget.go
-		entry = e.pl.verify(e.ctx, e.p, r, e.token, e.actor)
+		entry = e.pl.verify(e.ctx, e.p, r, e.token, e.actor, e.st.readOnly)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.
@@ -410,12 +413,14 @@ func (r *recorder) add(outcome string, detail func() string) {
 
 // Explain decides req like Check but without side effects (no cache
 // entries written, no session bound or ended, nothing logged or counted)
-// and reports every stage. A dry-run route's verdict is the real decision.
+// and reports every stage, and on a route with a response path what it
+// would do with the answer. A dry-run route's verdict is the real decision.
 func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step) {
 	var steps []Step
 	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, rec: recorder{steps: &steps},
 		st: view{s: pl.state, readOnly: true}, log: discard}
 	v := e.decide()
+	e.explainResponse(&v)
 	e.rec.stage = "verdict"
 	e.rec.add(v.Outcome.String(), func() string { return fmt.Sprintf("HTTP %d %s", v.Status(), v.Description) })
 	return v, steps

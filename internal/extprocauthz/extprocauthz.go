@@ -193,6 +193,29 @@ func (s *Server) count(route, action string) {
 	}
 }
 
+// act counts what the stream did with the answer and records it in the
+// audit log (check.Pipeline.AuditResponse), for the exchange's route, or
+// for nobody's when the request was not allowed.
+func (st *exchange) act(a check.ResponseAction) {
+	st.s.count(st.route(), a.Outcome)
+	st.s.pipeline.AuditResponse(st.ctx, &st.req, st.x, a)
+}
+
+// Fixed reasons of replaced answers, as the audit log records them.
+const (
+	reasonUnreadCall  = "the call was not read from a complete request body: a list cannot be ruled out"
+	reasonCompressed  = "the list answer is compressed"
+	reasonMediaType   = "the list answer is neither JSON nor an event stream"
+	reasonUnparsable  = "the list answer could not be filtered"
+	reasonNotAllowed  = "the request was not allowed: a list answer is not passed for nobody"
+	reasonUnbound     = "the session the upstream created could not be bound to the caller"
+	reasonUpstream401 = "the upstream refused the exchanged token: re-authorization answered"
+)
+
+func failure(reason string) check.ResponseAction {
+	return check.ResponseAction{Outcome: ActionFilterFailure, Status: 200, Reason: reason}
+}
+
 // Response handlings, decided at the response headers.
 type handling uint8
 
@@ -409,19 +432,19 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		if !ok {
 			break
 		}
-		st.s.count(route, ActionReauthorized)
+		st.act(check.ResponseAction{Outcome: ActionReauthorized, Status: 200, Reason: reasonUpstream401})
 		return st.replace(200, body)
 	case status < 200 || status > 299:
 		return responseHeadersReply(nil, nil)
 	}
 	if x.Call.Method == "initialize" && sid != "" {
 		if !x.SessionBorn(st.ctx, sid) {
-			st.s.count(route, ActionSessionRefused)
+			st.act(check.ResponseAction{Outcome: ActionSessionRefused, Status: 503, Reason: reasonUnbound})
 			st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "the upstream's new session could not be bound: answer refused",
 				slog.String("route", route), slog.String("user", x.Subject()), slog.String("request_id", st.req.RequestID))
 			return st.replaceStatus(503, jsonrpc.ErrorBody(x.Call.ID, jsonrpc.CodeInternal, "Internal error", map[string]string{"reason": "the session could not be bound: retry"}))
 		}
-		st.s.count(route, ActionSessionBound)
+		st.act(check.ResponseAction{Outcome: ActionSessionBound, Delivered: true, Status: status})
 	}
 	if eos {
 		return responseHeadersReply(nil, nil)
@@ -436,12 +459,12 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	if x.FiltersLists() && !x.Call.Body && st.req.Method == "POST" {
 		// The call was not read from a complete body (request_body_mode is
 		// not BUFFERED, or it was too large): it may be a list. Fail closed.
-		st.s.count(route, ActionFilterFailure)
+		st.act(failure(reasonUnreadCall))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
 	}
 	if list && encoding != "" && !strings.EqualFold(encoding, "identity") {
 		// Compressed: the filter reads only plain JSON. Fail closed.
-		st.s.count(route, ActionFilterFailure)
+		st.act(failure(reasonCompressed))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
 	}
 	switch {
@@ -456,9 +479,9 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}})
 	case list:
 		// A list answered in a form the filter does not read.
-		st.s.count(route, ActionFilterFailure)
+		st.act(failure(reasonMediaType))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
-	case x.BindsTasks() && createsTask(x.Call.Method) && media == "application/json":
+	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "application/json":
 		st.handling = readTask
 		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
 	}
@@ -498,7 +521,7 @@ func (st *exchange) unallowedHeaders(status int, media string, eos bool) *extpro
 	if len(st.req.Body) == 0 && !st.bodyFull {
 		return responseHeadersReply(nil, nil)
 	}
-	st.s.count("", ActionFilterFailure)
+	st.act(failure(reasonNotAllowed))
 	return st.replace(200, mcpresponse.FilterFailure(call.ID))
 }
 
@@ -617,12 +640,12 @@ func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResp
 	out, removed, err := mcpresponse.FilterList(x.Call.Method, body, x.Keep)
 	switch {
 	case err != nil:
-		st.s.count(x.Route(), ActionFilterFailure)
+		st.act(failure(reasonUnparsable))
 		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "list response could not be filtered: replaced by an error",
 			slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
 		out = mcpresponse.FilterFailure(x.Call.ID)
 	case removed > 0:
-		st.s.count(x.Route(), ActionFiltered)
+		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: removed})
 	case st.whole:
 		return responseBodyReply(nil) // unchanged
 	}
@@ -640,28 +663,18 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 	out, err := st.sse.Chunk(chunk, eos)
 	if err != nil {
 		st.failedSSE = true
-		st.s.count(x.Route(), ActionFilterFailure)
+		st.act(failure(reasonUnparsable))
 		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "event stream could not be filtered: ended with an error",
 			slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
 		return mcpresponse.Event(mcpresponse.FilterFailure(x.Call.ID))
 	}
 	if eos && st.sse.Removed > 0 {
-		st.s.count(x.Route(), ActionFiltered)
+		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: st.sse.Removed})
 	}
 	if out == nil {
 		out = []byte{}
 	}
 	return out
-}
-
-// createsTask reports whether an answer to method may create a task: MCP
-// tools/call (with params.task) and A2A message sends.
-func createsTask(method string) bool {
-	switch method {
-	case "tools/call", "message/send", "SendMessage":
-		return true
-	}
-	return false
 }
 
 // readTask binds the task a JSON answer created, if any, and passes the
@@ -684,7 +697,7 @@ func (st *exchange) readTask(chunk []byte, eos bool) *extprocv3.ProcessingRespon
 
 func (st *exchange) bindTask(body []byte) {
 	if id := taskID(body); id != "" && st.x.TaskCreatedBy(st.ctx, id) {
-		st.s.count(st.x.Route(), ActionTaskBound)
+		st.act(check.ResponseAction{Outcome: ActionTaskBound, Delivered: true, Status: 200})
 	}
 }
 

@@ -70,6 +70,13 @@ func (c *counter) get(action string) int {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, check.Options{})
+}
+
+// newFixtureWith is newFixture with the pipeline's options (an audit
+// writer).
+func newFixtureWith(t *testing.T, opts check.Options) *fixture {
+	t.Helper()
 	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_basic", Secret: "sts-secret"}}})
 	doc := fmt.Sprintf(`
 issuers:
@@ -99,7 +106,7 @@ routes:
     rules:
       - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
 `, secret, sts.TokenURL)
-	pl := pipelinetest.New(t, doc, check.Deps{Getenv: func(string) string { return "sts-secret" }, HTTPClient: sts.Client()}, check.Options{})
+	pl := pipelinetest.New(t, doc, check.Deps{Getenv: func(string) string { return "sts-secret" }, HTTPClient: sts.Client()}, opts)
 	c := &counter{n: map[string]int{}, opened: make(chan struct{}, 4)}
 	f := &fixture{authz: envoyauthz.NewServer(pl), pl: pl, sts: sts, counted: c}
 	f.proc = extprocauthz.NewServer(pl, extprocauthz.Options{Observer: c})

@@ -300,6 +300,53 @@ func (in *Introspector) Introspect(ctx context.Context, token string, audiences 
 	return e.claims, nil
 }
 
+// IntrospectNoStore is Introspect that leaves no trace, for explaining a
+// decision: a cached answer is read without moving its recency or the
+// counters, and otherwise the endpoint is asked directly (not in single
+// flight, so that no concurrent Introspect waits for an answer it will not
+// keep) and its answer is not cached, positive or negative; the breaker is
+// consulted but learns nothing, and nothing is counted or logged. Only
+// discovery of the endpoint, when it is not configured, is remembered as
+// for Introspect. ctx bounds the call, within the configured timeout.
+func (in *Introspector) IntrospectNoStore(ctx context.Context, token string, audiences []string) (*jwtauth.Claims, error) {
+	if !wellFormed(token) {
+		return nil, jwtauth.ErrMalformed
+	}
+	k := cache.NewKey(token)
+	e, ok := in.active.Peek(k)
+	if !ok {
+		e, ok = in.inactive.Peek(k)
+	}
+	if !ok {
+		if ok, wait := in.breaker.Peek(in.now()); !ok {
+			return nil, &UnavailableError{RetryAfter: clampRetry(wait), reason: "introspection suspended after repeated failures"}
+		}
+		ctx, cancel := context.WithTimeout(ctx, in.cfg.Timeout)
+		defer cancel()
+		if err := in.slots.Acquire(ctx, 1); err != nil {
+			return nil, &UnavailableError{RetryAfter: minRetryAfter, reason: "too many introspection calls in flight", cause: err}
+		}
+		var err error
+		var retry time.Duration
+		e, retry, err = in.call(ctx, token)
+		in.slots.Release(1)
+		if err != nil {
+			var ue *UnavailableError
+			if errors.As(err, &ue) {
+				ue.RetryAfter = clampRetry(max(retry, minRetryAfter))
+			}
+			return nil, err
+		}
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	if len(audiences) > 0 && !anyOf(e.claims.Audience, audiences) {
+		return nil, jwtauth.ErrAudience
+	}
+	return e.claims, nil
+}
+
 // wellFormed: a bearer token (RFC 6750 b64token, or anything visible ASCII
 // servers issue) of a sane size. Anything else never reaches the endpoint.
 func wellFormed(token string) bool {

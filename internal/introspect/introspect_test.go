@@ -475,3 +475,44 @@ func TestWaitEndsWithContext(t *testing.T) {
 		t.Fatalf("after the late answer: %v, calls %d", err, as.Calls("tok"))
 	}
 }
+
+// TestIntrospectNoStore: introspecting without storing asks the endpoint
+// each time, keeps no answer (active or inactive) and moves no counter;
+// an answer Introspect cached is read without a call.
+func TestIntrospectNoStore(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.CacheTTL = time.Minute; cfg.NegativeTTL = time.Minute })
+	as.Set("tok", map[string]any{"sub": "alice", "exp": float64(epoch.Add(time.Hour).Unix())})
+	steps := []struct {
+		name      string
+		store     bool
+		token     string
+		wantErr   error
+		wantCalls int
+	}{
+		{"no store asks", false, "tok", nil, 1},
+		{"no store asks again", false, "tok", nil, 2},
+		{"inactive, no store", false, "gone", introspect.ErrInactive, 1},
+		{"inactive, no store, again", false, "gone", introspect.ErrInactive, 2},
+		{"introspect asks: nothing was kept", true, "tok", nil, 3},
+		{"no store reads the cached answer", false, "tok", nil, 3},
+	}
+	for _, s := range steps {
+		before := in.Stats()
+		ask := in.IntrospectNoStore
+		if s.store {
+			ask = in.Introspect
+		}
+		claims, err := ask(t.Context(), s.token, nil)
+		if !errors.Is(err, s.wantErr) || (err == nil && claims.Subject != "alice") {
+			t.Fatalf("%s: %v, %v", s.name, claims, err)
+		}
+		if n := as.Calls(s.token); n != s.wantCalls {
+			t.Fatalf("%s: endpoint calls %d, want %d", s.name, n, s.wantCalls)
+		}
+		if !s.store && in.Stats() != before {
+			t.Fatalf("%s: stats moved %+v -> %+v", s.name, before, in.Stats())
+		}
+	}
+}

@@ -19,6 +19,8 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","error":{"code":-32700,"message":"m"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"context_id":"c","task_id":"t"}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t","taskId":"u"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"metadata":{"skillId":"refund","SKILL":1}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":{"skill":"s\u00e9"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"\ud83d\ude00","NAME":"x","arguments":{"_metadata":{"authorization":"t"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"a","traceparent":"t","tracestate":"s","baggage":"b"}}}`,
@@ -56,7 +58,7 @@ func FuzzParse(f *testing.F) {
 		// Accepted: the strings are UTF-8, the id is a JSON id, and a
 		// request has a method.
 		for _, s := range []string{r.Method, r.Name, r.URI, r.ProtocolVersion, r.Traceparent, r.Tracestate,
-			r.Baggage, r.MetaAuthorization, r.ContextID, r.TaskID, r.ParamsID, r.ParamsTaskID} {
+			r.Baggage, r.MetaAuthorization, r.ContextID, r.TaskID, r.ParamsID, r.ParamsTaskID, r.Skill} {
 			if !utf8.ValidString(s) {
 				t.Fatalf("Parse(%q): %q is not UTF-8", body, s)
 			}
@@ -221,8 +223,11 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		ContextIDSnake raw `json:"context_id"`
 		TaskID         raw `json:"taskId"`
 		TaskIDSnake    raw `json:"task_id"`
+		Metadata       raw `json:"metadata"`
 	}
 	decodeObject(t, params.Message, &message)
+	var messageMetadata map[string]raw
+	decodeObject(t, message.Metadata, &messageMetadata)
 	type capabilities struct {
 		Elicitation raw `json:"elicitation"`
 	}
@@ -267,6 +272,9 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 	}
 	if want.MetaAuthorization == "" {
 		want.MetaAuthorization = jsonText(t, metadata["authorization"])
+	}
+	if c, _ := ClassifyA2A(top.Method); c == "SendMessage" || c == "SendStreamingMessage" {
+		want.Skill = jsonText(t, messageMetadata["skillId"]) + jsonText(t, messageMetadata["skill"]) // never both
 	}
 	if got.ArgumentsEnd > 0 {
 		var args map[string]any

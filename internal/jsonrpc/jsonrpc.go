@@ -91,6 +91,12 @@ type Request struct {
 	ContextID string // params.message.contextId
 	TaskID    string // params.message.taskId
 	ParamsID  string // params.id (task operations)
+	// Skill is the skill a message send names, in
+	// params.message.metadata.skillId or .skill: A2A has no field for it,
+	// and clients that pick a skill put it there. A string of at most
+	// MaxSkillLen bytes without control characters; both keys, or either
+	// of another type, make the request invalid.
+	Skill string
 	// ParamsTaskID is params.taskId (MCP 2025-11-25 tasks/*, A2A push
 	// notification configs).
 	ParamsTaskID string
@@ -169,6 +175,7 @@ func (r Request) LogValue() slog.Value {
 	add("context_id", r.ContextID)
 	add("task_id", r.TaskID)
 	add("params_id", r.ParamsID)
+	add("skill", r.Skill)
 	add("params_task_id", r.ParamsTaskID)
 	add("traceparent", r.Traceparent)
 	if r.MetaAuthorization != "" {
@@ -277,6 +284,9 @@ func (s *scanner) request() (Request, error) {
 	r.ElicitationURL = s.spans[fMetaElicitationURL].kind == object ||
 		r.Method == "initialize" && s.spans[fCapsElicitationURL].kind == object
 	if r.MetaAuthorization, ok = s.text(fMetaAuthorization); !ok {
+		return invalid, ErrInvalidRequest
+	}
+	if r.Skill, ok = s.skill(r.Method); !ok {
 		return invalid, ErrInvalidRequest
 	}
 	if sp := s.spans[fArguments]; sp.kind == object {
@@ -448,9 +458,43 @@ func (s *scanner) typesValid(method string) bool {
 	}
 	if canonical == "SendMessage" || canonical == "SendStreamingMessage" {
 		return s.is(fMessage, object) && s.is(fContextID, str) && s.is(fContextIDSnake, str) &&
-			s.is(fTaskID, str) && s.is(fTaskIDSnake, str)
+			s.is(fTaskID, str) && s.is(fTaskIDSnake, str) &&
+			// Two keys naming the skill would let the agent and the rules
+			// read different ones.
+			s.is(fMessageMetadata, object) && s.is(fSkillID, str) && s.is(fSkill, str) &&
+			!(s.present(fSkillID) && s.present(fSkill))
 	}
 	return true
+}
+
+// MaxSkillLen bounds the skill name a message may carry.
+const MaxSkillLen = 256
+
+// skill reads the skill an A2A message send names (Request.Skill; types
+// were checked by typesValid). ok is false for a name over MaxSkillLen,
+// with control characters, or escaping an unpaired surrogate.
+func (s *scanner) skill(method string) (string, bool) {
+	if canonical, _ := ClassifyA2A(method); canonical != "SendMessage" && canonical != "SendStreamingMessage" {
+		return "", true
+	}
+	f := fSkillID
+	if !s.present(f) {
+		f = fSkill
+	}
+	sp := s.spans[f]
+	if sp.kind != str {
+		return "", true // absent or null
+	}
+	if sp.end-sp.start-2 > 6*MaxSkillLen {
+		// Too long whatever its escapes (one decoded byte takes at most
+		// six): refused before decoding.
+		return "", false
+	}
+	v, ok := s.text(f)
+	if !ok || len(v) > MaxSkillLen || hasControl(v) {
+		return "", false
+	}
+	return v, true
 }
 
 // is reports whether f is absent, null or of kind k.

@@ -56,8 +56,11 @@ const (
 	fContextIDSnake // context_id: the proto field name, which protobuf JSON parsers also accept
 	fTaskID
 	fTaskIDSnake
-	fParamsID     // params.id (A2A task operations)
-	fParamsTaskID // params.taskId (MCP tasks, A2A push notification configs)
+	fMessageMetadata // params.message.metadata (A2A)
+	fSkillID         // params.message.metadata.skillId
+	fSkill           // params.message.metadata.skill
+	fParamsID        // params.id (A2A task operations)
+	fParamsTaskID    // params.taskId (MCP tasks, A2A push notification configs)
 
 	// params._meta.*
 	fMetaProtocolVersion
@@ -116,7 +119,13 @@ var (
 	argumentsNode = &node{members: []member{
 		{key: "_metadata", field: fMetadata, child: metadataNode},
 	}}
+	// A2A message metadata is a map: its keys are matched exactly.
+	messageMetadataNode = &node{members: []member{
+		{key: "skillId", field: fSkillID},
+		{key: "skill", field: fSkill},
+	}}
 	messageNode = &node{fold: true, members: []member{
+		{key: "metadata", field: fMessageMetadata, child: messageMetadataNode},
 		{key: "contextId", field: fContextID},
 		{key: "context_id", field: fContextIDSnake},
 		{key: "taskId", field: fTaskID},

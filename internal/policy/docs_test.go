@@ -259,7 +259,18 @@ func docCases() []docCase {
 	pay := func(args string) *policy.Input {
 		return caller("corp:alice", []string{"payments"}, "payments_refund", args)
 	}
+	message := func(skill string, groups ...any) *policy.Input {
+		return with(caller("corp:alice", nil, "", `{}`), func(in *policy.Input) {
+			in.MCP = policy.MCP{Method: "SendMessage"} // the method the rule names
+			in.A2A = policy.A2A{Method: "SendMessage", Skill: skill}
+			in.JWT["groups"] = groups
+		})
+	}
 	return []docCase{
+		{"refunds only for finance", "a refund asked by a finance member", message("refund", "finance"), noMatch},
+		{"refunds only for finance", "a refund asked by another", message("refund", "sales"), deny},
+		{"refunds only for finance", "another skill", message("summarize"), noMatch},
+		{"refunds only for finance", "no skill named", message(""), noMatch},
 		{"own workspace", "alice reads her notes", alice(`{"path": "/workspace/corp:alice/notes.txt"}`), allow},
 		{"own workspace", "alice climbs into bob's", alice(`{"path": "/workspace/corp:alice/../corp:bob/x"}`), deny},
 		{"own workspace", "a workspace sharing alice's prefix", alice(`{"path": "/workspace/corp:alice-evil/x"}`), deny},

@@ -1,0 +1,54 @@
+package check
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// TestExplainResponse: explaining a request on a route with a response
+// path says what the response path would do with its answer, and says
+// that which list entries stay is not known without the list.
+func TestExplainResponse(t *testing.T) {
+	pl, _ := responsePipeline(t, responseConfig, Deps{})
+	reader := responseToken(t, "alice", jwt.MapClaims{"scope": "files:read"})
+	const initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+	tests := []struct {
+		name    string
+		req     *Request
+		outcome string // of the response step; "" when there is none
+		detail  string
+	}{
+		{"tools/list is filtered", call("mcp.example.com", reader, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), "filter list", "not known here"},
+		{"prompts/list is filtered", call("mcp.example.com", reader, nil, `{"jsonrpc":"2.0","id":1,"method":"prompts/list"}`), "filter list", "prompts/list"},
+		{"initialize binds the session", call("mcp.example.com", reader, nil, initialize), "bind session", "bound to alice at birth"},
+		{"a task is bound", call("mcp.example.com", reader, nil, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","task":{}}}`), "bind task", "alice"},
+		{"a denied request is nobody's", call("mcp.example.com", reader, nil, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_all"}}`), "not processed", "not allowed"},
+		{"a route without a response path", call("plain.example.com", reader, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, steps := pl.Explain(context.Background(), tt.req)
+			var got *Step
+			for i := range steps {
+				if steps[i].Name == "response" {
+					got = &steps[i]
+				}
+			}
+			switch {
+			case tt.outcome == "" && got != nil:
+				t.Fatalf("a response step: %+v", *got)
+			case tt.outcome == "":
+			case got == nil:
+				t.Fatalf("no response step in %+v", steps)
+			case got.Outcome != tt.outcome || !strings.Contains(got.Detail, tt.detail):
+				t.Fatalf("response step %+v, want %q containing %q", *got, tt.outcome, tt.detail)
+			}
+			if last := steps[len(steps)-1]; last.Name != "verdict" {
+				t.Fatalf("the verdict is not last: %+v", last)
+			}
+		})
+	}
+}
