@@ -195,7 +195,13 @@ func TestEndpointFailures(t *testing.T) {
 			as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
 			as.Set("known", map[string]any{"sub": "alice"})
 			as.Set("unknown-yet", map[string]any{"sub": "bob"})
-			in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.Timeout = 200 * time.Millisecond })
+			// A generous timeout, so that a busy machine does not time out the
+			// first call; only the held endpoint is waited out.
+			timeout := 5 * time.Second
+			if tc.hold {
+				timeout = time.Second
+			}
+			in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.Timeout = timeout })
 			if _, err := in.Introspect(t.Context(), "known", nil); err != nil {
 				t.Fatal(err)
 			}
