@@ -65,7 +65,7 @@ func xpConfig(redisAddr, stsURL string) string {
 	fmt.Fprintf(&b, `
 issuers:
   - {name: e2e, algorithms: [HS256], secret: %s}
-redis: {addrs: [%s], encryption_key_env: TOKEN_KEY, op_timeout: 500ms}
+redis: {addrs: [%s], encryption_key_env: TOKEN_KEY, op_timeout: 2s}
 elicitations: {state_key_env: STATE_KEY}
 exchanges:
   - {name: sts, token_endpoint: %s, client_auth: {method: client_secret_basic, client_id: %s, client_secret_env: STS_SECRET}}
