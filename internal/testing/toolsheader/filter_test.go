@@ -197,7 +197,7 @@ func names(res *mcp.ListToolsResult) []string {
 
 // forge signs a tools token with key (alg EdDSA) naming kid; claims
 // override the valid ones (nil deletes).
-func forge(t *testing.T, key ed25519.PrivateKey, kid, typ string, claims jwt.MapClaims) string {
+func forge(t testing.TB, key ed25519.PrivateKey, kid, typ string, claims jwt.MapClaims) string {
 	now := time.Now()
 	c := jwt.MapClaims{"iss": issuer, "sub": "alice", "aud": route, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "tools": allTools}
 	for k, v := range claims {
