@@ -61,7 +61,9 @@ func (e *evaluation) toolsHeader() *denial {
 	m := g.memo().tools.Load()
 	if m != nil && now.Before(m.refresh) && e.v.HeadersID != 0 && m.baseID == e.v.HeadersID {
 		e.v.Set, e.v.Remove, e.v.HeadersID = m.set, m.remove, m.id
-		e.rec.add("reused", func() string { return "the tools token signed before, valid until " + m.refresh.UTC().Format(time.RFC3339) })
+		e.rec.add("reused", func() string {
+			return "the tools token signed before, valid until " + m.refresh.UTC().Format(time.RFC3339)
+		})
 		return nil
 	}
 	var token string
