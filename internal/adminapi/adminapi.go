@@ -6,7 +6,8 @@
 // identities, or both) and log every call with who made it, and RunCLI, the
 // `extauthz admin` command.
 //
-// The admin API changes what the service remembers (invalidation) and reads
+// The admin API changes what the service remembers (invalidation, revocation
+// of users and of API keys) and reads
 // what it would do (Explain, Stats); it never decides requests. It belongs on
 // the admin listener only, never on the ext_authz port Envoy reaches, nor on
 // the read-only ops listener (probes, metrics).
@@ -31,6 +32,11 @@ type Backend interface {
 	// configured name or iss, and the token's user claim. Neither is ever
 	// empty; an issuer that is not configured is an InvalidArgument status.
 	RevokeSubject(ctx context.Context, issuer, subject string) (Counts, error)
+	// RevokeAPIKey revokes the API key id of the api_keys issuer named
+	// issuer, here and on every replica. Neither is ever empty; an issuer
+	// that is not an api_keys issuer, or an id no key can have, is an
+	// InvalidArgument status.
+	RevokeAPIKey(ctx context.Context, issuer, id string) (KeyRevocation, error)
 	// Explain decides req as Envoy's Check would, without side effects:
 	// nothing is cached, bound or exchanged. A denial is an Explanation,
 	// not an error. req is never nil.
@@ -45,6 +51,15 @@ type Counts struct {
 	ExchangedTokens int
 	SessionBindings int
 	Elicitations    int
+}
+
+// KeyRevocation is what revoking an API key did.
+type KeyRevocation struct {
+	Dropped Counts
+	// Until is when the revocation ends.
+	Until time.Time
+	// Known reports whether the answering replica has a key with the id.
+	Known bool
 }
 
 // Explanation is how the pipeline would decide a request.

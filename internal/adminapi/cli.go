@@ -50,6 +50,10 @@ Commands:
                                revoke a user: refuse their tokens issued until
                                now and drop the same for every session of theirs
                                (NAME: the issuer's configured name or its iss)
+  revoke-api-key --issuer NAME ID
+                               revoke an API key by its id: refused from now on,
+                               on every replica, until it expires (at most 90
+                               days); NAME is the api_keys issuer's name
   explain [--json] REQUEST.json
                                decide a CheckRequest (protojson) without side
                                effects; exits non-zero when it would be denied
@@ -90,6 +94,8 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	switch cmd {
 	case "invalidate-session", "revoke-subject":
 		return c.invalidate(ctx, cmd, args)
+	case "revoke-api-key":
+		return c.revokeAPIKey(ctx, args)
 	case "explain":
 		return c.explain(ctx, args)
 	case "stats":
@@ -98,7 +104,7 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprint(stdout, Usage)
 		return nil
 	}
-	return usageErrorf("admin: unknown command %q (valid commands: invalidate-session, revoke-subject, explain, stats)", cmd)
+	return usageErrorf("admin: unknown command %q (valid commands: invalidate-session, revoke-subject, revoke-api-key, explain, stats)", cmd)
 }
 
 type cli struct {
@@ -202,6 +208,30 @@ func (c *cli) invalidate(ctx context.Context, cmd string, args []string) error {
 		return printDropped(c.stdout, "user", issuer+" "+id, "revoked", d)
 	}
 	return printDropped(c.stdout, "session", id, "invalidated", d)
+}
+
+func (c *cli) revokeAPIKey(ctx context.Context, args []string) error {
+	const cmd = "revoke-api-key"
+	fs := c.flagSet("admin " + cmd)
+	var issuer string
+	fs.StringVar(&issuer, "issuer", "", "the api_keys issuer's configured name")
+	id, err := c.operand(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	if issuer == "" {
+		return usageErrorf("%s: --issuer is required: a key is (issuer, id)", cmd)
+	}
+	var resp *adminv1.RevokeAPIKeyResponse
+	err = c.call(ctx, cmd, func(ctx context.Context, ac adminv1.AdminServiceClient) error {
+		var err error
+		resp, err = ac.RevokeAPIKey(ctx, &adminv1.RevokeAPIKeyRequest{Issuer: issuer, KeyId: id})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return printKeyRevocation(c.stdout, issuer, id, resp)
 }
 
 func (c *cli) explain(ctx context.Context, args []string) error {

@@ -27,7 +27,7 @@ func TestCLI(t *testing.T) {
 	if err := os.WriteFile(malformed, []byte(`{"attributes": {"request": {"http": {"hedaers": {}}}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	noCalls := `sessions=[] subjects=[] explains=0 stats=0`
+	noCalls := `sessions=[] subjects=[] keys=[] explains=0 stats=0`
 
 	tests := []struct {
 		name    string
@@ -44,35 +44,55 @@ func TestCLI(t *testing.T) {
 			args:      []string{"--addr", "ADDR", "invalidate-session", "sess-42"},
 			backend:   &fakeBackend{counts: counts},
 			golden:    "invalidate-session",
-			wantCalls: `sessions=["sess-42"] subjects=[] explains=0 stats=0`,
+			wantCalls: `sessions=["sess-42"] subjects=[] keys=[] explains=0 stats=0`,
 		},
 		{
 			name:      "revoke-subject with flags after the command",
 			args:      []string{"revoke-subject", "--addr", "ADDR", "--timeout", "5s", "--issuer", "hs", "alice"},
 			backend:   &fakeBackend{counts: counts},
 			golden:    "revoke-subject",
-			wantCalls: `sessions=[] subjects=["hs alice"] explains=0 stats=0`,
+			wantCalls: `sessions=[] subjects=["hs alice"] keys=[] explains=0 stats=0`,
+		},
+		{
+			name:      "revoke-api-key",
+			args:      []string{"--addr", "ADDR", "revoke-api-key", "--issuer", "keys", "billing-1"},
+			backend:   &fakeBackend{counts: Counts{Verdicts: 2}},
+			golden:    "revoke-api-key",
+			wantCalls: `sessions=[] subjects=[] keys=["keys billing-1"] explains=0 stats=0`,
+		},
+		{
+			name:      "revoke-api-key of an id the replica does not have",
+			args:      []string{"revoke-api-key", "--issuer", "keys", "--addr", "ADDR", "unknown-Billing-1"},
+			golden:    "revoke-api-key-unknown",
+			wantCalls: `sessions=[] subjects=[] keys=["keys unknown-Billing-1"] explains=0 stats=0`,
+		},
+		{
+			name:      "revoke-api-key refused by the service",
+			args:      []string{"--addr", "ADDR", "revoke-api-key", "--issuer", "hs", "billing-1"},
+			backend:   &fakeBackend{err: status.Error(codes.InvalidArgument, `"hs" is not an issuer of kind api_keys`)},
+			wantCode:  codes.InvalidArgument,
+			wantCalls: `sessions=[] subjects=[] keys=["hs billing-1"] explains=0 stats=0`,
 		},
 		{
 			name:      "stats",
 			args:      []string{"--addr", "ADDR", "stats"},
 			backend:   &fakeBackend{stats: testStats()},
 			golden:    "stats",
-			wantCalls: `sessions=[] subjects=[] explains=0 stats=1`,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=0 stats=1`,
 		},
 		{
 			name:      "stats --json",
 			args:      []string{"--addr", "ADDR", "stats", "--json"},
 			backend:   &fakeBackend{stats: testStats()},
 			golden:    "stats-json",
-			wantCalls: `sessions=[] subjects=[] explains=0 stats=1`,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=0 stats=1`,
 		},
 		{
 			name:      "explain allowed",
 			args:      []string{"--addr", "ADDR", "explain", request},
 			backend:   &fakeBackend{explanation: allowedExplanation()},
 			golden:    "explain-allowed",
-			wantCalls: `sessions=[] subjects=[] explains=1 stats=0`,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=1 stats=0`,
 		},
 		{
 			name:      "explain denied",
@@ -80,7 +100,7 @@ func TestCLI(t *testing.T) {
 			backend:   &fakeBackend{explanation: deniedExplanation()},
 			wantErr:   ErrDenied,
 			golden:    "explain-denied",
-			wantCalls: `sessions=[] subjects=[] explains=1 stats=0`,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=1 stats=0`,
 		},
 		{
 			name:      "explain denied --json",
@@ -88,7 +108,7 @@ func TestCLI(t *testing.T) {
 			backend:   &fakeBackend{explanation: deniedExplanation()},
 			wantErr:   ErrDenied,
 			golden:    "explain-denied-json",
-			wantCalls: `sessions=[] subjects=[] explains=1 stats=0`,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=1 stats=0`,
 		},
 		{
 			name:      "help",
@@ -108,7 +128,7 @@ func TestCLI(t *testing.T) {
 			args:      []string{"--addr", "ADDR", "stats"},
 			backend:   &fakeBackend{err: errors.New("boom")},
 			wantCode:  codes.Internal,
-			wantCalls: `sessions=[] subjects=[] explains=0 stats=1`,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=0 stats=1`,
 		},
 		{name: "no command", args: []string{"--addr", "ADDR"}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "unknown command", args: []string{"--addr", "ADDR", "flush"}, wantErr: ErrUsage, wantCalls: noCalls},
@@ -120,6 +140,10 @@ func TestCLI(t *testing.T) {
 		{name: "session empty", args: []string{"--addr", "ADDR", "invalidate-session", ""}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "two subjects", args: []string{"--addr", "ADDR", "revoke-subject", "--issuer", "hs", "alice", "bob"}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "subject without issuer", args: []string{"--addr", "ADDR", "revoke-subject", "alice"}, wantErr: ErrUsage, wantCalls: noCalls},
+		{name: "API key without issuer", args: []string{"--addr", "ADDR", "revoke-api-key", "billing-1"}, wantErr: ErrUsage, wantCalls: noCalls},
+		{name: "API key id missing", args: []string{"--addr", "ADDR", "revoke-api-key", "--issuer", "keys"}, wantErr: ErrUsage, wantCalls: noCalls},
+		{name: "two API key ids", args: []string{"--addr", "ADDR", "revoke-api-key", "--issuer", "keys", "a", "b"}, wantErr: ErrUsage, wantCalls: noCalls},
+		{name: "API key id empty", args: []string{"--addr", "ADDR", "revoke-api-key", "--issuer", "keys", ""}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "stats with an argument", args: []string{"--addr", "ADDR", "stats", "verdicts"}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "explain without a file", args: []string{"--addr", "ADDR", "explain"}, wantErr: ErrUsage, wantCalls: noCalls},
 		{name: "explain a missing file", args: []string{"--addr", "ADDR", "explain", "testdata/nothing.json"}, wantErr: os.ErrNotExist, wantCalls: noCalls},
@@ -174,6 +198,7 @@ func TestCLIUnreachable(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"invalidate-session", "sess-42"},
 		{"revoke-subject", "--issuer", "hs", "alice"},
+		{"revoke-api-key", "--issuer", "keys", "billing-1"},
 		{"explain", "testdata/check-request.json"},
 		{"stats"},
 	} {

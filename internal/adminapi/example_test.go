@@ -24,6 +24,10 @@ func (versionOnly) RevokeSubject(context.Context, string, string) (adminapi.Coun
 	return adminapi.Counts{}, nil
 }
 
+func (versionOnly) RevokeAPIKey(context.Context, string, string) (adminapi.KeyRevocation, error) {
+	return adminapi.KeyRevocation{}, nil
+}
+
 func (versionOnly) Explain(context.Context, *authv3.CheckRequest) (adminapi.Explanation, error) {
 	return adminapi.Explanation{}, fmt.Errorf("not in this example")
 }

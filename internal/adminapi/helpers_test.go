@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ type fakeBackend struct {
 	mu       sync.Mutex
 	sessions []string
 	subjects []string
+	keys     []string
 	explains []*authv3.CheckRequest
 	statsN   int
 }
@@ -48,6 +50,17 @@ func (f *fakeBackend) RevokeSubject(_ context.Context, issuer, subject string) (
 	defer f.mu.Unlock()
 	f.subjects = append(f.subjects, issuer+" "+subject)
 	return f.counts, f.err
+}
+
+// revokedUntil is the end the fake reports for a key revocation; a key
+// whose id starts with "unknown" is reported as not loaded.
+var revokedUntil = time.Date(2027, 4, 1, 0, 0, 0, 0, time.UTC)
+
+func (f *fakeBackend) RevokeAPIKey(_ context.Context, issuer, id string) (KeyRevocation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append(f.keys, issuer+" "+id)
+	return KeyRevocation{Dropped: f.counts, Until: revokedUntil, Known: !strings.HasPrefix(id, "unknown")}, f.err
 }
 
 func (f *fakeBackend) Explain(_ context.Context, req *authv3.CheckRequest) (Explanation, error) {
@@ -68,7 +81,7 @@ func (f *fakeBackend) Stats(context.Context) (Stats, error) {
 func (f *fakeBackend) calls() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return fmt.Sprintf("sessions=%q subjects=%q explains=%d stats=%d", f.sessions, f.subjects, len(f.explains), f.statsN)
+	return fmt.Sprintf("sessions=%q subjects=%q keys=%q explains=%d stats=%d", f.sessions, f.subjects, f.keys, len(f.explains), f.statsN)
 }
 
 // explained returns the requests Explain saw.

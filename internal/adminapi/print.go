@@ -29,6 +29,22 @@ func printDropped(w io.Writer, kind, id, done string, d *adminv1.Dropped) error 
 	return tw.Flush()
 }
 
+// printKeyRevocation writes what revoking an API key did.
+func printKeyRevocation(w io.Writer, issuer, id string, r *adminv1.RevokeAPIKeyResponse) error {
+	until := "(unknown)"
+	if r.GetUntil() != nil {
+		until = r.GetUntil().AsTime().UTC().Format(time.RFC3339)
+	}
+	if err := printDropped(w, "API key", issuer+" "+id, "revoked until "+until, r.GetDropped()); err != nil {
+		return err
+	}
+	if !r.GetKnown() {
+		_, err := fmt.Fprintf(w, "note: the replica that answered has no key %s loaded (ids are case-sensitive); it is revoked all the same\n", printable(id))
+		return err
+	}
+	return nil
+}
+
 // PrintExplanation writes how a request is decided: a table of the decision
 // and its steps, then the CheckResponse; or, asJSON, the whole
 // ExplainResponse as protojson. `extauthz check` and `extauthz admin

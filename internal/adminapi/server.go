@@ -75,6 +75,21 @@ func (s *Server) RevokeSubject(ctx context.Context, req *adminv1.RevokeSubjectRe
 	return &adminv1.RevokeSubjectResponse{Dropped: dropped(c)}, nil
 }
 
+// RevokeAPIKey revokes one API key, named by its issuer and id.
+func (s *Server) RevokeAPIKey(ctx context.Context, req *adminv1.RevokeAPIKeyRequest) (*adminv1.RevokeAPIKeyResponse, error) {
+	if req.GetIssuer() == "" || req.GetKeyId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "issuer and key_id are required: a key is (issuer, id)")
+	}
+	r, err := s.backend.RevokeAPIKey(ctx, req.GetIssuer(), req.GetKeyId())
+	if err != nil {
+		return nil, s.fail(ctx, "RevokeAPIKey", err)
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "admin: API key revoked",
+		slog.String("issuer", req.GetIssuer()), slog.String("key_id", req.GetKeyId()),
+		slog.Time("until", r.Until), slog.Bool("known", r.Known), countsAttr(r.Dropped))
+	return &adminv1.RevokeAPIKeyResponse{Dropped: dropped(r.Dropped), Until: timestamp(r.Until), Known: r.Known}, nil
+}
+
 // Explain runs a CheckRequest through the pipeline without side effects.
 func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adminv1.ExplainResponse, error) {
 	in := req.GetCheckRequest()

@@ -34,51 +34,75 @@ func TestServerInvalidate(t *testing.T) {
 		{
 			name:      "session",
 			call:      invalidateSession("sess-42"),
-			wantCalls: `sessions=["sess-42"] subjects=[] explains=0 stats=0`,
+			wantCalls: `sessions=["sess-42"] subjects=[] keys=[] explains=0 stats=0`,
 		},
 		{
 			name:      "subject",
 			call:      revokeSubject("hs", "alice"),
-			wantCalls: `sessions=[] subjects=["hs alice"] explains=0 stats=0`,
+			wantCalls: `sessions=[] subjects=["hs alice"] keys=[] explains=0 stats=0`,
+		},
+		{
+			name:      "API key",
+			call:      revokeAPIKey("keys", "billing-1"),
+			wantCalls: `sessions=[] subjects=[] keys=["keys billing-1"] explains=0 stats=0`,
+		},
+		{
+			name:      "an API key without its issuer is refused before the backend",
+			call:      revokeAPIKey("", "billing-1"),
+			wantCode:  codes.InvalidArgument,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=0 stats=0`,
+		},
+		{
+			name:      "an empty API key id is refused before the backend",
+			call:      revokeAPIKey("keys", ""),
+			wantCode:  codes.InvalidArgument,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=0 stats=0`,
+		},
+		{
+			name:      "the backend's refusal of an API key is kept",
+			err:       status.Error(codes.InvalidArgument, `"hs" is not an issuer of kind api_keys`),
+			call:      revokeAPIKey("hs", "billing-1"),
+			wantCode:  codes.InvalidArgument,
+			wantCalls: `sessions=[] subjects=[] keys=["hs billing-1"] explains=0 stats=0`,
 		},
 		{
 			name:      "empty session is refused before the backend",
 			call:      invalidateSession(""),
 			wantCode:  codes.InvalidArgument,
-			wantCalls: `sessions=[] subjects=[] explains=0 stats=0`,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=0 stats=0`,
 		},
 		{
 			name:      "empty subject is refused before the backend",
 			call:      revokeSubject("hs", ""),
 			wantCode:  codes.InvalidArgument,
-			wantCalls: `sessions=[] subjects=[] explains=0 stats=0`,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=0 stats=0`,
 		},
 		{
 			name:      "a subject without its issuer is refused before the backend",
 			call:      revokeSubject("", "alice"),
 			wantCode:  codes.InvalidArgument,
-			wantCalls: `sessions=[] subjects=[] explains=0 stats=0`,
+			wantCalls: `sessions=[] subjects=[] keys=[] explains=0 stats=0`,
 		},
 		{
 			name:      "a broken backend is Internal",
 			err:       errors.New("store unreachable"),
 			call:      invalidateSession("sess-42"),
 			wantCode:  codes.Internal,
-			wantCalls: `sessions=["sess-42"] subjects=[] explains=0 stats=0`,
+			wantCalls: `sessions=["sess-42"] subjects=[] keys=[] explains=0 stats=0`,
 		},
 		{
 			name:      "the backend's status is kept",
 			err:       fmt.Errorf("lookup: %w", status.Error(codes.FailedPrecondition, "sessions are not tracked")),
 			call:      revokeSubject("hs", "alice"),
 			wantCode:  codes.FailedPrecondition,
-			wantCalls: `sessions=[] subjects=["hs alice"] explains=0 stats=0`,
+			wantCalls: `sessions=[] subjects=["hs alice"] keys=[] explains=0 stats=0`,
 		},
 		{
 			name:      "a context error keeps its code",
 			err:       fmt.Errorf("drop: %w", context.DeadlineExceeded),
 			call:      invalidateSession("sess-42"),
 			wantCode:  codes.DeadlineExceeded,
-			wantCalls: `sessions=["sess-42"] subjects=[] explains=0 stats=0`,
+			wantCalls: `sessions=["sess-42"] subjects=[] keys=[] explains=0 stats=0`,
 		},
 	}
 	for _, tt := range tests {
@@ -110,6 +134,37 @@ func revokeSubject(issuer, sub string) func(context.Context, adminv1.AdminServic
 	return func(ctx context.Context, c adminv1.AdminServiceClient) (*adminv1.Dropped, error) {
 		resp, err := c.RevokeSubject(ctx, &adminv1.RevokeSubjectRequest{Issuer: issuer, Subject: sub})
 		return resp.GetDropped(), err
+	}
+}
+
+func revokeAPIKey(issuer, id string) func(context.Context, adminv1.AdminServiceClient) (*adminv1.Dropped, error) {
+	return func(ctx context.Context, c adminv1.AdminServiceClient) (*adminv1.Dropped, error) {
+		resp, err := c.RevokeAPIKey(ctx, &adminv1.RevokeAPIKeyRequest{Issuer: issuer, KeyId: id})
+		if err == nil && (!resp.GetUntil().AsTime().Equal(revokedUntil) || !resp.GetKnown()) {
+			return nil, fmt.Errorf("until %v known %v, want %v true", resp.GetUntil().AsTime(), resp.GetKnown(), revokedUntil)
+		}
+		return resp.GetDropped(), err
+	}
+}
+
+func TestServerRevokeAPIKeyAuditLog(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	svc := startAdmin(t, &fakeBackend{counts: Counts{Verdicts: 2}}, log)
+	if _, err := revokeAPIKey("keys", "billing-1")(t.Context(), svc.client(t)); err != nil {
+		t.Fatal(err)
+	}
+	var entry struct {
+		Msg, Issuer string
+		KeyID       string `json:"key_id"`
+		Known       bool
+		Dropped     map[string]int
+	}
+	if err := json.Unmarshal(buf.Bytes(), &entry); err != nil {
+		t.Fatalf("log %q: %v", buf.String(), err)
+	}
+	if entry.Msg != "admin: API key revoked" || entry.Issuer != "keys" || entry.KeyID != "billing-1" || !entry.Known || entry.Dropped["verdicts"] != 2 {
+		t.Errorf("audit log = %s", buf.String())
 	}
 }
 

@@ -131,6 +131,9 @@ type Options struct {
 	// MaxHashing bounds the Argon2id verifications running at once
 	// (default 2); more wait, within their context.
 	MaxHashing int
+	// Revocations, when set, are the revoked keys: Lookup refuses a key
+	// whose id is revoked under Name with ErrRevoked.
+	Revocations *Revocations
 }
 
 // Store holds the keys of one file. It is safe for concurrent use.
@@ -401,7 +404,7 @@ func rawClaims(e Entry) (map[string]any, error) {
 }
 
 // Lookup returns the claims of the presented key on route. A denial is
-// one of ErrMalformed, ErrUnknownKey, ErrExpired, ErrRoute (401); ErrBusy
+// one of ErrMalformed, ErrUnknownKey, ErrRevoked, ErrExpired, ErrRoute (401); ErrBusy
 // or a context error means the check could not be made (503).
 //
 // The returned Claims' Raw is shared and must not be modified. ExpiresAt
@@ -430,6 +433,9 @@ func (s *Store) Lookup(ctx context.Context, presented, route string) (*jwtauth.C
 		if k, err = s.human(ctx, idx, presented, d); err != nil {
 			return nil, err
 		}
+	}
+	if s.opts.Revocations.Revoked(s.opts.Name, k.id) {
+		return nil, ErrRevoked
 	}
 	now := s.opts.Now()
 	if !k.expires.IsZero() && !now.Before(k.expires) {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -35,6 +36,17 @@ func (b *adminBackend) RevokeSubject(ctx context.Context, issuer, subject string
 	// next use asks the authorization server again.
 	b.pipeline.Policy().DropIntrospections(subject)
 	return c, nil
+}
+
+func (b *adminBackend) RevokeAPIKey(ctx context.Context, issuer, id string) (adminapi.KeyRevocation, error) {
+	r, err := b.pipeline.RevokeAPIKey(ctx, issuer, id)
+	switch {
+	case errors.Is(err, check.ErrSharedUnavailable):
+		return adminapi.KeyRevocation{}, status.Error(codes.Unavailable, "the key is revoked on this replica only: the shared store is unavailable; revoke again")
+	case err != nil:
+		return adminapi.KeyRevocation{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return adminapi.KeyRevocation{Dropped: counts(r.Invalidated), Until: r.Until, Known: r.Known}, nil
 }
 
 func (b *adminBackend) Explain(ctx context.Context, req *authv3.CheckRequest) (adminapi.Explanation, error) {

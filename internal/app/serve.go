@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/extauthz/extauthz/internal/adminapi"
+	"github.com/extauthz/extauthz/internal/apikey"
 	auditlog "github.com/extauthz/extauthz/internal/audit"
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/check"
@@ -346,7 +347,9 @@ func (s settings) openCore(ctx context.Context, env Env, c *closers) (*core, err
 	}
 	var current atomic.Pointer[check.Pipeline] // for key removals, set once the pipeline exists
 	deps := check.Deps{Logger: s.log, Getenv: env.Getenv, OnJWKSFetch: k.m.JWKSFetch, OnSTSCall: k.m.STSCall, OnCredential: k.m.CredentialVerified, HTTPClient: httpClient, Shared: k.store,
-		KeySources: newKeySources(bg, cfg, httpClient, s.log, k.m, &current)}
+		KeySources: newKeySources(bg, cfg, httpClient, s.log, k.m, &current),
+		// Revoked API keys stay revoked across reloads.
+		APIKeyRevocations: apikey.NewRevocations(nil)}
 	policy, err := check.Compile(bg, cfg, deps)
 	if err != nil {
 		return nil, err

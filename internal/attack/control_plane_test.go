@@ -245,6 +245,10 @@ func TestControlPlane(t *testing.T) {
 					return err
 				},
 				func() error { _, err := admin.Explain(ctx, &adminv1.ExplainRequest{}); return err },
+				func() error {
+					_, err := admin.RevokeAPIKey(ctx, &adminv1.RevokeAPIKeyRequest{Issuer: "keys", KeyId: "victim-key"})
+					return err
+				},
 			} {
 				wantUnauthenticated(t, call(), tc.tok)
 			}

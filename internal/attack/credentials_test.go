@@ -1,15 +1,21 @@
 package attack
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/internal/apikey"
 	"github.com/extauthz/extauthz/internal/testing/introspecttest"
+	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
 
 // Credential kinds (docs/credentials.md): the credential chooses the kind
@@ -135,5 +141,82 @@ func TestSpoofedXFCC(t *testing.T) {
 	trusting := start(t, credentialsYAML(t, as, fileA, fileB, "127.0.0.0/8", "::1"), options{OwnIssuers: true, HTTPConvention: "forwarded", Vars: vars})
 	if code, body := ask(trusting); code != http.StatusOK {
 		t.Errorf("XFCC from a trusted proxy: status %d %s, want 200", code, body)
+	}
+}
+
+// TestRevokedAPIKey: the holder of a key revoked through the admin API tries
+// it again in every spelling the service might normalise to the same key;
+// the operator's revocation of a look-alike id revokes nothing else.
+func TestRevokedAPIKey(t *testing.T) {
+	as := introspecttest.New(t, introspecttest.Options{})
+	keyA, fileA := keysFile(t, "a")
+	keyB, fileB := keysFile(t, "b")
+	s := start(t, credentialsYAML(t, as, fileA, fileB), options{OwnIssuers: true, Vars: map[string]string{"AS_SECRET": introspecttest.ClientSecret}})
+	call := func(host string, h map[string]string) verdict {
+		return s.check(t, raw{Host: host, Headers: h, Body: toolCall(1, "whoami", "")})
+	}
+	bearerA := map[string]string{"authorization": "Bearer " + keyA}
+	if v := call("a.example.test", bearerA); !v.Allowed {
+		t.Fatalf("key A before: %d %s", v.Status, v.Body)
+	}
+	ac := s.admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	for _, bad := range []struct{ name, issuer, id string }{
+		{"an id with spaces", "keys-a", " a "},
+		{"an id with a newline", "keys-a", "a\n"},
+		{"a JWT issuer", "hs", "a"},
+	} {
+		t.Run("RevokeAPIKey refuses "+bad.name, func(t *testing.T) {
+			_, err := ac.RevokeAPIKey(ctx, &adminv1.RevokeAPIKeyRequest{Issuer: bad.issuer, KeyId: bad.id})
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("err %v, want InvalidArgument", err)
+			}
+		})
+	}
+	resp, err := ac.RevokeAPIKey(ctx, &adminv1.RevokeAPIKeyRequest{Issuer: "keys-a", KeyId: "A"})
+	if err != nil || resp.GetKnown() {
+		t.Fatalf("revoking the look-alike id A: %v, known %v; want revoked, not known", err, resp.GetKnown())
+	}
+	if v := call("a.example.test", bearerA); !v.Allowed {
+		t.Fatalf("revoking id A revoked key a: %d %s", v.Status, v.Body)
+	}
+	if resp, err := ac.RevokeAPIKey(ctx, &adminv1.RevokeAPIKeyRequest{Issuer: "keys-a", KeyId: "a"}); err != nil || !resp.GetKnown() || resp.GetDropped().GetVerdicts() != 1 {
+		t.Fatalf("revoking a: %v %v", resp, err)
+	}
+
+	secret := keyA[len(apikey.Prefix):]
+	steps := []struct {
+		name    string
+		host    string
+		headers map[string]string
+		allowed bool
+	}{
+		{"the revoked key", "a.example.test", bearerA, false},
+		{"the revoked key in its header", "a.example.test", map[string]string{"x-api-key": keyA}, false},
+		{"the revoked key in its header, padded", "a.example.test", map[string]string{"x-api-key": " \t" + keyA + "  "}, false},
+		{"the revoked key after extra spaces", "a.example.test", map[string]string{"authorization": "Bearer    " + keyA}, false},
+		{"the revoked key with trailing spaces", "a.example.test", map[string]string{"authorization": "Bearer " + keyA + "   "}, false},
+		{"the revoked key under a lower-case scheme", "a.example.test", map[string]string{"authorization": "bearer " + keyA}, false},
+		{"the revoked key upper-cased", "a.example.test", map[string]string{"authorization": "Bearer " + apikey.Prefix + strings.ToUpper(secret)}, false},
+		{"the revoked key lower-cased", "a.example.test", map[string]string{"authorization": "Bearer " + apikey.Prefix + strings.ToLower(secret)}, false},
+		{"the revoked key with an upper-case prefix", "a.example.test", map[string]string{"authorization": "Bearer " + strings.ToUpper(apikey.Prefix) + secret}, false},
+		{"the revoked key twice", "a.example.test", map[string]string{"authorization": "Bearer " + keyA, "x-api-key": keyA}, false},
+		{"another issuer's key", "b.example.test", map[string]string{"authorization": "Bearer " + keyB}, true},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			v := call(st.host, st.headers)
+			if v.Allowed != st.allowed {
+				t.Fatalf("allowed %v (status %d, %s), want %v", v.Allowed, v.Status, v.Body, st.allowed)
+			}
+			if strings.Contains(v.Body, secret) {
+				t.Errorf("the denial shows the key: %s", v.Body)
+			}
+		})
+	}
+	if logs := s.logs.String(); strings.Contains(logs, secret) || strings.Contains(logs, keyB) {
+		t.Error("the service logged a key")
 	}
 }

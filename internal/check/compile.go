@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/apikey"
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/credential"
@@ -159,6 +160,12 @@ type Deps struct {
 	// KeySources, when set, keeps issuers' key sources across compiled
 	// policies (reloads); nil gives each policy sources of its own.
 	KeySources *jwtauth.Sources
+	// APIKeyRevocations, when set, are the revoked API keys, kept across
+	// compiled policies (reloads): the pipeline built on the first policy
+	// revokes into it (Pipeline.RevokeAPIKey) and every policy's key stores
+	// refuse what it holds. nil gives each policy a set of its own, which
+	// the pipeline still checks every grant against.
+	APIKeyRevocations *apikey.Revocations
 }
 
 // Exchangers returns the policy's token exchangers by name.

@@ -36,7 +36,9 @@ type credentialVerifier struct {
 	intro  map[string]*introspect.Introspector
 	always map[string]bool
 	keys   map[string]*apikey.Store
-	peers  map[string]*peer.Policy
+	// revoked are the revoked API keys (Deps.APIKeyRevocations), never nil.
+	revoked *apikey.Revocations
+	peers   map[string]*peer.Policy
 	// observe is Deps.OnCredential, never nil.
 	observe func(kind, outcome string)
 	// closers release the key sets of RFC 9701 answers.
@@ -155,7 +157,10 @@ func jwtIssuers(issuers []config.Issuer) []config.Issuer {
 func compileCredentials(ctx context.Context, f *config.File, d Deps, jwt TokenVerifier) (*credentialVerifier, func(), error) {
 	c := &credentialVerifier{jwt: jwt, kinds: map[string]string{}, intro: map[string]*introspect.Introspector{},
 		always: map[string]bool{}, keys: map[string]*apikey.Store{}, peers: map[string]*peer.Policy{},
-		observe: d.OnCredential}
+		observe: d.OnCredential, revoked: d.APIKeyRevocations}
+	if c.revoked == nil {
+		c.revoked = apikey.NewRevocations(d.Now)
+	}
 	if c.observe == nil {
 		c.observe = func(string, string) {}
 	}
@@ -188,7 +193,7 @@ func compileCredentials(ctx context.Context, f *config.File, d Deps, jwt TokenVe
 			}
 			c.peers[is.Name] = pol
 		case is.APIKeys != nil:
-			s, err := apikey.Open(is.APIKeys.File, apikey.Options{Name: is.Name, Logger: d.Logger, Now: d.Now})
+			s, err := apikey.Open(is.APIKeys.File, apikey.Options{Name: is.Name, Logger: d.Logger, Now: d.Now, Revocations: c.revoked})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("issuer %s: %w", is.Name, err))
 				continue

@@ -31,6 +31,10 @@ type Grant struct {
 	// KeyID is the kid the token was signed with ("" if none named): when
 	// the issuer drops that key, the grant is dropped with it.
 	KeyID string
+	// APIKeyID is the id of the API key the grant was made from, "" when
+	// the credential was not an API key: revoking the key (RevokeAPIKey)
+	// refuses the grant.
+	APIKeyID string
 	// Claims holds only the claims the route's rules look at: a grant can
 	// sit in the cache for the token's lifetime.
 	Claims RuleClaims
@@ -106,6 +110,10 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		Scopes:   internList(scopes(c.Raw)),
 		Actors:   lineage.ActChain(c.Raw),
 		KeyID:    c.KeyID,
+	}
+	if p.verifier != nil && p.verifier.kinds[c.IssuerName] == "api_keys" {
+		// Only an API-key issuer's claims name a key: a JWT's jti is not one.
+		g.APIKeyID = c.ID
 	}
 	id := &p.identity
 	sub, ok, err := p.claimValue(c.Raw, id.UserClaim)

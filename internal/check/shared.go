@@ -11,8 +11,8 @@ import (
 // The shared tier (internal/shared, on Redis) sits behind the in-process
 // stores: a local hit never touches it. It holds what must be the same on
 // every replica: session bindings, pending elicitations and consents,
-// exchanged tokens (sealed) and revocations. Verdicts of plain JWT
-// validation stay local: they are cheap to recompute.
+// exchanged tokens (sealed) and revocations of subjects and API keys.
+// Verdicts of plain JWT validation stay local: they are cheap to recompute.
 
 // sharedTokens adapts the shared tier to the exchanger's interface.
 type sharedTokens struct{ s *shared.Store }
@@ -34,6 +34,10 @@ func (pl *Pipeline) HandleEvent(ctx context.Context, ev shared.Event) {
 	case shared.EventRevoke:
 		pl.state.revokeLocal(ev.ID, ev.At)
 		pl.invalidateSubjectLocal(ev.ID)
+	case shared.EventRevokeAPIKey:
+		if k, ok := shared.ParseAPIKey(ev.ID); ok {
+			pl.revokeAPIKeyLocal(k.Issuer, k.ID, ev.At)
+		}
 	case shared.EventResync:
 		// Connected (again): catch up with the revocations missed meanwhile.
 		pl.state.resync(ctx)

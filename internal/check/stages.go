@@ -276,6 +276,9 @@ func (e *evaluation) identify() *denial {
 	}
 	g := entry.grant
 	if e.pl.state.isRevoked(g) {
+		if g.APIKeyID != "" {
+			return &denial{outcome: InvalidToken, desc: "API key is revoked"}
+		}
 		return &denial{outcome: InvalidToken, desc: "token is revoked"}
 	}
 	e.grant = g

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/apikey"
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/session"
@@ -41,6 +42,11 @@ type state struct {
 	// on every check.
 	revoked  atomic.Pointer[map[string]time.Time]
 	revokeMu sync.Mutex
+	// apiKeys are the revoked API keys: the first policy's set
+	// (Deps.APIKeyRevocations), which its key stores refuse at lookup;
+	// every grant made from a key is checked against it too, on cache hits
+	// and under later policies.
+	apiKeys *apikey.Revocations
 }
 
 func newState(p *Policy, o Options) (*state, error) {
@@ -57,7 +63,7 @@ func newState(p *Policy, o Options) (*state, error) {
 		tasks:        session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now),
 		elicitations: elicit.New(max(p.elicitMax, 1), cmpDuration(p.elicitTTL, 10*time.Minute), o.Now),
 		consents:     consents, initURL: initURL, shared: o.Shared, sessionIdle: p.sessionIdle,
-		log: o.Logger, now: o.Now,
+		log: o.Logger, now: o.Now, apiKeys: p.verifier.revoked,
 	}
 	if o.ElicitationKey != nil {
 		if err := s.elicitations.SetStateKey(o.ElicitationKey); err != nil {
@@ -323,9 +329,13 @@ func (s *state) revokeLocal(subject string, at time.Time) {
 	s.revoked.Store(&next)
 }
 
-// isRevoked reports whether g's token was issued before its subject was
-// revoked. A token without iat counts as issued at the epoch.
+// isRevoked reports whether g's API key is revoked, or g's token was issued
+// before its subject was revoked. A token without iat counts as issued at
+// the epoch.
 func (s *state) isRevoked(g *Grant) bool {
+	if g.APIKeyID != "" && s.apiKeys.Revoked(g.Issuer, g.APIKeyID) {
+		return true
+	}
 	m := s.revoked.Load()
 	if m == nil || len(*m) == 0 {
 		return false
@@ -340,11 +350,14 @@ func (s *state) resync(ctx context.Context) {
 	if s.shared == nil {
 		return
 	}
-	revs, err := s.shared.Revocations(ctx)
-	if err != nil {
-		return
+	if revs, err := s.shared.Revocations(ctx); err == nil {
+		for sub, at := range revs {
+			s.revokeLocal(sub, at)
+		}
 	}
-	for sub, at := range revs {
-		s.revokeLocal(sub, at)
+	if keys, err := s.shared.APIKeyRevocations(ctx); err == nil {
+		for k, until := range keys {
+			s.apiKeys.Revoke(apikey.Ref{Issuer: k.Issuer, ID: k.ID}, until)
+		}
 	}
 }

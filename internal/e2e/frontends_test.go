@@ -331,20 +331,30 @@ func runCaddy(t *testing.T, bin, dir, conf, port, service, upstream string) erro
 
 // nodeResult is one JSON line of testdata/ts/client.mjs.
 type nodeResult struct {
-	OK               bool   `json:"ok"`
-	Connected        bool   `json:"connected"`
-	IsError          bool   `json:"isError"`
-	Text             string `json:"text"`
-	Event            string `json:"event"`
-	Error            string `json:"error"`
-	Code             any    `json:"code"`
-	Message          string `json:"message"`
-	AuthorizationURL string `json:"authorizationURL"`
+	OK               bool       `json:"ok"`
+	Connected        bool       `json:"connected"`
+	IsError          bool       `json:"isError"`
+	Text             string     `json:"text"`
+	Event            string     `json:"event"`
+	Error            string     `json:"error"`
+	Code             any        `json:"code"`
+	Message          string     `json:"message"`
+	AuthorizationURL string     `json:"authorizationURL"`
+	ElicitationID    string     `json:"elicitationId"`
+	Pages            []nodePage `json:"pages"`
+	All              []string   `json:"all"` // v2's own paging of tools/list
 	Elicitations     []struct {
 		Mode          string `json:"mode"`
 		ElicitationID string `json:"elicitationId"`
 		URL           string `json:"url"`
 	} `json:"elicitations"`
+}
+
+// nodePage is one page of a tools/list run: the tools' names and the
+// cursor to the next page.
+type nodePage struct {
+	Tools      []string `json:"tools"`
+	NextCursor string   `json:"nextCursor"`
 }
 
 // nodeClient runs the TypeScript SDK client script with args; between

@@ -16,6 +16,9 @@ const (
 	EventSession = "session"
 	// EventRevoke: user ID's tokens issued before At are revoked.
 	EventRevoke = "revoke"
+	// EventRevokeAPIKey: the API key ID (APIKey.String, "issuer/id") is
+	// revoked until At.
+	EventRevokeAPIKey = "revoke_api_key"
 	// EventConfig: the configuration changed; ID says what (caller's
 	// convention).
 	EventConfig = "config"
@@ -74,6 +77,10 @@ func decodeEvent(b []byte) (Event, error) {
 	switch w.Kind {
 	case EventSession, EventRevoke, EventElicitationComplete:
 		if w.ID == "" {
+			return Event{}, errBadEvent
+		}
+	case EventRevokeAPIKey:
+		if _, ok := ParseAPIKey(w.ID); !ok || w.At == 0 {
 			return Event{}, errBadEvent
 		}
 	case EventConfig:

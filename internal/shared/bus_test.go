@@ -17,6 +17,7 @@ var goldenEvents = []Event{
 	{Kind: EventRevoke, ID: "alice@example.com", At: time.UnixMilli(1767225600123), Origin: "replica-b"},
 	{Kind: EventConfig, ID: "generation-42", Origin: "replica-b"},
 	{Kind: EventConfig},
+	{Kind: EventRevokeAPIKey, ID: "keys/billing-1", At: time.UnixMilli(1775001600000), Origin: "replica-a"},
 }
 
 func TestEventWireFormat(t *testing.T) {
@@ -58,6 +59,11 @@ func TestDecodeEvent(t *testing.T) {
 		{"no subject kind: revocation is the only per-user event", `{"kind":"subject","id":"u"}`, Event{}, true},
 		{"config without id", `{"kind":"config"}`, Event{Kind: EventConfig}, false},
 		{"revoke with time", `{"kind":"revoke","id":"u","at":1000}`, Event{Kind: EventRevoke, ID: "u", At: time.UnixMilli(1000)}, false},
+		{"API key revocation", `{"kind":"revoke_api_key","id":"keys/k1","at":1000}`, Event{Kind: EventRevokeAPIKey, ID: "keys/k1", At: time.UnixMilli(1000)}, false},
+		{"API key revocation without an end", `{"kind":"revoke_api_key","id":"keys/k1"}`, Event{}, true},
+		{"API key revocation without an issuer", `{"kind":"revoke_api_key","id":"/k1","at":1000}`, Event{}, true},
+		{"API key revocation without an id", `{"kind":"revoke_api_key","id":"keys/","at":1000}`, Event{}, true},
+		{"API key revocation without a slash", `{"kind":"revoke_api_key","id":"k1","at":1000}`, Event{}, true},
 		{"resync is never on the wire", `{"kind":"resync"}`, Event{}, true},
 		{"unknown kind", `{"kind":"flush-all","id":"x"}`, Event{}, true},
 		{"session without id", `{"kind":"session"}`, Event{}, true},

@@ -2,6 +2,7 @@ package shared
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -18,6 +19,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"kind":"resync"}`))
 	f.Add([]byte(`{"kind":"session","id":"","at":-1}`))
 	f.Add([]byte(`{"kind":"revoke","id":"\u0000","at":9223372036854775807}`))
+	f.Add([]byte(`{"kind":"revoke_api_key","id":"a/b/c","at":1}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEvent(b)
@@ -25,7 +27,7 @@ func FuzzDecodeEvent(f *testing.F) {
 			return
 		}
 		switch e.Kind {
-		case EventSession, EventRevoke, EventConfig:
+		case EventSession, EventRevoke, EventConfig, EventRevokeAPIKey, EventElicitationComplete:
 		default:
 			t.Fatalf("accepted kind %q", e.Kind)
 		}
@@ -69,6 +71,23 @@ func FuzzOpen(f *testing.F) {
 		}
 		if _, err := s.open(sealed, ad+"x"); err == nil {
 			t.Fatal("opened under another key name")
+		}
+	})
+}
+
+// FuzzParseAPIKey: what parses prints back as itself, so a revocation read
+// from Redis or the bus names the key it was stored under.
+func FuzzParseAPIKey(f *testing.F) {
+	for _, s := range []string{"keys/k1", "a/b/k1", "/k1", "k1/", "", "/", "a//b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, ok := ParseAPIKey(s)
+		if !ok {
+			return
+		}
+		if k.Issuer == "" || k.ID == "" || strings.Contains(k.ID, "/") || k.String() != s {
+			t.Fatalf("ParseAPIKey(%q) = %+v", s, k)
 		}
 	})
 }

@@ -2,9 +2,9 @@
 // share: session bindings (the first binding wins across replicas, and
 // each subject's bindings are bounded), pending elicitations, exchanged
 // tokens (sealed with AES-256-GCM, so Redis never holds a usable bearer
-// token in clear), revocations, and an invalidation bus on which every
-// replica hears InvalidateSession, RevokeSubject, revocations and
-// configuration changes.
+// token in clear), revocations of subjects and of API keys (by id), and an invalidation bus on which every
+// replica hears InvalidateSession, RevokeSubject, revocations of subjects
+// and of API keys, and configuration changes.
 //
 // The tier sits behind the in-process caches: callers ask their local tier
 // first and come here only on a local miss, so a local hit costs nothing
@@ -183,6 +183,8 @@ const (
 	OpDropSubject       = "drop_subject"
 	OpRevoke            = "revoke"
 	OpRevocations       = "revocations"
+	OpRevokeAPIKey      = "revoke_api_key"
+	OpAPIKeyRevocations = "api_key_revocations"
 	OpPublish           = "publish"
 	OpReceive           = "receive" // one message or failure on the bus
 	OpPing              = "ping"    // the background health check
@@ -221,6 +223,8 @@ type Store struct {
 	pSession     string
 	pSubject     string
 	revokeKey    string
+	// revokeKeysKey holds the revoked API keys.
+	revokeKeysKey string
 
 	ready atomic.Bool
 	// base ends with Close; it bounds the health check and Subscribe.
@@ -256,22 +260,23 @@ func New(ctx context.Context, c Config, o Options) (*Store, error) {
 		}
 	}
 	s := &Store{
-		log:          o.Logger,
-		now:          o.Now,
-		observe:      o.Observe,
-		id:           o.ReplicaID,
-		timeout:      c.OpTimeout,
-		failOpen:     c.FailOpen,
-		sealer:       seal,
-		channel:      c.KeyPrefix + "events",
-		prefix:       c.KeyPrefix,
-		pBind:        c.KeyPrefix + "bind:",
-		pBindSubject: c.KeyPrefix + "bindings-of:",
-		pElicit:      c.KeyPrefix + "elicit:",
-		pToken:       c.KeyPrefix + "token:",
-		pSession:     c.KeyPrefix + "session:",
-		pSubject:     c.KeyPrefix + "subject:",
-		revokeKey:    c.KeyPrefix + "revoked",
+		log:           o.Logger,
+		now:           o.Now,
+		observe:       o.Observe,
+		id:            o.ReplicaID,
+		timeout:       c.OpTimeout,
+		failOpen:      c.FailOpen,
+		sealer:        seal,
+		channel:       c.KeyPrefix + "events",
+		prefix:        c.KeyPrefix,
+		pBind:         c.KeyPrefix + "bind:",
+		pBindSubject:  c.KeyPrefix + "bindings-of:",
+		pElicit:       c.KeyPrefix + "elicit:",
+		pToken:        c.KeyPrefix + "token:",
+		pSession:      c.KeyPrefix + "session:",
+		pSubject:      c.KeyPrefix + "subject:",
+		revokeKey:     c.KeyPrefix + "revoked",
+		revokeKeysKey: c.KeyPrefix + "revoked-api-keys",
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -72,7 +72,10 @@ func TestNewTLSCAFile(t *testing.T) {
 
 func TestBindFirstWinsAcrossStores(t *testing.T) {
 	r := sharedRedis(t)
-	stores := []*Store{newStore(t, r.Addr, nil), newStore(t, r.Addr, nil)}
+	// Fifty binds at once: give each more than the hot path's 50ms, so that
+	// a busy machine tests the race, not the timeout.
+	patient := func(c *Config, _ *Options) { c.OpTimeout = 5 * time.Second }
+	stores := []*Store{newStore(t, r.Addr, patient), newStore(t, r.Addr, patient)}
 	const n = 50
 	var (
 		wg     sync.WaitGroup
@@ -488,6 +491,83 @@ func TestRevocations(t *testing.T) {
 	}
 	if _, ok := got["alice"]; ok || len(got) != 1 {
 		t.Fatalf("Revocations a day later = %v, want only bob", got)
+	}
+}
+
+func TestAPIKeyRevocations(t *testing.T) {
+	r := sharedRedis(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	a := newStore(t, r.Addr, func(_ *Config, o *Options) { o.Now = clock })
+	b := newStore(t, r.Addr, func(_ *Config, o *Options) { o.Now = clock })
+	raw := rawClient(t, r.Addr)
+
+	k1 := APIKey{Issuer: "keys", ID: "k1"}
+	k2 := APIKey{Issuer: "team/keys", ID: "k2"} // a '/' in the issuer is fine
+	k3 := APIKey{Issuer: "keys", ID: "k3"}
+	k4 := APIKey{Issuer: "keys", ID: "k4"}
+	revoke := []struct {
+		key   APIKey
+		until time.Time
+	}{
+		{k1, now.Add(2 * time.Hour)},
+		{k1, now.Add(time.Hour)}, // earlier: does not replace
+		{k2, now.Add(time.Hour)},
+		{k3, now.Add(-time.Minute)},             // already ended
+		{k4, now.Add(10 * maxKeyRevocationTTL)}, // capped
+	}
+	for _, rv := range revoke {
+		if err := a.RevokeAPIKey(t.Context(), rv.key, rv.until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := b.APIKeyRevocations(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[APIKey]time.Time{k1: now.Add(2 * time.Hour), k2: now.Add(time.Hour), k4: now.Add(maxKeyRevocationTTL)}
+	if len(got) != len(want) {
+		t.Fatalf("APIKeyRevocations = %v, want %v", got, want)
+	}
+	for k, until := range want {
+		if !got[k].Equal(until) {
+			t.Errorf("APIKeyRevocations[%s] = %v, want %v", k, got[k], until)
+		}
+	}
+	if ttl := raw.PTTL(t.Context(), a.revokeKeysKey).Val(); ttl <= maxKeyRevocationTTL-time.Minute {
+		t.Errorf("key revocations PTTL %v, want about %v", ttl, maxKeyRevocationTTL)
+	}
+
+	now = now.Add(90 * time.Minute)
+	got, err = b.APIKeyRevocations(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got[k2]; ok || len(got) != 2 {
+		t.Fatalf("APIKeyRevocations after k2 ended = %v, want k1 and k4", got)
+	}
+}
+
+func TestParseAPIKey(t *testing.T) {
+	tests := []struct {
+		in     string
+		want   APIKey
+		wantOK bool
+	}{
+		{"keys/k1", APIKey{"keys", "k1"}, true},
+		{"a/b/k1", APIKey{"a/b", "k1"}, true},
+		{"k1", APIKey{}, false},
+		{"/k1", APIKey{}, false},
+		{"keys/", APIKey{}, false},
+		{"", APIKey{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, ok := ParseAPIKey(tt.in)
+			if got != tt.want || ok != tt.wantOK {
+				t.Fatalf("ParseAPIKey(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.wantOK)
+			}
+		})
 	}
 }
 

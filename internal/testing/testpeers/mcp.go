@@ -44,6 +44,9 @@ type MCPOptions struct {
 	// ReadResource with arguments {"uri": ...}.
 	// It may be called concurrently.
 	OnToolCall func(ToolCall)
+	// PageSize is how many entries one page of a list holds (the SDK's
+	// default when zero), so that a test can page through tools/list.
+	PageSize int
 }
 
 // ToolCall is one tools/call the MCP server received.
@@ -90,6 +93,7 @@ func NewMCPServer(opts MCPOptions) http.Handler {
 		Logger: logger,
 		// No logging capability: the peer never sends log notifications.
 		Capabilities: &mcp.ServerCapabilities{},
+		PageSize:     opts.PageSize,
 	})
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        ToolWhoAmI,

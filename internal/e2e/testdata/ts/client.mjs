@@ -12,6 +12,16 @@
 //   elicit    declare URL elicitation, call the tool; on
 //             UrlElicitationRequiredError report {"event":"elicitation",...},
 //             wait for a line on stdin, call again and report the result.
+//   list      page through tools/list (at most 20 pages), following each
+//             nextCursor: {"ok":true,"pages":[{"tools":[...],"nextCursor":...}]};
+//             with v2, "all" is what the SDK's own paging (listTools())
+//             collected.
+//   complete  declare URL elicitation, call the tool; on
+//             UrlElicitationRequiredError report {"event":"elicitation",...},
+//             wait (at most 10s) for notifications/elicitation/complete of
+//             that elicitation on the session's stream, report
+//             {"event":"completed","elicitationId":...}, call again and
+//             report the result. No stdin: only the notification moves on.
 // Errors are reported as {"ok":false,"error":<class>,"code":...,"message":...}.
 import { createInterface } from 'node:readline';
 
@@ -20,12 +30,22 @@ const args = JSON.parse(process.argv[2]);
 async function load(sdk) {
     if (sdk === 'v2') {
         const m = await import('@modelcontextprotocol/client');
-        return { Client: m.Client, Transport: m.StreamableHTTPClientTransport, UrlElicitationRequiredError: m.UrlElicitationRequiredError };
+        return {
+            Client: m.Client, Transport: m.StreamableHTTPClientTransport, UrlElicitationRequiredError: m.UrlElicitationRequiredError,
+            onElicitationComplete: (client, fn) => client.setNotificationHandler('notifications/elicitation/complete', fn),
+            listPage: (client, params) => client.request({ method: 'tools/list', params }),
+            // v2's listTools() without a cursor follows every page itself.
+            listAll: async (client) => (await client.listTools()).tools,
+        };
     }
     const c = await import('@modelcontextprotocol/sdk/client/index.js');
     const t = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
     const types = await import('@modelcontextprotocol/sdk/types.js');
-    return { Client: c.Client, Transport: t.StreamableHTTPClientTransport, UrlElicitationRequiredError: types.UrlElicitationRequiredError };
+    return {
+        Client: c.Client, Transport: t.StreamableHTTPClientTransport, UrlElicitationRequiredError: types.UrlElicitationRequiredError,
+        onElicitationComplete: (client, fn) => client.setNotificationHandler(types.ElicitationCompleteNotificationSchema, fn),
+        listPage: (client, params) => client.request({ method: 'tools/list', params }, types.ListToolsResultSchema),
+    };
 }
 
 function emit(obj) {
@@ -70,8 +90,27 @@ async function main() {
     } else if (args.token) {
         options.requestInit = { headers: { Authorization: 'Bearer ' + args.token } };
     }
-    const capabilities = args.scenario === 'elicit' ? { elicitation: { url: {} } } : {};
+    const elicits = args.scenario === 'elicit' || args.scenario === 'complete';
+    const capabilities = elicits ? { elicitation: { url: {} } } : {};
     const client = new sdk.Client({ name: 'extauthz-e2e', version: '1.0.0' }, { capabilities });
+    // The completions the session's stream delivered, by elicitation id.
+    const completed = new Map();
+    const waiting = new Map();
+    if (args.scenario === 'complete') {
+        sdk.onElicitationComplete(client, (n) => {
+            const id = n.params?.elicitationId;
+            completed.set(id, true);
+            waiting.get(id)?.();
+        });
+    }
+    const completion = (id) => new Promise((resolve, reject) => {
+        if (completed.has(id)) {
+            resolve();
+            return;
+        }
+        const timer = setTimeout(() => reject(new Error('no notifications/elicitation/complete for ' + id)), 10000);
+        waiting.set(id, () => { clearTimeout(timer); resolve(); });
+    });
     const transport = new sdk.Transport(url, options);
     const call = async () => {
         const res = await client.callTool({ name: args.tool, arguments: args.arguments ?? {} });
@@ -84,10 +123,26 @@ async function main() {
             emit({ ok: true, connected: true });
             return;
         }
-        if (args.scenario !== 'elicit') {
+        if (args.scenario === 'list') {
+            const pages = [];
+            let cursor;
+            for (let i = 0; i < 20; i++) {
+                const res = await sdk.listPage(client, cursor === undefined ? {} : { cursor });
+                pages.push({ tools: res.tools.map((t) => t.name), nextCursor: res.nextCursor });
+                cursor = res.nextCursor;
+                if (cursor === undefined) {
+                    break;
+                }
+            }
+            const all = sdk.listAll ? (await sdk.listAll(client)).map((t) => t.name) : undefined;
+            emit({ ok: true, pages, all });
+            return;
+        }
+        if (!elicits) {
             emit(await call());
             return;
         }
+        let elicitations;
         try {
             emit(await call());
             return;
@@ -95,13 +150,20 @@ async function main() {
             if (!(err instanceof sdk.UrlElicitationRequiredError)) {
                 throw err;
             }
-            emit({ event: 'elicitation', error: err.constructor.name, code: err.code, elicitations: err.elicitations ?? err.data?.elicitations });
+            elicitations = err.elicitations ?? err.data?.elicitations;
+            emit({ event: 'elicitation', error: err.constructor.name, code: err.code, elicitations });
         }
-        const lines = createInterface({ input: process.stdin });
-        for await (const _ of lines) {
-            break;
+        if (args.scenario === 'complete') {
+            const id = elicitations?.[0]?.elicitationId;
+            await completion(id);
+            emit({ event: 'completed', elicitationId: id });
+        } else {
+            const lines = createInterface({ input: process.stdin });
+            for await (const _ of lines) {
+                break;
+            }
+            lines.close();
         }
-        lines.close();
         emit(await call());
     } catch (err) {
         emit({ ...describe(err), authorizationURL: seen.authorizationURL });

@@ -220,6 +220,124 @@ func (x *RevokeSubjectResponse) GetDropped() *Dropped {
 	return nil
 }
 
+type RevokeAPIKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The api_keys issuer's configured name.
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// The key's id, as the keys file names it (never the key).
+	KeyId         string `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAPIKeyRequest) Reset() {
+	*x = RevokeAPIKeyRequest{}
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAPIKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAPIKeyRequest) ProtoMessage() {}
+
+func (x *RevokeAPIKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAPIKeyRequest.ProtoReflect.Descriptor instead.
+func (*RevokeAPIKeyRequest) Descriptor() ([]byte, []int) {
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RevokeAPIKeyRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *RevokeAPIKeyRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+type RevokeAPIKeyResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Dropped *Dropped               `protobuf:"bytes,1,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// When the revocation ends: the key's expiry, or 90 days from now.
+	Until *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
+	// Whether the replica that answered has a key with this id loaded. An
+	// unknown id is revoked all the same (another replica or a later file
+	// may have it), but it may be a typo: ids are case-sensitive.
+	Known         bool `protobuf:"varint,3,opt,name=known,proto3" json:"known,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAPIKeyResponse) Reset() {
+	*x = RevokeAPIKeyResponse{}
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAPIKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAPIKeyResponse) ProtoMessage() {}
+
+func (x *RevokeAPIKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAPIKeyResponse.ProtoReflect.Descriptor instead.
+func (*RevokeAPIKeyResponse) Descriptor() ([]byte, []int) {
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RevokeAPIKeyResponse) GetDropped() *Dropped {
+	if x != nil {
+		return x.Dropped
+	}
+	return nil
+}
+
+func (x *RevokeAPIKeyResponse) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *RevokeAPIKeyResponse) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
 // Dropped counts the entries an invalidation removed.
 type Dropped struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -233,7 +351,7 @@ type Dropped struct {
 
 func (x *Dropped) Reset() {
 	*x = Dropped{}
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +363,7 @@ func (x *Dropped) String() string {
 func (*Dropped) ProtoMessage() {}
 
 func (x *Dropped) ProtoReflect() protoreflect.Message {
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +376,7 @@ func (x *Dropped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dropped.ProtoReflect.Descriptor instead.
 func (*Dropped) Descriptor() ([]byte, []int) {
-	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Dropped) GetVerdicts() uint64 {
@@ -300,7 +418,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +430,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +443,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExplainRequest) GetCheckRequest() *anypb.Any {
@@ -361,7 +479,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +491,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +504,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExplainResponse) GetRoute() string {
@@ -455,7 +573,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +585,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +598,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Step) GetName() string {
@@ -512,7 +630,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +642,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +655,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type StatsResponse struct {
@@ -557,7 +675,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +687,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +700,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatsResponse) GetVersion() string {
@@ -632,7 +750,7 @@ type Config struct {
 
 func (x *Config) Reset() {
 	*x = Config{}
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +762,7 @@ func (x *Config) String() string {
 func (*Config) ProtoMessage() {}
 
 func (x *Config) ProtoReflect() protoreflect.Message {
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +775,7 @@ func (x *Config) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Config.ProtoReflect.Descriptor instead.
 func (*Config) Descriptor() ([]byte, []int) {
-	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Config) GetGeneration() uint64 {
@@ -691,7 +809,7 @@ type Cache struct {
 
 func (x *Cache) Reset() {
 	*x = Cache{}
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +821,7 @@ func (x *Cache) String() string {
 func (*Cache) ProtoMessage() {}
 
 func (x *Cache) ProtoReflect() protoreflect.Message {
-	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_extauthz_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +834,7 @@ func (x *Cache) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cache.ProtoReflect.Descriptor instead.
 func (*Cache) Descriptor() ([]byte, []int) {
-	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_extauthz_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Cache) GetName() string {
@@ -768,7 +886,14 @@ const file_extauthz_admin_v1_admin_proto_rawDesc = "" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
 	"\x06issuer\x18\x02 \x01(\tR\x06issuer\"M\n" +
 	"\x15RevokeSubjectResponse\x124\n" +
-	"\adropped\x18\x01 \x01(\v2\x1a.extauthz.admin.v1.DroppedR\adropped\"\x9f\x01\n" +
+	"\adropped\x18\x01 \x01(\v2\x1a.extauthz.admin.v1.DroppedR\adropped\"D\n" +
+	"\x13RevokeAPIKeyRequest\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x15\n" +
+	"\x06key_id\x18\x02 \x01(\tR\x05keyId\"\x94\x01\n" +
+	"\x14RevokeAPIKeyResponse\x124\n" +
+	"\adropped\x18\x01 \x01(\v2\x1a.extauthz.admin.v1.DroppedR\adropped\x120\n" +
+	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x14\n" +
+	"\x05known\x18\x03 \x01(\bR\x05known\"\x9f\x01\n" +
 	"\aDropped\x12\x1a\n" +
 	"\bverdicts\x18\x01 \x01(\x04R\bverdicts\x12)\n" +
 	"\x10exchanged_tokens\x18\x02 \x01(\x04R\x0fexchangedTokens\x12)\n" +
@@ -807,10 +932,11 @@ const file_extauthz_admin_v1_admin_proto_rawDesc = "" +
 	"\x04hits\x18\x02 \x01(\x04R\x04hits\x12\x16\n" +
 	"\x06misses\x18\x03 \x01(\x04R\x06misses\x12\x1c\n" +
 	"\tevictions\x18\x04 \x01(\x04R\tevictions\x12\x12\n" +
-	"\x04size\x18\x05 \x01(\x04R\x04size2\x80\x03\n" +
+	"\x04size\x18\x05 \x01(\x04R\x04size2\xe1\x03\n" +
 	"\fAdminService\x12n\n" +
 	"\x11InvalidateSession\x12+.extauthz.admin.v1.InvalidateSessionRequest\x1a,.extauthz.admin.v1.InvalidateSessionResponse\x12b\n" +
-	"\rRevokeSubject\x12'.extauthz.admin.v1.RevokeSubjectRequest\x1a(.extauthz.admin.v1.RevokeSubjectResponse\x12P\n" +
+	"\rRevokeSubject\x12'.extauthz.admin.v1.RevokeSubjectRequest\x1a(.extauthz.admin.v1.RevokeSubjectResponse\x12_\n" +
+	"\fRevokeAPIKey\x12&.extauthz.admin.v1.RevokeAPIKeyRequest\x1a'.extauthz.admin.v1.RevokeAPIKeyResponse\x12P\n" +
 	"\aExplain\x12!.extauthz.admin.v1.ExplainRequest\x1a\".extauthz.admin.v1.ExplainResponse\x12J\n" +
 	"\x05Stats\x12\x1f.extauthz.admin.v1.StatsRequest\x1a .extauthz.admin.v1.StatsResponseB>Z<github.com/extauthz/extauthz/proto/extauthz/admin/v1;adminv1b\x06proto3"
 
@@ -826,48 +952,54 @@ func file_extauthz_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_extauthz_admin_v1_admin_proto_rawDescData
 }
 
-var file_extauthz_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_extauthz_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_extauthz_admin_v1_admin_proto_goTypes = []any{
 	(*InvalidateSessionRequest)(nil),  // 0: extauthz.admin.v1.InvalidateSessionRequest
 	(*InvalidateSessionResponse)(nil), // 1: extauthz.admin.v1.InvalidateSessionResponse
 	(*RevokeSubjectRequest)(nil),      // 2: extauthz.admin.v1.RevokeSubjectRequest
 	(*RevokeSubjectResponse)(nil),     // 3: extauthz.admin.v1.RevokeSubjectResponse
-	(*Dropped)(nil),                   // 4: extauthz.admin.v1.Dropped
-	(*ExplainRequest)(nil),            // 5: extauthz.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),           // 6: extauthz.admin.v1.ExplainResponse
-	(*Step)(nil),                      // 7: extauthz.admin.v1.Step
-	(*StatsRequest)(nil),              // 8: extauthz.admin.v1.StatsRequest
-	(*StatsResponse)(nil),             // 9: extauthz.admin.v1.StatsResponse
-	(*Config)(nil),                    // 10: extauthz.admin.v1.Config
-	(*Cache)(nil),                     // 11: extauthz.admin.v1.Cache
-	(*anypb.Any)(nil),                 // 12: google.protobuf.Any
-	(*timestamppb.Timestamp)(nil),     // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 14: google.protobuf.Duration
+	(*RevokeAPIKeyRequest)(nil),       // 4: extauthz.admin.v1.RevokeAPIKeyRequest
+	(*RevokeAPIKeyResponse)(nil),      // 5: extauthz.admin.v1.RevokeAPIKeyResponse
+	(*Dropped)(nil),                   // 6: extauthz.admin.v1.Dropped
+	(*ExplainRequest)(nil),            // 7: extauthz.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),           // 8: extauthz.admin.v1.ExplainResponse
+	(*Step)(nil),                      // 9: extauthz.admin.v1.Step
+	(*StatsRequest)(nil),              // 10: extauthz.admin.v1.StatsRequest
+	(*StatsResponse)(nil),             // 11: extauthz.admin.v1.StatsResponse
+	(*Config)(nil),                    // 12: extauthz.admin.v1.Config
+	(*Cache)(nil),                     // 13: extauthz.admin.v1.Cache
+	(*timestamppb.Timestamp)(nil),     // 14: google.protobuf.Timestamp
+	(*anypb.Any)(nil),                 // 15: google.protobuf.Any
+	(*durationpb.Duration)(nil),       // 16: google.protobuf.Duration
 }
 var file_extauthz_admin_v1_admin_proto_depIdxs = []int32{
-	4,  // 0: extauthz.admin.v1.InvalidateSessionResponse.dropped:type_name -> extauthz.admin.v1.Dropped
-	4,  // 1: extauthz.admin.v1.RevokeSubjectResponse.dropped:type_name -> extauthz.admin.v1.Dropped
-	12, // 2: extauthz.admin.v1.ExplainRequest.check_request:type_name -> google.protobuf.Any
-	7,  // 3: extauthz.admin.v1.ExplainResponse.steps:type_name -> extauthz.admin.v1.Step
-	12, // 4: extauthz.admin.v1.ExplainResponse.check_response:type_name -> google.protobuf.Any
-	13, // 5: extauthz.admin.v1.StatsResponse.started_at:type_name -> google.protobuf.Timestamp
-	14, // 6: extauthz.admin.v1.StatsResponse.uptime:type_name -> google.protobuf.Duration
-	10, // 7: extauthz.admin.v1.StatsResponse.config:type_name -> extauthz.admin.v1.Config
-	11, // 8: extauthz.admin.v1.StatsResponse.caches:type_name -> extauthz.admin.v1.Cache
-	13, // 9: extauthz.admin.v1.Config.loaded_at:type_name -> google.protobuf.Timestamp
-	0,  // 10: extauthz.admin.v1.AdminService.InvalidateSession:input_type -> extauthz.admin.v1.InvalidateSessionRequest
-	2,  // 11: extauthz.admin.v1.AdminService.RevokeSubject:input_type -> extauthz.admin.v1.RevokeSubjectRequest
-	5,  // 12: extauthz.admin.v1.AdminService.Explain:input_type -> extauthz.admin.v1.ExplainRequest
-	8,  // 13: extauthz.admin.v1.AdminService.Stats:input_type -> extauthz.admin.v1.StatsRequest
-	1,  // 14: extauthz.admin.v1.AdminService.InvalidateSession:output_type -> extauthz.admin.v1.InvalidateSessionResponse
-	3,  // 15: extauthz.admin.v1.AdminService.RevokeSubject:output_type -> extauthz.admin.v1.RevokeSubjectResponse
-	6,  // 16: extauthz.admin.v1.AdminService.Explain:output_type -> extauthz.admin.v1.ExplainResponse
-	9,  // 17: extauthz.admin.v1.AdminService.Stats:output_type -> extauthz.admin.v1.StatsResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	6,  // 0: extauthz.admin.v1.InvalidateSessionResponse.dropped:type_name -> extauthz.admin.v1.Dropped
+	6,  // 1: extauthz.admin.v1.RevokeSubjectResponse.dropped:type_name -> extauthz.admin.v1.Dropped
+	6,  // 2: extauthz.admin.v1.RevokeAPIKeyResponse.dropped:type_name -> extauthz.admin.v1.Dropped
+	14, // 3: extauthz.admin.v1.RevokeAPIKeyResponse.until:type_name -> google.protobuf.Timestamp
+	15, // 4: extauthz.admin.v1.ExplainRequest.check_request:type_name -> google.protobuf.Any
+	9,  // 5: extauthz.admin.v1.ExplainResponse.steps:type_name -> extauthz.admin.v1.Step
+	15, // 6: extauthz.admin.v1.ExplainResponse.check_response:type_name -> google.protobuf.Any
+	14, // 7: extauthz.admin.v1.StatsResponse.started_at:type_name -> google.protobuf.Timestamp
+	16, // 8: extauthz.admin.v1.StatsResponse.uptime:type_name -> google.protobuf.Duration
+	12, // 9: extauthz.admin.v1.StatsResponse.config:type_name -> extauthz.admin.v1.Config
+	13, // 10: extauthz.admin.v1.StatsResponse.caches:type_name -> extauthz.admin.v1.Cache
+	14, // 11: extauthz.admin.v1.Config.loaded_at:type_name -> google.protobuf.Timestamp
+	0,  // 12: extauthz.admin.v1.AdminService.InvalidateSession:input_type -> extauthz.admin.v1.InvalidateSessionRequest
+	2,  // 13: extauthz.admin.v1.AdminService.RevokeSubject:input_type -> extauthz.admin.v1.RevokeSubjectRequest
+	4,  // 14: extauthz.admin.v1.AdminService.RevokeAPIKey:input_type -> extauthz.admin.v1.RevokeAPIKeyRequest
+	7,  // 15: extauthz.admin.v1.AdminService.Explain:input_type -> extauthz.admin.v1.ExplainRequest
+	10, // 16: extauthz.admin.v1.AdminService.Stats:input_type -> extauthz.admin.v1.StatsRequest
+	1,  // 17: extauthz.admin.v1.AdminService.InvalidateSession:output_type -> extauthz.admin.v1.InvalidateSessionResponse
+	3,  // 18: extauthz.admin.v1.AdminService.RevokeSubject:output_type -> extauthz.admin.v1.RevokeSubjectResponse
+	5,  // 19: extauthz.admin.v1.AdminService.RevokeAPIKey:output_type -> extauthz.admin.v1.RevokeAPIKeyResponse
+	8,  // 20: extauthz.admin.v1.AdminService.Explain:output_type -> extauthz.admin.v1.ExplainResponse
+	11, // 21: extauthz.admin.v1.AdminService.Stats:output_type -> extauthz.admin.v1.StatsResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_extauthz_admin_v1_admin_proto_init() }
@@ -881,7 +1013,7 @@ func file_extauthz_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_extauthz_admin_v1_admin_proto_rawDesc), len(file_extauthz_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AdminService_InvalidateSession_FullMethodName = "/extauthz.admin.v1.AdminService/InvalidateSession"
 	AdminService_RevokeSubject_FullMethodName     = "/extauthz.admin.v1.AdminService/RevokeSubject"
+	AdminService_RevokeAPIKey_FullMethodName      = "/extauthz.admin.v1.AdminService/RevokeAPIKey"
 	AdminService_Explain_FullMethodName           = "/extauthz.admin.v1.AdminService/Explain"
 	AdminService_Stats_FullMethodName             = "/extauthz.admin.v1.AdminService/Stats"
 )
@@ -52,6 +53,15 @@ type AdminServiceClient interface {
 	// configured, is INVALID_ARGUMENT. Session bindings stay (they keep the
 	// user's sessions from everybody else).
 	RevokeSubject(ctx context.Context, in *RevokeSubjectRequest, opts ...grpc.CallOption) (*RevokeSubjectResponse, error)
+	// RevokeAPIKey revokes one API key by its id: the key is refused from now
+	// on, on every replica sharing the Redis tier, and the verdicts cached
+	// for it are dropped. The revocation lasts until the key expires, or 90
+	// days for a key without an expiry; the id stays refused even if a new
+	// key is put in the file under it. An issuer that is not an api_keys
+	// issuer, or an id no key can have, is INVALID_ARGUMENT. With the shared
+	// tier unreachable the key is revoked on this replica only and the call
+	// fails with UNAVAILABLE; calling again is safe.
+	RevokeAPIKey(ctx context.Context, in *RevokeAPIKeyRequest, opts ...grpc.CallOption) (*RevokeAPIKeyResponse, error)
 	// Explain runs a CheckRequest through the pipeline without side effects
 	// (nothing is cached, bound or exchanged) and returns
 	// each step's outcome and the CheckResponse Envoy would apply. A denied
@@ -83,6 +93,16 @@ func (c *adminServiceClient) RevokeSubject(ctx context.Context, in *RevokeSubjec
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RevokeSubjectResponse)
 	err := c.cc.Invoke(ctx, AdminService_RevokeSubject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RevokeAPIKey(ctx context.Context, in *RevokeAPIKeyRequest, opts ...grpc.CallOption) (*RevokeAPIKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeAPIKeyResponse)
+	err := c.cc.Invoke(ctx, AdminService_RevokeAPIKey_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +149,15 @@ type AdminServiceServer interface {
 	// configured, is INVALID_ARGUMENT. Session bindings stay (they keep the
 	// user's sessions from everybody else).
 	RevokeSubject(context.Context, *RevokeSubjectRequest) (*RevokeSubjectResponse, error)
+	// RevokeAPIKey revokes one API key by its id: the key is refused from now
+	// on, on every replica sharing the Redis tier, and the verdicts cached
+	// for it are dropped. The revocation lasts until the key expires, or 90
+	// days for a key without an expiry; the id stays refused even if a new
+	// key is put in the file under it. An issuer that is not an api_keys
+	// issuer, or an id no key can have, is INVALID_ARGUMENT. With the shared
+	// tier unreachable the key is revoked on this replica only and the call
+	// fails with UNAVAILABLE; calling again is safe.
+	RevokeAPIKey(context.Context, *RevokeAPIKeyRequest) (*RevokeAPIKeyResponse, error)
 	// Explain runs a CheckRequest through the pipeline without side effects
 	// (nothing is cached, bound or exchanged) and returns
 	// each step's outcome and the CheckResponse Envoy would apply. A denied
@@ -151,6 +180,9 @@ func (UnimplementedAdminServiceServer) InvalidateSession(context.Context, *Inval
 }
 func (UnimplementedAdminServiceServer) RevokeSubject(context.Context, *RevokeSubjectRequest) (*RevokeSubjectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeSubject not implemented")
+}
+func (UnimplementedAdminServiceServer) RevokeAPIKey(context.Context, *RevokeAPIKeyRequest) (*RevokeAPIKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeAPIKey not implemented")
 }
 func (UnimplementedAdminServiceServer) Explain(context.Context, *ExplainRequest) (*ExplainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Explain not implemented")
@@ -215,6 +247,24 @@ func _AdminService_RevokeSubject_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_RevokeAPIKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeAPIKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RevokeAPIKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RevokeAPIKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RevokeAPIKey(ctx, req.(*RevokeAPIKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_Explain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ExplainRequest)
 	if err := dec(in); err != nil {
@@ -265,6 +315,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeSubject",
 			Handler:    _AdminService_RevokeSubject_Handler,
+		},
+		{
+			MethodName: "RevokeAPIKey",
+			Handler:    _AdminService_RevokeAPIKey_Handler,
 		},
 		{
 			MethodName: "Explain",
