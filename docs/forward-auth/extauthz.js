@@ -6,7 +6,7 @@
 // The headers the service owns: copied from its allow, removed otherwise.
 var OWNED = [
     'X-User-Id', 'X-Session-Id', 'X-Root-Context-Id', 'X-Parent-Context-Id',
-    'X-Lineage-Depth', 'X-Actor-Chain', 'X-Lineage-Token', 'Authorization'
+    'X-Lineage-Depth', 'X-Actor-Chain', 'X-Lineage-Token', 'X-Extauthz-Tools', 'Authorization'
 ];
 
 // The headers of a refused check's answer that go to the client.

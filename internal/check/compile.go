@@ -135,6 +135,8 @@ type Route struct {
 
 	// responsePath and filterLists: see response.go.
 	responsePath, filterLists bool
+	// tools is the signed tools header (toolsheader.go); nil: none.
+	tools *routeTools
 }
 
 // Deps are the outside world a policy is compiled against.
@@ -306,6 +308,10 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		signLineage:                 rc.Lineage.Sign,
 		responsePath:                rc.ResponsePath,
 		filterLists:                 rc.ResponsePath && (rc.FilterLists == nil || *rc.FilterLists),
+		tools:                       compileRouteTools(rc.ToolsHeader),
+	}
+	if r.tools != nil && p.signer == nil {
+		return nil, fmt.Errorf("route %s: tools_header needs lineage.signing: the header is signed with the lineage key", rc.Name)
 	}
 	if err := compileURIPatterns(r.rules); err != nil {
 		return nil, fmt.Errorf("route %s: %w", rc.Name, err)
@@ -318,6 +324,9 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 	r.ruleClaims = ruleClaims(r.rules)
 	if err := apiKeyHeader(r, rc, issuers); err != nil {
 		return nil, err
+	}
+	if r.tools != nil && p.toolsHeaderClash(r, id) {
+		return nil, fmt.Errorf("route %s: tools_header.header %s is a header the service already sets or reads", rc.Name, r.tools.header)
 	}
 	p.ownHeaders(r, id)
 	var err error
@@ -405,7 +414,8 @@ func allScopes(rc config.Route) []string {
 
 // ownHeaders lists the headers the service sets on r, which no client may
 // send upstream itself: the identity and claim headers, the dry-run one,
-// the lineage headers, and the credential headers that never go upstream.
+// the lineage headers, the tools header, and the credential headers that
+// never go upstream.
 func (p *Policy) ownHeaders(r *Route, id config.Identity) {
 	r.owned = []string{id.UserHeader, id.SessionHeader}
 	for _, ch := range r.claimHeaders {
@@ -418,6 +428,10 @@ func (p *Policy) ownHeaders(r *Route, id config.Identity) {
 	// The decision id is the service's: a client's copy would point an
 	// upstream at somebody else's audit record.
 	r.owned = append(r.owned, DecisionIDHeader)
+	if r.tools != nil {
+		// Stripped unless the tools stage sets it.
+		r.owned = append(r.owned, r.tools.header)
+	}
 	r.identityOwned = slices.Clone(r.owned)
 	// Lineage headers are the service's too, set or stripped on every route.
 	for _, name := range p.lineageNames.Owned() {

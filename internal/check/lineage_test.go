@@ -218,7 +218,7 @@ func TestKagentPreset(t *testing.T) {
 	}
 }
 
-func writeEd25519(t *testing.T, dir string) string {
+func writeEd25519(t testing.TB, dir string) string {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

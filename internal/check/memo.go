@@ -3,7 +3,7 @@ package check
 import "sync/atomic"
 
 // A grant's memos (its rendered response pieces, its last lineage headers,
-// its last exchanged-token headers) make a repeated check cost one
+// its last exchanged-token headers, its last tools token) make a repeated check cost one
 // allocation, but together they weigh several times the grant. Only grants
 // in use keep them: memoSlots bounds how many grants hold memos at once; a
 // grant that gets memos takes a slot, dropping the memos of the grant that
@@ -23,6 +23,8 @@ type grantMemos struct {
 	lineage atomic.Pointer[lineageMemo]
 	// exchanged memoizes the headers carrying the last exchanged token.
 	exchanged atomic.Pointer[exchangeMemo]
+	// tools memoizes the last signed tools token and its headers.
+	tools atomic.Pointer[toolsMemo]
 }
 
 // grantHeaders is the HeadersID of a grant's own headers; memos take theirs

@@ -78,7 +78,8 @@ func (e *evaluation) decide() Verdict {
 		e.run("lineage", e.lineage),
 		e.run("limits", e.limits),
 		e.run("session-id", e.sessionID),
-		e.run("exchange", e.exchange):
+		e.run("exchange", e.exchange),
+		e.run("tools-header", e.toolsHeader):
 		return e.v
 	}
 	e.v.Call = e.call

@@ -452,6 +452,24 @@ type Route struct {
 	// results the tools, prompts and resources the caller may not use
 	// (default on).
 	FilterLists *bool `yaml:"filter_lists"`
+	// ToolsHeader sets a signed header listing the tools the caller may use,
+	// for MCP servers behind proxies without a response filter
+	// (docs/tools-header.md).
+	ToolsHeader *ToolsHeader `yaml:"tools_header"`
+}
+
+// ToolsHeader is a route's signed list of the tools its caller may use: a
+// compact JWT signed with the lineage key (lineage.signing), verifiable
+// with the lineage JWK set.
+type ToolsHeader struct {
+	// Tools are the names of the tools the route's server offers: the
+	// service never sees the server's list, so it evaluates these.
+	Tools []string `yaml:"tools"`
+	// Header carries the token (default x-extauthz-tools).
+	Header string `yaml:"header"`
+	// TTL is the token's lifetime (default 5m), never beyond the caller's
+	// token.
+	TTL Duration `yaml:"ttl"`
 }
 
 // plainHTTP is the route protocol that reads no JSON-RPC; the names are
@@ -599,6 +617,12 @@ const (
 	DefaultMaxConcurrent  = 1024
 	DefaultCheckDeadline  = time.Second
 	DefaultMaxWaiting     = 64
+	DefaultToolsHeader    = "x-extauthz-tools"
+	DefaultToolsHeaderTTL = 5 * time.Minute
+	// MaxToolsHeaderTools bounds tools_header.tools: the token travels in a
+	// header, and forward-auth proxies keep the authorization answer's
+	// headers in one buffer (nginx proxy_buffer_size, 4 or 8 KiB).
+	MaxToolsHeaderTools = 256
 )
 
 // Duration is a time.Duration written as "30s", "5m".
@@ -730,6 +754,13 @@ func (f *File) applyDefaults() {
 			r.ClaimHeaders[j].Header = strings.ToLower(r.ClaimHeaders[j].Header)
 		}
 		r.Credentials.Header = strings.ToLower(r.Credentials.Header)
+		if th := r.ToolsHeader; th != nil {
+			setDefault(&th.Header, DefaultToolsHeader)
+			th.Header = strings.ToLower(th.Header)
+			if th.TTL == 0 {
+				th.TTL = Duration(DefaultToolsHeaderTTL)
+			}
+		}
 		setDefault(&r.Protocol, jsonrpc.ProtocolUnknown.String())
 		setDefault(&r.DefaultAction, "allow")
 		for j := range r.Rules {

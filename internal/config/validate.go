@@ -429,6 +429,62 @@ func (v *validator) route(p string, r Route, issuers map[string]bool, id Identit
 	for i, l := range r.Limits {
 		v.rateLimit(fmt.Sprintf("%s.limits[%d]", p, i), l)
 	}
+	if r.ToolsHeader != nil {
+		v.toolsHeader(p, r, id)
+	}
+}
+
+// toolsHeader checks a route's signed tools header: exact tool names (a
+// glob names no tool), a header nobody else sets, a short lifetime.
+func (v *validator) toolsHeader(p string, r Route, id Identity) {
+	th := r.ToolsHeader
+	q := p + ".tools_header"
+	if r.Protocol == plainHTTP || r.Protocol == jsonrpc.ProtocolA2A.String() {
+		v.add("%s: tools are MCP's: the route's protocol must be mcp or auto, not %s", q, r.Protocol)
+	}
+	switch n := len(th.Tools); {
+	case n == 0:
+		v.add("%s.tools: list the names of the tools the route's server offers", q)
+	case n > MaxToolsHeaderTools:
+		v.add("%s.tools: %d names, at most %d (the token travels in a header)", q, n, MaxToolsHeaderTools)
+	}
+	seen := make(map[string]bool, len(th.Tools))
+	for i, name := range th.Tools {
+		switch {
+		case !ValidToolName(name):
+			v.add("%s.tools[%d]: %q is not a tool name (1 to 128 of A-Z a-z 0-9 _ - .; globs name no tool)", q, i, name)
+		case seen[name]:
+			v.add("%s.tools[%d]: %q is listed twice", q, i, name)
+		}
+		seen[name] = true
+	}
+	v.headerName(q+".header", th.Header)
+	if th.Header == id.UserHeader || th.Header == id.SessionHeader || th.Header == strings.ToLower(r.Credentials.Header) {
+		v.add("%s.header: %q is already set or read by the service", q, th.Header)
+	}
+	for _, ch := range r.ClaimHeaders {
+		if th.Header == ch.Header {
+			v.add("%s.header: %q is already a claim header", q, th.Header)
+		}
+	}
+	if d := time.Duration(th.TTL); d < 10*time.Second || d > time.Hour {
+		v.add("%s.ttl: must be between 10s and 1h", q)
+	}
+}
+
+// ValidToolName reports whether name is an MCP tool name (MCP 2025-11-25:
+// 1 to 128 characters of A-Z, a-z, 0-9, underscore, hyphen and dot).
+func ValidToolName(name string) bool {
+	if len(name) == 0 || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // routeMatch checks the route's name, issuers and what requests it matches.
@@ -705,6 +761,11 @@ func (v *validator) lineage(l Lineage, routes []Route) {
 	}
 	if signs && l.Signing.KeyFile == "" {
 		v.add("lineage.signing.key_file: required when a route signs lineage")
+	}
+	for i, r := range routes {
+		if r.ToolsHeader != nil && l.Signing.KeyFile == "" {
+			v.add("routes[%d] (%s).tools_header: needs lineage.signing.key_file: the header is signed with the lineage key", i, r.Name)
+		}
 	}
 	if l.Signing.KeyFile != "" && l.Signing.Issuer == "" {
 		v.add("lineage.signing.issuer: required with a key file")

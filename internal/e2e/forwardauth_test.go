@@ -35,6 +35,7 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("exchange routes never pass a call without the exchanged token", e.testExchange)
 			t.Run("URL elicitation", e.testElicitation)
 			t.Run("a session deleted with 405 stays its owner's", e.testDelete405)
+			t.Run("the signed tools header reaches the server, a client's never", e.testToolsHeader)
 		})
 	}
 }
@@ -360,4 +361,49 @@ func (e *feEnv) testDelete405(t *testing.T) {
 		t.Fatalf("the owner lost the session: %v", err)
 	}
 	wantHeaders(t, "owner after DELETE", seen, map[string]string{"X-User-Id": "alice-405-" + e.fe.name})
+}
+
+// testToolsHeader: the documented proxy configuration carries the signed
+// tools header of a route with tools_header to the MCP server, in place of
+// the client's own, and removes a client's copy on a route without it.
+func (e *feEnv) testToolsHeader(t *testing.T) {
+	tok := e.token(t, nil)
+	forged := http.Header{"X-Extauthz-Tools": {"forged.tools.token"}}
+	ctx := testContext(t)
+	for _, tc := range []struct {
+		path   string
+		signed bool
+	}{{"/tools", true}, {"/mcp", false}} {
+		cs, err := testpeers.NewMCPClient(ctx, e.base+tc.path, testpeers.NewHTTPClient(tok, forged, nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, err := testpeers.WhoAmI(ctx, cs)
+		cs.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		values := seen.Headers.Values("X-Extauthz-Tools")
+		if !tc.signed {
+			if len(values) != 0 {
+				t.Errorf("%s: the client's tools header reached the server: %q", tc.path, values)
+			}
+			continue
+		}
+		if len(values) != 1 {
+			t.Fatalf("%s: tools headers %q, want the service's one", tc.path, values)
+		}
+		var claims struct {
+			Tools []string `json:"tools"`
+			jwt.RegisteredClaims
+		}
+		_, err = jwt.ParseWithClaims(values[0], &claims, func(*jwt.Token) (any, error) { return e.lineageKey, nil },
+			jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithAudience("tools"), jwt.WithIssuer("https://extauthz.e2e.test"))
+		if err != nil {
+			t.Fatalf("%s: the tools header does not verify with the lineage key: %v", tc.path, err)
+		}
+		if claims.Subject != "alice" || !slices.Equal(claims.Tools, []string{"whoami", "echo", "delete_file"}) {
+			t.Errorf("%s: sub %q tools %v", tc.path, claims.Subject, claims.Tools)
+		}
+	}
 }

@@ -3,7 +3,11 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,7 +43,8 @@ var frontEnds = []frontEnd{
 }
 
 // feConfig: an open MCP route, one needing a scope tokens lack, one with a
-// rule, one exchanging for tool calls, one needing consent for a tool.
+// rule, one exchanging for tool calls, one needing consent for a tool, one
+// with the signed tools header.
 // Routes go by path, so that every client can dial 127.0.0.1.
 const feConfig = `
 issuers:
@@ -48,6 +53,8 @@ exchanges:
   - name: sts
     token_endpoint: %[3]s
     client_auth: {method: client_secret_basic, client_id: extauthz, client_secret_file: %[4]s}
+lineage:
+  signing: {key_file: %[6]s, issuer: https://extauthz.e2e.test}
 routes:
   - name: open
     path_prefix: /mcp
@@ -80,6 +87,12 @@ routes:
       authorize_url: https://idp.e2e.test/authorize?client_id=e2e
       tools:
         - {names: [whoami], audience: [https://tools.e2e.test], consent: true}
+  - name: tools
+    path_prefix: /tools
+    protocol: mcp
+    issuers: [e2e]
+    request_body: %[5]s
+    tools_header: {tools: [whoami, echo, delete_file]}
 `
 
 // feEnv is the service, an MCP server, a token service and an
@@ -94,6 +107,8 @@ type feEnv struct {
 	mu     sync.Mutex
 	calls  []testpeers.ToolCall
 	issued []string // access tokens the STS issued
+	// lineageKey verifies what the service signs with its lineage key.
+	lineageKey ed25519.PublicKey
 }
 
 func startFrontEnd(t *testing.T, fe frontEnd) *feEnv {
@@ -127,7 +142,20 @@ func startFrontEnd(t *testing.T, fe frontEnd) *feEnv {
 	if fe.body {
 		requestBody = "sent"
 	}
-	addrs := startService(t, fmt.Sprintf(feConfig, e.issuer, secret, e.sts.TokenURL, secretFile, requestBody), fe.convention)
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lineageKey = pub
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "lineage.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addrs := startService(t, fmt.Sprintf(feConfig, e.issuer, secret, e.sts.TokenURL, secretFile, requestBody, keyFile), fe.convention)
 	e.admin = addrs.Admin
 
 	mcpSrv := httptest.NewServer(refuseDelete(testpeers.NewMCPServer(testpeers.MCPOptions{OnToolCall: func(c testpeers.ToolCall) {

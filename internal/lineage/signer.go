@@ -214,10 +214,54 @@ func (s *Signer) Sign(r *Result, user, session string) (string, error) {
 	}
 	p = append(p, '}')
 
+	return k.sign(k.header, p)
+}
+
+// SignJWT signs claims, a JSON object, as a compact JWS of type typ with the
+// key in use, so that other tokens the service issues are verified with the
+// same published JWK set. typ must differ from SignedType, so that neither
+// kind of token passes for the other; claims are signed as they are (the
+// caller includes "iss", see Issuer). typ is a media type name: letters,
+// digits and "+-.".
+func (s *Signer) SignJWT(typ string, claims []byte) (string, error) {
+	if typ == SignedType || !validType(typ) {
+		return "", fmt.Errorf("lineage signer: token type %q cannot be used", typ)
+	}
+	k := s.current().key
+	h := make([]byte, 0, 96)
+	h = append(h, `{"alg":"`...)
+	h = append(h, k.alg...)
+	h = append(h, `","kid":"`...)
+	h = append(h, k.kid...)
+	h = append(h, `","typ":"`...)
+	h = append(h, typ...)
+	h = append(h, `"}`...)
+	header := base64.RawURLEncoding.AppendEncode(make([]byte, 0, base64.RawURLEncoding.EncodedLen(len(h))+1), h)
+	return k.sign(append(header, '.'), claims)
+}
+
+// validType reports whether typ is a short media type name needing no JSON
+// escaping.
+func validType(typ string) bool {
+	if typ == "" || len(typ) > 64 {
+		return false
+	}
+	for i := 0; i < len(typ); i++ {
+		c := typ[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// sign makes the compact JWS of payload under header (base64url, followed
+// by ".").
+func (k *signingKey) sign(header, payload []byte) (string, error) {
 	enc := base64.RawURLEncoding
-	out := make([]byte, 0, len(k.header)+enc.EncodedLen(len(p))+1+enc.EncodedLen(2*32+32))
-	out = append(out, k.header...)
-	out = enc.AppendEncode(out, p)
+	out := make([]byte, 0, len(header)+enc.EncodedLen(len(payload))+1+enc.EncodedLen(2*32+32))
+	out = append(out, header...)
+	out = enc.AppendEncode(out, payload)
 	switch {
 	case k.ed != nil:
 		sig := ed25519.Sign(k.ed, out)
@@ -238,6 +282,10 @@ func (s *Signer) Sign(r *Result, user, session string) (string, error) {
 	}
 	return string(out), nil
 }
+
+// AppendJSONString appends s to b as a JSON string (invalid UTF-8 becomes
+// U+FFFD, as encoding/json does), for callers building SignJWT's claims.
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
 
 // publicKey returns the public key with kid among the published ones.
 func (s *Signer) publicKey(kid string) (any, bool) {

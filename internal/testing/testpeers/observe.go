@@ -30,6 +30,7 @@ var ObservedHeaders = []string{
 	HeaderKagentRootContextID,
 	HeaderKagentParentContextID,
 	"X-Extauthz-Dry-Run",
+	"X-Extauthz-Tools",
 }
 
 // The lineage headers kagent stamps on every outbound A2A call.
