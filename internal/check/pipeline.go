@@ -21,6 +21,7 @@
 //	limits      the route's and the deciding rule's rate limits (429 beyond)
 //	session-id  the session header a request's own ids decide
 //	exchange    the upstream gets a token issued for it (RFC 8693)
+//	tools-header  the signed list of tools the caller may use, when asked for
 //
 // Explain runs the same stages without side effects and reports each.
 //
