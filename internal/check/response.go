@@ -176,8 +176,8 @@ func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
 	switch kind {
 	case mcpresponse.KindTool:
 		var ann map[string]any
-		if len(annotations) > 0 && x.expressionsReadMCP() && json.Unmarshal(annotations, &ann) != nil {
-			ann = nil // not an object: the tool is judged without them
+		if len(annotations) > 0 && x.expressionsReadMCP() {
+			ann = decodeAnnotations(annotations)
 		}
 		return r.canCall(g, "tools/call", name, ann, now, &x.in) != policy.Denied
 	case mcpresponse.KindPrompt:
@@ -194,6 +194,16 @@ func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
 		return !decided || o == Allowed
 	}
 	return false
+}
+
+// decodeAnnotations decodes a tool's annotations; nil when they are not
+// an object (the tool is then judged without them).
+func decodeAnnotations(raw json.RawMessage) map[string]any {
+	var ann map[string]any
+	if json.Unmarshal(raw, &ann) != nil {
+		return nil
+	}
+	return ann
 }
 
 // expressionsReadMCP reports whether a rule expression of the route reads
