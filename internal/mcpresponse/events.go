@@ -16,8 +16,10 @@ import (
 // ends are kept; the new data is written where the first data line was,
 // one data line per line of the message.
 func FilterEvent(method string, event []byte, keep Predicate) ([]byte, int, error) {
+	// The message is the one data line's value, read in place, or the
+	// data lines joined (copied) when there are more.
 	var data []byte
-	hasData := false // a second data line adds "\n" even after an empty first
+	lines := 0 // a second data line adds "\n" even after an empty first
 	eol := []byte("\n")
 	first := true
 	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
@@ -27,11 +29,16 @@ func FilterEvent(method string, event []byte, keep Predicate) ([]byte, int, erro
 			first = false
 		}
 		if value, ok := dataValue(content); ok {
-			if hasData {
-				data = append(data, '\n')
+			switch lines {
+			case 0:
+				data = value
+			case 1:
+				joined := make([]byte, 0, len(event))
+				data = append(append(append(joined, data...), '\n'), value...)
+			default:
+				data = append(append(data, '\n'), value...)
 			}
-			data = append(data, value...)
-			hasData = true
+			lines++
 		}
 	}
 	if len(data) == 0 {
