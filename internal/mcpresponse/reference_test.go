@@ -267,3 +267,69 @@ func FuzzFilterListReference(f *testing.F) {
 		}
 	})
 }
+
+// referenceFilterEvent is FilterEvent as first written, with
+// referenceFilterList.
+func referenceFilterEvent(method string, event []byte, keep Predicate) ([]byte, int, error) {
+	var data []byte
+	hasData := false // a second data line adds "\n" even after an empty first
+	eol := []byte("\n")
+	first := true
+	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
+		content, end := splitEOL(line)
+		if first && len(end) > 0 {
+			eol = end
+			first = false
+		}
+		if value, ok := dataValue(content); ok {
+			if hasData {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+			hasData = true
+		}
+	}
+	if len(data) == 0 {
+		// No data, or empty data (a priming event): the SSE spec does not
+		// dispatch it, so no client reads a message from it.
+		return event, 0, nil
+	}
+	filtered, removed, err := referenceFilterList(method, data, keep)
+	if err != nil || removed == 0 {
+		return event, 0, err
+	}
+	out := make([]byte, 0, len(event))
+	written := false
+	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
+		content, _ := splitEOL(line)
+		if _, ok := dataValue(content); !ok {
+			out = append(out, line...)
+			continue
+		}
+		if written {
+			continue
+		}
+		for _, l := range bytes.Split(filtered, []byte("\n")) {
+			out = append(out, "data: "...)
+			out = append(out, l...)
+			out = append(out, eol...)
+		}
+		written = true
+	}
+	return out, removed, nil
+}
+
+// FuzzFilterEventReference: FilterEvent agrees with referenceFilterEvent.
+func FuzzFilterEventReference(f *testing.F) {
+	f.Add([]byte("event: message\r\ndata: {\"id\":1,\"result\":{\"tools\":[{\"name\":\"a\"},\r\ndata: {\"name\":\"x\"}]}}\r\nid: 3\r\n\r\n"))
+	f.Add([]byte("data\ndata: {\"id\":1,\"result\":{\"tools\":[{\"name\":\"x\"}]}}\n\n"))
+	f.Add([]byte(": c\rdata:{\"id\":1,\"result\":{\"tools\":[{\"name\":\"x\"},{\"name\":\"y\"}]}}\r\r"))
+	f.Fuzz(func(t *testing.T, event []byte) {
+		keep := func(_, name string, _ json.RawMessage) bool { return name != "x" }
+		got, gotRemoved, gotErr := FilterEvent("tools/list", event, keep)
+		want, wantRemoved, wantErr := referenceFilterEvent("tools/list", event, keep)
+		if (gotErr == nil) != (wantErr == nil) || !bytes.Equal(got, want) || gotRemoved != wantRemoved {
+			t.Fatalf("%q: got %q %d %v, reference %q %d %v", event, got, gotRemoved, gotErr, want, wantRemoved, wantErr)
+		}
+	})
+}

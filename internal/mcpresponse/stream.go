@@ -56,6 +56,10 @@ func (f *SSEListFilter) Chunk(chunk []byte, eos bool) ([]byte, error) {
 			return nil
 		}
 		run = nil
+		if out == nil {
+			out = filtered // new bytes of FilterEvent's own: no copy
+			return nil
+		}
 		out = append(out, filtered...)
 		return nil
 	}
