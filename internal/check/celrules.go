@@ -331,7 +331,7 @@ func (pl *Pipeline) CanCall(g *Grant, method, name string, annotations map[strin
 		return policy.Denied
 	}
 	var in callInput
-	return r.canCall(g, method, name, annotations, pl.now(), &in)
+	return r.canCall(g, method, name, annotations, pl.now, &in)
 }
 
 // callInput is the policy input canCall evaluates rule expressions on. It
@@ -343,9 +343,9 @@ type callInput struct {
 	built bool
 }
 
-// input returns the input for a call of method to name by the caller of g.
-// g must be the same for every call on one callInput.
-func (c *callInput) input(g *Grant, method, name string, annotations map[string]any, now time.Time) *policy.Input {
+// input returns the input for a call of method to name by the caller of g,
+// at now(). g must be the same for every call on one callInput.
+func (c *callInput) input(g *Grant, method, name string, annotations map[string]any, now func() time.Time) *policy.Input {
 	if !c.built {
 		c.in = policy.Input{JWT: g.jwt, Identity: identityInput(g)}
 		if c.in.JWT == nil && len(g.Claims) > 0 {
@@ -356,7 +356,7 @@ func (c *callInput) input(g *Grant, method, name string, annotations map[string]
 		}
 		c.built = true
 	}
-	c.in.Now = now
+	c.in.Now = now()
 	c.in.MCP = policy.MCP{Method: method, Name: name, Annotations: annotations}
 	if isURIMethod(method) {
 		c.in.MCP.Name, c.in.MCP.URI = "", name
@@ -367,7 +367,9 @@ func (c *callInput) input(g *Grant, method, name string, annotations map[string]
 // canCallUnknown are the variables a listing knows nothing of.
 var canCallUnknown = []string{policy.VarRequest, policy.VarLineage, policy.VarA2A}
 
-func (r *Route) canCall(g *Grant, method, name string, annotations map[string]any, now time.Time, ci *callInput) policy.Decision {
+// canCall is CanCall on route r. now is read only when an expression is
+// evaluated, and ci is the input expressions are evaluated on.
+func (r *Route) canCall(g *Grant, method, name string, annotations map[string]any, now func() time.Time, ci *callInput) policy.Decision {
 	if !g.scopeOK {
 		return policy.Denied
 	}

@@ -172,7 +172,7 @@ func (x *Exchange) FiltersLists() bool { return x.route.filterLists && x.route.h
 // when an expression of the route reads mcp. It is not safe for
 // concurrent use (one exchange filters one response).
 func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
-	r, g, now := x.route, x.grant, x.pl.now()
+	r, g, now := x.route, x.grant, x.pl.now
 	switch kind {
 	case mcpresponse.KindTool:
 		var ann map[string]any
