@@ -335,25 +335,49 @@ func (pl *Pipeline) CanCall(g *Grant, method, name string, annotations map[strin
 	if !ok {
 		return policy.Denied
 	}
-	return r.canCall(g, method, name, annotations, pl.now())
+	var in callInput
+	return r.canCall(g, method, name, annotations, pl.now, &in)
 }
 
-func (r *Route) canCall(g *Grant, method, name string, annotations map[string]any, now time.Time) policy.Decision {
+// callInput is the policy input canCall evaluates rule expressions on. It
+// is built only when an expression must be evaluated, and its grant part
+// (jwt, identity) only once, so that the entries of one list share it.
+// Not safe for concurrent use.
+type callInput struct {
+	in    policy.Input
+	built bool
+}
+
+// input returns the input for a call of method to name by the caller of g,
+// at now(). g must be the same for every call on one callInput.
+func (c *callInput) input(g *Grant, method, name string, annotations map[string]any, now func() time.Time) *policy.Input {
+	if !c.built {
+		c.in = policy.Input{JWT: g.jwt, Identity: identityInput(g)}
+		if c.in.JWT == nil && len(g.Claims) > 0 {
+			c.in.JWT = make(map[string]any, len(g.Claims))
+			for _, cl := range g.Claims {
+				c.in.JWT[cl.Name] = cl.Value
+			}
+		}
+		c.built = true
+	}
+	c.in.Now = now()
+	c.in.MCP = policy.MCP{Method: method, Name: name, Annotations: annotations}
+	if isURIMethod(method) {
+		c.in.MCP.Name, c.in.MCP.URI = "", name
+	}
+	return &c.in
+}
+
+// canCallUnknown are the variables a listing knows nothing of.
+var canCallUnknown = []string{policy.VarRequest, policy.VarLineage, policy.VarA2A}
+
+// canCall is CanCall on route r. now is read only when an expression is
+// evaluated, and ci is the input expressions are evaluated on.
+func (r *Route) canCall(g *Grant, method, name string, annotations map[string]any, now func() time.Time, ci *callInput) policy.Decision {
 	if !g.scopeOK {
 		return policy.Denied
 	}
-	in := policy.Input{JWT: g.jwt, Identity: identityInput(g), Now: now,
-		MCP: policy.MCP{Method: method, Name: name, Annotations: annotations}}
-	if isURIMethod(method) {
-		in.MCP.Name, in.MCP.URI = "", name
-	}
-	if in.JWT == nil && len(g.Claims) > 0 {
-		in.JWT = make(map[string]any, len(g.Claims))
-		for _, c := range g.Claims {
-			in.JWT[c.Name] = c.Value
-		}
-	}
-	unknown := []string{policy.VarRequest, policy.VarLineage, policy.VarA2A}
 	meanings := jsonrpc.Meanings(method, r.rpcProtocol())
 	depends := false
 	final := policy.Allowed
@@ -367,7 +391,10 @@ func (r *Route) canCall(g *Grant, method, name string, annotations map[string]an
 		}
 		when := policy.Allowed
 		if ru.when != nil {
-			when = canCallWhen(g, i, ru, &in, unknown)
+			var known bool
+			if when, known = cachedWhen(g, i); !known {
+				when = canCallWhen(ru, ci.input(g, method, name, annotations, now))
+			}
 		}
 		if ru.deny {
 			if when == policy.Denied {
@@ -405,15 +432,21 @@ func claimsHold(g *Grant, ru *rule) bool {
 	return true
 }
 
-// canCallWhen is CanCall for one rule's expression; a failure is Denied.
-func canCallWhen(g *Grant, i int, ru *rule, in *policy.Input, unknown []string) policy.Decision {
-	if g.whenResults != nil && g.whenResults[i] != whenUnset {
-		if g.whenResults[i] == whenTrue {
-			return policy.Allowed
-		}
-		return policy.Denied
+// cachedWhen is rule i's expression as decided when the grant was made
+// (identity-only expressions); known is false when it was not.
+func cachedWhen(g *Grant, i int) (d policy.Decision, known bool) {
+	if g.whenResults == nil || g.whenResults[i] == whenUnset {
+		return policy.Denied, false
 	}
-	d, err := ru.when.CanCall(in, unknown...)
+	if g.whenResults[i] == whenTrue {
+		return policy.Allowed, true
+	}
+	return policy.Denied, true
+}
+
+// canCallWhen is CanCall for one rule's expression; a failure is Denied.
+func canCallWhen(ru *rule, in *policy.Input) policy.Decision {
+	d, err := ru.when.CanCall(in, canCallUnknown...)
 	if err != nil {
 		return policy.Denied
 	}

@@ -296,6 +296,10 @@ func TestListPredicate(t *testing.T) {
         methods: [tools/call]
         action: deny
         when: has(mcp.annotations.destructiveHint) && mcp.annotations.destructiveHint == true && !("admin" in identity.scopes)
+      - name: hidden tools
+        methods: [tools/call]
+        action: deny
+        when: mcp.name.startsWith("hidden_") && !has(mcp.annotations.readOnlyHint)
 `, pdp.Endpoint()))
 	req := f.rpcReq(t, "POST", "annotated.example.com", celCall("x", `{}`), nil)
 	v := f.pl.Check(t.Context(), req)
@@ -305,6 +309,8 @@ func TestListPredicate(t *testing.T) {
 	list := `{"jsonrpc":"2.0","id":1,"result":{"tools":[` +
 		`{"name":"read","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
 		`{"name":"wipe","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}},` +
+		`{"name":"hidden_a","inputSchema":{"type":"object"}},` +
+		`{"name":"hidden_b","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
 		`{"name":"plain","inputSchema":{"type":"object"}}]}}`
 	r, _ := f.pl.Policy().routes.ByName(v.Grant.Route)
 	x := &Exchange{pl: f.pl, route: r, grant: v.Grant}
@@ -312,7 +318,10 @@ func TestListPredicate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dropped != 1 || strings.Contains(string(out), `"wipe"`) || !strings.Contains(string(out), `"read"`) || !strings.Contains(string(out), `"plain"`) {
+	// The entries share one policy input: each is judged by its own name
+	// and annotations.
+	if dropped != 2 || strings.Contains(string(out), `"wipe"`) || strings.Contains(string(out), `"hidden_a"`) ||
+		!strings.Contains(string(out), `"read"`) || !strings.Contains(string(out), `"hidden_b"`) || !strings.Contains(string(out), `"plain"`) {
 		t.Errorf("filtered (%d dropped): %s", dropped, out)
 	}
 }

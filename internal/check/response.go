@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/cache"
@@ -44,6 +45,12 @@ type Exchange struct {
 	// Call is the request's JSON-RPC call (Protocol jsonrpc.ProtocolUnknown
 	// when it carried none).
 	Call Call
+
+	// in is Keep's policy input, shared by the entries of the lists.
+	in callInput
+	// readsMCP caches whether an expression of the route reads mcp (so
+	// maybe mcp.annotations): 0 not yet known, 1 no, 2 yes.
+	readsMCP uint8
 }
 
 // Response errors: why a request's response cannot be processed as allowed.
@@ -159,29 +166,59 @@ func (x *Exchange) FiltersLists() bool { return x.route.filterLists && x.route.h
 // only when no call to it could pass, whatever its arguments. A resource
 // template names no one resource: it stays unless the rules decide
 // resources/read the same way for every URI and refuse it.
+//
+// Keep is called once per entry: it allocates nothing of its own unless a
+// rule expression must be evaluated, and decodes a tool's annotations only
+// when an expression of the route reads mcp. It is not safe for
+// concurrent use (one exchange filters one response).
 func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
-	r, g, now := x.route, x.grant, x.pl.now()
+	r, g, now := x.route, x.grant, x.pl.now
 	switch kind {
 	case mcpresponse.KindTool:
 		var ann map[string]any
-		if len(annotations) > 0 && json.Unmarshal(annotations, &ann) != nil {
-			ann = nil // not an object: the tool is judged without them
+		if len(annotations) > 0 && x.expressionsReadMCP() {
+			ann = decodeAnnotations(annotations)
 		}
-		return r.canCall(g, "tools/call", name, ann, now) != policy.Denied
+		return r.canCall(g, "tools/call", name, ann, now, &x.in) != policy.Denied
 	case mcpresponse.KindPrompt:
-		return r.canCall(g, "prompts/get", name, nil, now) != policy.Denied
+		return r.canCall(g, "prompts/get", name, nil, now, &x.in) != policy.Denied
 	case mcpresponse.KindResource:
 		u, err := canon.URI(name)
 		if err != nil {
 			// The client could not read it through us either.
 			return false
 		}
-		return r.canCall(g, "resources/read", u, nil, now) != policy.Denied
+		return r.canCall(g, "resources/read", u, nil, now, &x.in) != policy.Denied
 	case mcpresponse.KindResourceTemplate:
 		o, decided := r.authorizeAnyName(g, "resources/read")
 		return !decided || o == Allowed
 	}
 	return false
+}
+
+// decodeAnnotations decodes a tool's annotations; nil when they are not
+// an object (the tool is then judged without them).
+func decodeAnnotations(raw json.RawMessage) map[string]any {
+	var ann map[string]any
+	if json.Unmarshal(raw, &ann) != nil {
+		return nil
+	}
+	return ann
+}
+
+// expressionsReadMCP reports whether a rule expression of the route reads
+// the mcp variable: only then can a tool's annotations matter.
+func (x *Exchange) expressionsReadMCP() bool {
+	if x.readsMCP == 0 {
+		x.readsMCP = 1
+		for i := range x.route.rules {
+			if w := x.route.rules[i].when; w != nil && slices.Contains(w.Reads(), policy.VarMCP) {
+				x.readsMCP = 2
+				break
+			}
+		}
+	}
+	return x.readsMCP == 2
 }
 
 // authorizeAnyName is authorize for a call whose name is unknown: the

@@ -3,6 +3,7 @@ package check
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -182,6 +183,14 @@ func TestKeep(t *testing.T) {
 				t.Fatalf("Keep(%s %q) = %v, want %v", tt.kind, tt.entry, got, tt.want)
 			}
 		})
+	}
+	// Keep runs once per listed entry: without rule expressions to
+	// evaluate, a tool costs no allocation, annotations or not.
+	annotations := json.RawMessage(`{"readOnlyHint":true,"title":"Delete"}`)
+	for _, name := range []string{"read_file", "delete_file"} {
+		if n := testing.AllocsPerRun(20, func() { admin.Keep(mcpresponse.KindTool, name, annotations) }); n != 0 {
+			t.Errorf("Keep(%q) allocates %v times", name, n)
+		}
 	}
 }
 

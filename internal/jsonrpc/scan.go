@@ -256,11 +256,12 @@ func (s *scanner) object(n *node, depth int) error {
 		if err := s.str(); err != nil {
 			return err
 		}
-		key := s.data[keyStart : s.pos-1]
+		keyEnd := s.pos - 1
+		key := s.data[keyStart:keyEnd]
 		if s.escaped {
 			key = unescapeKey(key)
 		}
-		if !seen.add(key) {
+		if !seen.add(s.data, keyStart, keyEnd, key, s.escaped) {
 			s.ambiguous = true
 		}
 		s.ws()
@@ -307,30 +308,59 @@ func unescapeKey(key []byte) []byte {
 // request anyway).
 var keySeed = maphash.MakeSeed()
 
-// keySet remembers the keys of one object by hash. The first few live on
-// the stack; a large object spills into a map.
+// smallKeys is how many keys of an object keySet compares one by one; a
+// larger object is checked by hash.
+const smallKeys = 16
+
+// keySet remembers the keys of one object. Most objects have a few keys:
+// those are remembered by place in the document and a new key is compared
+// with each (cheaper than hashing them). From the smallKeys+1-th key on,
+// every key is remembered by hash in a map, so that a large object costs
+// linear time.
 type keySet struct {
 	n     int
-	small [16]uint64
+	small [smallKeys]keyRef
 	large map[uint64]struct{}
+	// decoded holds the keys that had escapes, unescaped (rare).
+	decoded [][]byte
 }
 
-// add records key and reports whether it is new.
-func (k *keySet) add(key []byte) bool {
-	h := maphash.Bytes(keySeed, key)
-	for _, x := range k.small[:min(k.n, len(k.small))] {
-		if x == h {
-			return false
-		}
+// keyRef is a remembered key: data[start:end], or decoded[-start-1] when
+// start < 0.
+type keyRef struct{ start, end int32 }
+
+func (k *keySet) bytes(data []byte, r keyRef) []byte {
+	if r.start < 0 {
+		return k.decoded[-r.start-1]
 	}
-	if k.n < len(k.small) {
-		k.small[k.n] = h
+	return data[r.start:r.end]
+}
+
+// add records key, found at data[start:end] (unescaped into key when
+// escaped), and reports whether it is new.
+func (k *keySet) add(data []byte, start, end int, key []byte, escaped bool) bool {
+	if k.n < smallKeys {
+		for _, r := range k.small[:k.n] {
+			if string(k.bytes(data, r)) == string(key) {
+				return false
+			}
+		}
+		r := keyRef{int32(start), int32(end)}
+		if escaped {
+			k.decoded = append(k.decoded, key)
+			r = keyRef{start: -int32(len(k.decoded))}
+		}
+		k.small[k.n] = r
 		k.n++
 		return true
 	}
 	if k.large == nil {
-		k.large = make(map[uint64]struct{})
+		k.large = make(map[uint64]struct{}, 2*smallKeys)
+		for _, r := range k.small {
+			k.large[maphash.Bytes(keySeed, k.bytes(data, r))] = struct{}{}
+		}
 	}
+	h := maphash.Bytes(keySeed, key)
 	if _, dup := k.large[h]; dup {
 		return false
 	}

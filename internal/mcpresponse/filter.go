@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
@@ -76,11 +77,13 @@ func FilterList(method string, body []byte, keep Predicate) ([]byte, int, error)
 		return nil, 0, fmt.Errorf("%w: %q", ErrNotList, method)
 	}
 	// One strict pass records the members of the response (depth 1), of
-	// its result (2), the entries (3) and their members (4); the visits
-	// come after their values (inner first), so they are sorted out by
-	// position afterwards.
-	w := walk{shape: shape, result: valueSpan{-1, -1}}
-	if err := jsonrpc.WalkStrict(body, 4, w.visit); err != nil {
+	// its result (2), the entries (3) and their members (4). A value is
+	// visited after what it holds (inner first), so each depth keeps what
+	// it saw pending until the value holding it is visited.
+	w := walks.Get().(*walk)
+	defer w.release()
+	w.reset(shape)
+	if err := jsonrpc.WalkStrict(body, 4, w.fn); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
 	if body[skipWS(body, 0)] != '{' {
@@ -89,102 +92,141 @@ func FilterList(method string, body []byte, keep Predicate) ([]byte, int, error)
 	if w.err != nil {
 		return nil, 0, w.err
 	}
-	result := w.result
-	switch {
+	switch result := w.result; {
 	case result.start < 0 && w.other:
 		return body, 0, nil // an error response, a request or a notification
 	case result.start < 0:
 		return nil, 0, fmt.Errorf("%w: no result", ErrUnexpectedShape)
 	case body[result.start] != '{':
 		return nil, 0, fmt.Errorf("%w: result is not an object", ErrUnexpectedShape)
+	case w.list.ambiguous:
+		return nil, 0, fmt.Errorf("%w: a key of result is ambiguous with %q", ErrUnexpectedShape, shape.array)
 	}
-	list := valueSpan{-1, -1}
-	for _, m := range w.inner {
-		if !result.holds(m.span) {
-			continue
-		}
-		if m.ambiguous {
-			return nil, 0, fmt.Errorf("%w: a key of result is ambiguous with %q", ErrUnexpectedShape, shape.array)
-		}
-		list = m.span
-	}
+	list := w.list.span
 	if list.start < 0 || body[list.start] != '[' {
 		return nil, 0, fmt.Errorf("%w: result.%s is not an array", ErrUnexpectedShape, shape.array)
 	}
-
-	// Entries of the list, in order, and their name and annotations:
-	// members come in document order, so one merge pass pairs them.
-	var entries []valueSpan
-	for _, e := range w.elements {
-		if list.holds(e) {
-			entries = append(entries, e)
-		}
-	}
-	keepAt := make([]bool, len(entries))
-	removed := 0
-	m := 0
-	for n, e := range entries {
-		if body[e.start] != '{' {
+	entries := w.entriesIn(list)
+	// Every entry is checked before the predicate is asked about any.
+	for i := range entries {
+		e := &entries[i]
+		switch {
+		case body[e.span.start] != '{':
 			return nil, 0, fmt.Errorf("%w: an entry of result.%s is not an object", ErrUnexpectedShape, shape.array)
-		}
-		name, annotations := valueSpan{-1, -1}, valueSpan{-1, -1}
-		for ; m < len(w.members) && w.members[m].span.start < e.end; m++ {
-			mem := w.members[m]
-			if !e.holds(mem.span) {
-				continue // a member of an object outside the list
-			}
-			switch {
-			case mem.ambiguous:
-				return nil, 0, fmt.Errorf("%w: a key of an entry is ambiguous with %q or \"annotations\"", ErrUnexpectedShape, shape.nameKey)
-			case mem.isName:
-				name = mem.span
-			default:
-				annotations = mem.span
-			}
-		}
-		nameValue, ok := stringValue(body, name)
-		if !ok {
+		case e.ambiguous:
+			return nil, 0, fmt.Errorf("%w: a key of an entry is ambiguous with %q or \"annotations\"", ErrUnexpectedShape, shape.nameKey)
+		case e.name.start < 0 || body[e.name.start] != '"':
 			return nil, 0, fmt.Errorf("%w: an entry's %s is not a string", ErrUnexpectedShape, shape.nameKey)
 		}
+	}
+	names, err := w.decodeNames(body, entries)
+	if err != nil {
+		return nil, 0, err
+	}
+	removed := 0
+	for i := range entries {
+		e := &entries[i]
 		var raw json.RawMessage
-		if annotations.start >= 0 {
-			raw = body[annotations.start:annotations.end]
+		if e.annotations.start >= 0 {
+			raw = body[e.annotations.start:e.annotations.end]
 		}
-		keepAt[n] = keep(shape.kind, nameValue, raw)
-		if !keepAt[n] {
+		e.keep = keep(shape.kind, names[e.nameStart:e.nameEnd], raw)
+		if !e.keep {
 			removed++
 		}
 	}
 	if removed == 0 {
 		return body, 0, nil
 	}
-	return rebuild(body, entries, keepAt), removed, nil
+	return w.rebuild(body, entries), removed, nil
 }
 
 // valueSpan is where a value sits in a document: [start, end); start < 0
 // when absent.
 type valueSpan struct{ start, end int }
 
+var absent = valueSpan{-1, -1}
+
 func (v valueSpan) holds(inner valueSpan) bool {
 	return v.start >= 0 && v.start < inner.start && inner.end < v.end
 }
 
-// member is a visited member the filter may need.
-type member struct {
-	span      valueSpan
-	isName    bool // the entry's name key (else annotations)
-	ambiguous bool // the key equals one of ours only under case folding
+// entry is an element of an array that may be the list, with the members
+// the filter reads.
+type entry struct {
+	span, name, annotations valueSpan
+	ambiguous               bool // a key equals name or annotations only under case folding
+	nameStart, nameEnd      int  // the decoded name, in decodeNames's string
+	keep                    bool
+}
+
+// candidate is a member of an object at depth 2 named like the list.
+type candidate struct {
+	span      valueSpan // the member named exactly so; start < 0 when none
+	ambiguous bool      // a key equal to the list's only under case folding
 }
 
 // walk collects, during jsonrpc.WalkStrict, the values FilterList needs.
+// Walks are pooled: a list of a hundred tools is filtered without a
+// per-entry allocation.
 type walk struct {
-	shape    listShape
-	result   valueSpan
-	other    bool        // the message has error or method: not a result
-	inner    []member    // depth 2 members named like the list array
-	elements []valueSpan // depth 3 array elements
-	members  []member    // depth 4 members named like name or annotations
-	err      error
+	shape  listShape
+	fn     jsonrpc.Visit // visit, bound once
+	result valueSpan
+	other  bool      // the message has error or method: not a result
+	list   candidate // in result
+	// pendingList is what the members at depth 2 seen since the last
+	// member at depth 1 named; it becomes list when that member is result.
+	pendingList candidate
+	// entries are the elements (depth 3) of the arrays at depth 2 named
+	// like the list, in document order. mark is how many of them belong
+	// to such arrays already visited; the elements after it belong to an
+	// array not yet visited, and are dropped when it is named otherwise.
+	entries []entry
+	mark    int
+	// pending is the entry being read: its members (depth 4) come before
+	// it is visited (depth 3).
+	pending entry
+	names   []byte   // decodeNames's buffer
+	pieces  [][]byte // rebuild's
+	err     error
+}
+
+// Pooled walks above these sizes are left to the collector.
+const (
+	maxPooledEntries = 1 << 12
+	maxPooledNames   = 64 << 10
+)
+
+var walks = sync.Pool{New: func() any {
+	w := &walk{}
+	w.fn = w.visit
+	return w
+}}
+
+func (w *walk) reset(shape listShape) {
+	w.shape = shape
+	w.result = absent
+	w.other = false
+	w.list = candidate{span: absent}
+	w.pendingList = candidate{span: absent}
+	w.entries = w.entries[:0]
+	w.mark = 0
+	w.pending = entry{name: absent, annotations: absent}
+	w.names = w.names[:0]
+	w.err = nil
+}
+
+func (w *walk) release() {
+	if cap(w.entries) > maxPooledEntries || cap(w.pieces) > 2*maxPooledEntries || cap(w.names) > maxPooledNames {
+		return
+	}
+	// Keep nothing of the document.
+	clear(w.entries)
+	clear(w.pieces)
+	w.pieces = w.pieces[:0]
+	w.err = nil
+	walks.Put(w)
 }
 
 func (w *walk) visit(depth int, key []byte, start, end int) {
@@ -196,48 +238,104 @@ func (w *walk) visit(depth int, key []byte, start, end int) {
 			w.err = fmt.Errorf("%w: key %q is ambiguous with \"result\"", ErrUnexpectedShape, key)
 		case is:
 			w.result = span
+			w.list = w.pendingList
 		case string(key) == "error" || string(key) == "method":
 			w.other = true
 		}
+		w.pendingList = candidate{span: absent}
 	case 2:
-		if is, ambiguous := keyIs(key, w.shape.array); is || ambiguous {
-			w.inner = append(w.inner, member{span: span, ambiguous: ambiguous})
+		is, ambiguous := keyIs(key, w.shape.array)
+		switch {
+		case is:
+			w.pendingList.span = span
+			w.mark = len(w.entries)
+		case ambiguous:
+			w.pendingList.ambiguous = true
+			fallthrough
+		default:
+			w.entries = w.entries[:w.mark]
 		}
 	case 3:
 		if key == nil {
-			w.elements = append(w.elements, span)
+			w.pending.span = span
+			w.entries = append(w.entries, w.pending)
 		}
+		w.pending = entry{name: absent, annotations: absent}
 	case 4:
 		isName, ambiguousName := keyIs(key, w.shape.nameKey)
 		isAnnotations, ambiguousAnnotations := keyIs(key, "annotations")
-		if isName || isAnnotations || ambiguousName || ambiguousAnnotations {
-			w.members = append(w.members, member{span: span, isName: isName, ambiguous: ambiguousName || ambiguousAnnotations})
+		switch {
+		case isName:
+			w.pending.name = span
+		case isAnnotations:
+			w.pending.annotations = span
+		case ambiguousName || ambiguousAnnotations:
+			w.pending.ambiguous = true
 		}
 	}
 }
 
+// entriesIn returns the entries list holds: a run of w.entries, which are
+// in document order.
+func (w *walk) entriesIn(list valueSpan) []entry {
+	lo := 0
+	for lo < len(w.entries) && !list.holds(w.entries[lo].span) {
+		lo++
+	}
+	hi := lo
+	for hi < len(w.entries) && list.holds(w.entries[hi].span) {
+		hi++
+	}
+	return w.entries[lo:hi]
+}
+
+// decodeNames decodes the names of entries (each a string) into one
+// string, one allocation for the whole list, and records where each lies
+// in it.
+func (w *walk) decodeNames(body []byte, entries []entry) (string, error) {
+	for i := range entries {
+		e := &entries[i]
+		raw := body[e.name.start+1 : e.name.end-1]
+		e.nameStart = len(w.names)
+		if bytes.IndexByte(raw, '\\') < 0 {
+			w.names = append(w.names, raw...)
+		} else {
+			var s string
+			if err := json.Unmarshal(body[e.name.start:e.name.end], &s); err != nil {
+				return "", fmt.Errorf("%w: an entry's %s is not a string", ErrUnexpectedShape, w.shape.nameKey)
+			}
+			w.names = append(w.names, s...)
+		}
+		e.nameEnd = len(w.names)
+	}
+	return string(w.names), nil
+}
+
 // rebuild writes body with the refused entries left out: what lies
 // between '[' and the first entry, the kept entries joined by the original
-// first separator, and what lies between the last entry and ']'.
-func rebuild(body []byte, entries []valueSpan, keepAt []bool) []byte {
+// first separator, and what lies between the last entry and ']'. The
+// pieces are joined by bytes.Join, which allocates the exact size once
+// and does not zero it first.
+func (w *walk) rebuild(body []byte, entries []entry) []byte {
 	sep := []byte(",")
 	if len(entries) > 1 {
-		sep = body[entries[0].end:entries[1].start]
+		sep = body[entries[0].span.end:entries[1].span.start]
 	}
-	out := make([]byte, 0, len(body))
-	out = append(out, body[:entries[0].start]...)
+	pieces := append(w.pieces[:0], body[:entries[0].span.start])
 	first := true
-	for n, e := range entries {
-		if !keepAt[n] {
+	for _, e := range entries {
+		if !e.keep {
 			continue
 		}
 		if !first {
-			out = append(out, sep...)
+			pieces = append(pieces, sep)
 		}
-		out = append(out, body[e.start:e.end]...)
+		pieces = append(pieces, body[e.span.start:e.span.end])
 		first = false
 	}
-	return append(out, body[entries[len(entries)-1].end:]...)
+	pieces = append(pieces, body[entries[len(entries)-1].span.end:])
+	w.pieces = pieces
+	return bytes.Join(pieces, nil)
 }
 
 // keyIs reports whether key is want, and whether it equals want only
@@ -250,23 +348,6 @@ func keyIs(key []byte, want string) (is, ambiguous bool) {
 	// Folding maps at most one byte to three (K, U+212A, is k), never
 	// fewer: only keys of these lengths can fold onto want.
 	return false, len(key) >= len(want) && len(key) <= 3*len(want) && bytes.EqualFold(key, []byte(want))
-}
-
-// stringValue decodes the JSON string at v; false when absent or not a
-// string.
-func stringValue(d []byte, v valueSpan) (string, bool) {
-	if v.start < 0 || d[v.start] != '"' {
-		return "", false
-	}
-	raw := d[v.start+1 : v.end-1]
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw), true
-	}
-	var s string
-	if err := json.Unmarshal(d[v.start:v.end], &s); err != nil {
-		return "", false
-	}
-	return s, true
 }
 
 func skipWS(d []byte, i int) int {

@@ -231,3 +231,36 @@ func compact(t *testing.T, b []byte) string {
 	}
 	return buf.String()
 }
+
+// TestFilterListAllocations guards the hot path: filtering a list costs
+// the same few allocations (the output, the names) however many entries
+// it holds.
+func TestFilterListAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not kept under the race detector")
+	}
+	odd := func(_, name string, _ json.RawMessage) bool { return name[len(name)-1]%2 == 0 }
+	all := func(string, string, json.RawMessage) bool { return true }
+	for _, tt := range []struct {
+		name  string
+		tools int
+		keep  Predicate
+		max   float64
+	}{
+		{"10 tools, half removed", 10, odd, 3},
+		{"1000 tools, half removed", 1000, odd, 3},
+		{"1000 tools, none removed", 1000, all, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := toolsList(tt.tools)
+			got := testing.AllocsPerRun(50, func() {
+				if _, _, err := FilterList("tools/list", body, tt.keep); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if got > tt.max {
+				t.Errorf("%v allocations, want at most %v", got, tt.max)
+			}
+		})
+	}
+}

@@ -59,11 +59,13 @@ func (r *Reassembler) Write(chunk []byte, emit func(event []byte) error) error {
 	i := r.scan
 	lineStart := r.lineStart
 	for i < len(data) {
-		c := data[i]
-		if c != '\n' && c != '\r' {
-			i++
-			continue
+		eol := indexEOL(data[i:])
+		if eol < 0 {
+			i = len(data)
+			break
 		}
+		i += eol
+		c := data[i]
 		end := i + 1
 		if c == '\r' {
 			if end == len(data) {

@@ -24,22 +24,63 @@ func NewSSEListFilter(method string, keep Predicate, maxEvent int) *SSEListFilte
 // in its place (possibly none). With eos it also flushes the end of the
 // stream. An error (an event over the limit, a list result that cannot be
 // read) means the stream must not be passed on: the caller fails closed.
+// The bytes returned may be a slice of chunk (the events it completes,
+// when none was changed and nothing was held from earlier chunks).
 func (f *SSEListFilter) Chunk(chunk []byte, eos bool) ([]byte, error) {
+	// With nothing held, Write reads chunk in place (and never writes to
+	// it); otherwise it reads its own buffer, which it rewrites before
+	// returning, so what it emits must be copied at once.
+	fromChunk := f.r.Buffered() == 0
 	var out []byte
+	// run is the unchanged events of chunk not yet copied to out: the
+	// events of one Write are adjacent slices of chunk, so a run grows
+	// without a copy.
+	var run []byte
 	emit := func(event []byte) error {
 		filtered, removed, err := FilterEvent(f.method, event, f.keep)
 		if err != nil {
 			return err
 		}
 		f.Removed += removed
+		if !fromChunk {
+			out = append(out, filtered...)
+			return nil
+		}
+		if removed == 0 && len(run) > 0 && cap(run)-len(run) == cap(event) {
+			run = run[:len(run)+len(event)] // event follows run
+			return nil
+		}
+		out = append(out, run...)
+		if removed == 0 {
+			run = event
+			return nil
+		}
+		run = nil
+		if out == nil {
+			out = filtered // new bytes of FilterEvent's own: no copy
+			return nil
+		}
 		out = append(out, filtered...)
 		return nil
 	}
 	if err := f.r.Write(chunk, emit); err != nil {
 		return nil, err
 	}
+	if out == nil && fromChunk && !eos {
+		return run, nil // nothing changed: a slice of chunk
+	}
+	out = append(out, run...)
 	if eos {
-		rest, err := f.r.Flush(emit)
+		add := func(event []byte) error {
+			filtered, removed, err := FilterEvent(f.method, event, f.keep)
+			if err != nil {
+				return err
+			}
+			f.Removed += removed
+			out = append(out, filtered...)
+			return nil
+		}
+		rest, err := f.r.Flush(add)
 		if err != nil {
 			return nil, err
 		}
@@ -47,12 +88,9 @@ func (f *SSEListFilter) Chunk(chunk []byte, eos bool) ([]byte, error) {
 			// An unterminated last event: the client discards it (it is
 			// never dispatched), but it is filtered like the others so that
 			// nothing unexamined leaves.
-			filtered, removed, err := FilterEvent(f.method, rest, f.keep)
-			if err != nil {
+			if err := add(rest); err != nil {
 				return nil, err
 			}
-			f.Removed += removed
-			out = append(out, filtered...)
 		}
 	}
 	return out, nil

@@ -18,12 +18,18 @@ func TestSSEListFilterChunking(t *testing.T) {
 	for seed := range uint64(200) {
 		chunks := splitAt([]byte(stream), seed)
 		f := NewSSEListFilter("tools/list", keep, 0)
-		var out strings.Builder
+		// The pieces are joined only at the end: a piece must stay valid
+		// after the next chunk (it may be a slice of its own chunk).
+		var pieces [][]byte
 		for i, c := range chunks {
 			b, err := f.Chunk([]byte(c), i == len(chunks)-1)
 			if err != nil {
 				t.Fatalf("seed %d: %v", seed, err)
 			}
+			pieces = append(pieces, b)
+		}
+		var out strings.Builder
+		for _, b := range pieces {
 			out.Write(b)
 		}
 		if out.String() != want || f.Removed != 1 {
@@ -58,4 +64,67 @@ func TestSSEListFilterFailsClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzSSEListFilter: however a stream is cut into chunks, the pieces
+// Chunk returns (kept until the end) are the stream's events, each
+// filtered on its own.
+func FuzzSSEListFilter(f *testing.F) {
+	f.Add([]byte("data: {\"id\":1,\"result\":{\"tools\":[{\"name\":\"a\"},{\"name\":\"x\"}]}}\n\n"+
+		"data: {\"method\":\"m\"}\n\ndata: {\"method\":\"m\"}\r\n\r\n"), uint64(7), uint8(1))
+	f.Add([]byte("id: 1\n\ndata: {\"id\":2,\"result\":{\"tools\":[{\"name\":\"x\"}]}}\r\r: c\n\n"), uint64(99), uint8(0))
+	f.Add([]byte("data: {\"method\":\"m\"}\n\ndata: {\"id\":2,\n"+
+		"data: \"result\":{\"tools\":[{\"name\":\"x\"}]}}\n\ndata: {\"method\":\"m\"}"), uint64(3), uint8(2))
+	f.Fuzz(func(t *testing.T, stream []byte, seed uint64, whole uint8) {
+		keep := func(_, name string, _ json.RawMessage) bool { return name != "x" }
+		// The reference: every event, and an unterminated tail, filtered
+		// on its own.
+		var want []byte
+		var wantErr error
+		r := NewReassembler(0)
+		add := func(event []byte) error {
+			out, _, err := FilterEvent("tools/list", event, keep)
+			want = append(want, out...)
+			return err
+		}
+		wantErr = r.Write(stream, add)
+		if wantErr == nil {
+			var rest []byte
+			if rest, wantErr = r.Flush(add); wantErr == nil && len(rest) > 0 {
+				wantErr = add(rest)
+			}
+		}
+		chunks := splitAt(stream, seed)
+		if whole%2 == 1 {
+			chunks = []string{string(stream)}
+		}
+		sf := NewSSEListFilter("tools/list", keep, 0)
+		var pieces [][]byte
+		var err error
+		for i, c := range chunks {
+			var b []byte
+			if b, err = sf.Chunk([]byte(c), i == len(chunks)-1); err != nil {
+				break
+			}
+			pieces = append(pieces, b)
+		}
+		if len(chunks) == 0 {
+			var b []byte
+			b, err = sf.Chunk(nil, true)
+			pieces = append(pieces, b)
+		}
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("chunks %q: err %v, reference %v", chunks, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		var got []byte
+		for _, b := range pieces {
+			got = append(got, b...)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("chunks %q:\n got %q\nwant %q", chunks, got, want)
+		}
+	})
 }

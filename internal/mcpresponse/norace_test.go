@@ -1,0 +1,5 @@
+//go:build !race
+
+package mcpresponse
+
+const raceEnabled = false
