@@ -113,8 +113,10 @@ func (e *evaluation) toolsHeader() *denial {
 // the call's arguments (or the request, lineage, a decision point).
 func (e *evaluation) signTools(rt *routeTools, now time.Time) (token string, refresh time.Time, tools, depends []string, err error) {
 	g, r := e.grant, e.route
+	clock := func() time.Time { return now }
+	var in callInput // shared by the names: one input, rebuilt per call
 	for _, name := range rt.names {
-		switch r.canCall(g, "tools/call", name, nil, now) {
+		switch r.canCall(g, "tools/call", name, nil, clock, &in) {
 		case policy.Allowed:
 			tools = append(tools, name)
 		case policy.DependsOnArguments:
