@@ -565,3 +565,50 @@ func TestOutOfOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskToolRules: a task is bound with the tool its creating answer was
+// for, so that the route's rules for that tool apply to the task's later
+// operations: tasks/result of a delete_* task needs what tools/call of
+// delete_* needs, whoever's token asks (here the creator's, down-scoped).
+func TestTaskToolRules(t *testing.T) {
+	f := newFixture(t)
+	writer := token(t, "alice", jwt.MapClaims{"scope": "files:read files:write"})
+	reader := token(t, "alice", nil) // the same user, without files:write
+	create := func(tool, taskID string) {
+		t.Helper()
+		call := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"` + tool + `","task":{}}}`
+		md := f.authorize(t, "mcp.example.com", writer, nil, call)
+		if md == nil {
+			t.Fatalf("creating a %s task was denied", tool)
+		}
+		res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+			Request:  mcpRequest("mcp.example.com", call, nil),
+			Response: jsonResponse(`{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"`+taskID+`","status":"working"}}}`, nil),
+		})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	create("delete_old", "task-delete")
+	create("read_file", "task-read")
+	result := func(taskID string) string {
+		return `{"jsonrpc":"2.0","id":5,"method":"tasks/result","params":{"taskId":"` + taskID + `"}}`
+	}
+	tests := []struct {
+		name    string
+		tok     string
+		taskID  string
+		allowed bool
+	}{
+		{"the delete task's result with files:write", writer, "task-delete", true},
+		{"the delete task's result without files:write", reader, "task-delete", false},
+		{"the read task's result without files:write", reader, "task-read", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := f.authorize(t, "mcp.example.com", tt.tok, nil, result(tt.taskID)) != nil; got != tt.allowed {
+				t.Fatalf("allowed %v, want %v", got, tt.allowed)
+			}
+		})
+	}
+}
