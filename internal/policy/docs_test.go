@@ -310,3 +310,67 @@ func docCases() []docCase {
 		{"payments decided by the PDP", "without the scope the PDP is not asked", with(pay(`{"amount": 120, "currency": "EUR"}`), func(in *policy.Input) { in.Identity.Scopes = nil }), deny},
 	}
 }
+
+// TestReadmePolicies evaluates the rules README.md shows, as users would
+// copy them.
+func TestReadmePolicies(t *testing.T) {
+	doc, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := policy.NewEnv(policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []docRule
+	for _, m := range fence.FindAllSubmatch(doc, -1) {
+		if string(m[1]) != "yaml" || !bytes.HasPrefix(m[2], []byte("rules:")) {
+			continue
+		}
+		var block struct {
+			Rules []docRule `yaml:"rules"`
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(m[2]))
+		dec.KnownFields(true)
+		if err := dec.Decode(&block); err != nil {
+			t.Fatalf("README rules: %v\n%s", err, m[2])
+		}
+		rules = append(rules, block.Rules...)
+	}
+	if len(rules) == 0 {
+		t.Fatal("README.md shows no rules")
+	}
+	for i := range rules {
+		if rules[i].When != "" {
+			if rules[i].program, err = env.Compile(rules[i].When); err != nil {
+				t.Fatalf("rule %q: %v", rules[i].Name, err)
+			}
+		}
+	}
+	admin := []string{"admin"}
+	destructive := func(scopes []string) *policy.Input {
+		return with(caller("corp:alice", scopes, "drop_table", `{}`), func(in *policy.Input) {
+			in.MCP.Annotations = map[string]any{"destructiveHint": true}
+		})
+	}
+	tests := []struct {
+		name string
+		in   *policy.Input
+		want outcome
+	}{
+		{"a file in one's own workspace", caller("corp:alice", nil, "read_file", `{"path":"/workspace/corp:alice/notes.md"}`), allow},
+		{"a file in another's workspace", caller("corp:alice", nil, "read_file", `{"path":"/workspace/corp:bob/notes.md"}`), deny},
+		{"climbing out of one's workspace", caller("corp:alice", nil, "write_file", `{"path":"/workspace/corp:alice/../corp:bob/x"}`), deny},
+		{"no path at all", caller("corp:alice", nil, "read_file", `{}`), policyError},
+		{"a destructive tool without admin", destructive(nil), deny},
+		{"a destructive tool with admin", destructive(admin), noMatch},
+		{"a tool without annotations", caller("corp:alice", nil, "drop_table", `{}`), noMatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, by := decide(t, rules, tt.in); got != tt.want {
+				t.Errorf("%s (by %q), want %s", got, by, tt.want)
+			}
+		})
+	}
+}
