@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // Bounds on what one record says about a call's arguments: the names come
@@ -79,91 +81,35 @@ func lookup(raw []byte, path string) ([]byte, bool) {
 // of the JSON object raw, in order, until fn returns false or the object
 // ends. Malformed input ends the walk early; it never reads past raw.
 func members(raw []byte, fn func(key, value []byte) bool) {
-	i := skipSpace(raw, 0)
+	i := jsonrpc.SkipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return
 	}
-	i = skipSpace(raw, i+1)
+	i = jsonrpc.SkipSpace(raw, i+1)
 	for i < len(raw) && raw[i] == '"' {
-		kEnd := skipValue(raw, i)
+		kEnd := jsonrpc.SkipValue(raw, i)
 		if kEnd < 0 {
 			return
 		}
 		key := raw[i:kEnd]
-		i = skipSpace(raw, kEnd)
+		i = jsonrpc.SkipSpace(raw, kEnd)
 		if i >= len(raw) || raw[i] != ':' {
 			return
 		}
-		i = skipSpace(raw, i+1)
-		vEnd := skipValue(raw, i)
+		i = jsonrpc.SkipSpace(raw, i+1)
+		vEnd := jsonrpc.SkipValue(raw, i)
 		if vEnd < 0 {
 			return
 		}
 		if !fn(key, raw[i:vEnd]) {
 			return
 		}
-		i = skipSpace(raw, vEnd)
+		i = jsonrpc.SkipSpace(raw, vEnd)
 		if i >= len(raw) || raw[i] != ',' {
 			return
 		}
-		i = skipSpace(raw, i+1)
+		i = jsonrpc.SkipSpace(raw, i+1)
 	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the JSON value starting at i, -1
-// when it does not end within b. Containers are skipped by counting
-// brackets outside strings; their content is not validated.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-		return -1
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end := skipValue(b, j)
-				if end < 0 {
-					return -1
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	}
-	j := i
-	for j < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[j])) {
-		j++
-	}
-	if j == i {
-		return -1
-	}
-	return j
 }
 
 // keyString is a raw (quoted) key as a string, unescaped when it has

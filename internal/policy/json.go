@@ -10,6 +10,8 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
 // ErrNoArguments is an expression reading mcp.arguments on a request whose
@@ -109,30 +111,30 @@ func (o *jsonObject) index() bool {
 
 func (o *jsonObject) scan() bool {
 	s := o.raw
-	i := skipWS(s, 0)
+	i := jsonrpc.SkipSpace(s, 0)
 	if i >= len(s) || s[i] != '{' {
 		return false
 	}
-	i = skipWS(s, i+1)
+	i = jsonrpc.SkipSpace(s, i+1)
 	if i < len(s) && s[i] == '}' {
-		return skipWS(s, i+1) == len(s)
+		return jsonrpc.SkipSpace(s, i+1) == len(s)
 	}
 	// Each iteration consumes at least one byte: bounded by len(s).
 	for i < len(s) {
 		if s[i] != '"' {
 			return false
 		}
-		ke := skipString(s, i)
+		ke := jsonrpc.SkipString(s, i)
 		if ke < 0 {
 			return false
 		}
 		key := s[i:ke]
-		i = skipWS(s, ke)
+		i = jsonrpc.SkipSpace(s, ke)
 		if i >= len(s) || s[i] != ':' {
 			return false
 		}
-		vs := skipWS(s, i+1)
-		ve := skipValue(s, vs)
+		vs := jsonrpc.SkipSpace(s, i+1)
+		ve := jsonrpc.SkipValue(s, vs)
 		if ve < 0 {
 			return false
 		}
@@ -140,17 +142,17 @@ func (o *jsonObject) scan() bool {
 			return false
 		}
 		o.members = append(o.members, member{key: key, value: s[vs:ve]})
-		i = skipWS(s, ve)
+		i = jsonrpc.SkipSpace(s, ve)
 		if i >= len(s) {
 			return false
 		}
 		if s[i] == '}' {
-			return skipWS(s, i+1) == len(s)
+			return jsonrpc.SkipSpace(s, i+1) == len(s)
 		}
 		if s[i] != ',' {
 			return false
 		}
-		i = skipWS(s, i+1)
+		i = jsonrpc.SkipSpace(s, i+1)
 	}
 	return false
 }
@@ -355,68 +357,6 @@ func (o *jsonObject) Value() any {
 		return nil
 	}
 	return m
-}
-
-func skipWS(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string token starting at s[i]
-// ('"'), -1 when it is unterminated.
-func skipString(s string, i int) int {
-	for j := i + 1; j < len(s); j++ {
-		switch s[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the JSON value starting at s[i], -1
-// when there is none. Containers are skipped by counting brackets outside
-// strings, without recursion: nesting depth costs nothing.
-func skipValue(s string, i int) int {
-	if i >= len(s) {
-		return -1
-	}
-	switch s[i] {
-	case '"':
-		return skipString(s, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(s); j++ {
-			switch s[j] {
-			case '"':
-				e := skipString(s, j)
-				if e < 0 {
-					return -1
-				}
-				j = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	}
-	j := i
-	for j < len(s) && !strings.ContainsRune(",}] \t\r\n", rune(s[j])) {
-		j++
-	}
-	if j == i {
-		return -1
-	}
-	return j
 }
 
 func validScalar(v string) bool {
