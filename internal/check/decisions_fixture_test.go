@@ -2,10 +2,8 @@ package check_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -13,7 +11,6 @@ import (
 	"github.com/extauthz/extauthz/internal/testing/fixtures"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
-	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // The decision tables of the protocols: what the pipeline decides for a
@@ -21,48 +18,11 @@ import (
 // (Pipeline.Check with a check.Request) only; the front ends' tests cover
 // how a verdict is encoded.
 
-const protoSecret = "protocol-test-secret-0123456789abcdef-xyz"
-
-// protocolConfig: an MCP server with tool rules, an A2A agent with method
-// rules, and the auto-detecting default route.
-const protocolConfig = `
-issuers:
-  - {name: corp, issuer: https://idp.example.com, algorithms: [HS256], secret: ` + protoSecret + `}
-routes:
-  - name: files
-    hosts: [mcp.example.com]
-    path_prefix: /mcp
-    protocol: mcp
-    issuers: [corp]
-    rules:
-      - {name: destructive tools, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
-      - {name: admin resources, methods: [resources/read], claims: {groups: [admins]}}
-      - {name: no sampling, methods: ["sampling/*"], action: deny}
-  - name: meta
-    hosts: [meta.example.com]
-    protocol: mcp
-    issuers: [corp]
-    mcp: {token_in_meta: true}
-  - name: agent
-    hosts: [agent.example.com]
-    protocol: a2a
-    issuers: [corp]
-    rules:
-      - {name: talking needs a scope, methods: [SendMessage, SendStreamingMessage], scopes: ["agent:invoke"]}
-    protected_resource:
-      resource: https://agent.example.com/
-      authorization_servers: [https://login.example.com]
-  - name: fallback
-    default: true
-    issuers: [corp]
-`
+// The shared protocol fixture: ProtocolConfig and its tokens.
+const protocolConfig = pipelinetest.ProtocolConfig
 
 func token(t testing.TB, sub string, extra jwt.MapClaims) string {
-	c := jwt.MapClaims{"sub": sub, "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix(), "scope": "files:read"}
-	for k, v := range extra {
-		c[k] = v
-	}
-	return testtoken.HMAC(t, "HS256", protoSecret, c)
+	return pipelinetest.ProtocolToken(t, sub, extra)
 }
 
 // decider runs requests through one pipeline.
@@ -166,48 +126,7 @@ type exchanger struct {
 
 func newExchanger(t testing.TB) *exchanger {
 	t.Helper()
-	sts := ststest.New(t, ststest.Options{
-		Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_basic", Secret: "sts-secret"}},
-		Failures: map[string]ststest.Failure{
-			"https://consent.example.com": {Code: "consent_required", Description: "the user must consent"},
-			"https://nope.example.com":    {Code: "invalid_target"},
-		},
-	})
-	doc := fmt.Sprintf(`
-issuers:
-  - {name: corp, issuer: https://idp.example.com, algorithms: [HS256], secret: %s}
-exchanges:
-  - name: sts
-    token_endpoint: %s
-    client_auth: {method: client_secret_basic, client_id: extauthz, client_secret_env: STS_SECRET}
-routes:
-  - name: files
-    hosts: [mcp.example.com]
-    protocol: mcp
-    issuers: [corp]
-    exchange:
-      sts: sts
-      audience: [https://files-backend.example.com]
-      scope: files
-      methods: [tools/call]
-      authorize_url: https://idp.example.com/authorize?client_id=files
-      tools:
-        - {names: ["github_*"], audience: [https://github-proxy.example.com], scope: repo}
-        - {names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}
-        - {names: ["third_party"], audience: [https://consent.example.com]}
-        - {names: ["forbidden_tool"], audience: [https://nope.example.com]}
-  - name: agent
-    hosts: [agent.example.com]
-    protocol: a2a
-    issuers: [corp]
-    exchange: {sts: sts, audience: [https://consent.example.com], authorize_url: "https://idp.example.com/authorize"}
-  - name: plain
-    hosts: [plain.example.com]
-    protocol: mcp
-    issuers: [corp]
-`, protoSecret, sts.TokenURL)
-	env := map[string]string{"STS_SECRET": "sts-secret"}
-	pl := pipelinetest.New(t, doc, check.Deps{Getenv: func(k string) string { return env[k] }, HTTPClient: sts.Client()}, check.Options{})
+	pl, sts := pipelinetest.Exchanging(t)
 	return &exchanger{decider: decider{pl: pl}, sts: sts}
 }
 

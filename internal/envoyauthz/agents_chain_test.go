@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 	"github.com/extauthz/extauthz/internal/testing/testpeers"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
@@ -36,17 +37,17 @@ func reuseToken(in http.Header, contextID string) http.Header {
 // across the two service instances.
 func TestForwardAuthorizationMultiHop(t *testing.T) {
 	instanceA := serveGRPC(t, `
-issuers: [{name: idp, issuer: https://idp.example.com, secret: `+protoSecret+`}]
+issuers: [{name: idp, issuer: https://idp.example.com, secret: `+pipelinetest.ProtocolSecret+`}]
 routes: [{name: agents, default: true, issuers: [idp], forward_authorization: true}]
 `)
 	// The second instance believes lineage headers from the user's own
 	// tokens: the agents calling it are the deployment's own.
 	instanceB := serveGRPC(t, `
-issuers: [{name: idp, issuer: https://idp.example.com, secret: `+protoSecret+`}]
+issuers: [{name: idp, issuer: https://idp.example.com, secret: `+pipelinetest.ProtocolSecret+`}]
 routes: [{name: agents, default: true, issuers: [idp], forward_authorization: true}]
 lineage: {trust: {issuers: [idp]}}
 `)
-	userToken := testtoken.HMAC(t, "HS256", protoSecret, jwt.MapClaims{"sub": "alice", "session_id": "sess-42", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()})
+	userToken := testtoken.HMAC(t, "HS256", pipelinetest.ProtocolSecret, jwt.MapClaims{"sub": "alice", "session_id": "sess-42", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()})
 	proxy := func(addr string, upstream http.Handler) *envoytest.Proxy {
 		return envoytest.NewProxy(t, addr, upstream, envoytest.ProxyOptions{
 			Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
@@ -103,7 +104,7 @@ lineage: {trust: {issuers: [idp]}}
 // principal presenting the same session is refused.
 func TestDelegatedSubAgentChain(t *testing.T) {
 	addr := serveGRPC(t, `
-issuers: [{name: idp, issuer: https://idp.example.com, secret: `+protoSecret+`}]
+issuers: [{name: idp, issuer: https://idp.example.com, secret: `+pipelinetest.ProtocolSecret+`}]
 routes:
   - {name: tools, path_prefix: /mcp, protocol: mcp, issuers: [idp]}
   - {name: agents, default: true, issuers: [idp]}
@@ -115,7 +116,7 @@ sessions:
 		for k, v := range claims {
 			c[k] = v
 		}
-		return testtoken.HMAC(t, "HS256", protoSecret, c)
+		return testtoken.HMAC(t, "HS256", pipelinetest.ProtocolSecret, c)
 	}
 	userToken := mint(nil) // a Dex-like token: no session claim
 	hop2Token := mint(jwt.MapClaims{"act": map[string]any{"sub": "agent-1"}})
@@ -213,7 +214,7 @@ sessions:
 // it (403, a JSON-RPC error), alice's delegate can.
 func TestA2ATaskOwnedByCreator(t *testing.T) {
 	addr := serveGRPC(t, `
-issuers: [{name: idp, issuer: https://idp.example.com, secret: `+protoSecret+`}]
+issuers: [{name: idp, issuer: https://idp.example.com, secret: `+pipelinetest.ProtocolSecret+`}]
 routes: [{name: agents, default: true, protocol: a2a, issuers: [idp]}]
 sessions: {delegates: [{client_ids: [research-agent]}]}
 `)
@@ -222,7 +223,7 @@ sessions: {delegates: [{client_ids: [research-agent]}]}
 		for k, v := range claims {
 			c[k] = v
 		}
-		return testtoken.HMAC(t, "HS256", protoSecret, c)
+		return testtoken.HMAC(t, "HS256", pipelinetest.ProtocolSecret, c)
 	}
 	p := envoytest.NewProxy(t, addr, testpeers.NewA2AAgent(testpeers.A2AOptions{Name: "agent"}), envoytest.ProxyOptions{
 		Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
@@ -278,7 +279,7 @@ sessions: {delegates: [{client_ids: [research-agent]}]}
 // arrives.
 func TestSessionFromRealIdentityProviders(t *testing.T) {
 	addr := serveGRPC(t, `
-issuers: [{name: dex, issuer: https://dex.example.com, secret: `+protoSecret+`}]
+issuers: [{name: dex, issuer: https://dex.example.com, secret: `+pipelinetest.ProtocolSecret+`}]
 routes:
   - {name: tools, path_prefix: /mcp, protocol: mcp, issuers: [dex]}
   - {name: agents, default: true, protocol: a2a, issuers: [dex]}
@@ -288,7 +289,7 @@ routes:
 		for k, v := range claims {
 			c[k] = v
 		}
-		return testtoken.HMAC(t, "HS256", protoSecret, c)
+		return testtoken.HMAC(t, "HS256", pipelinetest.ProtocolSecret, c)
 	}
 	proxy := func(upstream http.Handler) *envoytest.Proxy {
 		return envoytest.NewProxy(t, addr, upstream, envoytest.ProxyOptions{
@@ -346,7 +347,7 @@ routes:
 // (stateless server, no session claim) carries no lineage headers; one that something names does.
 func TestKagentPresetWithoutConversation(t *testing.T) {
 	addr := serveGRPC(t, `
-issuers: [{name: idp, issuer: https://idp.example.com, secret: `+protoSecret+`}]
+issuers: [{name: idp, issuer: https://idp.example.com, secret: `+pipelinetest.ProtocolSecret+`}]
 routes: [{name: tools, default: true, protocol: mcp, issuers: [idp]}]
 lineage: {preset: kagent}
 `)
@@ -368,7 +369,7 @@ lineage: {preset: kagent}
 				c[k] = v
 			}
 			forged := http.Header{testpeers.HeaderKagentRootContextID: {"forged"}}
-			cs, err := testpeers.NewMCPClient(ctx, tools.URL+"/mcp", testpeers.NewHTTPClient(testtoken.HMAC(t, "HS256", protoSecret, c), forged, nil), nil)
+			cs, err := testpeers.NewMCPClient(ctx, tools.URL+"/mcp", testpeers.NewHTTPClient(testtoken.HMAC(t, "HS256", pipelinetest.ProtocolSecret, c), forged, nil), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,7 +53,7 @@ func forwardLineage(in http.Header, contextID string) http.Header {
 // the actor chain comes from the signed act claims.
 func TestThreeHopChain(t *testing.T) {
 	addr := serveGRPC(t, `
-issuers: [{name: idp, issuer: https://idp.example.com, secret: `+protoSecret+`}]
+issuers: [{name: idp, issuer: https://idp.example.com, secret: `+pipelinetest.ProtocolSecret+`}]
 routes: [{name: agents, default: true, issuers: [idp]}]
 `)
 	mint := func(claims jwt.MapClaims) string {
@@ -61,7 +61,7 @@ routes: [{name: agents, default: true, issuers: [idp]}]
 		for k, v := range claims {
 			c[k] = v
 		}
-		return testtoken.HMAC(t, "HS256", protoSecret, c)
+		return testtoken.HMAC(t, "HS256", pipelinetest.ProtocolSecret, c)
 	}
 	// Each agent calls on with a token exchanged for it: alice, acted for
 	// by the agents so far (RFC 8693 act, outermost = current actor).

@@ -2,7 +2,6 @@ package envoyauthz_test
 
 import (
 	"bytes"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,48 +23,7 @@ type exchangeFixture struct {
 
 func newExchangeFixture(t testing.TB) *exchangeFixture {
 	t.Helper()
-	sts := ststest.New(t, ststest.Options{
-		Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_basic", Secret: "sts-secret"}},
-		Failures: map[string]ststest.Failure{
-			"https://consent.example.com": {Code: "consent_required", Description: "the user must consent"},
-			"https://nope.example.com":    {Code: "invalid_target"},
-		},
-	})
-	doc := fmt.Sprintf(`
-issuers:
-  - {name: corp, issuer: https://idp.example.com, algorithms: [HS256], secret: %s}
-exchanges:
-  - name: sts
-    token_endpoint: %s
-    client_auth: {method: client_secret_basic, client_id: extauthz, client_secret_env: STS_SECRET}
-routes:
-  - name: files
-    hosts: [mcp.example.com]
-    protocol: mcp
-    issuers: [corp]
-    exchange:
-      sts: sts
-      audience: [https://files-backend.example.com]
-      scope: files
-      methods: [tools/call]
-      authorize_url: https://idp.example.com/authorize?client_id=files
-      tools:
-        - {names: ["github_*"], audience: [https://github-proxy.example.com], scope: repo}
-        - {names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}
-        - {names: ["third_party"], audience: [https://consent.example.com]}
-        - {names: ["forbidden_tool"], audience: [https://nope.example.com]}
-  - name: agent
-    hosts: [agent.example.com]
-    protocol: a2a
-    issuers: [corp]
-    exchange: {sts: sts, audience: [https://consent.example.com], authorize_url: "https://idp.example.com/authorize"}
-  - name: plain
-    hosts: [plain.example.com]
-    protocol: mcp
-    issuers: [corp]
-`, protoSecret, sts.TokenURL)
-	env := map[string]string{"STS_SECRET": "sts-secret"}
-	pl := pipelinetest.New(t, doc, check.Deps{Getenv: func(k string) string { return env[k] }, HTTPClient: sts.Client()}, check.Options{})
+	pl, sts := pipelinetest.Exchanging(t)
 	return &exchangeFixture{protoFixture: protoFixture{srv: envoyauthz.NewServer(pl)}, sts: sts, pl: pl}
 }
 

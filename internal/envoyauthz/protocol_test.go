@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -17,44 +16,10 @@ import (
 	"github.com/extauthz/extauthz/internal/testing/envoytest"
 	"github.com/extauthz/extauthz/internal/testing/fixtures"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
-	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
-const protoSecret = "protocol-test-secret-0123456789abcdef-xyz"
-
-// protocolConfig: an MCP server with tool rules, an A2A agent with method
-// rules, and the auto-detecting default route.
-const protocolConfig = `
-issuers:
-  - {name: corp, issuer: https://idp.example.com, algorithms: [HS256], secret: ` + protoSecret + `}
-routes:
-  - name: files
-    hosts: [mcp.example.com]
-    path_prefix: /mcp
-    protocol: mcp
-    issuers: [corp]
-    rules:
-      - {name: destructive tools, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
-      - {name: admin resources, methods: [resources/read], claims: {groups: [admins]}}
-      - {name: no sampling, methods: ["sampling/*"], action: deny}
-  - name: meta
-    hosts: [meta.example.com]
-    protocol: mcp
-    issuers: [corp]
-    mcp: {token_in_meta: true}
-  - name: agent
-    hosts: [agent.example.com]
-    protocol: a2a
-    issuers: [corp]
-    rules:
-      - {name: talking needs a scope, methods: [SendMessage, SendStreamingMessage], scopes: ["agent:invoke"]}
-    protected_resource:
-      resource: https://agent.example.com/
-      authorization_servers: [https://login.example.com]
-  - name: fallback
-    default: true
-    issuers: [corp]
-`
+// The shared protocol fixture: ProtocolConfig and its tokens.
+const protocolConfig = pipelinetest.ProtocolConfig
 
 type protoFixture struct {
 	srv *envoyauthz.Server
@@ -67,11 +32,7 @@ func newProtoFixture(t *testing.T) *protoFixture {
 }
 
 func token(t testing.TB, sub string, extra jwt.MapClaims) string {
-	c := jwt.MapClaims{"sub": sub, "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix(), "scope": "files:read"}
-	for k, v := range extra {
-		c[k] = v
-	}
-	return testtoken.HMAC(t, "HS256", protoSecret, c)
+	return pipelinetest.ProtocolToken(t, sub, extra)
 }
 
 // result is what Envoy would do with the answer.
