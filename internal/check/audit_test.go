@@ -187,7 +187,7 @@ func (s *stuckWriter) Write(p []byte) (int, error) {
 func TestAuditSinkStuck(t *testing.T) {
 	const queue, n = 16, 10000
 	clk := newClock()
-	cfg, err := config.Parse([]byte(limitedConfig(1)))
+	cfg, err := config.Parse([]byte(limitedConfig(n + 1))) // a burst no check reaches
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func compileLimits(prefix string, ls []config.RateLimit) []ratelimit.Limit {
 // counted by that limit.
 func (e *evaluation) limits() *denial {
 	r := e.route
-	if e.pl.limiter == nil || e.grant == nil {
+	if e.grant == nil {
 		return nil
 	}
 	if d := e.countAll(r.limits); d != nil {

@@ -108,7 +108,8 @@ type Options struct {
 	// Audit receives a record of every decision Check makes; nil is off.
 	Audit *audit.Writer
 	// RateLimiter counts requests against the routes' and rules' limits;
-	// nil leaves them unenforced.
+	// nil counts them on this replica alone: a configured limit is never
+	// left unenforced.
 	RateLimiter *ratelimit.Limiter
 }
 
@@ -119,6 +120,9 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.RateLimiter == nil {
+		o.RateLimiter = ratelimit.New(ratelimit.Options{Clock: o.Now, Logger: o.Logger})
 	}
 	c, err := cache.New[*Grant](p.cacheSize, o.Now)
 	if err != nil {
