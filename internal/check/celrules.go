@@ -15,7 +15,6 @@ import (
 	"github.com/extauthz/extauthz/internal/authzen"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
-	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/oauthclient"
 	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/secrets"
@@ -273,24 +272,15 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 	return in
 }
 
-// policyLineage derives the request's lineage for rule expressions, as the
-// lineage stage will (which runs after the rules and derives it again to
-// set the headers). A signed lineage token counts only once verified.
+// policyLineage is the request's lineage for rule expressions, derived as
+// the lineage stage will derive it (which runs after the rules) but minting
+// nothing.
 func (e *evaluation) policyLineage() policy.Lineage {
-	p, r, g, req, call := e.p, e.route, e.grant, e.req, &e.call
-	if r.lineageOff {
+	g := e.grant
+	if e.route.lineageOff {
 		return policy.Lineage{Actors: g.Actors}
 	}
-	in := p.lineageNames.Inbound(req.Headers)
-	trusted := r.trust.Trusted(lineage.Caller{IssuerName: g.Issuer, ClientID: g.ClientID, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal})
-	var carried *lineage.Carried
-	if in.Signed != "" && p.signedVerifier != nil {
-		if c, err := p.signedVerifier.Verify(e.ctx, in.Signed, g.Subject); err == nil {
-			carried = &c
-		}
-	}
-	res, err := lineage.Derive(in, lineage.Facts{ContextID: call.ContextID, MCPSessionID: call.MCPSession, TokenSessionID: g.Session, ActChain: g.Actors},
-		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth, NoMint: true})
+	res, err := e.deriveLineage(true)
 	if err != nil {
 		// The lineage stage refuses this request; until then the rules
 		// see no lineage.

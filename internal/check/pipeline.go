@@ -319,22 +319,36 @@ func routeReason(req *Request) string {
 	return "matched host " + req.Host + " and path " + pathOnly(req.Path)
 }
 
-// applyLineage derives the request's place in its conversation and adds the
-// lineage headers to the verdict.
-func (pl *Pipeline) applyLineage(ctx context.Context, p *Policy, r *Route, req *Request, call *Call, g *Grant, v *Verdict) *denial {
+// deriveLineage derives the request's place in its conversation, for the
+// rules that read it (noMint: nothing minted before the lineage stage) and
+// for the lineage stage. A signed lineage token is verified once per check,
+// whoever asks first.
+func (e *evaluation) deriveLineage(noMint bool) (lineage.Result, error) {
+	p, r, g, req, call := e.p, e.route, e.grant, e.req, &e.call
 	in := p.lineageNames.Inbound(req.Headers)
 	trusted := r.trust.Trusted(lineage.Caller{IssuerName: g.Issuer, ClientID: g.ClientID, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal})
-	var carried *lineage.Carried
-	if in.Signed != "" && p.signedVerifier != nil {
-		c, err := p.signedVerifier.Verify(ctx, in.Signed, g.Subject)
+	if in.Signed != "" && p.signedVerifier != nil && !e.signedChecked {
+		e.signedChecked = true
+		c, err := p.signedVerifier.Verify(e.ctx, in.Signed, g.Subject)
 		if err == nil {
-			carried = &c
+			e.signed, e.signedOK = c, true
 		} else {
-			pl.log.LogAttrs(ctx, slog.LevelInfo, "signed lineage rejected", slog.String("route", r.Name), slog.String("request_id", req.RequestID), slog.String("error", err.Error()))
+			e.log.LogAttrs(e.ctx, slog.LevelInfo, "signed lineage rejected", slog.String("route", r.Name), slog.String("request_id", req.RequestID), slog.String("error", err.Error()))
 		}
 	}
-	res, err := lineage.Derive(in, lineage.Facts{ContextID: call.ContextID, MCPSessionID: call.MCPSession, TokenSessionID: g.Session, ActChain: g.Actors},
-		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth, NoMint: p.lineageNoMint})
+	var carried *lineage.Carried
+	if e.signedOK {
+		carried = &e.signed
+	}
+	return lineage.Derive(in, lineage.Facts{ContextID: call.ContextID, MCPSessionID: call.MCPSession, TokenSessionID: g.Session, ActChain: g.Actors},
+		lineage.Options{Trusted: trusted, Signed: carried, MaxDepth: r.maxDepth, NoMint: noMint})
+}
+
+// applyLineage derives the request's place in its conversation and adds the
+// lineage headers to the verdict.
+func (e *evaluation) applyLineage() *denial {
+	pl, p, r, g, v, ctx := e.pl, e.p, e.route, e.grant, &e.v, e.ctx
+	res, err := e.deriveLineage(p.lineageNoMint)
 	switch {
 	case errors.Is(err, lineage.ErrTooDeep):
 		return &denial{outcome: TooDeep, desc: "the delegation chain is deeper than this route allows"}

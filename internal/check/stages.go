@@ -10,6 +10,7 @@ import (
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/lineage"
 )
 
 // evaluation is one decision in progress: the request, what the stages
@@ -42,6 +43,10 @@ type evaluation struct {
 	callRead bool
 	early    *Call
 	token    string
+	// signed is the inbound signed lineage token once verified (signedOK),
+	// verified at most once per check (signedChecked): see deriveLineage.
+	signed                  lineage.Carried
+	signedChecked, signedOK bool
 	// actor is the workload (peer stage) presenting the user's token on
 	// routes that need both: the grant names it as the outermost actor.
 	actor string
@@ -363,7 +368,7 @@ func (e *evaluation) lineage() *denial {
 	if e.route.lineageOff {
 		return nil
 	}
-	if d := e.pl.applyLineage(e.ctx, e.p, e.route, e.req, &e.call, e.grant, &e.v); d != nil {
+	if d := e.applyLineage(); d != nil {
 		return d
 	}
 	e.rec.add("derived", func() string {
