@@ -105,7 +105,10 @@ func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
 		l.fallbacks.Add(1)
 		return d
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	// The shared count is the replica's, not the request's: a caller that
+	// hangs up (or a check that spent its budget) must not make it look
+	// as if Redis failed, which would put every caller on local counts.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	res, err := l.shared.Allow(ctx, l.redisKey(lim, key),
 		redis_rate.Limit{Rate: lim.Requests, Burst: int(lim.burst()), Period: lim.Per})
 	cancel()

@@ -209,6 +209,26 @@ func TestSharedBudget(t *testing.T) {
 	}
 }
 
+// TestCancelledCallerKeepsSharedCounts: a caller that already hung up
+// is still counted in Redis, and does not make the replica fall back to
+// its local counts for everybody else.
+func TestCancelledCallerKeepsSharedCounts(t *testing.T) {
+	srv := redistest.Start(t)
+	l := New(Options{Redis: redisClient(t, srv.Addr), Timeout: time.Second})
+	lim := Limit{ID: "r/0", Kind: KindSubject, Requests: 10, Per: time.Hour, Burst: 10}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if d := l.Allow(gone, &lim, Key{Value: "iss|mallory"}); !d.Shared {
+		t.Fatal("a cancelled caller was decided locally")
+	}
+	if d := l.Allow(context.Background(), &lim, Key{Value: "iss|alice"}); !d.Shared {
+		t.Fatal("after a cancelled caller, the next is decided locally")
+	}
+	if l.RedisErrors() != 0 || l.Fallbacks() != 0 {
+		t.Errorf("redis errors %d, fallbacks %d: a hang-up is not a Redis failure", l.RedisErrors(), l.Fallbacks())
+	}
+}
+
 // TestRedisKilled: redis-server dies mid-run. Every call still answers;
 // decisions move to the local buckets, which still limit (never
 // unlimited), and the failure is counted.
