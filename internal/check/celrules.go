@@ -193,7 +193,18 @@ func (e *evaluation) rulePDP(ru *rule) (authzen.Decision, error) {
 	if e == nil {
 		return authzen.Decision{}, &authzen.UnavailableError{RetryAfter: time.Second}
 	}
-	req := authzen.Build(e.policyInput(nil), ru.pdp.arguments)
+	in := e.policyInput(nil)
+	if len(ru.pdp.arguments) > 0 && !in.MCP.BodyComplete && e.call.Protocol == jsonrpc.ProtocolMCP {
+		// The decision point would judge the call without the arguments
+		// it asked for: fail closed, as an expression reading them does.
+		return authzen.Decision{}, errPDPArguments
+	}
+	if !e.pol.lineage {
+		// The context always carries the lineage (docs/policies.md).
+		e.pol.lineage = true
+		in.Lineage = e.policyLineage()
+	}
+	req := authzen.Build(in, ru.pdp.arguments)
 	ctx := e.ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -212,6 +223,10 @@ func (e *evaluation) rulePDP(ru *rule) (authzen.Decision, error) {
 	})
 	return d, err
 }
+
+// errPDPArguments: a rule's decision point asks for arguments the request
+// does not carry whole.
+var errPDPArguments = errors.New("the decision point needs the call's arguments, which the request does not carry whole")
 
 // policyInput is the request as rule expressions see it, built once per
 // evaluation when a rule first needs it. Lineage is derived only for an
@@ -260,9 +275,24 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 					in.MCP.Arguments = unsafe.String(unsafe.SliceData(args), len(args))
 				}
 			}
+			ps.args, ps.complete = in.MCP.Arguments, in.MCP.BodyComplete
 		case jsonrpc.ProtocolA2A:
 			method, _ := jsonrpc.ClassifyA2A(call.Method)
 			in.A2A = policy.A2A{Method: method, ContextID: call.ContextID, TaskID: call.TaskID, Skill: call.Skill}
+		}
+	}
+	if e.call.Protocol == jsonrpc.ProtocolMCP && e.target.method != "" {
+		// The call the rules are deciding: the request's own, or the tool
+		// a task operation acts for, whose arguments the request does not
+		// carry (an expression reading them fails closed).
+		t := &e.target
+		in.MCP.Method, in.MCP.Name, in.MCP.URI = t.method, t.name, ""
+		if isURIMethod(t.method) {
+			in.MCP.Name, in.MCP.URI = "", t.name
+		}
+		in.MCP.Arguments, in.MCP.BodyComplete = ps.args, ps.complete
+		if t.method != e.call.Method {
+			in.MCP.Arguments, in.MCP.BodyComplete = "", false
 		}
 	}
 	if prg != nil && !ps.lineage && slices.Contains(prg.Reads(), policy.VarLineage) {
@@ -310,6 +340,10 @@ type policyState struct {
 	built      bool
 	lineage    bool
 	retryAfter time.Duration // of an AuthZEN denial
+	// args and complete are the request's own arguments, which the input
+	// shows only while the call being authorized is the request's.
+	args     string
+	complete bool
 }
 
 // CanCall answers whether the caller of grant g could make a call of

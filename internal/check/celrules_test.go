@@ -379,3 +379,76 @@ func TestCELA2ASkill(t *testing.T) {
 		})
 	}
 }
+
+// TestRulesSeeTheTaskTool: a task operation is re-checked as tools/call of
+// the task's tool, and expressions see that call (its name; no arguments,
+// which the task operation does not carry), not the task operation.
+func TestRulesSeeTheTaskTool(t *testing.T) {
+	f := newFixture(t, `
+  - name: tk
+    hosts: [tk.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: no rm, methods: [tools/call], names: ["*"], action: deny, when: 'mcp.name == "rm"'}
+      - {name: small writes, methods: [tools/call], names: [write], when: 'mcp.arguments.size < 10'}
+`)
+	ctx := t.Context()
+	for id, tool := range map[string]string{"task-rm": "rm", "task-ls": "ls", "task-write": "write"} {
+		if !f.pl.TaskCreated(ctx, "tk", id, "dev:alice", tool) {
+			t.Fatalf("task %s not bound", id)
+		}
+	}
+	tests := []struct {
+		task string
+		want Outcome
+	}{
+		{"task-rm", Forbidden},
+		{"task-ls", Allowed},
+		{"task-write", PolicyError}, // the tool's arguments are not in a tasks/result
+	}
+	for _, tt := range tests {
+		t.Run(tt.task, func(t *testing.T) {
+			body := `{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"` + tt.task + `"}}`
+			if v := f.pl.Check(ctx, f.rpcReq(t, "POST", "tk.example.com", body, nil)); v.Outcome != tt.want {
+				t.Fatalf("%v (%s), want %v", v.Outcome, v.Description, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecisionPointInputs: a decision point asking for arguments is never
+// asked without them (the call is denied, the PDP not called), and always
+// gets the request's lineage, whether or not an expression read it.
+func TestDecisionPointInputs(t *testing.T) {
+	pdp := authzenpdp.Start(func(authzenpdp.Request) (bool, map[string]any) { return true, nil })
+	t.Cleanup(pdp.Close)
+	f := newFixture(t, fmt.Sprintf(`
+  - name: pdp
+    hosts: [pdp.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - {name: pay, methods: [tools/call], names: ["pay_*"], authzen: {endpoint: "%[1]s", arguments: [amount]}}
+  - name: pdphdr
+    hosts: [pdphdr.example.com]
+    issuers: [dev]
+    protocol: mcp
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {name: pay, methods: [tools/call], names: ["pay_*"], authzen: {endpoint: "%[1]s", arguments: [amount]}}
+`, pdp.Endpoint()))
+	ctx := t.Context()
+	headersOnly := f.rpcReq(t, "POST", "pdphdr.example.com", "", Headers{"mcp-method": "tools/call", "mcp-name": "pay_invoice", "mcp-protocol-version": "2026-07-28"})
+	if v := f.pl.Check(ctx, headersOnly); v.Outcome != PolicyError || len(pdp.Requests()) != 0 {
+		t.Fatalf("without the arguments: %v (%s), %d PDP calls", v.Outcome, v.Description, len(pdp.Requests()))
+	}
+	if v := f.pl.Check(ctx, f.rpcReq(t, "POST", "pdp.example.com", celCall("pay_invoice", `{"amount": 5}`), nil)); v.Outcome != Allowed {
+		t.Fatalf("with the arguments: %v (%s)", v.Outcome, v.Description)
+	}
+	reqs := pdp.Requests()
+	if len(reqs) != 1 || reqs[0].Context["lineage"] == nil {
+		t.Fatalf("the PDP was asked %+v: want one request with the lineage", reqs)
+	}
+}

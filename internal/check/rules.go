@@ -137,6 +137,9 @@ func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scop
 // Retry-After in e.pol.
 func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o Outcome, desc, scope string, by int) {
 	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
+	if e != nil {
+		e.target.method, e.target.name = method, name
+	}
 	for i := range rt.rules {
 		r := &rt.rules[i]
 		if !r.matches(method, meanings, name) {
@@ -176,6 +179,9 @@ func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o O
 		}
 		if r.pdp != nil {
 			d, err := e.rulePDP(r)
+			if errors.Is(err, errPDPArguments) {
+				return PolicyError, "the rule " + r.name + " needs the call's arguments", "", i + 1
+			}
 			if err != nil {
 				var ue *authzen.UnavailableError
 				if e != nil && e.pol != nil && errors.As(err, &ue) {

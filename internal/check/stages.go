@@ -43,6 +43,9 @@ type evaluation struct {
 	callRead bool
 	early    *Call
 	token    string
+	// target is the call the rules are deciding (authorizeFor): the
+	// request's own, or the tool a task operation acts for.
+	target struct{ method, name string }
 	// signed is the inbound signed lineage token once verified (signedOK),
 	// verified at most once per check (signedChecked): see deriveLineage.
 	signed                  lineage.Carried
