@@ -442,7 +442,8 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 			st.act(check.ResponseAction{Outcome: ActionSessionRefused, Status: 503, Reason: reasonUnbound})
 			st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "the upstream's new session could not be bound: answer refused",
 				slog.String("route", route), slog.String("user", x.Subject()), slog.String("request_id", st.req.RequestID))
-			return st.replaceStatus(503, jsonrpc.ErrorBody(x.Call.ID, jsonrpc.CodeInternal, "Internal error", map[string]string{"reason": "the session could not be bound: retry"}))
+			// The id must not reach the client: nobody holds it for this user.
+			return st.replace(503, jsonrpc.ErrorBody(x.Call.ID, jsonrpc.CodeInternal, "Internal error", map[string]string{"reason": "the session could not be bound: retry"}), "mcp-session-id")
 		}
 		st.act(check.ResponseAction{Outcome: ActionSessionBound, Delivered: true, Status: status})
 	}
@@ -526,13 +527,10 @@ func (st *exchange) unallowedHeaders(status int, media string, eos bool) *extpro
 }
 
 // replace answers with body instead of the upstream's answer, keeping its
-// other headers (mcp-session-id): CONTINUE_AND_REPLACE, after which Envoy
-// sends no more of this response and drops what the upstream still sends.
-func (st *exchange) replace(status int, body []byte) *extprocv3.ProcessingResponse {
-	return st.replaceStatus(status, body)
-}
-
-func (st *exchange) replaceStatus(status int, body []byte) *extprocv3.ProcessingResponse {
+// other headers (mcp-session-id) but those named in drop:
+// CONTINUE_AND_REPLACE, after which Envoy sends no more of this response
+// and drops what the upstream still sends.
+func (st *exchange) replace(status int, body []byte, drop ...string) *extprocv3.ProcessingResponse {
 	if st.duplex {
 		// With full duplex, CONTINUE_AND_REPLACE is not available: answer
 		// at once instead (the upstream's headers are not yet sent).
@@ -550,7 +548,7 @@ func (st *exchange) replaceStatus(status int, body []byte) *extprocv3.Processing
 				header(":status", strconv.Itoa(status)),
 				header("content-type", "application/json"),
 			},
-			RemoveHeaders: []string{"www-authenticate", "content-length", "content-encoding"},
+			RemoveHeaders: append([]string{"www-authenticate", "content-length", "content-encoding"}, drop...),
 		},
 		BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: body}},
 	}, nil)

@@ -430,6 +430,9 @@ func TestSessionsBornAtBirth(t *testing.T) {
 	if res.Err != nil || res.Downstream.Status() != 503 || f.counted.get(extprocauthz.ActionSessionRefused) != 1 {
 		t.Fatalf("a taken id: %v %d %s", res.Err, res.Downstream.Status(), res.Downstream.Body())
 	}
+	if got := res.Downstream.Get("mcp-session-id"); got != "" {
+		t.Fatalf("the refused answer still hands mallory the session id %q", got)
+	}
 }
 
 // TestTaskBound: a tools/call answer that creates a task binds it to the
