@@ -206,6 +206,7 @@ const (
 	reasonUnreadCall  = "the call was not read from a complete request body: a list cannot be ruled out"
 	reasonCompressed  = "the list answer is compressed"
 	reasonMediaType   = "the list answer is neither JSON nor an event stream"
+	reasonPartialMode = "the filter is configured to see only part of the answer (BUFFERED_PARTIAL)"
 	reasonUnparsable  = "the list answer could not be filtered"
 	reasonNotAllowed  = "the request was not allowed: a list answer is not passed for nobody"
 	reasonUnbound     = "the session the upstream created could not be bound to the caller"
@@ -570,6 +571,18 @@ func responseBodyReply(c *extprocv3.CommonResponse) *extprocv3.ProcessingRespons
 // responseBody processes one body message of the answer.
 func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	chunk, eos := b.GetBody(), b.GetEndOfStream()
+	if !eos && st.respMode == filterv3.ProcessingMode_BUFFERED_PARTIAL && (st.handling == filterJSON || st.handling == filterSSE) {
+		// BUFFERED_PARTIAL: a list larger than Envoy's buffer comes here
+		// cut short, and the rest would go to the client unseen. Answer
+		// with the failure instead (Envoy still holds the headers).
+		st.act(failure(reasonPartialMode))
+		st.handling = dropBody
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(200)},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header("content-type", "application/json")}},
+			Body:    mcpresponse.FilterFailure(st.x.Call.ID),
+		}}}
+	}
 	switch st.handling {
 	case filterJSON:
 		return st.filterJSON(chunk, eos)

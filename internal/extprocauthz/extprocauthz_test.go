@@ -615,3 +615,39 @@ func TestTaskToolRules(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialBodyModeNeverLeaks: with response_body_mode BUFFERED_PARTIAL a
+// list larger than Envoy's buffer reaches the processor cut short and the
+// rest would stream to the client unseen; the processor answers with the
+// filter failure instead, so no entry the caller may not use gets out. A
+// list that fits is filtered as in BUFFERED.
+func TestPartialBodyModeNeverLeaks(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	event := "event: message\ndata: " + toolsResult + "\n\n"
+	for name, resp := range map[string]envoytest.ExtProcMessage{
+		"json": jsonResponse(toolsResult, nil),
+		"sse":  sseResponse(event),
+	} {
+		// 64 bytes: the request fits (Envoy's buffer limit applies to it
+		// too), the list does not.
+		for _, limit := range []int{64, 1 << 20} {
+			t.Run(fmt.Sprintf("%s/limit %d", name, limit), func(t *testing.T) {
+				md := f.authorize(t, "mcp.example.com", reader, nil, toolsList)
+				mode := &filterv3.ProcessingMode{RequestBodyMode: filterv3.ProcessingMode_BUFFERED, ResponseBodyMode: filterv3.ProcessingMode_BUFFERED_PARTIAL}
+				cfg := envoytest.ExtProcConfig{Mode: mode, MessageTimeout: 2 * time.Second, Metadata: md, BufferLimit: limit}
+				res := envoytest.ExtProc(t, f.conn, cfg, envoytest.ExtProcExchange{Request: mcpRequest("mcp.example.com", toolsList, nil), Response: resp})
+				if res.Err != nil || res.Downstream.Status() != 200 {
+					t.Fatalf("%v: %d %s", res.Err, res.Downstream.Status(), res.Downstream.Body())
+				}
+				body := res.Downstream.Body()
+				if bytes.Contains(body, []byte("delete_file")) {
+					t.Fatalf("unfiltered: %s", body)
+				}
+				if fits := limit > len(event); fits != bytes.Contains(body, []byte("read_file")) {
+					t.Fatalf("fits %v, got %s", fits, body)
+				}
+			})
+		}
+	}
+}
