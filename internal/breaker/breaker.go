@@ -69,6 +69,15 @@ func (b *Breaker) Record(now time.Time, healthy bool) {
 	}
 }
 
+// Abandon notes that a call Allow let through was never made (no slot to
+// make it in): nothing is learnt of the service, and a probe it was may be
+// let through again.
+func (b *Breaker) Abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+}
+
 // Peek is Allow without letting a probe through: whether a call would be
 // refused now, and for how long.
 func (b *Breaker) Peek(now time.Time) (ok bool, wait time.Duration) {

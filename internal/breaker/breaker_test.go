@@ -40,3 +40,24 @@ func TestBreakerStates(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAbandonedProbe: a probe never made leaves the breaker open (it
+// learnt nothing) and lets the next probe through.
+func TestAbandonedProbe(t *testing.T) {
+	now := time.Unix(0, 0)
+	b := breaker.New(1, 10*time.Second)
+	b.Allow(now)
+	b.Record(now, false) // open
+	now = now.Add(10 * time.Second)
+	if ok, _ := b.Allow(now); !ok {
+		t.Fatal("no probe after the cooldown")
+	}
+	b.Abandon()
+	if ok, _ := b.Allow(now); !ok {
+		t.Fatal("the next probe is refused after an abandoned one")
+	}
+	b.Record(now, false)
+	if ok, _ := b.Allow(now); ok {
+		t.Fatal("after an abandoned probe and a failed one, the breaker is closed")
+	}
+}

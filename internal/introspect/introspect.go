@@ -395,10 +395,12 @@ func (in *Introspector) flight(k cache.Key, token string) (*entry, error) {
 	}
 	ctx, cancel := context.WithTimeout(in.base, in.cfg.Timeout)
 	defer cancel()
-	if err := in.slots.Acquire(ctx, 1); err != nil {
-		// Never called: the breaker learns nothing from this.
-		in.breaker.Record(in.now(), true)
-		return nil, &UnavailableError{RetryAfter: minRetryAfter, reason: "too many introspection calls in flight", cause: err}
+	if !in.slots.TryAcquire(1) {
+		// The others get their answer at once rather than wait in line (a
+		// flood of distinct tokens must not pile up flights); never
+		// called, the breaker learns nothing from this.
+		in.breaker.Abandon()
+		return nil, &UnavailableError{RetryAfter: minRetryAfter, reason: "too many introspection calls in flight"}
 	}
 	in.calls.Add(1)
 	e, retry, err := in.call(ctx, token)

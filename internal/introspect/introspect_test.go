@@ -522,3 +522,33 @@ func TestIntrospectNoStore(t *testing.T) {
 		}
 	}
 }
+
+// TestFullSlotsAnswerAtOnce: with every call slot taken by a hung
+// endpoint, another token is answered unavailable at once instead of
+// waiting in line, and the endpoint is not asked about it.
+func TestFullSlotsAnswerAtOnce(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	as.Set("held", map[string]any{"sub": "alice"})
+	as.Set("next", map[string]any{"sub": "bob"})
+	in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.MaxConcurrent = 1; cfg.Timeout = 5 * time.Second })
+	as.Hold()
+	defer as.Release()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the caller leaves; its flight holds the one slot
+	_, _ = in.Introspect(ctx, "held", nil)
+	for range 100 { // bounded: the flight reaches the endpoint at once
+		if as.Calls("held") == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	_, err := in.Introspect(t.Context(), "next", nil)
+	if !errors.Is(err, introspect.ErrUnavailable) || as.Calls("next") != 0 {
+		t.Fatalf("err = %v, calls %d: want unavailable without a call", err, as.Calls("next"))
+	}
+	if waited := time.Since(start); waited >= 5*time.Second {
+		t.Fatalf("waited %v for a slot", waited)
+	}
+}
