@@ -33,8 +33,12 @@ func newCredFixture(t testing.TB) *credFixture {
 	as := introspecttest.New(t, introspecttest.Options{Now: clk.Now})
 	key, routedKey, bad := mustGenerate(t), mustGenerate(t), mustGenerate(t)
 	keys := filepath.Join(t.TempDir(), "keys.yaml")
-	doc := fmt.Sprintf("keys:\n  - {id: billing, subject: billing-agent, scopes: [tools.call], hash: %s}\n  - {id: routed, subject: routed-agent, hash: %s, routes: [tools]}\n",
-		apikey.SHA256Hash(key), apikey.SHA256Hash(routedKey))
+	human, err := apikey.Argon2idHash(humanSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := fmt.Sprintf("keys:\n  - {id: billing, subject: billing-agent, scopes: [tools.call], hash: %s}\n  - {id: routed, subject: routed-agent, hash: %s, routes: [tools]}\n  - {id: alice-cli, subject: alice, hash: '%s'}\n",
+		apikey.SHA256Hash(key), apikey.SHA256Hash(routedKey), human)
 	if err := os.WriteFile(keys, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +85,26 @@ routes:
 		t.Fatal(err)
 	}
 	return &credFixture{pl: pl, p: p, as: as, clock: clk, key: key, routedKey: routedKey, bad: bad}
+}
+
+// humanSecret is the human-chosen secret of key alice-cli, presented as
+// "alice-cli." followed by it.
+const humanSecret = "Tr0ub4dor-and-3-more-words"
+
+// TestHumanKeyNeverIntrospected: a key without the ek_ prefix (a
+// human-chosen <id>.<secret>) is verified by the route's key issuer, on a
+// route that also introspects opaque tokens, and never sent to the
+// introspection endpoint.
+func TestHumanKeyNeverIntrospected(t *testing.T) {
+	f := newCredFixture(t)
+	presented := "alice-cli." + humanSecret
+	v := f.pl.Check(t.Context(), hostReq("tools.example.com", Headers{"authorization": "Bearer " + presented}))
+	if v.Outcome != Allowed || v.Grant == nil || !strings.HasSuffix(v.Grant.Subject, "alice") {
+		t.Fatalf("%v (%s), grant %+v", v.Outcome, v.Description, v.Grant)
+	}
+	if n := f.as.Calls(presented); n != 0 {
+		t.Fatalf("the key was sent to the introspection endpoint %d times", n)
+	}
 }
 
 func mustGenerate(t testing.TB) string {
