@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/canon"
@@ -32,6 +33,10 @@ type Identity struct {
 	Route, Outcome                     string
 	Subject, Issuer, Session, ClientID string
 	Scopes                             []string
+	// IssuedAt and APIKeyID are what revocation judges the grant by, as
+	// the check's grant has them.
+	IssuedAt time.Time
+	APIKeyID string
 	// Claims are the claims the route's rules look at.
 	Claims RuleClaims
 }
@@ -122,7 +127,7 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 			return nil, ErrNotAllowed
 		}
 		g = &Grant{Route: r.Name, Subject: id.Subject, Issuer: id.Issuer, Session: id.Session, ClientID: id.ClientID,
-			Scopes: id.Scopes, Claims: id.Claims}
+			Scopes: id.Scopes, Claims: id.Claims, IssuedAt: id.IssuedAt, APIKeyID: id.APIKeyID}
 		g.scopeOK = hasAll(g.Scopes, r.scopes)
 	default:
 		token, err := credential.Find(req.Headers, r.credentials)

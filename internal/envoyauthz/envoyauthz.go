@@ -165,6 +165,14 @@ func grantFields(f map[string]*structpb.Value, g *check.Grant) {
 	if len(g.Scopes) > 0 {
 		f["scope"] = structpb.NewStringValue(strings.Join(g.Scopes, " "))
 	}
+	// What revocation judges the grant by: when the token was issued (a
+	// subject revoked since refuses it), and the API key it came from.
+	if !g.IssuedAt.IsZero() {
+		f["iat"] = structpb.NewNumberValue(float64(g.IssuedAt.Unix()))
+	}
+	if g.APIKeyID != "" {
+		f["api_key_id"] = structpb.NewStringValue(g.APIKeyID)
+	}
 	if len(g.Claims) > 0 {
 		// Only the claims the route's rules look at: the response path
 		// applies the same rules to list entries.

@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -733,8 +734,12 @@ func identity(md *corev3.Metadata) *check.Identity {
 	id := &check.Identity{
 		Route: str("route"), Outcome: str("outcome"),
 		Subject: str("user"), Issuer: str("issuer"), Session: str("session"), ClientID: str("client_id"),
-		Scopes: strings.Fields(str("scope")),
+		Scopes: strings.Fields(str("scope")), APIKeyID: str("api_key_id"),
 	}
+	if iat, ok := f["iat"].GetKind().(*structpb.Value_NumberValue); ok {
+		id.IssuedAt = time.Unix(int64(iat.NumberValue), 0)
+	}
+
 	for name, v := range f["claims"].GetStructValue().GetFields() {
 		id.Claims = append(id.Claims, check.RuleClaim{Name: name, Value: claimValue(v)})
 	}

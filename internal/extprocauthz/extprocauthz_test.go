@@ -651,3 +651,28 @@ func TestPartialBodyModeNeverLeaks(t *testing.T) {
 		}
 	}
 }
+
+// TestRevokedUserLogsInAgain: a user revoked a moment ago who comes back
+// with a token issued after the revocation gets her new session bound on
+// the response path too: the forwarded identity says when the token was
+// issued, so the response path judges revocation as the check did.
+func TestRevokedUserLogsInAgain(t *testing.T) {
+	f := newFixture(t)
+	f.pl.RevokeSubject(t.Context(), "alice")
+	fresh := token(t, "alice", jwt.MapClaims{"iat": time.Now().Add(2 * time.Second).Unix()})
+	initialize := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+	md := f.authorize(t, "mcp.example.com", fresh, nil, initialize)
+	if md == nil {
+		t.Fatal("the check refused the token issued after the revocation")
+	}
+	res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+		Request:  mcpRequest("mcp.example.com", initialize, nil),
+		Response: jsonResponse(`{"jsonrpc":"2.0","id":0,"result":{}}`, http.Header{"Mcp-Session-Id": {"after-revocation"}}),
+	})
+	if res.Err != nil || res.Downstream.Get("mcp-session-id") != "after-revocation" {
+		t.Fatalf("the new session was not passed on: %v %d %v", res.Err, res.Downstream.Status(), res.Downstream.Headers)
+	}
+	if f.authorize(t, "mcp.example.com", fresh, http.Header{"Mcp-Session-Id": {"after-revocation"}}, toolsList) == nil {
+		t.Fatal("the session was not bound at birth: her next request is refused")
+	}
+}
