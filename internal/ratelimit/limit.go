@@ -3,7 +3,10 @@
 // client id, conversation (lineage root) or source principal.
 //
 // Every replica keeps in-process GCRA buckets, bounded in number by an LRU
-// (the least recently used key forgets its history first). With Redis, the
+// (the least recently used key forgets its history first), each keyed by a
+// fixed-size hash of the request's key rather than the key itself (a tool
+// name is whatever the caller sent), and rested buckets are dropped as new
+// keys come, since they decide as a new bucket would. With Redis, the
 // count is shared: one GCRA counter per key, updated by one script call
 // with a per-call timeout. When Redis fails or is slow, the replica falls
 // back to its own buckets for a short while: limits then hold per replica

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,7 @@ type Limiter struct {
 	local   *local
 	shared  *redis_rate.Limiter
 	prefix  string
+	name    func(*Limit, Key) string // redisKey, bound once
 	timeout time.Duration
 	backoff int64
 
@@ -75,6 +77,7 @@ func New(o Options) *Limiter {
 	}
 	l := &Limiter{clock: o.Clock, log: o.Logger, local: newLocal(o.MaxKeys), prefix: o.Prefix + "ratelimit:",
 		timeout: o.Timeout, backoff: int64(o.Backoff)}
+	l.name = l.redisKey
 	if o.Redis != nil {
 		l.shared = redis_rate.NewLimiter(o.Redis)
 	}
@@ -96,11 +99,12 @@ type Key struct {
 // burst.
 func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
 	now := l.clock().UnixNano()
-	allowed, retry := l.local.take(lim, key, now)
-	d := Decision{Allowed: allowed, RetryAfter: time.Duration(retry)}
 	if l.shared == nil {
-		return d
+		allowed, retry, _ := l.local.take(lim, key, now, nil)
+		return Decision{Allowed: allowed, RetryAfter: time.Duration(retry)}
 	}
+	allowed, retry, name := l.local.take(lim, key, now, l.name)
+	d := Decision{Allowed: allowed, RetryAfter: time.Duration(retry)}
 	if now < l.skipUntil.Load() {
 		l.fallbacks.Add(1)
 		return d
@@ -109,7 +113,7 @@ func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
 	// hangs up (or a check that spent its budget) must not make it look
 	// as if Redis failed, which would put every caller on local counts.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-	res, err := l.shared.Allow(ctx, l.redisKey(lim, key),
+	res, err := l.shared.Allow(ctx, name,
 		redis_rate.Limit{Rate: lim.Requests, Burst: int(lim.burst()), Period: lim.Per})
 	cancel()
 	if err != nil {
@@ -127,15 +131,22 @@ func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
 }
 
 // redisKey names the shared counter of a key. The value is hashed: keys
-// stay short whatever a subject looks like, and Redis holds no user names.
+// stay short whatever a subject or tool name looks like, and Redis holds no
+// user names. It runs once per local bucket (the bucket keeps the name),
+// not once per check.
 func (l *Limiter) redisKey(lim *Limit, key Key) string {
-	h := sha256.New()
-	h.Write([]byte(key.Value))
-	h.Write([]byte{0})
-	h.Write([]byte(key.Tool))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return l.prefix + lim.ID + ":" + hex.EncodeToString(sum[:16])
+	var buf [256]byte
+	in := append(append(append(buf[:0], key.Value...), 0), key.Tool...)
+	sum := sha256.Sum256(in)
+	var hexed [32]byte
+	hex.Encode(hexed[:], sum[:16])
+	var b strings.Builder
+	b.Grow(len(l.prefix) + len(lim.ID) + 1 + len(hexed))
+	b.WriteString(l.prefix)
+	b.WriteString(lim.ID)
+	b.WriteByte(':')
+	b.Write(hexed[:])
+	return b.String()
 }
 
 // Fallbacks is the number of decisions made locally because Redis failed

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,6 +128,87 @@ func TestKeysBounded(t *testing.T) {
 	}
 	if n := l.Keys(); n > 160 {
 		t.Errorf("%d keys held, want at most 160", n)
+	}
+}
+
+// TestLongToolNamesHoldNoMemory: a caller sending a new 10 KB tool name
+// on every call grows the local state by a fixed size per key, not by
+// the names it made up.
+func TestLongToolNamesHoldNoMemory(t *testing.T) {
+	const keys, nameLen = 1000, 10_000
+	l := New(Options{MaxKeys: keys})
+	lim := Limit{ID: "r/0", Kind: KindSubjectTool, Requests: 1, Per: time.Hour}
+	before := heapInUse()
+	for i := range 2 * keys {
+		tool := fmt.Sprintf("%d-%s", i, strings.Repeat("x", nameLen))
+		l.Allow(context.Background(), &lim, Key{Value: "iss|mallory", Tool: tool})
+	}
+	grown := int64(heapInUse()) - int64(before)
+	// Holding the names would take keys×nameLen = 10 MB; a bucket is
+	// well under 200 bytes.
+	if limit := int64(keys * 1000); grown > limit {
+		t.Errorf("the heap grew by %d bytes for %d keys, want at most %d", grown, l.Keys(), limit)
+	}
+	runtime.KeepAlive(l)
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestRestedKeysForgotten: keys that are rested are dropped when new ones
+// come, long before the table is full, and forgetting them changes no
+// decision.
+func TestRestedKeysForgotten(t *testing.T) {
+	c := newClock()
+	l := New(Options{Clock: c.Now})
+	lim := Limit{ID: "r/0", Kind: KindRoot, Requests: 1, Per: time.Second}
+	for i := range 1000 {
+		l.Allow(context.Background(), &lim, Key{Value: fmt.Sprint("old-", i)})
+	}
+	c.Add(2 * time.Second)
+	for i := range 1000 {
+		l.Allow(context.Background(), &lim, Key{Value: fmt.Sprint("new-", i)})
+	}
+	// Keeping every key would hold 2000.
+	if n := l.Keys(); n >= 1500 {
+		t.Errorf("%d keys held after the first 1000 rested, want the rested ones dropped", n)
+	}
+	for i := range 1000 {
+		if !l.Allow(context.Background(), &lim, Key{Value: fmt.Sprint("old-", i)}).Allowed {
+			t.Fatalf("rested key old-%d denied", i)
+		}
+		if l.Allow(context.Background(), &lim, Key{Value: fmt.Sprint("new-", i)}).Allowed {
+			t.Fatalf("key new-%d allowed twice in its second", i)
+		}
+	}
+}
+
+// TestKeyPartsApart: the value and the tool are counted as a pair, not as
+// their concatenation.
+func TestKeyPartsApart(t *testing.T) {
+	l := New(Options{})
+	lim := Limit{ID: "r/0", Kind: KindSubjectTool, Requests: 1, Per: time.Hour}
+	if !l.Allow(context.Background(), &lim, Key{Value: "iss|a", Tool: "bc"}).Allowed {
+		t.Fatal("first call denied")
+	}
+	if !l.Allow(context.Background(), &lim, Key{Value: "iss|ab", Tool: "c"}).Allowed {
+		t.Error("another subject's call shared the first one's bucket")
+	}
+}
+
+// TestRedisKeyStable: the shared counter's name is the one every release
+// has used, so that replicas of two releases share their counts.
+func TestRedisKeyStable(t *testing.T) {
+	l := New(Options{})
+	lim := Limit{ID: "tools/limits[0]", Kind: KindSubjectTool}
+	got := l.redisKey(&lim, Key{Value: "iss|alice", Tool: "search"})
+	// sha256("iss|alice\x00search"), its first 16 bytes in hex.
+	if want := "extauthz:ratelimit:tools/limits[0]:5313f33687809cff6f02f95ea0ddf16c"; got != want {
+		t.Errorf("redisKey = %q, want %q", got, want)
 	}
 }
 
@@ -348,5 +431,55 @@ func BenchmarkAllowLocal(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Allow(context.Background(), &lim, Key{Value: "issuer|alice"})
+	}
+}
+
+// BenchmarkAllowLocalTool: a subject_tool limit, as a tools/call counts
+// it, with a tool name of ordinary length.
+func BenchmarkAllowLocalTool(b *testing.B) {
+	l := New(Options{})
+	lim := Limit{ID: "tools/limits[0]", Kind: KindSubjectTool, Requests: 1 << 30, Per: time.Second}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Allow(context.Background(), &lim, Key{Value: "issuer|alice", Tool: "search_documents"})
+	}
+}
+
+// BenchmarkAllowLocalFreshTools: every call names a new tool, as a
+// caller flooding the table would.
+func BenchmarkAllowLocalFreshTools(b *testing.B) {
+	l := New(Options{MaxKeys: 1000})
+	lim := Limit{ID: "tools/limits[0]", Kind: KindSubjectTool, Requests: 1 << 30, Per: time.Second}
+	names := make([]string, 4096)
+	for i := range names {
+		names[i] = fmt.Sprintf("tool-%d-%0200d", i, i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		l.Allow(context.Background(), &lim, Key{Value: "issuer|alice", Tool: names[i%len(names)]})
+		i++
+	}
+}
+
+// BenchmarkRedisKey: naming the shared counter, once per limit per check.
+func BenchmarkRedisKey(b *testing.B) {
+	l := New(Options{})
+	lim := Limit{ID: "tools/limits[0]", Kind: KindSubjectTool, Requests: 1, Per: time.Second}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = l.redisKey(&lim, Key{Value: "https://issuer.example|alice", Tool: "search_documents"})
+	}
+}
+
+// BenchmarkCountNamed: what a check with Redis costs this replica before
+// the Redis call: the local count and the shared counter's name.
+func BenchmarkCountNamed(b *testing.B) {
+	l := New(Options{})
+	lim := Limit{ID: "tools/limits[0]", Kind: KindSubjectTool, Requests: 1 << 30, Per: time.Second}
+	key := Key{Value: "https://issuer.example|alice", Tool: "search_documents"}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.local.take(&lim, key, 1, l.name)
 	}
 }
