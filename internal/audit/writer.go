@@ -204,18 +204,35 @@ func (w *Writer) Wants(allowed bool) bool {
 	return w != nil && (!allowed || !w.denyOnly)
 }
 
+// Sample decides whether a decision that allowed (or denied) the request
+// is recorded: denials always, allowed ones unless only denials are, at the
+// configured sample rate. A caller that has work to do for a record (such
+// as copying a call's arguments) asks first and queues a kept record with
+// Enqueue, so that a record sampled out costs nothing.
+func (w *Writer) Sample(allowed bool) bool {
+	if w == nil {
+		return false
+	}
+	return !allowed || (!w.denyOnly && (w.sample >= 1 || w.rand() < w.sample))
+}
+
 // Submit queues a copy of *r and returns at once: it neither encodes nor
 // writes. It returns false when the record was filtered out (denied only,
 // sampling), or dropped because the queue is full or the writer closed;
 // drops are counted.
 func (w *Writer) Submit(r *Record) bool {
-	if w == nil {
+	if !w.Sample(r.Allowed) {
 		return false
 	}
-	if r.Allowed {
-		if w.denyOnly || (w.sample < 1 && w.rand() >= w.sample) {
-			return false
-		}
+	return w.Enqueue(r)
+}
+
+// Enqueue queues a copy of *r, a record Sample kept, without sampling it
+// again. It returns false when the queue is full or the writer closed;
+// drops are counted.
+func (w *Writer) Enqueue(r *Record) bool {
+	if w == nil {
+		return false
 	}
 	if w.closed.Load() {
 		w.dropped.Add(1)

@@ -257,6 +257,9 @@ func TestFilters(t *testing.T) {
 			if got := w.Submit(&r); got != tc.queued {
 				t.Errorf("Submit = %v, want %v", got, tc.queued)
 			}
+			if got := w.Sample(tc.allowed); got != tc.queued {
+				t.Errorf("Sample = %v, want %v, as Submit decides", got, tc.queued)
+			}
 			if got := w.Wants(tc.allowed); !tc.queued && got && tc.decisions == DecisionsDenied {
 				t.Errorf("Wants(%v) = true for a filtered decision", tc.allowed)
 			}
@@ -264,7 +267,7 @@ func TestFilters(t *testing.T) {
 	}
 	var off *Writer
 	r := fullRecord()
-	if off.Submit(&r) || off.Wants(false) || off.Close(context.Background()) != nil {
+	if off.Submit(&r) || off.Wants(false) || off.Sample(false) || off.Enqueue(&r) || off.Close(context.Background()) != nil {
 		t.Error("a nil writer is not off")
 	}
 }

@@ -18,16 +18,17 @@ import (
 // that x-request-id, which the upstream already sees).
 const DecisionIDHeader = "x-extauthz-decision-id"
 
-// maxAuditBody bounds the JSON-RPC request an audit record copies to find
-// the call's argument names in (off the check path); a larger call is
-// recorded without them.
-const maxAuditBody = 64 << 10
+// maxAuditArguments bounds the arguments object an audit record copies to
+// find the call's argument names in (off the check path); larger arguments
+// are recorded without them.
+const maxAuditArguments = 64 << 10
 
 // audit hands the decision to the audit log (Options.Audit) and gives the
 // verdict its decision id header. It copies values into a record and
 // queues it: no encoding, no I/O. The one allocation is the copy of a tool
-// or prompt call's body, whose argument names the writer reads later (the
-// request's buffer is not ours after the check).
+// or prompt call's arguments object, whose names the writer reads later
+// (the request's buffer is not ours after the check), made only for a
+// record the writer's sampling keeps.
 func (pl *Pipeline) audit(ctx context.Context, req *Request, v *Verdict, start time.Time) {
 	id := req.RequestID
 	if id == "" {
@@ -46,7 +47,7 @@ func (pl *Pipeline) audit(ctx context.Context, req *Request, v *Verdict, start t
 		v.Remove = without(v.Remove, DecisionIDHeader)
 		v.HeadersID = 0 // this request's own headers
 	}
-	if !pl.auditW.Wants(allowed) {
+	if !pl.auditW.Sample(allowed) {
 		return
 	}
 	r := audit.Record{
@@ -69,14 +70,23 @@ func (pl *Pipeline) audit(ctx context.Context, req *Request, v *Verdict, start t
 		r.Lineage = audit.Lineage{Root: l.Root, Parent: l.Parent, Depth: l.Depth, ActorChain: l.ActorChain, Trusted: l.Trusted}
 	}
 	if r.TargetKind == "tool" || r.TargetKind == "prompt" {
-		if v.Call.Body && len(req.Body) <= maxAuditBody && !req.BodyPartial {
-			r.CallJSON = bytes.Clone(req.Body)
-		}
+		r.ArgumentsJSON = auditArguments(req, &v.Call)
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		r.TraceID = sc.TraceID().String()
 	}
-	pl.auditW.Submit(&r)
+	pl.auditW.Enqueue(&r)
+}
+
+// auditArguments is a copy of the call's params.arguments object, nil when
+// the call has none, was not read from a complete body, or its arguments
+// are larger than maxAuditArguments.
+func auditArguments(req *Request, c *Call) []byte {
+	start, end := c.argsStart, c.argsEnd
+	if !c.Body || req.BodyPartial || end <= start || end > len(req.Body) || end-start > maxAuditArguments {
+		return nil
+	}
+	return bytes.Clone(req.Body[start:end])
 }
 
 // protocolName is the record's protocol: mcp, a2a, or "" for a request

@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -384,4 +386,63 @@ func elicitationURL(t *testing.T, body []byte) string {
 		t.Fatalf("answer %s: %v", body, err)
 	}
 	return b.Result.Meta.AuthRequired.URL
+}
+
+// TestAuditCopiesOnlyKeptArguments: a tool call's record costs the check
+// path nothing when sampling leaves it out, and a kept one copies the
+// arguments object, not the whole request (here padded with 30 KB of
+// _meta the record never reads).
+func TestAuditCopiesOnlyKeptArguments(t *testing.T) {
+	clk := newClock()
+	cfg, err := config.Parse([]byte(limitedConfig(100)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	keep := false
+	w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 0.5, QueueSize: 1},
+		audit.Options{Stdout: io.Discard, Rand: func() float64 {
+			if keep {
+				return 0
+			}
+			return 0.9
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	pl, err := New(p, Options{Now: clk.Now, Audit: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{pl: pl, clock: clk}
+	pad := strings.Repeat("x", 30<<10)
+	req := call("mcp.example.com", f.hs(t, nil), Headers{"x-request-id": "req-1"},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"q"},"_meta":{"pad":"`+pad+`"}}}`)
+	v := pl.Check(context.Background(), req)
+	if v.Outcome != Allowed {
+		t.Fatalf("%v (%s)", v.Outcome, v.Description)
+	}
+	if got := string(auditArguments(req, &v.Call)); got != `{"query":"q"}` {
+		t.Errorf("copied arguments %q", got)
+	}
+	start := clk.Now()
+	if n := testing.AllocsPerRun(50, func() { pl.audit(context.Background(), req, &v, start) }); n != 0 {
+		t.Errorf("a record sampled out cost %v allocations", n)
+	}
+	keep = true
+	const runs = 50
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		pl.audit(context.Background(), req, &v, start)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 4<<10 {
+		t.Errorf("a kept record allocated %d bytes, want the arguments copied, not the %d-byte request", per, len(req.Body))
+	}
 }

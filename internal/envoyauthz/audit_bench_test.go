@@ -22,7 +22,9 @@ import (
 // tools/call with arguments (whose body the record copies). Allocations
 // are counted process-wide, so "on" includes the writer goroutine's
 // encoding; "stuck" holds that goroutine in a blocked sink, leaving the
-// check path's own cost (its records are then dropped, after being built).
+// check path's own cost (its records are then dropped, after being built);
+// "sampled" keeps one allowed decision in a hundred (sample_allowed: 0.01),
+// so that nearly every check pays only for the sampling decision.
 func BenchmarkCheckAudited(b *testing.B) {
 	const route = "routes: [{name: bench, default: true, issuers: [dev]%s}]\ncache: {max_entries: 100000}\n"
 	// A limit high enough never to refuse: the benchmark measures counting.
@@ -33,7 +35,7 @@ func BenchmarkCheckAudited(b *testing.B) {
 		"tools-call": []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"quarterly numbers","limit":5}}}`),
 	}
 	for _, kind := range []string{"bare", "tools-call"} {
-		for _, mode := range []string{"off", "on", "stuck"} {
+		for _, mode := range []string{"off", "on", "stuck", "sampled"} {
 			on := mode != "off"
 			name := kind + "/" + mode
 			b.Run(name, func(b *testing.B) {
@@ -48,7 +50,11 @@ func BenchmarkCheckAudited(b *testing.B) {
 					if mode == "stuck" {
 						ao.Sink = stuckSink(stuck)
 					}
-					w, err = audit.New(context.Background(), audit.Config{Sink: audit.SinkFile, SampleAllowed: 1,
+					sample := 1.0
+					if mode == "sampled" {
+						sample = 0.01
+					}
+					w, err = audit.New(context.Background(), audit.Config{Sink: audit.SinkFile, SampleAllowed: sample,
 						File: audit.FileConfig{Path: filepath.Join(b.TempDir(), "audit.jsonl")}}, ao)
 					if err != nil {
 						b.Fatal(err)
