@@ -65,8 +65,11 @@ const (
 	MaxFileBytes = 4 << 20
 	// maxPresented bounds a presented key.
 	maxPresented = 1024
-	// memoSize bounds the Argon2id results remembered per file version.
+	// memoSize bounds the Argon2id matches remembered per file version;
+	// missSize bounds the misses, on their own, so that a flood of wrong
+	// secrets evicts only other misses, never a valid client's match.
 	memoSize = 4096
+	missSize = 4096
 )
 
 // File is the keys file.
@@ -113,8 +116,9 @@ type key struct {
 // index is one version of the file, swapped whole on reload.
 type index struct {
 	bySHA map[[sha256.Size]byte]*key
-	byID  map[string]*key // argon2id keys
-	memo  *cache.Cache[*key]
+	byID  map[string]*key        // argon2id keys
+	memo  *cache.Cache[*key]     // Argon2id matches
+	miss  *cache.Cache[struct{}] // Argon2id misses
 	ids   []string
 }
 
@@ -267,7 +271,11 @@ func (s *Store) parse(doc []byte) (*index, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx := &index{bySHA: map[[sha256.Size]byte]*key{}, byID: map[string]*key{}, memo: memo}
+	miss, err := cache.New[struct{}](missSize, s.opts.Now)
+	if err != nil {
+		return nil, err
+	}
+	idx := &index{bySHA: map[[sha256.Size]byte]*key{}, byID: map[string]*key{}, memo: memo, miss: miss}
 	seen := map[string]bool{}
 	var errs []error
 	for i, e := range f.Keys {
@@ -328,6 +336,15 @@ func compileEntry(e Entry) (*key, error) {
 		}
 		copy(k.digest[:], d)
 	case strings.HasPrefix(e.Hash, schemeArgon2id):
+		// The key is presented as "<id>.<secret>": an id starting with the
+		// generated keys' prefix would be taken for a generated key (and
+		// refused as malformed), one with a dot would be cut at the dot.
+		if strings.HasPrefix(e.ID, Prefix) {
+			return nil, fmt.Errorf("the id of an argon2id key must not start with %q, the prefix of generated keys", Prefix)
+		}
+		if strings.Contains(e.ID, ".") {
+			return nil, errors.New("the id of an argon2id key must not contain '.': the key is presented as <id>.<secret>")
+		}
 		p, err := parseArgon2id(strings.TrimPrefix(e.Hash, schemeArgon2id))
 		if err != nil {
 			return nil, err
@@ -461,7 +478,8 @@ func (s *Store) Lookup(ctx context.Context, presented, route string) (*jwtauth.C
 
 // human checks "<id>.<secret>" against the id's Argon2id hash. A result is
 // remembered under the digest of what was presented for this version of the
-// file, so that a client's repeated requests cost one Argon2id run.
+// file, so that a client's repeated requests cost one Argon2id run: a match
+// in memo, a miss in miss, each bounded on its own.
 func (s *Store) human(ctx context.Context, idx *index, presented string, d [sha256.Size]byte) (*key, error) {
 	id, secret, ok := strings.Cut(presented, ".")
 	if !ok || secret == "" {
@@ -472,10 +490,10 @@ func (s *Store) human(ctx context.Context, idx *index, presented string, d [sha2
 		return nil, ErrUnknownKey
 	}
 	if m, ok := idx.memo.Get(d); ok {
-		if m == nil {
-			return nil, ErrUnknownKey
-		}
 		return m, nil
+	}
+	if _, ok := idx.miss.Get(d); ok {
+		return nil, ErrUnknownKey
 	}
 	if err := s.sem.Acquire(ctx, 1); err != nil {
 		return nil, ErrBusy
@@ -484,7 +502,7 @@ func (s *Store) human(ctx context.Context, idx *index, presented string, d [sha2
 	s.sem.Release(1)
 	until := s.opts.Now().Add(s.opts.CacheTTL)
 	if !match {
-		idx.memo.Add(d, nil, until)
+		idx.miss.Add(d, struct{}{}, until)
 		return nil, ErrUnknownKey
 	}
 	idx.memo.Add(d, k, until)

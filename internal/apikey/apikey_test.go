@@ -3,6 +3,7 @@ package apikey_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/argon2"
 
 	"github.com/extauthz/extauthz/internal/apikey"
 	"github.com/extauthz/extauthz/internal/testing/testclock"
@@ -176,6 +178,27 @@ func TestLoadRefuses(t *testing.T) {
 		{"unknown field", "hash: " + apikey.SHA256Hash(k) + "\n    scope: admin", "field scope not found"},
 		{"scope with a space", "hash: " + apikey.SHA256Hash(k) + "\n    scopes: [\"a b\"]", "has spaces"},
 	}
+	argon := mustArgon(t, "correct horse battery staple")
+	for name, tc := range map[string]struct{ id, want string }{
+		"argon2id id with the generated prefix": {"ek_alice", `must not start with "ek_"`},
+		"argon2id id with a dot":                {"alice.laptop", "must not contain '.'"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "keys.yaml")
+			writeFile(t, path, fmt.Sprintf("keys:\n  - {id: %s, subject: s, hash: %q}\n", tc.id, argon))
+			if _, err := apikey.Open(path, apikey.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("generated prefix on a sha256 key's id", func(t *testing.T) {
+		// The id of a generated key is only a name: any id is fine.
+		path := filepath.Join(t.TempDir(), "keys.yaml")
+		writeFile(t, path, fmt.Sprintf("keys:\n  - {id: ek_agent.1, subject: s, hash: %s}\n", apikey.SHA256Hash(k)))
+		if _, err := apikey.Open(path, apikey.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "keys.yaml")
@@ -377,5 +400,47 @@ func TestWellFormed(t *testing.T) {
 				t.Errorf("WellFormed = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// cheapArgon is the argon2id hash field of secret at the lowest cost a
+// file may ask for (8 KiB, one pass): for tests that run it thousands of
+// times.
+func cheapArgon(secret string) string {
+	salt := []byte("0123456789abcdef")
+	h := argon2.IDKey([]byte(secret), salt, 1, 8, 1, 32)
+	enc := base64.RawStdEncoding
+	return fmt.Sprintf("argon2id:$argon2id$v=%d$m=8,t=1,p=1$%s$%s", argon2.Version, enc.EncodeToString(salt), enc.EncodeToString(h))
+}
+
+// TestWrongSecretFlood: a caller sending thousands of distinct wrong
+// secrets for a known id does not evict a valid client's remembered match
+// (which would put every valid client back on Argon2id, and behind the
+// flood's verifications). A lookup with a context that is already done
+// answers only from what is remembered: a remembered match passes, a
+// forgotten one is ErrBusy.
+func TestWrongSecretFlood(t *testing.T) {
+	c := testclock.New(epoch)
+	s, _ := open(t, c, fmt.Sprintf("keys:\n  - {id: alice, subject: alice, hash: %q}\n", cheapArgon("correct horse battery staple")))
+	const valid = "alice.correct horse battery staple"
+	if _, err := s.Lookup(t.Context(), valid, ""); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 10_000 {
+		if _, err := s.Lookup(t.Context(), fmt.Sprintf("alice.wrong-%d", i), ""); !errors.Is(err, apikey.ErrUnknownKey) {
+			t.Fatalf("wrong secret %d: %v", i, err)
+		}
+	}
+	if _, err := s.Lookup(done, valid, ""); err != nil {
+		t.Errorf("after the flood the valid key needs Argon2id again: %v", err)
+	}
+	// The latest misses are remembered too: repeating one costs nothing.
+	if _, err := s.Lookup(done, "alice.wrong-9999", ""); !errors.Is(err, apikey.ErrUnknownKey) {
+		t.Errorf("a repeated wrong secret: %v, want ErrUnknownKey from memory", err)
+	}
+	if _, err := s.Lookup(done, "alice.never-tried", ""); !errors.Is(err, apikey.ErrBusy) {
+		t.Errorf("a new secret with a done context: %v, want ErrBusy (the probe works)", err)
 	}
 }
