@@ -121,9 +121,6 @@ type Config struct {
 	// method to deployments; the methods whose credentials travel in a
 	// header are supported: client_secret_basic and none.
 	ClientAuth oauthclient.Config
-	// BearerToken, if set, is sent as Authorization: Bearer (an API key);
-	// it excludes ClientAuth. It is never logged.
-	BearerToken string
 	// Timeout bounds one call to the PDP.
 	Timeout time.Duration
 	// CacheTTL is how long a decision is kept; the PDP's Cache-Control
@@ -156,10 +153,7 @@ func (c Config) Validate() (Config, error) {
 	switch c.ClientAuth.Method {
 	case oauthclient.ClientSecretBasic, oauthclient.None:
 	default:
-		return c, fmt.Errorf("authzen client_auth: method %s sends credentials in a form body, which an AuthZEN request has not; use client_secret_basic or a bearer token", c.ClientAuth.Method)
-	}
-	if c.BearerToken != "" && c.ClientAuth.Method != oauthclient.None {
-		return c, errors.New("authzen: a bearer token and client_auth exclude each other")
+		return c, fmt.Errorf("authzen client_auth: method %s sends credentials in a form body, which an AuthZEN request has not; use client_secret_basic or none", c.ClientAuth.Method)
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -357,9 +351,7 @@ func (c *Client) call(ctx context.Context, body []byte, now time.Time) (Decision
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("X-Request-ID", rand.Text())
-	if c.cfg.BearerToken != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.BearerToken)
-	} else if err := c.auth.Apply(url.Values{}, req.Header, c.cfg.Endpoint, now); err != nil {
+	if err := c.auth.Apply(url.Values{}, req.Header, c.cfg.Endpoint, now); err != nil {
 		return Decision{}, 0, err
 	}
 	resp, err := c.http.Do(req)

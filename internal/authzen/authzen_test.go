@@ -320,9 +320,8 @@ func TestClientAuth(t *testing.T) {
 		ok      bool
 	}{
 		{"basic", Config{ClientAuth: oauthclient.Config{ClientID: "extauthz", ClientSecret: secret}}, "Basic ZXh0YXV0aHo6czNjcmV0LXZhbHVl", true},
-		{"bearer", Config{BearerToken: secret}, "Bearer " + secret, true},
-		{"wrong bearer", Config{BearerToken: "other"}, "Bearer " + secret, false},
-		{"none", Config{}, "Bearer " + secret, false},
+		{"wrong secret", Config{ClientAuth: oauthclient.Config{ClientID: "extauthz", ClientSecret: "other"}}, "Basic ZXh0YXV0aHo6czNjcmV0LXZhbHVl", false},
+		{"none", Config{}, "Basic ZXh0YXV0aHo6czNjcmV0LXZhbHVl", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -353,7 +352,6 @@ func TestValidate(t *testing.T) {
 		{"plain http elsewhere", Config{Endpoint: "http://pdp.example.com/access/v1/evaluation"}, "must use https"},
 		{"credentials in the URL", Config{Endpoint: "https://u:p@pdp.example.com/x"}, "must not carry credentials"},
 		{"form client auth", Config{Endpoint: "https://pdp.example.com/x", ClientAuth: oauthclient.Config{Method: oauthclient.ClientSecretPost, ClientID: "a", ClientSecret: "b"}}, "form body"},
-		{"bearer and basic", Config{Endpoint: "https://pdp.example.com/x", BearerToken: "t", ClientAuth: oauthclient.Config{ClientID: "a", ClientSecret: "b"}}, "exclude each other"},
 		{"negative timeout", Config{Endpoint: "https://pdp.example.com/x", Timeout: -1}, "timeout"},
 	}
 	for _, tt := range tests {

@@ -73,7 +73,6 @@ func (p *Policy) compileRulePolicies(r *Route, rc config.Route, d Deps) error {
 			} else if slices.Contains(prg.Reads(), policy.VarJWT) {
 				r.jwtPerRequest = true
 			}
-			r.readsArguments = r.readsArguments || prg.ReadsArguments()
 		}
 		if z := cr.AuthZEN; z != nil {
 			secret, err := secrets.Load(d.Getenv, z.ClientAuth.ClientSecretEnv, z.ClientAuth.ClientSecretFile)

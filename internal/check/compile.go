@@ -110,11 +110,10 @@ type Route struct {
 	// allClaims: some expression reads jwt as a whole, so grants keep
 	// every claim; identityRules are the rules whose expression reads only
 	// the token (evaluated once per grant); jwtPerRequest: a per-request
-	// expression reads jwt; readsArguments: one reads mcp.arguments.
+	// expression reads jwt.
 	allClaims      bool
 	identityRules  []int
 	jwtPerRequest  bool
-	readsArguments bool
 	defaultDeny    bool
 	sessionBinding bool
 	tokenInMeta    bool

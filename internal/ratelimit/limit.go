@@ -14,11 +14,7 @@
 // never fails for it.
 package ratelimit
 
-import (
-	"errors"
-	"fmt"
-	"time"
-)
+import "time"
 
 // Kind is what a limit counts by.
 type Kind uint8
@@ -63,25 +59,6 @@ type Limit struct {
 	Burst    int           // requests allowed at once from a rested key; Requests when 0
 }
 
-// Validate reports what is wrong with l, naming the configuration's keys.
-func (l Limit) Validate() error {
-	switch {
-	case l.ID == "":
-		return errors.New("a limit needs an id")
-	case l.Kind.String() == "unknown":
-		return errors.New("key: not one of subject, subject_tool, client, root, principal")
-	case l.Requests <= 0:
-		return fmt.Errorf("requests: %d, want at least 1", l.Requests)
-	case l.Per <= 0:
-		return fmt.Errorf("per: %v, want a positive interval", l.Per)
-	case l.Per/time.Duration(l.Requests) <= 0:
-		return fmt.Errorf("requests: %d per %v is more than one a nanosecond", l.Requests, l.Per)
-	case l.Burst < 0:
-		return fmt.Errorf("burst: %d, want 0 (as many as requests) or more", l.Burst)
-	}
-	return nil
-}
-
 // burst is the effective burst.
 func (l *Limit) burst() int64 {
 	if l.Burst > 0 {
@@ -99,15 +76,6 @@ type Decision struct {
 	// RetryAfter is how long until the key may make a request again
 	// (denials only).
 	RetryAfter time.Duration
-	// Shared says the shared counter decided, not this replica's bucket.
-	Shared bool
-}
-
-// RetryAfterSeconds is RetryAfter rounded up to whole seconds, at least 1:
-// the Retry-After header's value.
-func (d Decision) RetryAfterSeconds() int64 {
-	s := int64((d.RetryAfter + time.Second - 1) / time.Second)
-	return max(s, 1)
 }
 
 // gcra decides one request against a bucket whose theoretical arrival

@@ -127,7 +127,7 @@ func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
 		}
 		return d
 	}
-	return Decision{Allowed: res.Allowed > 0, RetryAfter: max(res.RetryAfter, 0), Shared: true}
+	return Decision{Allowed: res.Allowed > 0, RetryAfter: max(res.RetryAfter, 0)}
 }
 
 // redisKey names the shared counter of a key. The value is hashed: keys
