@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/peer"
 )
@@ -25,6 +24,9 @@ func (e *evaluation) peerIdentity() *denial {
 	var claims *jwtauth.Claims
 	err := peer.ErrNoIdentity
 	peers, tokens := 0, false
+	// Read once for every peer issuer of the route; its key, scoped to the
+	// route, is also the grant's cache key below.
+	pr := peer.Present(r.keyPrefix, e.req.SourcePrincipal, e.req.PeerAddr, e.req.Headers.Get("x-forwarded-client-cert"))
 	for _, n := range r.issuers {
 		pol := c.peers[n]
 		if pol == nil {
@@ -34,7 +36,7 @@ func (e *evaluation) peerIdentity() *denial {
 		peers++
 		if claims == nil {
 			var perr error
-			if claims, perr = e.workload(pol); perr != nil {
+			if claims, perr = pol.Accept(&pr); perr != nil {
 				claims, err = nil, perr
 			}
 		}
@@ -56,7 +58,7 @@ func (e *evaluation) peerIdentity() *denial {
 		e.actor, _ = claims.Raw["spiffe_id"].(string)
 		return nil
 	}
-	key := cache.NewKey(r.keyPrefix, "\x00peer", claims.Raw["spiffe_id"].(string), hashOf(claims))
+	key := pr.Key()
 	var found cached
 	entry, hit := e.lookup(key, &found)
 	if !hit {
@@ -85,20 +87,6 @@ func (e *evaluation) peerIdentity() *denial {
 	e.grant, e.hit = g, hit
 	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
 	return nil
-}
-
-// workload is the identity pol accepts: Envoy's source principal, else, on
-// the HTTP front end, the X-Forwarded-Client-Cert of a proxy pol trusts.
-func (e *evaluation) workload(pol *peer.Policy) (*jwtauth.Claims, error) {
-	if e.req.SourcePrincipal != "" || !e.req.PeerAddr.IsValid() {
-		return pol.FromPrincipal(e.req.SourcePrincipal)
-	}
-	return pol.FromXFCC(e.req.PeerAddr, e.req.Headers.Get("x-forwarded-client-cert"))
-}
-
-func hashOf(c *jwtauth.Claims) string {
-	h, _ := c.Raw["x5t_s256_hex"].(string)
-	return h
 }
 
 // withActor returns c with actor as the outermost actor (RFC 8693 act),

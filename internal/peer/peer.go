@@ -14,6 +14,10 @@
 // that sanitizes it (Envoy's forward_client_cert_details SANITIZE_SET or
 // APPEND_FORWARD) makes it mean anything. The last element is the one the
 // nearest proxy added, so it is the one read.
+//
+// A request's identity is read once into a Presented value and handed to
+// each policy of its route: the header is parsed and the identity hashed
+// once per request, not once per policy.
 package peer
 
 import (
@@ -165,10 +169,8 @@ func (p *Policy) render(id ID) (string, error) {
 // FromPrincipal checks the SPIFFE ID Envoy reports as the source principal
 // of an mTLS connection (ext_authz attributes.source.principal).
 func (p *Policy) FromPrincipal(principal string) (*jwtauth.Claims, error) {
-	if principal == "" {
-		return nil, ErrNoIdentity
-	}
-	return p.check(principal, nil)
+	pr := Present("", principal, netip.Addr{}, "")
+	return p.Accept(&pr)
 }
 
 // FromXFCC checks the X-Forwarded-Client-Cert header of a request that
@@ -178,28 +180,42 @@ func (p *Policy) FromXFCC(remote netip.Addr, header string) (*jwtauth.Claims, er
 	if header == "" {
 		return nil, ErrNoIdentity
 	}
-	if !p.TrustsProxy(remote) {
+	if !remote.IsValid() {
 		return nil, ErrUntrustedProxy
 	}
-	els, err := ParseXFCC(header)
-	if err != nil {
-		return nil, ErrMalformed
-	}
-	el := els[len(els)-1]
-	var spiffe []string
-	for _, u := range el.URI {
-		if strings.HasPrefix(u, "spiffe:") {
-			spiffe = append(spiffe, u)
-		}
-	}
-	// An X.509-SVID has exactly one URI SAN; two SPIFFE IDs are ambiguous.
-	if len(spiffe) != 1 {
-		if len(spiffe) == 0 {
+	pr := Present("", "", remote, header)
+	return p.Accept(&pr)
+}
+
+// Accept checks what a request presented. A header counts only from a
+// proxy p trusts, and is parsed (once for all policies) only then. The
+// claims are shared and must not be modified.
+func (p *Policy) Accept(pr *Presented) (*jwtauth.Claims, error) {
+	if pr.xfcc {
+		if pr.header == "" {
 			return nil, ErrNoIdentity
 		}
-		return nil, ErrMalformed
+		if !p.TrustsProxy(pr.remote) {
+			return nil, ErrUntrustedProxy
+		}
 	}
-	return p.check(spiffe[0], &el)
+	pr.readOnce()
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	k := pr.Key()
+	if c, ok := p.memo.Get(k); ok {
+		return c, nil
+	}
+	id, err := pr.spiffeID()
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.claims(id, pr.hash)
+	if err == nil {
+		p.memo.Add(k, c, c.ExpiresAt)
+	}
+	return c, err
 }
 
 // TrustsProxy reports whether remote may send X-Forwarded-Client-Cert.
@@ -213,29 +229,9 @@ func (p *Policy) TrustsProxy(remote netip.Addr) bool {
 	return false
 }
 
-// check returns the claims of the SPIFFE ID s (with el, the XFCC element
-// it came from). The claims are shared and must not be modified.
-func (p *Policy) check(s string, el *Element) (*jwtauth.Claims, error) {
-	hash := ""
-	if el != nil {
-		hash = el.Hash
-	}
-	k := cache.NewKey(s, hash)
-	if c, ok := p.memo.Get(k); ok {
-		return c, nil
-	}
-	c, err := p.claims(s, hash)
-	if err == nil {
-		p.memo.Add(k, c, c.ExpiresAt)
-	}
-	return c, err
-}
-
-func (p *Policy) claims(s, hash string) (*jwtauth.Claims, error) {
-	id, err := ParseID(s)
-	if err != nil {
-		return nil, ErrMalformed
-	}
+// claims are the claims of id (with hash, the certificate's, from a
+// header), when p accepts it.
+func (p *Policy) claims(id ID, hash string) (*jwtauth.Claims, error) {
 	if !slices.Contains(p.domains, id.TrustDomain) {
 		return nil, ErrTrustDomain
 	}

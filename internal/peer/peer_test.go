@@ -216,3 +216,64 @@ func TestNewRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestPresented: one request's identity, read once, is judged by each
+// policy on its own: a policy that does not trust the proxy refuses it
+// without reading it, one of another trust domain refuses the ID, and the
+// accepting one sees the ID and the certificate hash; the key names the
+// identity within its scope.
+func TestPresented(t *testing.T) {
+	const id = "spiffe://cluster.local/ns/agents/sa/billing"
+	proxy := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	mk := func(name, td string, from []netip.Prefix) *peer.Policy {
+		p, err := peer.New(peer.Config{Name: name, TrustDomains: []string{td}, XFCCFrom: from}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	untrusting, partner, mesh := mk("untrusting", "cluster.local", nil), mk("partner", "partner.example", proxy), mk("mesh", "cluster.local", proxy)
+	pr := peer.Present("route-a", "", netip.MustParseAddr("10.1.2.3"), "Hash=ab12;URI="+id)
+	if _, err := untrusting.Accept(&pr); !errors.Is(err, peer.ErrUntrustedProxy) {
+		t.Errorf("untrusting: %v", err)
+	}
+	if _, err := partner.Accept(&pr); !errors.Is(err, peer.ErrTrustDomain) {
+		t.Errorf("partner: %v", err)
+	}
+	c, err := mesh.Accept(&pr)
+	if err != nil || c.Raw["spiffe_id"] != id || c.Raw["x5t_s256_hex"] != "ab12" {
+		t.Fatalf("mesh: %+v, %v", c, err)
+	}
+	if pr.ID() != id || pr.Hash() != "ab12" {
+		t.Errorf("ID %q, Hash %q", pr.ID(), pr.Hash())
+	}
+	other := peer.Present("route-b", "", netip.MustParseAddr("10.1.2.3"), "Hash=ab12;URI="+id)
+	again := peer.Present("route-a", "", netip.MustParseAddr("10.9.9.9"), "Hash=ab12;URI="+id)
+	if other.Key() == pr.Key() || again.Key() != pr.Key() {
+		t.Error("the key is not the identity within its scope")
+	}
+	for name, tc := range map[string]struct {
+		principal, header string
+		remote            netip.Addr
+		want              error
+	}{
+		"nothing":                  {"", "", netip.Addr{}, peer.ErrNoIdentity},
+		"no header":                {"", "", netip.MustParseAddr("10.1.2.3"), peer.ErrNoIdentity},
+		"two SPIFFE IDs":           {"", "URI=" + id + ";URI=spiffe://cluster.local/x", netip.MustParseAddr("10.1.2.3"), peer.ErrMalformed},
+		"no SPIFFE ID":             {"", "URI=https://example.com", netip.MustParseAddr("10.1.2.3"), peer.ErrNoIdentity},
+		"not a SPIFFE ID":          {"spiffe://Cluster.local/x", "", netip.Addr{}, peer.ErrMalformed},
+		"a principal wins":         {id, "URI=spiffe://cluster.local/ns/agents/sa/other", netip.MustParseAddr("10.1.2.3"), nil},
+		"header from an untrusted": {"", "URI=" + id, netip.MustParseAddr("192.0.2.1"), peer.ErrUntrustedProxy},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pr := peer.Present("r", tc.principal, tc.remote, tc.header)
+			c, err := mesh.Accept(&pr)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if err == nil && c.Raw["spiffe_id"] != id {
+				t.Errorf("claims of %v", c.Raw["spiffe_id"])
+			}
+		})
+	}
+}

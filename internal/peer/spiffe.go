@@ -59,7 +59,7 @@ func ParseID(s string) (ID, error) {
 		}
 	}
 	if path != "" {
-		for _, seg := range strings.Split(path[1:], "/") {
+		for seg := range strings.SplitSeq(path[1:], "/") {
 			if seg == "" || seg == "." || seg == ".." {
 				return ID{}, errSPIFFE
 			}
