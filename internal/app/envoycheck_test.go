@@ -24,7 +24,7 @@ func TestEnvoyCheckCommand(t *testing.T) {
 		{"shipped files", []string{"../../envoy/envoy.yaml", "../../deploy/istio/meshconfig.yaml", "../../deploy/envoy-gateway/securitypolicies.yaml"}, 0,
 			[]string{"envoy.yaml: ok\n  needs Envoy 1.31 or later", "meshconfig.yaml: ok\n", "securitypolicies.yaml: ok\n  needs Envoy Gateway 1.8 or later (extAuth.statusOnError)"}, nil},
 		{"a policy failing open", []string{"../../envoy/envoy.yaml", broken}, 1,
-			[]string{"envoy.yaml: ok"}, []string{"open.yaml:\n  line 25: SecurityPolicy files-mcp-extauthz: spec.extAuth: failOpen: true", "1 file of 2 failed"}},
+			[]string{"envoy.yaml: ok"}, []string{"open.yaml:\n  line 28: SecurityPolicy files-mcp-extauthz: spec.extAuth: failOpen: true", "1 file of 2 failed"}},
 		{"a missing file", []string{"nothing.yaml"}, 1, nil, []string{"no such file"}},
 	}
 	for _, tt := range tests {

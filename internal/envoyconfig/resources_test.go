@@ -22,7 +22,7 @@ func TestCheckFileShipped(t *testing.T) {
 	for _, path := range []string{
 		"envoy/envoy.yaml", "envoy/sidecar.yaml", "envoy/ratelimit/envoy.yaml",
 		"deploy/istio/meshconfig.yaml", "deploy/istio/authorizationpolicy-mesh.yaml", "deploy/istio/authorizationpolicy-workload.yaml",
-		"deploy/envoy-gateway/securitypolicies.yaml",
+		"deploy/istio/envoyfilter-extproc.yaml", "deploy/envoy-gateway/securitypolicies.yaml",
 	} {
 		t.Run(path, func(t *testing.T) {
 			if err := CheckFile([]byte(readShipped(t, path))); err != nil {
@@ -99,7 +99,7 @@ func TestCheckFileFindsProblems(t *testing.T) {
 		{"istio ConfigMap body as string", strings.Replace(meshConfigMap, "packAsBytes: true", "packAsBytes: false", 1), "line 17: ConfigMap istio: data.mesh.extensionProviders[extauthz]: packAsBytes must be true"},
 		{"CUSTOM policy without provider", strings.Replace(policy, "name: extauthz\n", "name: \"\"\n", 1), "action CUSTOM needs provider.name"},
 		{"CUSTOM policy without paths", strings.Replace(policy, "paths:", "hosts:", 1), "a rule without paths"},
-		{"SecurityPolicy failing open", strings.Replace(sp, "failOpen: false", "failOpen: true", 1), "line 25: SecurityPolicy files-mcp-extauthz: spec.extAuth: failOpen: true"},
+		{"SecurityPolicy failing open", strings.Replace(sp, "failOpen: false", "failOpen: true", 1), "line 28: SecurityPolicy files-mcp-extauthz: spec.extAuth: failOpen: true"},
 		{"SecurityPolicy without body", strings.Replace(sp, "maxRequestBytes: 1048576", "maxRequestBytes: 0", 1), "bodyToExtAuth.maxRequestBytes must be set"},
 		{"nothing to check", "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n", "nothing to check"},
 		{"Envoy bootstrap failing open", strings.Replace(readShipped(t, "envoy/envoy.yaml"), "failure_mode_allow: false", "failure_mode_allow: true", 1), "static_resources.listeners[ingress].filter_chains[0].filters[envoy.filters.network.http_connection_manager].typed_config.http_filters[envoy.filters.http.ext_authz].typed_config: failure_mode_allow is true"},

@@ -35,6 +35,7 @@ var requirements = []struct {
 	{"", []string{"decoder_header_mutation_rules"}, Requirement{"Envoy", "1.31", "ext_authz decoder_header_mutation_rules"}},
 	{"", []string{"validate_mutations"}, Requirement{"Envoy", "1.31", "ext_authz validate_mutations"}},
 	{"", []string{"*=FULL_DUPLEX_STREAMED"}, Requirement{"Envoy", "1.34", "ext_proc FULL_DUPLEX_STREAMED"}},
+	{"EnvoyExtensionPolicy", []string{"*=FullDuplexStreamed"}, Requirement{"Envoy Gateway", "1.5", "extProc body FullDuplexStreamed"}},
 	{"SecurityPolicy", []string{"spec", "extAuth", "statusOnError"}, Requirement{"Envoy Gateway", "1.8", "extAuth.statusOnError"}},
 	{"SecurityPolicy", []string{"spec", "extAuth", "contextExtensions"}, Requirement{"Envoy Gateway", "1.7", "extAuth.contextExtensions"}},
 	{"AuthorizationPolicy", []string{"apiVersion=security.istio.io/v1"}, Requirement{"Istio", "1.22", "security.istio.io/v1"}},

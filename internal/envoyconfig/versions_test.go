@@ -40,7 +40,7 @@ func TestDeployVersionsDocumented(t *testing.T) {
 	}
 	shipped := []string{"envoy/envoy.yaml", "envoy/sidecar.yaml", "envoy/ratelimit/envoy.yaml", "envoy/extproc.yaml", "envoy/sidecar-extproc.yaml", "deploy/istio/meshconfig.yaml",
 		"deploy/istio/authorizationpolicy-mesh.yaml", "deploy/istio/authorizationpolicy-workload.yaml",
-		"deploy/envoy-gateway/securitypolicies.yaml"}
+		"deploy/envoy-gateway/securitypolicies.yaml", "deploy/istio/envoyfilter-extproc.yaml", "deploy/envoy-gateway/extensionpolicies.yaml"}
 	for _, path := range shipped {
 		reqs := Requirements([]byte(readShipped(t, path)))
 		var needs string
