@@ -125,51 +125,64 @@ func TestIntrospect(t *testing.T) {
 	})
 }
 
+// TestCache: each step says whether the answer came from the cache (a hit)
+// or from the endpoint, counted on both sides. An answer is kept per token,
+// until the CacheTTL or the token's exp, whichever comes first; an inactive
+// one for the NegativeTTL; Drop forgets one subject's answers only.
 func TestCache(t *testing.T) {
 	c := testclock.New(epoch)
 	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
 	in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.CacheTTL = time.Minute; cfg.NegativeTTL = 5 * time.Second })
 	as.Set("tok", map[string]any{"sub": "alice", "exp": float64(epoch.Add(time.Hour).Unix())})
-	ask := func(token string) error {
-		_, err := in.Introspect(t.Context(), token, nil)
-		return err
-	}
 	steps := []struct {
 		name      string
 		do        func()
 		token     string
 		wantErr   error
-		wantCalls int
+		wantCalls int  // the endpoint's calls for token, in all
+		hit       bool // answered from the cache
 	}{
-		{"first use calls", nil, "tok", nil, 1},
-		{"second use is cached", nil, "tok", nil, 1},
-		{"still cached just before the TTL", func() { c.Advance(59 * time.Second) }, "tok", nil, 1},
-		{"revoked at the server: cached until the TTL", func() { as.Revoke("tok") }, "tok", nil, 1},
-		{"after the TTL the revocation shows", func() { c.Advance(time.Second) }, "tok", introspect.ErrInactive, 2},
-		{"inactive is cached", nil, "tok", introspect.ErrInactive, 2},
-		{"re-activated: inactive until the negative TTL", func() { as.Set("tok", map[string]any{"sub": "alice"}) }, "tok", introspect.ErrInactive, 2},
-		{"after the negative TTL it is asked again", func() { c.Advance(5 * time.Second) }, "tok", nil, 3},
+		{"first use calls", nil, "tok", nil, 1, false},
+		{"second use is cached", nil, "tok", nil, 1, true},
+		{"another token of nobody is not tok's answer", nil, "other", introspect.ErrInactive, 1, false},
+		{"still cached just before the TTL", func() { c.Advance(59 * time.Second) }, "tok", nil, 1, true},
+		{"revoked at the server: cached until the TTL", func() { as.Revoke("tok") }, "tok", nil, 1, true},
+		{"after the TTL the revocation shows", func() { c.Advance(time.Second) }, "tok", introspect.ErrInactive, 2, false},
+		{"inactive is cached", nil, "tok", introspect.ErrInactive, 2, true},
+		{"re-activated: inactive until the negative TTL", func() { as.Set("tok", map[string]any{"sub": "alice"}) }, "tok", introspect.ErrInactive, 2, true},
+		{"after the negative TTL it is asked again", func() { c.Advance(5 * time.Second) }, "tok", nil, 3, false},
 		{"Drop forgets the subject's answers", func() {
 			if n := in.Drop("alice"); n != 1 {
 				t.Errorf("Drop = %d, want 1", n)
 			}
-		}, "tok", nil, 4},
-		{"Drop of another subject keeps it", func() { in.Drop("bob") }, "tok", nil, 4},
+		}, "tok", nil, 4, false},
+		{"Drop of another subject keeps it", func() {
+			if n := in.Drop("bob"); n != 0 {
+				t.Errorf("Drop(bob) = %d, want 0", n)
+			}
+		}, "tok", nil, 4, true},
+		{"a token expiring before the TTL", func() {
+			as.Set("short", map[string]any{"sub": "carol", "exp": float64(c.Now().Add(10 * time.Second).Unix())})
+		}, "short", nil, 1, false},
+		{"is cached until its exp", func() { c.Advance(9 * time.Second) }, "short", nil, 1, true},
+		{"and not after it", func() { c.Advance(time.Second) }, "short", jwtauth.ErrExpired, 2, false},
 	}
 	for _, s := range steps {
 		if s.do != nil {
 			s.do()
 		}
-		if err := ask(s.token); !errors.Is(err, s.wantErr) {
+		before := in.Stats()
+		if _, err := in.Introspect(t.Context(), s.token, nil); !errors.Is(err, s.wantErr) {
 			t.Fatalf("%s: err = %v, want %v", s.name, err, s.wantErr)
 		}
 		if n := as.Calls(s.token); n != s.wantCalls {
 			t.Fatalf("%s: endpoint calls = %d, want %d", s.name, n, s.wantCalls)
 		}
-	}
-	// The cache key is a digest: nothing keeps the token itself.
-	if st := in.Stats(); st.Hits == 0 || st.Misses == 0 {
-		t.Errorf("stats = %+v", st)
+		after := in.Stats()
+		if hit := after.Hits == before.Hits+1 && after.Misses == before.Misses; hit != s.hit ||
+			after.Hits+after.Misses != before.Hits+before.Misses+1 {
+			t.Fatalf("%s: stats %+v -> %+v, want a hit: %v", s.name, before, after, s.hit)
+		}
 	}
 }
 
@@ -267,47 +280,75 @@ func TestBreaker(t *testing.T) {
 // TestFlood sends many distinct unknown tokens, each by several requests at
 // once: the endpoint sees each token once, and what is kept stays within
 // the configured bounds.
+// TestFlood: callers of one token asking at once make one call (single
+// flight), even for tokens the endpoint does not know; a flood of distinct
+// unknown tokens is remembered as inactive up to NegativeSize, the oldest
+// forgotten first, and never evicts a valid caller's answer from the other
+// cache.
 func TestFlood(t *testing.T) {
 	c := testclock.New(epoch)
 	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
 	as.Set("good", map[string]any{"sub": "alice"})
-	const tokens, perToken, negSize = 600, 4, 100
-	in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.NegativeSize = negSize; cfg.CacheSize = 10 })
+	const negSize, cacheSize = 100, 10
+	in := newIntrospector(t, as, c, func(cfg *introspect.Config) { cfg.NegativeSize = negSize; cfg.CacheSize = cacheSize })
 	if _, err := in.Introspect(t.Context(), "good", nil); err != nil {
 		t.Fatal(err)
 	}
+
+	// Single flight: the endpoint holds its answers until every caller
+	// has missed the cache, so that none can be answered from it.
+	const tokens, perToken = 20, 4
+	as.Hold()
 	var wg sync.WaitGroup
 	errs := make(chan error, tokens*perToken)
-	sem := make(chan struct{}, 64) // at most this many requests at once
 	for i := range tokens {
 		tok := fmt.Sprintf("unknown-%d", i)
-		var start sync.WaitGroup
-		start.Add(1)
 		for range perToken {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				start.Wait()
+			wg.Go(func() {
 				if _, err := in.Introspect(context.Background(), tok, nil); !errors.Is(err, introspect.ErrInactive) {
 					errs <- err
 				}
-			}()
+			})
 		}
-		start.Done()
 	}
+	want := uint64(1 + tokens*perToken)
+	for i := 0; i < 5000 && in.Stats().Misses < want; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	if got := in.Stats().Misses; got != want {
+		as.Release()
+		wg.Wait()
+		t.Fatalf("%d misses, want %d: the callers did not all ask", got, want)
+	}
+	as.Release()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatalf("flood answer: %v", err)
 	}
-	if n := as.MaxCallsPerToken(); n != 1 {
-		t.Errorf("a token reached the endpoint %d times, want once", n)
+	if n, total := as.MaxCallsPerToken(), as.Total(); n != 1 || total != 1+tokens {
+		t.Errorf("%d callers per token made %d calls for one token, %d in all; want one per token, %d", perToken, n, total, 1+tokens)
 	}
-	st := in.Stats()
-	if st.Inactive > negSize || st.Active > 10 {
-		t.Errorf("cached answers %+v exceed the bounds", st)
+
+	// The negative cache: full, bounded, the latest remembered, the
+	// oldest forgotten.
+	const flood = 600
+	for i := range flood {
+		if _, err := in.Introspect(t.Context(), fmt.Sprintf("flood-%d", i), nil); !errors.Is(err, introspect.ErrInactive) {
+			t.Fatalf("flood-%d: %v", i, err)
+		}
+	}
+	if st := in.Stats(); st.Inactive != negSize || st.Active != 1 {
+		t.Errorf("cached answers %+v, want %d inactive (the bound) and the one active", st, negSize)
+	}
+	latest, oldest := fmt.Sprintf("flood-%d", flood-1), "flood-0"
+	for _, tok := range []string{latest, oldest} {
+		if _, err := in.Introspect(t.Context(), tok, nil); !errors.Is(err, introspect.ErrInactive) {
+			t.Fatalf("%s again: %v", tok, err)
+		}
+	}
+	if as.Calls(latest) != 1 || as.Calls(oldest) != 2 {
+		t.Errorf("calls: the latest token %d (want 1, remembered), the oldest %d (want 2, forgotten)", as.Calls(latest), as.Calls(oldest))
 	}
 	if got, err := in.Introspect(t.Context(), "good", nil); err != nil || got.Subject != "alice" || as.Calls("good") != 1 {
 		t.Errorf("the valid caller's answer was evicted by the flood: %v, %v, calls %d", got, err, as.Calls("good"))
