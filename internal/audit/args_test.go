@@ -81,23 +81,3 @@ func FuzzReduceArguments(f *testing.F) {
 	})
 }
 
-// TestCallJSON: the writer finds the arguments in a whole JSON-RPC request.
-func TestCallJSON(t *testing.T) {
-	out := &syncBuffer{}
-	w := newWriter(t, Config{SampleAllowed: 1}, Options{Stdout: out})
-	r := fullRecord()
-	r.ArgumentsJSON = nil
-	r.CallJSON = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"q":"secret-value","n":1}}}`)
-	w.Submit(&r)
-	if err := w.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	got := out.Bytes()
-	recs := lines(t, got)
-	if len(recs) != 1 || !reflect.DeepEqual(recs[0].Arguments, []Argument{{Name: "q"}, {Name: "n"}}) {
-		t.Errorf("arguments %+v", recs)
-	}
-	if strings.Contains(string(got), "secret-value") {
-		t.Error("an argument value was written")
-	}
-}

@@ -55,10 +55,6 @@ type Record struct {
 	// ArgumentsJSON is the call's arguments object as it arrived. It is
 	// never written: the writer reduces it to Arguments.
 	ArgumentsJSON []byte `json:"-"`
-	// CallJSON is the whole JSON-RPC request, when the caller has it rather
-	// than the arguments alone: the writer takes params.arguments from it.
-	// Never written either.
-	CallJSON []byte `json:"-"`
 
 	Lineage          Lineage `json:"lineage,omitzero"`
 	ExchangeAudience string  `json:"exchange_audience,omitempty"`

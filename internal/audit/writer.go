@@ -299,13 +299,10 @@ func (w *Writer) run() {
 
 func (w *Writer) write(r *Record) {
 	r.Schema = SchemaVersion
-	if r.ArgumentsJSON == nil && r.CallJSON != nil {
-		r.ArgumentsJSON, _ = lookup(r.CallJSON, "params.arguments")
-	}
 	if r.ArgumentsJSON != nil {
 		r.Arguments = reduceArguments(r.ArgumentsJSON, w.optIn)
 	}
-	r.ArgumentsJSON, r.CallJSON = nil, nil
+	r.ArgumentsJSON = nil
 	if err := w.sink.Write(r); err != nil {
 		w.failed.Add(1)
 		return
