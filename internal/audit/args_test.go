@@ -80,4 +80,3 @@ func FuzzReduceArguments(f *testing.F) {
 		}
 	})
 }
-
