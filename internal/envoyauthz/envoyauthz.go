@@ -167,8 +167,8 @@ func grantFields(f map[string]*structpb.Value, g *check.Grant) {
 	}
 	// What revocation judges the grant by: when the token was issued (a
 	// subject revoked since refuses it), and the API key it came from.
-	if !g.IssuedAt.IsZero() {
-		f["iat"] = structpb.NewNumberValue(float64(g.IssuedAt.Unix()))
+	if iat := g.IssuedAt(); !iat.IsZero() {
+		f["iat"] = structpb.NewNumberValue(float64(iat.Unix()))
 	}
 	if g.APIKeyID != "" {
 		f["api_key_id"] = structpb.NewStringValue(g.APIKeyID)
