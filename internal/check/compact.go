@@ -267,7 +267,11 @@ func appendValue(b []byte, v any, lists bool) ([]byte, bool) {
 // from: what came from the token is copied (names and lists that are
 // already shared stay shared).
 func (s *grantShape) own() *grantShape {
-	c := *s
+	c := grantShape{
+		Route: s.Route, routeKey: s.routeKey, Issuer: s.Issuer, Scopes: s.Scopes, Claims: s.Claims,
+		whenResults: s.whenResults, jwt: s.jwt, sessionSource: s.sessionSource, sessionClaimIdx: s.sessionClaimIdx,
+		sessionPerRequest: s.sessionPerRequest, scopeOK: s.scopeOK, remove: s.remove,
+	}
 	c.ClientID = strings.Clone(s.ClientID)
 	c.KeyID = strings.Clone(s.KeyID)
 	c.APIKeyID = strings.Clone(s.APIKeyID)

@@ -82,6 +82,9 @@ type grantShape struct {
 	scopeOK bool
 	// remove are the headers this grant always strips upstream.
 	remove []string
+
+	// rendered is a front end's rendering of the shape (RenderedShape).
+	rendered atomic.Pointer[any]
 }
 
 // Expires is when the token expires (to the second).
@@ -142,6 +145,23 @@ func Rendered[T any](g *Grant, build func(*Grant) T) T {
 	}
 	var v any = build(g)
 	g.memoForWrite().rendered.CompareAndSwap(nil, &v)
+	return v.(T)
+}
+
+// RenderedShape returns build(g), computed once for every grant sharing
+// g's shape and shared by them: build may read only what grants of one
+// shape have in common (Route, Issuer, ClientID, Scopes, KeyID, APIKeyID,
+// Claims, Actors), never Subject, Session, the times or the headers. As
+// with Rendered, a value of another front end's type is rebuilt each call.
+func RenderedShape[T any](g *Grant, build func(*Grant) T) T {
+	if p := g.grantShape.rendered.Load(); p != nil {
+		if v, ok := (*p).(T); ok {
+			return v
+		}
+		return build(g)
+	}
+	var v any = build(g)
+	g.grantShape.rendered.CompareAndSwap(nil, &v)
 	return v.(T)
 }
 
