@@ -3,6 +3,8 @@ package cache
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -69,9 +71,9 @@ func TestCacheAgainstModel(t *testing.T) {
 		ops, resize int
 	}{
 		{name: "below a slab", size: 7, keys: 40, ops: 20_000, resize: 0},
-		{name: "several slabs", size: 3000, keys: 5000, ops: 60_000, resize: 0},
-		{name: "grows past its first slab", size: 5, keys: 3000, ops: 40_000, resize: 2500},
-		{name: "shrinks", size: 2500, keys: 3000, ops: 40_000, resize: 10},
+		{name: "several slabs", size: 2100, keys: 2600, ops: 25_000, resize: 0},
+		{name: "grows past its first slab", size: 5, keys: 1500, ops: 20_000, resize: 1200},
+		{name: "shrinks", size: 1200, keys: 1500, ops: 20_000, resize: 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,5 +180,45 @@ func TestNewRejectsBadSizes(t *testing.T) {
 		if _, err := New[int](n, nil); err == nil {
 			t.Errorf("New(%d) accepted", n)
 		}
+	}
+}
+
+// TestConcurrentUse: checks, fills and removals from several goroutines
+// at once (run with -race) leave a consistent cache.
+func TestConcurrentUse(t *testing.T) {
+	c, err := New[int](500, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 5000 {
+				k := NewKey(strconv.Itoa((i * (g + 1)) % 800))
+				switch i % 4 {
+				case 0, 1:
+					c.Add(k, i, exp)
+				case 2:
+					if v, ok := c.Get(k); ok && v < 0 {
+						t.Error("negative value")
+					}
+				case 3:
+					c.Remove(k)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for i := range 800 {
+		if _, ok := c.Peek(NewKey(strconv.Itoa(i))); ok {
+			n++
+		}
+	}
+	if n != c.Len() || n > 500 {
+		t.Fatalf("%d entries found, Len %d", n, c.Len())
 	}
 }
