@@ -17,8 +17,8 @@ package cache
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +73,7 @@ const slabSize = 1024
 // It is safe for concurrent use.
 type Cache[V any] struct {
 	now       func() time.Time
+	seed      maphash.Seed
 	hits      atomic.Uint64
 	misses    atomic.Uint64
 	evictions atomic.Uint64
@@ -111,7 +112,7 @@ func New[V any](size int, now func() time.Time) (*Cache[V], error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Cache[V]{now: now, size: size}, nil
+	return &Cache[V]{now: now, size: size, seed: maphash.MakeSeed()}, nil
 }
 
 func (c *Cache[V]) at(r ref) *slot[V] {
@@ -119,9 +120,12 @@ func (c *Cache[V]) at(r ref) *slot[V] {
 	return &c.slabs[i/slabSize][i%slabSize]
 }
 
-// home is k's first position in a table of mask+1 entries: a key is a
-// digest, so any of its bytes are as good as a hash.
-func home(k *Key, mask uint64) uint64 { return binary.LittleEndian.Uint64(k[:8]) & mask }
+// home is k's first position in a table of mask+1 entries. Keys are
+// digests, but of what callers present (an unknown API key is cached too):
+// with positions taken from the key's own bits, somebody grinding inputs
+// could make thousands of keys start at one position and every lookup walk
+// them. A seed of this cache's own, unknown outside it, rules that out.
+func (c *Cache[V]) home(k *Key, mask uint64) uint64 { return maphash.Bytes(c.seed, k[:]) & mask }
 
 // find returns k's entry and its table position, 0 when absent.
 func (c *Cache[V]) find(k *Key) (ref, uint64) {
@@ -129,7 +133,7 @@ func (c *Cache[V]) find(k *Key) (ref, uint64) {
 		return 0, 0
 	}
 	mask := uint64(len(c.table) - 1)
-	for i := home(k, mask); ; i = (i + 1) & mask {
+	for i := c.home(k, mask); ; i = (i + 1) & mask {
 		r := c.table[i]
 		if r == 0 {
 			return 0, 0
@@ -231,7 +235,7 @@ func (c *Cache[V]) insert(r ref, k *Key) {
 		c.rehash(max(16, len(c.table)*2))
 	}
 	mask := uint64(len(c.table) - 1)
-	i := home(k, mask)
+	i := c.home(k, mask)
 	for c.table[i] != 0 {
 		i = (i + 1) & mask
 	}
@@ -244,7 +248,7 @@ func (c *Cache[V]) rehash(n int) {
 	mask := uint64(n - 1)
 	for r := c.head; r != 0; {
 		s := c.at(r)
-		i := home(&s.key, mask)
+		i := c.home(&s.key, mask)
 		for c.table[i] != 0 {
 			i = (i + 1) & mask
 		}
@@ -269,7 +273,7 @@ func (c *Cache[V]) remove(r ref, pos uint64) {
 	hole := pos
 	c.table[hole] = 0
 	for j := (hole + 1) & mask; c.table[j] != 0; j = (j + 1) & mask {
-		h := home(&c.at(c.table[j]).key, mask)
+		h := c.home(&c.at(c.table[j]).key, mask)
 		// The entry at j may move to the hole unless its home lies
 		// cyclically in (hole, j].
 		if (j > hole && (h <= hole || h > j)) || (j < hole && h <= hole && h > j) {
