@@ -222,3 +222,29 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("%d entries found, Len %d", n, c.Len())
 	}
 }
+
+// TestGroundKeysSpread: keys that agree in their leading bytes (what
+// grinding inputs for one table position would produce) still land in
+// short probe runs.
+func TestGroundKeysSpread(t *testing.T) {
+	c, err := New[int](4000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour)
+	for i := range 3000 {
+		var k Key // the first 16 bytes are all zero
+		k[16], k[17] = byte(i), byte(i>>8)
+		c.Add(k, i, exp)
+	}
+	mask := uint64(len(c.table) - 1)
+	longest := uint64(0)
+	for i, r := range c.table {
+		if r != 0 {
+			longest = max(longest, (uint64(i)-c.home(&c.at(r).key, mask))&mask)
+		}
+	}
+	if longest > 200 {
+		t.Fatalf("an entry sits %d positions past its home", longest)
+	}
+}
