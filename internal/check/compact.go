@@ -183,6 +183,7 @@ func (t *shapeTable) get(s *grantShape) *grantShape {
 	if len(t.m) >= maxShapes {
 		t.m = make(map[string]*grantShape, maxShapes)
 	}
+	own.shared = true
 	t.m[string(key)] = own
 	return own
 }

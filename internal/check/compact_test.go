@@ -116,8 +116,18 @@ func TestShapeTableStartsOver(t *testing.T) {
 	if b := tab.get(&grantShape{Route: "new"}); a != b {
 		t.Fatal("an equal shape is not shared after starting over")
 	}
-	if c := tab.get(&grantShape{Route: "new", Claims: RuleClaims{{Name: "x", Value: map[string]any{}}}}); c == a {
+	c := tab.get(&grantShape{Route: "new", Claims: RuleClaims{{Name: "x", Value: map[string]any{}}}})
+	if c == a || c.shared || !a.shared {
 		t.Fatal("a shape with a claim it cannot compare was shared")
+	}
+	// Only a shared shape keeps a rendering.
+	n := 0
+	build := func(*Grant) int { n++; return n }
+	for _, s := range []*grantShape{a, a, c, c} {
+		RenderedShape(&Grant{grantShape: s}, build)
+	}
+	if n != 3 {
+		t.Fatalf("%d renderings, want 1 for the shared shape and 2 for the other", n)
 	}
 }
 

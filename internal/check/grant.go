@@ -83,8 +83,11 @@ type grantShape struct {
 	// remove are the headers this grant always strips upstream.
 	remove []string
 
-	// rendered is a front end's rendering of the shape (RenderedShape).
+	// rendered is a front end's rendering of the shape (RenderedShape),
+	// kept only when shared says the shape is in the shape table: a shape
+	// of one grant renders into the grant's memos, which are bounded.
 	rendered atomic.Pointer[any]
+	shared   bool
 }
 
 // Expires is when the token expires (to the second).
@@ -149,11 +152,15 @@ func Rendered[T any](g *Grant, build func(*Grant) T) T {
 }
 
 // RenderedShape returns build(g), computed once for every grant sharing
-// g's shape and shared by them: build may read only what grants of one
+// g's shape and shared by them (a grant whose shape is its own gets build(g)
+// every call: the caller keeps it in the grant's memos): build may read only what grants of one
 // shape have in common (Route, Issuer, ClientID, Scopes, KeyID, APIKeyID,
 // Claims, Actors), never Subject, Session, the times or the headers. As
 // with Rendered, a value of another front end's type is rebuilt each call.
 func RenderedShape[T any](g *Grant, build func(*Grant) T) T {
+	if !g.shared {
+		return build(g)
+	}
 	if p := g.grantShape.rendered.Load(); p != nil {
 		if v, ok := (*p).(T); ok {
 			return v
