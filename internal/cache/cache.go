@@ -2,18 +2,26 @@
 // expensive answer the service gives: verified identities, negative verdicts
 // and, later, exchanged tokens.
 //
-// It wraps hashicorp/golang-lru/v2 (a mutex-guarded LRU) and adds a per-entry
-// deadline, so an entry never outlives what it caches (a token's exp), and
-// counters for hits, misses and evictions. Keys are fixed-size digests: the
-// cache never holds a raw token.
+// Cache is an LRU with a per-entry deadline, so an entry never outlives what
+// it caches (a token's exp), and counters for hits, misses and evictions.
+// Keys are fixed-size digests: the cache never holds a raw token.
+//
+// A replica may hold a million entries, so an entry costs as little as it
+// can: entries live in slabs (arrays of a thousand), each holding its key,
+// value, deadline and list links inline, found through an open-addressing
+// table of slab indexes. An entry of a pointer value costs 56 bytes plus a
+// few of table, against about 170 for a list element and a map slot; and
+// the collector scans one pointer per entry in a few large arrays instead
+// of following three small objects.
 package cache
 
 import (
 	"crypto/sha256"
+	"errors"
+	"hash/maphash"
+	"sync"
 	"sync/atomic"
 	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Key is a SHA-256 digest. Callers hash the token together with everything
@@ -54,47 +62,106 @@ type Stats struct {
 	Size                    int
 }
 
+// MaxSize is the largest bound a cache accepts: entries are named by
+// 32-bit indexes.
+const MaxSize = 1 << 30
+
+// slabSize is the number of entries allocated at once.
+const slabSize = 1024
+
 // Cache is an LRU of at most size entries, each valid until its own deadline.
 // It is safe for concurrent use.
 type Cache[V any] struct {
-	lru       *lru.Cache[Key, entry[V]]
 	now       func() time.Time
+	seed      maphash.Seed
 	hits      atomic.Uint64
 	misses    atomic.Uint64
 	evictions atomic.Uint64
+
+	mu   sync.Mutex
+	size int // the bound
+	n    int // entries held
+	// slabs hold the entries; an entry is named by ref, its index plus
+	// one (0 is none). used is how many have ever been handed out.
+	slabs [][]slot[V]
+	used  int
+	free  ref // entries given back, linked through next
+	// head is the most recently used entry, tail the least; the list is
+	// linked through prev (towards head) and next (towards tail).
+	head, tail ref
+	// table is an open-addressing hash table (linear probing) of refs,
+	// its length a power of two at most three quarters full.
+	table []ref
 }
 
-type entry[V any] struct {
-	value   V
-	expires int64 // unix nanoseconds
+type ref = uint32
+
+type slot[V any] struct {
+	key        Key
+	value      V
+	expires    int64 // unix nanoseconds
+	prev, next ref
 }
 
 // New returns a cache holding at most size entries. now is the clock used for
 // deadlines (time.Now when nil).
 func New[V any](size int, now func() time.Time) (*Cache[V], error) {
+	if size <= 0 || size > MaxSize {
+		return nil, errors.New("cache: size must be between 1 and 2^30")
+	}
 	if now == nil {
 		now = time.Now
 	}
-	c := &Cache[V]{now: now}
-	l, err := lru.NewWithEvict(size, func(Key, entry[V]) { c.evictions.Add(1) })
-	if err != nil {
-		return nil, err
+	return &Cache[V]{now: now, size: size, seed: maphash.MakeSeed()}, nil
+}
+
+func (c *Cache[V]) at(r ref) *slot[V] {
+	i := int(r - 1)
+	return &c.slabs[i/slabSize][i%slabSize]
+}
+
+// home is k's first position in a table of mask+1 entries. Keys are
+// digests, but of what callers present (an unknown API key is cached too):
+// with positions taken from the key's own bits, somebody grinding inputs
+// could make thousands of keys start at one position and every lookup walk
+// them. A seed of this cache's own, unknown outside it, rules that out.
+func (c *Cache[V]) home(k *Key, mask uint64) uint64 { return maphash.Bytes(c.seed, k[:]) & mask }
+
+// find returns k's entry and its table position, 0 when absent.
+func (c *Cache[V]) find(k *Key) (ref, uint64) {
+	if len(c.table) == 0 {
+		return 0, 0
 	}
-	c.lru = l
-	return c, nil
+	mask := uint64(len(c.table) - 1)
+	for i := c.home(k, mask); ; i = (i + 1) & mask {
+		r := c.table[i]
+		if r == 0 {
+			return 0, 0
+		}
+		if c.at(r).key == *k {
+			return r, i
+		}
+	}
 }
 
 // Get returns the value for k if present and not expired.
 func (c *Cache[V]) Get(k Key) (V, bool) {
-	e, ok := c.lru.Get(k)
-	if ok && c.now().UnixNano() < e.expires {
-		c.hits.Add(1)
-		return e.value, true
-	}
-	if ok {
+	now := c.now().UnixNano()
+	c.mu.Lock()
+	r, pos := c.find(&k)
+	if r != 0 {
+		s := c.at(r)
+		if now < s.expires {
+			v := s.value
+			c.toFront(r, s)
+			c.mu.Unlock()
+			c.hits.Add(1)
+			return v, true
+		}
 		// Expired: drop it now so it stops taking a slot.
-		c.lru.Remove(k)
+		c.remove(r, pos)
 	}
+	c.mu.Unlock()
 	c.misses.Add(1)
 	var zero V
 	return zero, false
@@ -103,8 +170,13 @@ func (c *Cache[V]) Get(k Key) (V, bool) {
 // Peek is Get without side effects: no counter moves, the entry's recency
 // stays, an expired entry stays until a Get drops it (Explain reads with it).
 func (c *Cache[V]) Peek(k Key) (V, bool) {
-	if e, ok := c.lru.Peek(k); ok && c.now().UnixNano() < e.expires {
-		return e.value, true
+	now := c.now().UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, _ := c.find(&k); r != 0 {
+		if s := c.at(r); now < s.expires {
+			return s.value, true
+		}
 	}
 	var zero V
 	return zero, false
@@ -116,37 +188,204 @@ func (c *Cache[V]) Add(k Key, v V, expires time.Time) {
 	if !expires.After(c.now()) {
 		return
 	}
-	c.lru.Add(k, entry[V]{value: v, expires: expires.UnixNano()})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, _ := c.find(&k); r != 0 {
+		s := c.at(r)
+		s.value, s.expires = v, expires.UnixNano()
+		c.toFront(r, s)
+		return
+	}
+	if c.n >= c.size {
+		c.evictOldest()
+	}
+	r := c.alloc()
+	s := c.at(r)
+	s.key, s.value, s.expires = k, v, expires.UnixNano()
+	c.insert(r, &k) // before r is on the list a rehash walks
+	c.pushFront(r, s)
+	c.n++
+}
+
+// alloc takes a free entry, or a new one.
+func (c *Cache[V]) alloc() ref {
+	if r := c.free; r != 0 {
+		c.free = c.at(r).next
+		return r
+	}
+	if last := len(c.slabs) - 1; last < 0 || c.used == last*slabSize+len(c.slabs[last]) {
+		switch {
+		case last >= 0 && len(c.slabs[last]) < slabSize:
+			// A cache first bounded below a slab got a larger bound.
+			grown := make([]slot[V], slabSize)
+			copy(grown, c.slabs[last])
+			c.slabs[last] = grown
+		default:
+			c.slabs = append(c.slabs, make([]slot[V], min(slabSize, c.size)))
+		}
+	}
+	c.used++
+	return ref(c.used)
+}
+
+// insert puts r, not yet on the list, in the table, growing the table
+// first when it would be more than three quarters full.
+func (c *Cache[V]) insert(r ref, k *Key) {
+	if (c.n+1)*4 > len(c.table)*3 {
+		c.rehash(max(16, len(c.table)*2))
+	}
+	mask := uint64(len(c.table) - 1)
+	i := c.home(k, mask)
+	for c.table[i] != 0 {
+		i = (i + 1) & mask
+	}
+	c.table[i] = r
+}
+
+// rehash rebuilds the table with n positions from the list.
+func (c *Cache[V]) rehash(n int) {
+	c.table = make([]ref, n)
+	mask := uint64(n - 1)
+	for r := c.head; r != 0; {
+		s := c.at(r)
+		i := c.home(&s.key, mask)
+		for c.table[i] != 0 {
+			i = (i + 1) & mask
+		}
+		c.table[i] = r
+		r = s.next
+	}
+}
+
+// remove drops entry r found at table position pos.
+func (c *Cache[V]) remove(r ref, pos uint64) {
+	s := c.at(r)
+	c.unlink(s)
+	var zero slot[V]
+	*s = zero // let the value go
+	s.next = c.free
+	c.free = r
+	c.n--
+	c.evictions.Add(1)
+	// Backward-shift deletion: move later entries of the same probe run
+	// into the hole so that every entry stays reachable from its home.
+	mask := uint64(len(c.table) - 1)
+	hole := pos
+	c.table[hole] = 0
+	for j := (hole + 1) & mask; c.table[j] != 0; j = (j + 1) & mask {
+		h := c.home(&c.at(c.table[j]).key, mask)
+		// The entry at j may move to the hole unless its home lies
+		// cyclically in (hole, j].
+		if (j > hole && (h <= hole || h > j)) || (j < hole && h <= hole && h > j) {
+			c.table[hole] = c.table[j]
+			c.table[j] = 0
+			hole = j
+		}
+	}
+}
+
+func (c *Cache[V]) evictOldest() {
+	if c.tail == 0 {
+		return
+	}
+	s := c.at(c.tail)
+	r, pos := c.find(&s.key)
+	c.remove(r, pos)
+}
+
+func (c *Cache[V]) unlink(s *slot[V]) {
+	if s.prev != 0 {
+		c.at(s.prev).next = s.next
+	} else {
+		c.head = s.next
+	}
+	if s.next != 0 {
+		c.at(s.next).prev = s.prev
+	} else {
+		c.tail = s.prev
+	}
+	s.prev, s.next = 0, 0
+}
+
+func (c *Cache[V]) pushFront(r ref, s *slot[V]) {
+	s.prev, s.next = 0, c.head
+	if c.head != 0 {
+		c.at(c.head).prev = r
+	} else {
+		c.tail = r
+	}
+	c.head = r
+}
+
+func (c *Cache[V]) toFront(r ref, s *slot[V]) {
+	if c.head == r {
+		return
+	}
+	c.unlink(s)
+	c.pushFront(r, s)
 }
 
 // Remove drops k.
-func (c *Cache[V]) Remove(k Key) { c.lru.Remove(k) }
+func (c *Cache[V]) Remove(k Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, pos := c.find(&k); r != 0 {
+		c.remove(r, pos)
+	}
+}
 
 // RemoveFunc drops every entry whose value matches; it walks the whole cache
-// and is meant for administrative invalidation, not the hot path.
+// under its lock and is meant for administrative invalidation, not the hot
+// path. match must not call the cache.
 func (c *Cache[V]) RemoveFunc(match func(V) bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	n := 0
-	for _, k := range c.lru.Keys() {
-		if e, ok := c.lru.Peek(k); ok && match(e.value) {
-			if c.lru.Remove(k) {
-				n++
-			}
+	for r := c.head; r != 0; {
+		s := c.at(r)
+		next := s.next
+		if match(s.value) {
+			_, pos := c.find(&s.key)
+			c.remove(r, pos)
+			n++
 		}
+		r = next
 	}
 	return n
 }
 
 // Purge drops everything.
-func (c *Cache[V]) Purge() { c.lru.Purge() }
+func (c *Cache[V]) Purge() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.evictions.Add(uint64(c.n))
+	c.slabs, c.table = nil, nil
+	c.n, c.used, c.free, c.head, c.tail = 0, 0, 0, 0, 0
+}
 
 // Len is the number of entries, expired ones included until touched.
-func (c *Cache[V]) Len() int { return c.lru.Len() }
+func (c *Cache[V]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
 
 // Stats returns the counters. Evictions count entries pushed out by the size
 // bound and entries removed explicitly or on expiry.
 func (c *Cache[V]) Stats() Stats {
-	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Size: c.lru.Len()}
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Size: c.Len()}
 }
 
-// Resize changes the bound, evicting the oldest entries if it shrinks.
-func (c *Cache[V]) Resize(size int) { c.lru.Resize(size) }
+// Resize changes the bound, evicting the oldest entries if it shrinks. A
+// size out of range (see New) is ignored.
+func (c *Cache[V]) Resize(size int) {
+	if size <= 0 || size > MaxSize {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.size = size
+	for c.n > size {
+		c.evictOldest()
+	}
+}

@@ -1,6 +1,8 @@
 package check
 
 import (
+	"encoding/binary"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,16 +46,16 @@ type internTable[V any] struct {
 	n atomic.Int64
 }
 
-// get returns the shared value under key, storing v there first when there
-// is room.
-func (t *internTable[V]) get(key string, v V) V {
+// get returns the shared value under key, storing own(v) there first when
+// there is room: own copies what v may share with a token.
+func (t *internTable[V]) get(key string, v V, own func(V) V) V {
 	if got, ok := t.m.Load(key); ok {
 		return got.(V)
 	}
 	if t.n.Load() >= maxInterned {
 		return v
 	}
-	got, loaded := t.m.LoadOrStore(strings.Clone(key), v)
+	got, loaded := t.m.LoadOrStore(strings.Clone(key), own(v))
 	if !loaded {
 		t.n.Add(1)
 	}
@@ -70,7 +72,13 @@ func internList(list []string) []string {
 	if len(list) == 0 {
 		return nil
 	}
-	return internedLists.get(strings.Join(list, "\x00"), list)
+	return internedLists.get(strings.Join(list, "\x00"), list, func(l []string) []string {
+		out := make([]string, len(l))
+		for i, v := range l {
+			out[i] = strings.Clone(v)
+		}
+		return out
+	})
 }
 
 // internClaim shares a scalar claim value ("eng", true, 3): the interface
@@ -79,10 +87,228 @@ func internClaim(v any) any {
 	switch s := v.(type) {
 	case string:
 		if len(s) <= 64 {
-			return internedValues.get("s"+s, v)
+			return internedValues.get("s"+s, v, func(any) any { return strings.Clone(s) })
 		}
 	case bool:
 		return s // booleans never allocate
+	}
+	return v
+}
+
+// share packs the grant's own strings in one allocation and replaces its
+// shape by an equal shared one. newGrant calls it last: the grant is not
+// yet visible to anybody else.
+func (g *Grant) share() {
+	g.pack()
+	g.grantShape = shapes.get(g.grantShape)
+}
+
+// pack copies Subject, Session and the values of the identity headers into
+// one string and points them into it. The values may be substrings of
+// something much larger (a decoded token) that must not stay alive for as
+// long as the grant is cached; a header repeating the subject or the
+// session keeps pointing to the same bytes.
+func (g *Grant) pack() {
+	n := len(g.Subject) + len(g.Session)
+	for _, h := range g.set {
+		if h.Value != g.Subject && h.Value != g.Session {
+			n += len(h.Value)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(g.Subject)
+	b.WriteString(g.Session)
+	for _, h := range g.set {
+		if h.Value != g.Subject && h.Value != g.Session {
+			b.WriteString(h.Value)
+		}
+	}
+	s := b.String()
+	sub, ses := s[:len(g.Subject)], s[len(g.Subject):len(g.Subject)+len(g.Session)]
+	off := len(g.Subject) + len(g.Session)
+	for i := range g.set {
+		switch v := g.set[i].Value; v {
+		case g.Subject:
+			g.set[i].Value = sub
+		case g.Session:
+			g.set[i].Value = ses
+		default:
+			g.set[i].Value = s[off : off+len(v)]
+			off += len(v)
+		}
+	}
+	g.Subject, g.Session = sub, ses
+}
+
+// maxShapes bounds the shape table. Shapes come from tokens (clients, keys,
+// claim values), so a flood of distinct ones must not grow it without end;
+// and shapes of routes a reload changed or of keys an issuer rotated must
+// not keep new ones out forever: a full table is emptied and fills again
+// (the grants holding the old shapes keep them).
+const maxShapes = 4096
+
+// shapeTable shares equal grant shapes.
+type shapeTable struct {
+	mu sync.RWMutex
+	m  map[string]*grantShape
+}
+
+var shapes = shapeTable{m: map[string]*grantShape{}}
+
+// maxShapeKey bounds the encoded shape a table key is made of; a larger
+// shape (many claims, long lists) is kept by its grant alone.
+const maxShapeKey = 2048
+
+// get returns the shared shape equal to s, storing a copy of s first when
+// there is none; or a copy of s alone when it cannot be shared.
+func (t *shapeTable) get(s *grantShape) *grantShape {
+	var buf [512]byte
+	key, ok := s.appendKey(buf[:0])
+	if !ok || len(key) > maxShapeKey {
+		return s.own()
+	}
+	t.mu.RLock()
+	got := t.m[string(key)]
+	t.mu.RUnlock()
+	if got != nil {
+		return got
+	}
+	own := s.own()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if got := t.m[string(key)]; got != nil {
+		return got
+	}
+	if len(t.m) >= maxShapes {
+		t.m = make(map[string]*grantShape, maxShapes)
+	}
+	own.shared = true
+	t.m[string(key)] = own
+	return own
+}
+
+// appendKey appends an encoding of everything in s to b: equal encodings,
+// equal shapes. It reports false for a claim value it cannot encode.
+func (s *grantShape) appendKey(b []byte) ([]byte, bool) {
+	str := func(v string) {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	list := func(l []string) {
+		b = binary.AppendUvarint(b, uint64(len(l)))
+		for _, v := range l {
+			str(v)
+		}
+	}
+	str(s.Route)
+	str(s.routeKey)
+	str(s.Issuer)
+	str(s.ClientID)
+	str(s.KeyID)
+	str(s.APIKeyID)
+	list(s.Scopes)
+	list(s.Actors)
+	list(s.remove)
+	b = binary.AppendUvarint(b, uint64(len(s.whenResults)))
+	b = append(b, s.whenResults...)
+	b = binary.AppendVarint(b, int64(s.sessionSource))
+	b = binary.AppendVarint(b, int64(s.sessionClaimIdx))
+	b = append(b, flag(s.sessionPerRequest), flag(s.scopeOK), flag(s.jwt != nil))
+	b = binary.AppendUvarint(b, uint64(len(s.Claims)))
+	for _, c := range s.Claims {
+		str(c.Name)
+		var ok bool
+		if b, ok = appendValue(b, c.Value, true); !ok {
+			return b, false
+		}
+	}
+	return b, true
+}
+
+func flag(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// appendValue encodes a claim value: a scalar, or (when lists is true) a
+// list of scalars.
+func appendValue(b []byte, v any, lists bool) ([]byte, bool) {
+	switch v := v.(type) {
+	case nil:
+		return append(b, 'n'), true
+	case string:
+		b = append(b, 's')
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		return append(b, v...), true
+	case float64:
+		return binary.LittleEndian.AppendUint64(append(b, 'f'), math.Float64bits(v)), true
+	case bool:
+		return append(b, 'b', flag(v)), true
+	case []any:
+		if !lists {
+			return b, false
+		}
+		b = append(b, 'l')
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		for _, e := range v {
+			var ok bool
+			if b, ok = appendValue(b, e, false); !ok {
+				return b, false
+			}
+		}
+		return b, true
+	}
+	return b, false
+}
+
+// own returns a copy of s that holds no string of the token it was read
+// from: what came from the token is copied (names and lists that are
+// already shared stay shared).
+func (s *grantShape) own() *grantShape {
+	c := grantShape{
+		Route: s.Route, routeKey: s.routeKey, Issuer: s.Issuer, Scopes: s.Scopes, Claims: s.Claims,
+		whenResults: s.whenResults, jwt: s.jwt, sessionSource: s.sessionSource, sessionClaimIdx: s.sessionClaimIdx,
+		sessionPerRequest: s.sessionPerRequest, scopeOK: s.scopeOK, remove: s.remove,
+	}
+	c.ClientID = strings.Clone(s.ClientID)
+	c.KeyID = strings.Clone(s.KeyID)
+	c.APIKeyID = strings.Clone(s.APIKeyID)
+	if s.Actors != nil {
+		c.Actors = make([]string, len(s.Actors))
+		for i, a := range s.Actors {
+			c.Actors[i] = strings.Clone(a)
+		}
+	}
+	if s.Claims != nil {
+		c.Claims = make(RuleClaims, len(s.Claims))
+		for i, rc := range s.Claims {
+			c.Claims[i] = RuleClaim{Name: strings.Clone(rc.Name), Value: cloneValue(rc.Value)}
+		}
+	}
+	if s.jwt != nil {
+		c.jwt = make(map[string]any, len(c.Claims))
+		for _, rc := range c.Claims {
+			c.jwt[rc.Name] = rc.Value
+		}
+	}
+	return &c
+}
+
+// cloneValue copies the strings of a claim value (a scalar or a list); an
+// interned string is already a copy of its own.
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case string:
+		return strings.Clone(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneValue(e)
+		}
+		return out
 	}
 	return v
 }

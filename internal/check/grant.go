@@ -13,21 +13,43 @@ import (
 
 // Grant is a verified caller on one route: what the cache holds instead of
 // the token. It is immutable once built.
+//
+// A replica holds one grant per live token, a million of them, so a grant
+// keeps only what is its own: the user, the session, the token's times, the
+// identity headers (their values packed in one allocation, compact.go). All
+// it has in common with other grants of its route, issuer, client and rule
+// claims is one shared grantShape, whose fields read as the grant's own.
 type Grant struct {
+	*grantShape
+	// Subject is the user: the issuer's subject namespace followed by the
+	// token's user claim (see identity.go). It keys everything the service
+	// holds per user.
+	Subject string
+	Session string
+	// exp and iat are the token's times in unix seconds (see Expires and
+	// IssuedAt); iat is 0 when the token has none.
+	exp, iat int64
+	// set are the upstream header mutations this grant always makes on
+	// its route (remove, the other half, is the shape's).
+	set []Header
+
+	// memos, while the grant is in use, hold what repeated checks of it
+	// share (memo.go); nil otherwise.
+	memos atomic.Pointer[grantMemos]
+}
+
+// grantShape is what a grant shares with every grant made on the same
+// route, from the same issuer, key and client, with the same rule claims
+// and results: one copy for all of them (compact.go). Never modified once
+// shared.
+type grantShape struct {
 	Route string // the route this grant was made on
 	// routeKey is the route's cache key prefix, to drop the grants of
 	// routes a reload changed.
 	routeKey string
-	// Subject is the user: the issuer's subject namespace followed by the
-	// token's user claim (see identity.go). It keys everything the service
-	// holds per user.
-	Subject  string
-	Session  string
 	Issuer   string // the configured issuer's name
 	ClientID string // azp or client_id
 	Scopes   []string
-	Expires  time.Time
-	IssuedAt time.Time // zero when the token has no iat
 	// KeyID is the kid the token was signed with ("" if none named): when
 	// the issuer drops that key, the grant is dropped with it.
 	KeyID string
@@ -58,14 +80,48 @@ type Grant struct {
 	// scopeOK records whether the route's required scopes are all held; a
 	// grant is per route, so this is decided once.
 	scopeOK bool
-	// set and remove are the upstream header mutations this grant always
-	// makes on its route.
-	set    []Header
+	// remove are the headers this grant always strips upstream.
 	remove []string
 
-	// memos, while the grant is in use, hold what repeated checks of it
-	// share (memo.go); nil otherwise.
-	memos atomic.Pointer[grantMemos]
+	// rendered is a front end's rendering of the shape (RenderedShape),
+	// kept only when shared says the shape is in the shape table: a shape
+	// of one grant renders into the grant's memos, which are bounded.
+	rendered atomic.Pointer[any]
+	shared   bool
+}
+
+// Expires is when the token expires (to the second).
+func (g *Grant) Expires() time.Time {
+	if g.exp == 0 {
+		return time.Time{}
+	}
+	return time.Unix(g.exp, 0)
+}
+
+// IssuedAt is when the token was issued (to the second), zero when it does
+// not say.
+func (g *Grant) IssuedAt() time.Time {
+	if g.iat == 0 {
+		return time.Time{}
+	}
+	return time.Unix(g.iat, 0)
+}
+
+// NewGrant returns the grant of a caller named by an identity (the response
+// path's, from the check's metadata): who it is, with no headers of its
+// own and shared with no other grant.
+func NewGrant(id Identity) *Grant {
+	return &Grant{grantShape: &grantShape{Route: id.Route, Issuer: id.Issuer, ClientID: id.ClientID, Scopes: id.Scopes,
+		Claims: id.Claims, APIKeyID: id.APIKeyID},
+		Subject: id.Subject, Session: id.Session, iat: unixSeconds(id.IssuedAt)}
+}
+
+// unixSeconds is t in unix seconds, 0 for the zero time.
+func unixSeconds(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
 }
 
 // lineageMemo is one lineage result with the header mutations it makes.
@@ -95,6 +151,27 @@ func Rendered[T any](g *Grant, build func(*Grant) T) T {
 	return v.(T)
 }
 
+// RenderedShape returns build(g), computed once for every grant sharing
+// g's shape and shared by them (a grant whose shape is its own gets build(g)
+// every call: the caller keeps it in the grant's memos): build may read only what grants of one
+// shape have in common (Route, Issuer, ClientID, Scopes, KeyID, APIKeyID,
+// Claims, Actors), never Subject, Session, the times or the headers. As
+// with Rendered, a value of another front end's type is rebuilt each call.
+func RenderedShape[T any](g *Grant, build func(*Grant) T) T {
+	if !g.shared {
+		return build(g)
+	}
+	if p := g.grantShape.rendered.Load(); p != nil {
+		if v, ok := (*p).(T); ok {
+			return v
+		}
+		return build(g)
+	}
+	var v any = build(g)
+	g.grantShape.rendered.CompareAndSwap(nil, &v)
+	return v.(T)
+}
+
 // claimError is a denial found while turning claims into headers.
 type claimError struct{ msg string }
 
@@ -102,15 +179,14 @@ func (e *claimError) Error() string { return e.msg }
 
 // newGrant turns verified claims into a grant for route r.
 func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
-	g := &Grant{
+	g := &Grant{grantShape: &grantShape{
 		Route:    r.Name,
+		routeKey: r.keyPrefix,
 		Issuer:   c.IssuerName,
-		Expires:  c.ExpiresAt,
-		IssuedAt: c.IssuedAt,
 		Scopes:   internList(scopes(c.Raw)),
 		Actors:   lineage.ActChain(c.Raw),
 		KeyID:    c.KeyID,
-	}
+	}, exp: unixSeconds(c.ExpiresAt), iat: unixSeconds(c.IssuedAt)}
 	if p.verifier != nil && p.verifier.kinds[c.IssuerName] == "api_keys" {
 		// Only an API-key issuer's claims name a key: a JWT's jti is not one.
 		g.APIKeyID = c.ID
@@ -192,6 +268,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	g.remove = append(g.remove, r.credentialRemove...)
 	// Grants of a route almost always strip the same headers.
 	g.remove = internList(g.remove)
+	g.share()
 	return g, nil
 }
 

@@ -7,7 +7,7 @@ import "testing"
 func TestMemosBounded(t *testing.T) {
 	grants := make([]*Grant, memoSlots+10)
 	for i := range grants {
-		grants[i] = &Grant{Subject: "u"}
+		grants[i] = NewGrant(Identity{Subject: "u"})
 		if got := Rendered(grants[i], func(*Grant) int { return i }); got != i {
 			t.Fatalf("grant %d rendered %d", i, got)
 		}
@@ -34,7 +34,7 @@ func TestMemosBounded(t *testing.T) {
 	// A grant that lost its memos and got new ones keeps the new ones when
 	// its old slot is taken.
 	for i := range memoSlots - 1 {
-		Rendered(&Grant{}, func(*Grant) int { return i })
+		Rendered(NewGrant(Identity{}), func(*Grant) int { return i })
 	}
 	if grants[0].memos.Load() == nil {
 		t.Fatal("memos dropped before their own slot came round")

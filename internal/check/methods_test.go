@@ -200,7 +200,7 @@ func TestMethodGlobsMatchEverySpelling(t *testing.T) {
 					for _, meant := range meaningsOn(s, proto) {
 						want = want || names(g, meant)
 					}
-					o, _, _ := rt.authorize(&Grant{}, s, "")
+					o, _, _ := rt.authorize(NewGrant(Identity{}), s, "")
 					if got := o == Forbidden; got != want {
 						t.Errorf("route protocol %q, rule %q, request %q (%s %s): denied %v, want %v",
 							proto, g, s, m.protocol, m.versions, got, want)
@@ -266,12 +266,12 @@ func TestMethodGlobExamples(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rt := &Route{protocol: tt.proto, rules: compileRules("r", []config.Rule{{Methods: []string{tt.glob}, Action: "deny"}})}
 			for _, m := range tt.denied {
-				if o, _, _ := rt.authorize(&Grant{}, m, ""); o != Forbidden {
+				if o, _, _ := rt.authorize(NewGrant(Identity{}), m, ""); o != Forbidden {
 					t.Errorf("%q: %v, want denied", m, o)
 				}
 			}
 			for _, m := range tt.allowed {
-				if o, _, _ := rt.authorize(&Grant{}, m, ""); o != Allowed {
+				if o, _, _ := rt.authorize(NewGrant(Identity{}), m, ""); o != Allowed {
 					t.Errorf("%q: %v, want allowed", m, o)
 				}
 			}

@@ -45,7 +45,8 @@ func (pl *Pipeline) peek(key cache.Key, dst *cached) (*cached, bool) {
 // refusal for the negative TTL.
 func (pl *Pipeline) remember(p *Policy, key cache.Key, e *cached) {
 	if e.grant != nil {
-		e.grant.routeKey = e.routeKey
+		// The grant names its route's key itself (newGrant): its shape may
+		// be shared and is never written.
 		pl.cache.Add(key, e.grant, pl.expiry(p, e))
 		return
 	}

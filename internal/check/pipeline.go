@@ -415,7 +415,7 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 // lives the negative TTL.
 func (pl *Pipeline) expiry(p *Policy, e *cached) time.Time {
 	if e.grant != nil {
-		return e.grant.Expires
+		return e.grant.Expires()
 	}
 	return pl.now().Add(p.negativeTTL)
 }

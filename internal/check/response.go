@@ -126,8 +126,7 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 		if id.Outcome != Allowed.String() || id.Route != r.Name || id.Subject == "" {
 			return nil, ErrNotAllowed
 		}
-		g = &Grant{Route: r.Name, Subject: id.Subject, Issuer: id.Issuer, Session: id.Session, ClientID: id.ClientID,
-			Scopes: id.Scopes, Claims: id.Claims, IssuedAt: id.IssuedAt, APIKeyID: id.APIKeyID}
+		g = NewGrant(*id)
 		g.scopeOK = hasAll(g.Scopes, r.scopes)
 	default:
 		token, err := credential.Find(req.Headers, r.credentials)

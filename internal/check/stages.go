@@ -295,7 +295,7 @@ func (e *evaluation) identify() *denial {
 	e.grant = g
 	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove, HeadersID: grantHeaders}
 	e.rec.add(g.Subject, func() string {
-		return fmt.Sprintf("issuer %s (kind %s), session %q, expires %s (cached: %v)", g.Issuer, e.p.issuerKind(g.Issuer), g.Session, g.Expires.UTC().Format(time.RFC3339), hit)
+		return fmt.Sprintf("issuer %s (kind %s), session %q, expires %s (cached: %v)", g.Issuer, e.p.issuerKind(g.Issuer), g.Session, g.Expires().UTC().Format(time.RFC3339), hit)
 	})
 	return nil
 }

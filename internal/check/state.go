@@ -341,7 +341,7 @@ func (s *state) isRevoked(g *Grant) bool {
 		return false
 	}
 	at, ok := (*m)[g.Subject]
-	return ok && !g.IssuedAt.After(at) && s.now().Sub(at) < RevocationTTL
+	return ok && !g.IssuedAt().After(at) && s.now().Sub(at) < RevocationTTL
 }
 
 // resync catches up with the revocations another replica made while this

@@ -125,8 +125,8 @@ func (e *evaluation) signTools(rt *routeTools, now time.Time) (token string, ref
 		}
 	}
 	exp := now.Add(rt.ttl)
-	if !g.Expires.IsZero() && g.Expires.Before(exp) {
-		exp = g.Expires
+	if ge := g.Expires(); !ge.IsZero() && ge.Before(exp) {
+		exp = ge
 	}
 	sub := g.Subject
 	if len(g.set) > 0 {

@@ -9,6 +9,7 @@ package envoyauthz
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -16,6 +17,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -109,24 +111,38 @@ func grpcCode(status int) codes.Code {
 }
 
 // rendering is the Envoy form of a grant's response pieces, built once per
-// cached grant so that a cache hit rebuilds only what varies per request.
+// grant in use so that a cache hit rebuilds only what varies per request.
+// What grants of one shape share (route, issuer, scopes, rule claims) is
+// rendered once for all of them (shapeFields).
 type rendering struct {
 	headers []*corev3.HeaderValueOption
-	// fields are the grant's metadata values, shared by its responses.
-	fields map[string]*structpb.Value
+	// fields are the grant's metadata values: its shape's, then its own.
+	shape *shapeFields
+	own   []field
 	// last is the grant's last response: repeated requests of one
 	// conversation get the same answer, shared (read-only) between them.
 	last atomic.Pointer[lastResponse]
 }
 
+// field is one metadata entry.
+type field struct {
+	key string
+	val *structpb.Value
+}
+
+// shapeFields are the metadata entries every grant of one shape shows.
+type shapeFields struct{ fields []field }
+
 // lastResponse is a response with what it was built from: the verdict's
-// HeadersID names its headers.
+// HeadersID names its headers. The protobuf API keeps the message
+// (resp), the wire path only its encoded form (encoded): each memoizes
+// what it answers with, nothing more.
 type lastResponse struct {
 	headersID uint64
 	cacheHit  bool
 	call      check.Call
 	resp      *authv3.CheckResponse
-	encoded   atomic.Pointer[encodedResponse]
+	encoded   *encodedResponse
 }
 
 func (l *lastResponse) matches(v *check.Verdict) bool {
@@ -142,36 +158,37 @@ func sameCall(a, b *check.Call) bool {
 // renderGrant builds a grant's rendering once. The grant's own headers are
 // always a verdict's first headers (see check.Grant.Headers).
 func renderGrant(g *check.Grant) *rendering {
-	f := map[string]*structpb.Value{
-		"route":   structpb.NewStringValue(g.Route),
-		"outcome": structpb.NewStringValue(check.Allowed.String()),
-	}
-	grantFields(f, g)
-	return &rendering{headers: headerOptions(g.Headers()), fields: f}
+	return &rendering{headers: headerOptions(g.Headers()), shape: check.RenderedShape(g, renderShape), own: ownFields(nil, g)}
 }
 
-// grantFields adds who the grant is to f: what access logs show and what
-// the response path (ext_proc, internal/extprocauthz) reads back as the
-// request's identity when Envoy forwards this namespace to it.
-func grantFields(f map[string]*structpb.Value, g *check.Grant) {
-	f["user"] = structpb.NewStringValue(g.Subject)
-	f["issuer"] = structpb.NewStringValue(g.Issuer)
-	if g.Session != "" {
-		f["session"] = structpb.NewStringValue(g.Session)
+// renderShape renders what every grant of g's shape shows, reading only
+// what they share (check.RenderedShape).
+func renderShape(g *check.Grant) *shapeFields {
+	fs := []field{{"route", sharedString(g.Route)}, {"outcome", allowedValue}}
+	return &shapeFields{fields: shapeFieldsOf(fs, g, true)}
+}
+
+// shapeFieldsOf appends who the grant is, as far as its shape says, to fs:
+// what access logs show and what the response path (ext_proc,
+// internal/extprocauthz) reads back as the request's identity when Envoy
+// forwards this namespace to it. shared says the values are kept for
+// every grant of the shape: strings then come from the shared table.
+func shapeFieldsOf(fs []field, g *check.Grant, shared bool) []field {
+	str := structpb.NewStringValue
+	if shared {
+		str = sharedString
 	}
+	fs = append(fs, field{"issuer", str(g.Issuer)})
 	if g.ClientID != "" {
-		f["client_id"] = structpb.NewStringValue(g.ClientID)
+		fs = append(fs, field{"client_id", str(g.ClientID)})
 	}
 	if len(g.Scopes) > 0 {
-		f["scope"] = structpb.NewStringValue(strings.Join(g.Scopes, " "))
+		fs = append(fs, field{"scope", str(strings.Join(g.Scopes, " "))})
 	}
-	// What revocation judges the grant by: when the token was issued (a
-	// subject revoked since refuses it), and the API key it came from.
-	if !g.IssuedAt.IsZero() {
-		f["iat"] = structpb.NewNumberValue(float64(g.IssuedAt.Unix()))
-	}
+	// What revocation judges the grant by: the API key it came from (and
+	// when the token was issued, ownFields).
 	if g.APIKeyID != "" {
-		f["api_key_id"] = structpb.NewStringValue(g.APIKeyID)
+		fs = append(fs, field{"api_key_id", str(g.APIKeyID)})
 	}
 	if len(g.Claims) > 0 {
 		// Only the claims the route's rules look at: the response path
@@ -182,8 +199,60 @@ func grantFields(f map[string]*structpb.Value, g *check.Grant) {
 				c[rc.Name] = v
 			}
 		}
-		f["claims"] = structpb.NewStructValue(&structpb.Struct{Fields: c})
+		fs = append(fs, field{"claims", structpb.NewStructValue(&structpb.Struct{Fields: c})})
 	}
+	return fs
+}
+
+// ownFields appends what is the grant's alone: the user, the session and
+// when the token was issued (a subject revoked since refuses it).
+func ownFields(fs []field, g *check.Grant) []field {
+	fs = append(fs, field{"user", structpb.NewStringValue(g.Subject)})
+	if g.Session != "" {
+		fs = append(fs, field{"session", structpb.NewStringValue(g.Session)})
+	}
+	if iat := g.IssuedAt(); !iat.IsZero() {
+		fs = append(fs, field{"iat", structpb.NewNumberValue(float64(iat.Unix()))})
+	}
+	return fs
+}
+
+// allowedValue is the outcome every grant's rendering shows.
+var allowedValue = structpb.NewStringValue(check.Allowed.String())
+
+// maxSharedValues bounds the table of shared string values: the strings
+// come from configuration (routes, issuers) and from tokens and calls
+// (scopes, clients, tool names); past the bound values are made per use.
+const maxSharedValues = 4096
+
+var sharedValues struct {
+	sync.RWMutex
+	m map[string]*structpb.Value
+}
+
+// sharedString is a read-only string Value shared by every response that
+// shows s: protobuf messages may be marshaled concurrently as long as
+// nobody writes to them.
+func sharedString(s string) *structpb.Value {
+	sharedValues.RLock()
+	v := sharedValues.m[s]
+	sharedValues.RUnlock()
+	if v != nil {
+		return v
+	}
+	v = structpb.NewStringValue(strings.Clone(s))
+	sharedValues.Lock()
+	defer sharedValues.Unlock()
+	if got := sharedValues.m[s]; got != nil {
+		return got
+	}
+	if sharedValues.m == nil || len(sharedValues.m) >= maxSharedValues {
+		// Start over rather than stop sharing: responses holding the old
+		// values keep them.
+		sharedValues.m = make(map[string]*structpb.Value)
+	}
+	sharedValues.m[v.GetStringValue()] = v
+	return v
 }
 
 // withExtra returns the grant's rendered headers followed by the verdict's
@@ -199,24 +268,35 @@ func withExtra(rendered []*corev3.HeaderValueOption, set []check.Header) []*core
 
 // Response builds the CheckResponse for a verdict.
 func Response(v *check.Verdict) *authv3.CheckResponse {
-	resp, _ := respond(v)
+	resp, _ := respond(v, false)
 	return resp
 }
 
 // respond builds the CheckResponse for a verdict and, for an allowed one,
-// the grant's last-response record it is shared through.
-func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
+// the grant's last-response record it is shared through: with the message
+// for the protobuf API, with its encoded form alone for the wire path
+// (wire).
+func respond(v *check.Verdict, wire bool) (*authv3.CheckResponse, *lastResponse) {
 	// Memoize from a grant's second use on: a token seen once (a fresh token
 	// per request) then costs no memo at all.
 	if v.Outcome == check.Allowed && v.Grant != nil && v.CacheHit {
 		r := check.Rendered(v.Grant, renderGrant)
-		if l := r.last.Load(); l != nil && l.matches(v) {
+		if l := r.last.Load(); l != nil && l.matches(v) && (l.encoded != nil) == wire {
 			return l.resp, l
 		}
-		resp := okResponse(withExtra(r.headers, v.Set), v.Remove, metadataWith(r.fields, v))
+		resp := okResponse(withExtra(r.headers, v.Set), v.Remove, metadataWith(r.shape.fields, r.own, v))
 		call := v.Call
 		call.ID = nil
-		l := &lastResponse{headersID: v.HeadersID, cacheHit: v.CacheHit, call: call, resp: resp}
+		l := &lastResponse{headersID: v.HeadersID, cacheHit: v.CacheHit, call: call}
+		if wire {
+			b, err := proto.Marshal(resp)
+			if err != nil {
+				return resp, nil
+			}
+			l.encoded = &encodedResponse{b: b}
+		} else {
+			l.resp = resp
+		}
 		r.last.Store(l)
 		return resp, l
 	}
@@ -279,20 +359,20 @@ var (
 
 // metadata is the dynamic metadata for access logs and later filters.
 func metadata(v *check.Verdict) *structpb.Struct {
-	f := make(map[string]*structpb.Value, 8)
-	f["route"] = structpb.NewStringValue(v.Route)
-	f["outcome"] = structpb.NewStringValue(v.Outcome.String())
+	var buf [12]field
+	fs := append(buf[:0], field{"route", structpb.NewStringValue(v.Route)}, field{"outcome", structpb.NewStringValue(v.Outcome.String())})
 	if g := v.Grant; g != nil {
-		grantFields(f, g)
+		fs = ownFields(shapeFieldsOf(fs, g, false), g)
 	}
-	return metadataWith(f, v)
+	return metadataWith(fs, nil, v)
 }
 
-// metadataWith adds the per-request fields to base (copied when shared).
-func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.Struct {
+// metadataWith is the grant's fields (shape's and own) with the per-request
+// ones.
+func metadataWith(shape, own []field, v *check.Verdict) *structpb.Struct {
 	// Size the map exactly: up to 8 entries fit one map group, which keeps the
 	// common allowed response at a couple of allocations.
-	n := len(base) + 1
+	n := len(shape) + len(own) + 1
 	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
 		n += 1 + nonEmpty(c.Method, c.Name, c.MCPSession, c.ContextID, c.TaskID)
 	}
@@ -300,8 +380,11 @@ func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.S
 		n += 2 + nonEmpty(l.Parent) + min(len(l.ActorChain), 1)
 	}
 	f := make(map[string]*structpb.Value, n)
-	for k, val := range base {
-		f[k] = val
+	for _, kv := range shape {
+		f[kv.key] = kv.val
+	}
+	for _, kv := range own {
+		f[kv.key] = kv.val
 	}
 	f["cached"] = cachedFalse
 	if v.CacheHit {
@@ -313,9 +396,14 @@ func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.S
 		}
 	}
 	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
-		put("protocol", c.Protocol.String())
-		put("method", c.Method)
-		put("name", c.Name)
+		// What most calls repeat (protocol, method, tool) is shared.
+		f["protocol"] = sharedString(c.Protocol.String())
+		if c.Method != "" {
+			f["method"] = sharedString(c.Method)
+		}
+		if c.Name != "" {
+			f["name"] = sharedString(c.Name)
+		}
 		put("mcp_session", c.MCPSession)
 		put("a2a_context_id", c.ContextID)
 		put("a2a_task_id", c.TaskID)

@@ -112,7 +112,7 @@ func TestInput(t *testing.T) {
 func TestResponse(t *testing.T) {
 	allowed := Response(&check.Verdict{
 		Outcome: check.Allowed, Route: "r", CacheHit: true,
-		Grant:  &check.Grant{Route: "r", Subject: "alice", Session: "s", Issuer: "dev"},
+		Grant:  check.NewGrant(check.Identity{Route: "r", Subject: "alice", Session: "s", Issuer: "dev"}),
 		Set:    []check.Header{{Name: "x-user-id", Value: "alice"}, {Name: "x-session-id", Value: "s"}},
 		Remove: []string{"authorization"},
 	})

@@ -20,8 +20,11 @@ import (
 // TestScale fills the verdict cache with EXTAUTHZ_SCALE distinct tokens
 // (make scale: 1,000,000) under a 1 GiB container's memory limit, as serve
 // sets it (90%: --memory-limit auto), and reports RSS, live heap and
-// cache-hit throughput before and after. It is not part of make test: it
-// runs only when EXTAUTHZ_SCALE is set.
+// cache-hit throughput before and after. It fails when the peak RSS passes
+// 1 GiB or hits after the fill run more than 10% slower than before it
+// (each the best of three rounds, so that a burst of other work on the
+// machine does not decide). It is not part of make test: it runs only when
+// EXTAUTHZ_SCALE is set.
 func TestScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("EXTAUTHZ_SCALE"))
 	if n <= 0 {
@@ -55,11 +58,18 @@ func TestScale(t *testing.T) {
 		}
 		return float64(count) / time.Since(start).Seconds()
 	}
+	best := func(count, k int, pick func(int) int) float64 {
+		b := 0.0
+		for range 3 {
+			b = max(b, hits(count, k, pick))
+		}
+		return b
+	}
 	for i := range small {
 		check(n + i)
 	}
 	smallSet := func(i int) int { return n + i%small }
-	before := hits(200_000, small, smallSet)
+	before := best(200_000, small, smallSet)
 	debug.FreeOSMemory()
 	rssBefore, _ := rss(t)
 	t.Logf("before: %d verdicts cached, RSS %d MiB, live heap %d MiB, hits %.0f/s (one goroutine, %d tokens in turn)",
@@ -72,7 +82,7 @@ func TestScale(t *testing.T) {
 	fill := time.Since(start)
 	rssAfter, peak := rss(t)
 	live := liveHeap()
-	after := hits(200_000, small, smallSet)
+	after := best(200_000, small, smallSet)
 	spread := hits(100_000, 20_000, func(i int) int { return (i * 7919) % n })
 	_, peakHits := rss(t)
 	peak = max(peak, peakHits)
@@ -83,6 +93,9 @@ func TestScale(t *testing.T) {
 		after, small, 100*after/before, spread, n)
 	if peak > 1<<30 {
 		t.Errorf("peak RSS %d MiB is over the 1 GiB container limit", peak>>20)
+	}
+	if after < 0.9*before {
+		t.Errorf("hits after the fill run at %.0f%% of before, want at least 90%%", 100*after/before)
 	}
 }
 

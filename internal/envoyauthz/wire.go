@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/extauthz/extauthz/internal/check"
 )
@@ -356,23 +355,9 @@ func (s *Server) handleWire(_ any, ctx context.Context, dec func(any) error, int
 // its encoded form.
 func (s *Server) checkWire(ctx context.Context, w *wireRequest) any {
 	v := s.pipeline.Check(ctx, w.request())
-	resp, last := respond(&v)
+	resp, last := respond(&v, true)
 	if last != nil {
-		return last.encode()
+		return last.encoded
 	}
 	return resp
-}
-
-// encode returns the response's wire form, computed once.
-func (l *lastResponse) encode() any {
-	if e := l.encoded.Load(); e != nil {
-		return e
-	}
-	b, err := proto.Marshal(l.resp)
-	if err != nil {
-		return l.resp
-	}
-	e := &encodedResponse{b: b}
-	l.encoded.Store(e)
-	return e
 }

@@ -43,7 +43,7 @@ func allowedMetadata(t *testing.T) map[string]*structpb.Value {
 	t.Helper()
 	v := &check.Verdict{
 		Outcome: check.Allowed, Route: "mcp",
-		Grant:   &check.Grant{Route: "mcp", Subject: "corp|alice", Issuer: "corp"},
+		Grant:   check.NewGrant(check.Identity{Route: "mcp", Subject: "corp|alice", Issuer: "corp"}),
 		Call:    check.Call{Protocol: jsonrpc.ProtocolMCP, Method: "tools/call", Name: "search"},
 		Lineage: lineage.Result{Root: "conv-1", Depth: 0},
 	}

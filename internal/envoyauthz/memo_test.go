@@ -1,0 +1,86 @@
+package envoyauthz
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestMemoIsPerUser: users whose grants share a shape (same route, issuer,
+// claims) each get their own identity back from the memoized responses of
+// both paths, however their checks interleave; and the wire path's
+// memoized bytes are the message the protobuf API answers.
+func TestMemoIsPerUser(t *testing.T) {
+	srv := verdictFixture(t, 100)
+	ctx := context.Background()
+	const users = 3
+	reqs := make([]*authv3.CheckRequest, users)
+	wire := make([][]byte, users)
+	for i := range reqs {
+		reqs[i] = typicalRequest(typicalToken(t, i))
+		var err error
+		if wire[i], err = proto.Marshal(reqs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkWire := func(i int) *authv3.CheckResponse {
+		w := wirePool.Get().(*wireRequest)
+		if err := w.decode(wire[i]); err != nil {
+			t.Fatal(err)
+		}
+		out := srv.checkWire(ctx, w)
+		w.release()
+		switch out := out.(type) {
+		case *authv3.CheckResponse:
+			return out
+		case *encodedResponse:
+			var resp authv3.CheckResponse
+			if err := proto.Unmarshal(out.b, &resp); err != nil {
+				t.Fatal(err)
+			}
+			return &resp
+		}
+		t.Fatalf("wire answer %T", out)
+		return nil
+	}
+	want := func(t *testing.T, i int, resp *authv3.CheckResponse) {
+		t.Helper()
+		user := fmt.Sprintf("user-%07d", i)
+		md := resp.GetDynamicMetadata().GetFields()
+		if got := md["user"].GetStringValue(); got != user {
+			t.Fatalf("metadata user %q, want %q", got, user)
+		}
+		if got := md["session"].GetStringValue(); got != fmt.Sprintf("3f6c1a9e-5d2b-4c8f-a1e7-%012d", i) {
+			t.Fatalf("metadata session %q", got)
+		}
+		hs := map[string]string{}
+		for _, h := range resp.GetOkResponse().GetHeaders() {
+			hs[h.GetHeader().GetKey()] = h.GetHeader().GetValue()
+		}
+		if hs["x-user-id"] != user || hs["x-user-email"] != user+"@example.com" {
+			t.Fatalf("headers %v for %s", hs, user)
+		}
+	}
+	// Round 0 makes the grants, later rounds make memos and hit them,
+	// each path twice in a row, the users interleaved.
+	for round := range 4 {
+		for i := range users {
+			p, _ := srv.Check(ctx, reqs[i])
+			want(t, i, p)
+			again, _ := srv.Check(ctx, reqs[i])
+			want(t, i, again)
+			if round > 0 && again != p {
+				t.Fatalf("round %d user %d: the repeated check was not answered from the memo", round, i)
+			}
+			w := checkWire(i)
+			want(t, i, w)
+			want(t, i, checkWire(i))
+			if !proto.Equal(again, w) {
+				t.Fatalf("round %d user %d: the wire answer differs from the protobuf one:\n%v\n%v", round, i, w, again)
+			}
+		}
+	}
+}
