@@ -370,6 +370,38 @@ func (pl *Pipeline) CanCall(g *Grant, method, name string, annotations map[strin
 type callInput struct {
 	in    policy.Input
 	built bool
+	// rules are the indexes of the route's rules that match method by
+	// method alone (the names are matched per entry): a list's entries
+	// all stand for calls of one method.
+	route   *Route
+	method  string
+	rules   []int
+	matched bool
+}
+
+// rulesFor returns the indexes of r's rules whose methods match method.
+func (c *callInput) rulesFor(r *Route, method string) []int {
+	if c.matched && c.route == r && c.method == method {
+		return c.rules
+	}
+	meanings := jsonrpc.Meanings(method, r.rpcProtocol())
+	c.route, c.method, c.rules, c.matched = r, method, c.rules[:0], true
+	for i := range r.rules {
+		if r.rules[i].matchesMethod(method, meanings) {
+			c.rules = append(c.rules, i)
+		}
+	}
+	return c.rules
+}
+
+// matchesName is the name half of rule.matches, for a rule whose methods
+// already match.
+func (ru *rule) matchesName(method, name string) bool {
+	names := ru.names
+	if ru.uriNames != nil && isURIMethod(method) {
+		names = ru.uriNames
+	}
+	return len(names) == 0 || anyGlob(names, name)
 }
 
 // input returns the input for a call of method to name by the caller of g,
@@ -402,15 +434,14 @@ func (r *Route) canCall(g *Grant, method, name string, annotations map[string]an
 	if !g.scopeOK {
 		return policy.Denied
 	}
-	meanings := jsonrpc.Meanings(method, r.rpcProtocol())
 	depends := false
 	final := policy.Allowed
 	if r.defaultDeny {
 		final = policy.Denied
 	}
-	for i := range r.rules {
+	for _, i := range ci.rulesFor(r, method) {
 		ru := &r.rules[i]
-		if !ru.matches(method, meanings, name) {
+		if !ru.matchesName(method, name) {
 			continue
 		}
 		when := policy.Allowed

@@ -24,10 +24,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -293,6 +294,7 @@ func (st *exchange) handle(in *extprocv3.ProcessingRequest) (*extprocv3.Processi
 		}
 		st.sawHeaders = true
 		st.requestHeaders(m.RequestHeaders.GetHeaders())
+		st.source(in.GetAttributes())
 		if m.RequestHeaders.GetEndOfStream() {
 			st.decide()
 		}
@@ -323,27 +325,18 @@ func (st *exchange) handle(in *extprocv3.ProcessingRequest) (*extprocv3.Processi
 	return nil, nil
 }
 
-// requestHeaders fills the request as Envoy's ext_authz front end does:
-// lower-case names, repeated headers joined, pseudo-headers as attributes.
+// requestHeaders fills the request as Envoy's ext_authz front end does
+// (check.Headers.Add: lower-case names, repeated headers joined), with
+// the pseudo-headers as attributes. The values point into the message,
+// which gRPC decoded into memory of its own and nothing modifies.
 func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
 	h := st.req.Headers
 	for _, hv := range hm.GetHeaders() {
-		k := strings.ToLower(hv.GetKey())
-		v := string(hv.GetRawValue())
-		if v == "" {
-			v = hv.GetValue()
+		v := hv.GetValue()
+		if raw := hv.GetRawValue(); len(raw) > 0 {
+			v = unsafe.String(unsafe.SliceData(raw), len(raw))
 		}
-		if !utf8.ValidString(v) {
-			v = strings.ToValidUTF8(v, "!") // as the ext_authz front end reads it
-		}
-		if prev, ok := h[k]; ok {
-			sep := ","
-			if k == "cookie" {
-				sep = "; "
-			}
-			v = prev + sep + v
-		}
-		h[k] = v
+		h.Add(hv.GetKey(), v)
 	}
 	st.req.Method, st.req.Scheme, st.req.Host, st.req.Path = h[":method"], h[":scheme"], h[":authority"], h[":path"]
 	if st.req.Scheme == "" {
@@ -352,11 +345,45 @@ func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
 	st.req.RequestID = h["x-request-id"]
 }
 
+// AttributesNamespace is the key of the ext_proc filter's own attributes
+// (its request_attributes) in a ProcessingRequest.
+const AttributesNamespace = "envoy.filters.http.ext_proc"
+
+// source reads the downstream peer as ext_authz's Source names it, from
+// the attributes the filter was configured to send with the request
+// headers (docs/extproc.md): the address without its port, and the
+// principal as Envoy's ext_authz picks it from the peer certificate (URI
+// SAN, else DNS SAN, else subject).
+func (st *exchange) source(attrs map[string]*structpb.Struct) {
+	f := attrs[AttributesNamespace].GetFields()
+	if len(f) == 0 {
+		return
+	}
+	if a := f["source.address"].GetStringValue(); a != "" {
+		if ap, err := netip.ParseAddrPort(a); err == nil {
+			st.req.SourceAddress = ap.Addr().String()
+		} else if ip, err := netip.ParseAddr(a); err == nil {
+			st.req.SourceAddress = ip.String()
+		}
+	}
+	for _, k := range []string{"connection.uri_san_peer_certificate", "connection.dns_san_peer_certificate", "connection.subject_peer_certificate"} {
+		if p := f[k].GetStringValue(); p != "" {
+			st.req.SourcePrincipal = p
+			break
+		}
+	}
+}
+
 func (st *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if !st.bodyFull {
-		if len(st.req.Body)+len(b.GetBody()) > maxRequestBody {
+		switch {
+		case len(st.req.Body)+len(b.GetBody()) > maxRequestBody:
 			st.bodyFull, st.req.Body = true, nil
-		} else {
+		case st.req.Body == nil && b.GetEndOfStream():
+			// The whole body in one message (BUFFERED): read in place,
+			// the message is not modified.
+			st.req.Body = b.GetBody()
+		default:
 			st.req.Body = append(st.req.Body, b.GetBody()...)
 		}
 	}
@@ -367,7 +394,7 @@ func (st *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 			Response: &extprocv3.CommonResponse{BodyMutation: streamed(b.GetBody(), b.GetEndOfStream())}}}}
 	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+	return continueRequestBody
 }
 
 // decide asks the pipeline once, when the whole request is known.
@@ -386,15 +413,34 @@ func (st *exchange) decide() {
 	}
 }
 
-func requestHeadersReply() *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
-}
+// The replies that change nothing are shared: protobuf messages are safe
+// to marshal concurrently as long as nobody writes to them, and nothing
+// writes to a reply once made.
+var (
+	continueRequestHeaders = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
+	continueRequestBody    = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+	continueResponseHeader = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}}}
+	continueResponseBody   = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+	bufferedOverride       = &filterv3.ProcessingMode{ResponseBodyMode: filterv3.ProcessingMode_BUFFERED}
+	streamedOverride       = &filterv3.ProcessingMode{ResponseBodyMode: filterv3.ProcessingMode_STREAMED}
+)
+
+func requestHeadersReply() *extprocv3.ProcessingResponse { return continueRequestHeaders }
 
 func responseHeadersReply(c *extprocv3.CommonResponse, override *filterv3.ProcessingMode) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{
-		Response:     &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: c}},
-		ModeOverride: override,
+	if c == nil && override == nil {
+		return continueResponseHeader
 	}
+	// One allocation for the reply's three messages.
+	r := &struct {
+		pr extprocv3.ProcessingResponse
+		rh extprocv3.ProcessingResponse_ResponseHeaders
+		hr extprocv3.HeadersResponse
+	}{}
+	r.hr.Response = c
+	r.rh.ResponseHeaders = &r.hr
+	r.pr.Response, r.pr.ModeOverride = &r.rh, override
+	return &r.pr
 }
 
 // responseHeaders decides what happens to the answer.
@@ -503,7 +549,11 @@ func (st *exchange) bodyOverride(mode filterv3.ProcessingMode_BodySendMode, c *e
 		return responseHeadersReply(c, nil)
 	}
 	st.whole = mode == filterv3.ProcessingMode_BUFFERED
-	return responseHeadersReply(c, &filterv3.ProcessingMode{ResponseBodyMode: mode})
+	override := streamedOverride
+	if st.whole {
+		override = bufferedOverride
+	}
+	return responseHeadersReply(c, override)
 }
 
 // unallowedHeaders handles the answer to a request not allowed (or not
@@ -566,7 +616,18 @@ func streamed(b []byte, eos bool) *extprocv3.BodyMutation {
 }
 
 func responseBodyReply(c *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{Response: c}}}
+	if c == nil {
+		return continueResponseBody
+	}
+	r := &struct {
+		pr extprocv3.ProcessingResponse
+		rb extprocv3.ProcessingResponse_ResponseBody
+		br extprocv3.BodyResponse
+	}{}
+	r.br.Response = c
+	r.rb.ResponseBody = &r.br
+	r.pr.Response = &r.rb
+	return &r.pr
 }
 
 // responseBody processes one body message of the answer.
@@ -616,11 +677,42 @@ func (st *exchange) bodyReply(out []byte, eos bool, set []*corev3.HeaderValueOpt
 	if out == nil {
 		return responseBodyReply(nil)
 	}
-	c := &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: out}}}
+	// One allocation for the reply's messages (the body and its headers).
+	r := &struct {
+		pr extprocv3.ProcessingResponse
+		rb extprocv3.ProcessingResponse_ResponseBody
+		br extprocv3.BodyResponse
+		c  extprocv3.CommonResponse
+		bm extprocv3.BodyMutation
+		b  extprocv3.BodyMutation_Body
+		hm extprocv3.HeaderMutation
+	}{}
+	r.b.Body = out
+	r.bm.Mutation = &r.b
+	r.c.BodyMutation = &r.bm
 	if len(set) > 0 {
-		c.HeaderMutation = &extprocv3.HeaderMutation{SetHeaders: set}
+		r.hm.SetHeaders = set
+		r.c.HeaderMutation = &r.hm
 	}
-	return responseBodyReply(c)
+	r.br.Response = &r.c
+	r.rb.ResponseBody = &r.br
+	r.pr.Response = &r.rb
+	return &r.pr
+}
+
+// contentLength is the header option setting content-length to n, in one
+// allocation.
+func contentLength(n int) []*corev3.HeaderValueOption {
+	r := &struct {
+		opts [1]*corev3.HeaderValueOption
+		o    corev3.HeaderValueOption
+		h    corev3.HeaderValue
+		v    [20]byte
+	}{}
+	r.h.Key, r.h.RawValue = "content-length", strconv.AppendInt(r.v[:0], int64(n), 10)
+	r.o.Header, r.o.AppendAction = &r.h, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+	r.opts[0] = &r.o
+	return r.opts[:]
 }
 
 // gather adds a chunk to a body that is read whole, and reports the body
@@ -661,7 +753,7 @@ func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResp
 	case st.whole:
 		return responseBodyReply(nil) // unchanged
 	}
-	return st.bodyReply(out, eos, []*corev3.HeaderValueOption{header("content-length", strconv.Itoa(len(out)))})
+	return st.bodyReply(out, eos, contentLength(len(out)))
 }
 
 // filterSSE returns what replaces a chunk of an event stream: the whole
