@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
@@ -347,7 +348,15 @@ func keyIs(key []byte, want string) (is, ambiguous bool) {
 	}
 	// Folding maps at most one byte to three (K, U+212A, is k), never
 	// fewer: only keys of these lengths can fold onto want.
-	return false, len(key) >= len(want) && len(key) <= 3*len(want) && bytes.EqualFold(key, []byte(want))
+	if len(key) < len(want) || len(key) > 3*len(want) {
+		return false, false
+	}
+	// An ASCII first byte folds only onto itself in the other case (every
+	// key we look for starts with a letter): most keys end here.
+	if c := key[0]; c < utf8.RuneSelf && c|0x20 != want[0]|0x20 {
+		return false, false
+	}
+	return false, bytes.EqualFold(key, []byte(want))
 }
 
 func skipWS(d []byte, i int) int {
