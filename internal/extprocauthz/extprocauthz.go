@@ -741,7 +741,7 @@ func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResp
 		return st.bodyReply([]byte{}, false, nil)
 	}
 	st.handling = dropBody // nothing after the whole body is passed
-	out, removed, err := mcpresponse.FilterList(x.Call.Method, body, x.Keep)
+	out, removed, changed, err := mcpresponse.Filter(x.Call.Method, body, x.Keep)
 	switch {
 	case err != nil:
 		st.act(failure(reasonUnparsable))
@@ -750,7 +750,7 @@ func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResp
 		out = mcpresponse.FilterFailure(x.Call.ID)
 	case removed > 0:
 		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: removed})
-	case st.whole:
+	case !changed && st.whole:
 		return responseBodyReply(nil) // unchanged
 	}
 	return st.bodyReply(out, eos, contentLength(len(out)))

@@ -186,6 +186,14 @@ const toolsResult = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_fi
 
 const toolsFiltered = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"search","inputSchema":{"type":"object"}}],"nextCursor":"c2","_meta":{"k":1}}}`
 
+// publicResult is toolsResult as the Go SDK marks lists (cacheScope
+// public); whatever the caller, it comes out private.
+var (
+	publicResult    = strings.Replace(toolsResult, `"nextCursor"`, `"ttlMs":60000,"cacheScope":"public","nextCursor"`, 1)
+	privateResult   = strings.Replace(toolsResult, `"nextCursor"`, `"ttlMs":60000,"cacheScope":"private","nextCursor"`, 1)
+	privateFiltered = strings.Replace(toolsFiltered, `"nextCursor"`, `"ttlMs":60000,"cacheScope":"private","nextCursor"`, 1)
+)
+
 func jsonResponse(body string, extra http.Header) envoytest.ExtProcMessage {
 	h := http.Header{"Content-Type": {"application/json"}, "Content-Length": {fmt.Sprint(len(body))}}
 	for k, v := range extra {
@@ -218,6 +226,10 @@ func TestListFiltering(t *testing.T) {
 		{name: "sse: reader, split inside the data and the blank line", tok: reader, response: sseResponse(event[:30], event[30:len(event)-1], event[len(event)-1:]),
 			want: "event: message\ndata: " + toolsFiltered + "\n\n"},
 		{name: "sse: priming event then the result", tok: reader, response: sseResponse("id: p1\ndata:\n\n", event), want: "id: p1\ndata:\n\n" + "event: message\ndata: " + toolsFiltered + "\n\n"},
+		{name: "json: admin's full list made private", tok: admin, response: jsonResponse(publicResult, nil), want: privateResult},
+		{name: "json: reader's list made private", tok: reader, response: jsonResponse(publicResult, nil), want: privateFiltered},
+		{name: "sse: admin's full list made private, split in the scope", tok: admin,
+			response: sseResponse("data: "+publicResult[:len(publicResult)-8], publicResult[len(publicResult)-8:]+"\n\n"), want: "data: " + privateResult + "\n\n"},
 		{name: "json: an error answer passes", tok: reader, response: jsonResponse(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`, nil),
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`},
 		{name: "json: unreadable list fails closed", tok: reader, response: jsonResponse(`{"jsonrpc":"2.0","id":1,"result":{"tools":"x"}}`, nil),
