@@ -87,8 +87,8 @@ func TestFilterList(t *testing.T) {
 		},
 		{
 			name: "any other scope value made private", method: "tools/list", scopeOnly: true,
-			body: `{"id":1,"result":{"cacheScope":{"name":"x"},"tools":[{"name":"a"}]}}`,
-			want: `{"id":1,"result":{"cacheScope":"private","tools":[{"name":"a"}]}}`,
+			body:  `{"id":1,"result":{"cacheScope":{"name":"x"},"tools":[{"name":"a"}]}}`,
+			want:  `{"id":1,"result":{"cacheScope":"private","tools":[{"name":"a"}]}}`,
 			calls: "tool:a:",
 		},
 		{name: "private scope unchanged", method: "tools/list", body: `{"id":1,"result":{"tools":[{"name":"a"}],"cacheScope":"private"}}`},
