@@ -353,7 +353,9 @@ type policyState struct {
 // listed them (nil when unknown). It answers Allowed, Denied, or
 // DependsOnArguments when the rules' expressions decide on the call's
 // arguments, or on the request, lineage or a decision point, none of which
-// a listing knows. An entry is Denied only when no call could pass.
+// a listing knows. An entry is Denied only when no call could pass,
+// which includes a rule (allow or deny) whose expression fails on what the
+// listing knows: the call would be refused there (PolicyError).
 func (pl *Pipeline) CanCall(g *Grant, method, name string, annotations map[string]any) policy.Decision {
 	r, ok := pl.policy.Load().routes.ByName(g.Route)
 	if !ok {
@@ -444,12 +446,18 @@ func (r *Route) canCall(g *Grant, method, name string, annotations map[string]an
 		if !ru.matchesName(method, name) {
 			continue
 		}
-		when := policy.Allowed
+		when, failed := policy.Allowed, false
 		if ru.when != nil {
 			var known bool
-			if when, known = cachedWhen(g, i); !known {
-				when = canCallWhen(ru, ci.input(g, method, name, annotations, now))
+			if when, failed, known = cachedWhen(g, i); !known {
+				when, failed = canCallWhen(ru, ci.input(g, method, name, annotations, now))
 			}
+		}
+		if failed {
+			// The call would be refused here (PolicyError), a deny rule's
+			// as much as an allow rule's: the entry is hidden alike.
+			final = policy.Denied
+			break
 		}
 		if ru.deny {
 			if when == policy.Denied {
@@ -488,24 +496,30 @@ func claimsHold(g *Grant, ru *rule) bool {
 }
 
 // cachedWhen is rule i's expression as decided when the grant was made
-// (identity-only expressions); known is false when it was not.
-func cachedWhen(g *Grant, i int) (d policy.Decision, known bool) {
+// (identity-only expressions), failed when it could not be evaluated;
+// known is false when it was not decided then.
+func cachedWhen(g *Grant, i int) (d policy.Decision, failed, known bool) {
 	if g.whenResults == nil || g.whenResults[i] == whenUnset {
-		return policy.Denied, false
+		return policy.Denied, false, false
 	}
-	if g.whenResults[i] == whenTrue {
-		return policy.Allowed, true
+	switch g.whenResults[i] {
+	case whenTrue:
+		return policy.Allowed, false, true
+	case whenError:
+		return policy.Denied, true, true
 	}
-	return policy.Denied, true
+	return policy.Denied, false, true
 }
 
-// canCallWhen is CanCall for one rule's expression; a failure is Denied.
-func canCallWhen(ru *rule, in *policy.Input) policy.Decision {
+// canCallWhen is CanCall for one rule's expression; failed when it cannot
+// be evaluated whatever the arguments (what depends on them is
+// DependsOnArguments): every call would fail closed on it.
+func canCallWhen(ru *rule, in *policy.Input) (d policy.Decision, failed bool) {
 	d, err := ru.when.CanCall(in, canCallUnknown...)
 	if err != nil {
-		return policy.Denied
+		return policy.Denied, true
 	}
-	return d
+	return d, false
 }
 
 // explainCanCall records, in explanations of a tools/call on a route with
