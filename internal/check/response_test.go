@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -370,5 +371,52 @@ func TestReauthorizationFor(t *testing.T) {
 				t.Fatalf("got %v", got)
 			}
 		})
+	}
+}
+
+// TestExchangeKeepsItsPolicy: a reload while an answer is being processed
+// changes nothing of what is done with it; requests after the reload are
+// decided by the new policy.
+func TestExchangeKeepsItsPolicy(t *testing.T) {
+	pl, _ := responsePipeline(t, responseConfig, Deps{}) // task ownership on by default
+	callBody := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","task":{}}}`
+	id := &Identity{Route: "files", Outcome: "allowed", Subject: "alice", Issuer: "a", Scopes: []string{"files:read"}}
+	x, err := pl.ForResponse(context.Background(), call("mcp.example.com", "t", nil, callBody), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The new policy refuses every tool call and binds no tasks.
+	after := strings.Replace(responseConfig, "    rules:\n", "    rules:\n      - {name: no tools, methods: [tools/call], action: deny}\n", 1) +
+		"sessions: {task_ownership: false}\n"
+	cfg, err := config.Parse([]byte(after))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Now: pl.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := pl.Swap(p)
+	t.Cleanup(old.Close)
+
+	if !x.BindsTasks() {
+		t.Error("the exchange lost its policy's task ownership")
+	}
+	if !x.Keep(mcpresponse.KindTool, "read_file", nil) {
+		t.Error("the exchange filters with the new policy's rules")
+	}
+	if !x.TaskCreatedBy(context.Background(), "task-1") || pl.TaskCount() != 1 {
+		t.Errorf("the task was not bound: %d tasks", pl.TaskCount())
+	}
+	if _, err := pl.ForResponse(context.Background(), call("mcp.example.com", "t", nil, callBody), id); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("a request after the reload: %v, want %v", err, ErrNotAllowed)
+	}
+	y, err := pl.ForResponse(context.Background(), call("mcp.example.com", "t", nil, `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.BindsTasks() || y.Keep(mcpresponse.KindTool, "read_file", nil) {
+		t.Error("an exchange after the reload does not see the new policy")
 	}
 }
