@@ -227,6 +227,7 @@ const (
 	filterJSON            // a JSON list result, filtered whole
 	filterSSE             // a list result in an event stream, event by event
 	readTask              // a JSON answer that may create a task
+	readTaskSSE           // an event stream whose response may create a task
 	dropBody              // the answer was replaced: nothing of it leaves
 	injectStream          // a session's event stream, re-emitted event by event (streams.go)
 )
@@ -257,6 +258,9 @@ type exchange struct {
 	held     []byte
 	tooLarge bool
 	sse      *mcpresponse.SSEListFilter
+	// taskEvents reassembles an event stream read for the task its
+	// response creates (readTaskSSE).
+	taskEvents *mcpresponse.Reassembler
 
 	// An injectable event stream (streams.go).
 	streamKey   streamKey
@@ -533,6 +537,11 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "application/json":
 		st.handling = readTask
 		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
+	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "text/event-stream":
+		// Read as it passes, frame by frame, until the response event.
+		st.handling = readTaskSSE
+		st.taskEvents = mcpresponse.NewReassembler(st.s.maxEvent)
+		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, nil)
 	}
 	return responseHeadersReply(nil, nil)
 }
@@ -652,6 +661,12 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		return st.bodyReply(st.filterSSE(chunk, eos), eos, nil)
 	case readTask:
 		return st.readTask(chunk, eos)
+	case readTaskSSE:
+		st.readTaskEvents(chunk, eos)
+		if st.duplex {
+			return st.bodyReply(chunk, eos, nil)
+		}
+		return responseBodyReply(nil)
 	case dropBody:
 		return st.bodyReply([]byte{}, eos, nil)
 	case injectStream:
@@ -797,6 +812,33 @@ func (st *exchange) readTask(chunk []byte, eos bool) *extprocv3.ProcessingRespon
 		return st.bodyReply(chunk, eos, nil)
 	}
 	return responseBodyReply(nil)
+}
+
+// errResponseRead stops reading an event stream once its response event
+// was read.
+var errResponseRead = errors.New("extprocauthz: the response event was read")
+
+// readTaskEvents reads the events of a stream as its chunks pass
+// unchanged, until the JSON-RPC response the call is answered with: a task
+// it creates is bound, and the rest of the stream is not looked at. An
+// event over the limit ends the reading (the task is then bound on first
+// sight); an unterminated last event is not dispatched by clients, so it
+// is not read either.
+func (st *exchange) readTaskEvents(chunk []byte, eos bool) {
+	read := func(event []byte) error {
+		if msg := mcpresponse.EventData(event); isResponse(msg) {
+			st.bindTask(msg)
+			return errResponseRead
+		}
+		return nil
+	}
+	err := st.taskEvents.Write(chunk, read)
+	if err == nil && eos {
+		_, err = st.taskEvents.Flush(read)
+	}
+	if err != nil || eos {
+		st.handling, st.taskEvents = passThrough, nil
+	}
 }
 
 func (st *exchange) bindTask(body []byte) {

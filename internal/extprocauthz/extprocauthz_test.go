@@ -467,6 +467,60 @@ func TestTaskBound(t *testing.T) {
 	}
 }
 
+// TestTaskBoundFromEventStream: a task created in an event stream's
+// response is bound, wherever Envoy's frames split the stream; the
+// stream passes unchanged, and events before the response (progress, a
+// server request) bind nothing.
+func TestTaskBoundFromEventStream(t *testing.T) {
+	f := newFixture(t)
+	call := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read_file","task":{}}}`
+	stream := func(id string) string {
+		return "id: p\ndata:\n\n" +
+			"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"task\":{\"taskId\":\"not-this\"}}}\r\n\r\n" +
+			"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":4,\n" +
+			"data: \"result\":{\"task\":{\"taskId\":\"" + id + "\",\"status\":\"working\"}}}\n\n" +
+			"data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"task\":{\"taskId\":\"nor-this\"}}}\n\n"
+	}
+	n := len(stream("task-000"))
+	for cut := 0; cut <= n; cut++ {
+		// Two frames cut at every place, and for a few a frame per byte.
+		// A user per stream: each may hold only so many tasks.
+		md := f.authorize(t, "mcp.example.com", token(t, fmt.Sprintf("user-%03d", cut), nil), nil, call)
+		id := fmt.Sprintf("task-%03d", cut)
+		body := stream(id)
+		chunks := []string{body[:cut], body[cut:]}
+		if cut%50 == 0 {
+			chunks = strings.Split(body, "")
+		}
+		res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+			Request:  mcpRequest("mcp.example.com", call, nil),
+			Response: sseResponse(chunks...),
+		})
+		if res.Err != nil || res.Reset {
+			t.Fatalf("cut %d: %v (reset %v)", cut, res.Err, res.Reset)
+		}
+		if got := string(res.Downstream.Body()); got != body {
+			t.Fatalf("cut %d: the stream changed:\n%q\nwant\n%q", cut, got, body)
+		}
+		if f.pl.TaskCount() != cut+1 {
+			t.Fatalf("cut %d: %d tasks bound", cut, f.pl.TaskCount())
+		}
+	}
+	// Each stream bound its response's task to its user, and nothing else.
+	for _, tc := range []struct {
+		id, user string
+		allowed  bool
+	}{{"task-007", "user-008", false}, {"task-007", "user-007", true}, {"not-this", "user-008", true}, {"nor-this", "user-008", true}} {
+		get := `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":"` + tc.id + `"}}`
+		if md := f.authorize(t, "mcp.example.com", token(t, tc.user, nil), nil, get); (md != nil) != tc.allowed {
+			t.Errorf("%s reads %s: %v, want %v", tc.user, tc.id, md != nil, tc.allowed)
+		}
+	}
+	if got := f.counted.get(extprocauthz.ActionTaskBound); got != n+1 {
+		t.Errorf("%d tasks counted bound, want %d", got, n+1)
+	}
+}
+
 // TestEveryBodyMode: whatever body modes the filter is configured with,
 // the processor answers every message exactly once with a reply Envoy
 // accepts (never a spurious one), for every kind of exchange.
@@ -475,6 +529,8 @@ func TestEveryBodyMode(t *testing.T) {
 	reader := token(t, "alice", nil)
 	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_file"}}`
 	event := "event: message\ndata: " + toolsResult + "\n\n"
+	taskCall := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_file","task":{}}}`
+	taskEvents := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"task\":{\"taskId\":\"every-mode\"}}}\n\n"
 	exchanges := map[string]struct {
 		body     string
 		response envoytest.ExtProcMessage
@@ -484,6 +540,7 @@ func TestEveryBodyMode(t *testing.T) {
 		"call":           {call, jsonResponse(`{"jsonrpc":"2.0","id":9,"result":{"content":[]}}`, nil)},
 		"401":            {call, envoytest.ExtProcResponse(401, http.Header{"Www-Authenticate": {"Bearer"}}, "no")},
 		"empty response": {call, envoytest.ExtProcResponse(202, nil)},
+		"sse task":       {taskCall, sseResponse(taskEvents[:30], taskEvents[30:])},
 	}
 	modes := []filterv3.ProcessingMode_BodySendMode{
 		filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_STREAMED,
@@ -522,6 +579,9 @@ func TestEveryBodyMode(t *testing.T) {
 						}
 						if strings.HasSuffix(name, "list") && gets && known != bytes.Contains(body, []byte("read_file")) {
 							t.Fatalf("request body known %v, listed: %s", known, body)
+						}
+						if name == "sse task" && known && string(body) != taskEvents {
+							t.Fatalf("the task's stream changed: %q", body)
 						}
 					})
 				}

@@ -23,31 +23,7 @@ func FilterEvent(method string, event []byte, keep Predicate) ([]byte, int, erro
 // filterEvent is FilterEvent, also reporting whether the event changed
 // (when it did not, out is event).
 func filterEvent(method string, event []byte, keep Predicate) (out []byte, removed int, changed bool, err error) {
-	// The message is the one data line's value, read in place, or the
-	// data lines joined (copied) when there are more.
-	var data []byte
-	lines := 0 // a second data line adds "\n" even after an empty first
-	eol := []byte("\n")
-	first := true
-	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
-		content, end := splitEOL(line)
-		if first && len(end) > 0 {
-			eol = end
-			first = false
-		}
-		if value, ok := dataValue(content); ok {
-			switch lines {
-			case 0:
-				data = value
-			case 1:
-				joined := make([]byte, 0, len(event))
-				data = append(append(append(joined, data...), '\n'), value...)
-			default:
-				data = append(append(data, '\n'), value...)
-			}
-			lines++
-		}
-	}
+	data, eol := eventData(event)
 	if len(data) == 0 {
 		// No data, or empty data (a priming event): the SSE spec does not
 		// dispatch it, so no client reads a message from it.
@@ -87,6 +63,44 @@ func filterEvent(method string, event []byte, keep Predicate) (out []byte, remov
 		written = true
 	}
 	return out, removed, true, nil
+}
+
+// EventData is the message an event carries, as a client dispatches it:
+// its data lines' values joined by "\n" (nil when it has none). It is read
+// in place when the event has one data line.
+func EventData(event []byte) []byte {
+	data, _ := eventData(event)
+	return data
+}
+
+// eventData is EventData, with the event's first line end (how its lines
+// end).
+func eventData(event []byte) (data, eol []byte) {
+	// The message is the one data line's value, read in place, or the
+	// data lines joined (copied) when there are more.
+	lines := 0 // a second data line adds "\n" even after an empty first
+	eol = []byte("\n")
+	first := true
+	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
+		content, end := splitEOL(line)
+		if first && len(end) > 0 {
+			eol = end
+			first = false
+		}
+		if value, ok := dataValue(content); ok {
+			switch lines {
+			case 0:
+				data = value
+			case 1:
+				joined := make([]byte, 0, len(event))
+				data = append(append(append(joined, data...), '\n'), value...)
+			default:
+				data = append(append(data, '\n'), value...)
+			}
+			lines++
+		}
+	}
+	return data, eol
 }
 
 func isData(content []byte) bool {

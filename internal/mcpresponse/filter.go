@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
@@ -393,25 +392,9 @@ func (w *walk) rebuild(body []byte, entries []entry, filtered bool, scope valueS
 	return bytes.Join(pieces, nil)
 }
 
-// keyIs reports whether key is want, and whether it equals want only
-// under case folding: some client decoders (Go's encoding/json) would read
-// such a key as that member, others would not, so it is refused.
-func keyIs(key []byte, want string) (is, ambiguous bool) {
-	if string(key) == want {
-		return true, false
-	}
-	// Folding maps at most one byte to three (K, U+212A, is k), never
-	// fewer: only keys of these lengths can fold onto want.
-	if len(key) < len(want) || len(key) > 3*len(want) {
-		return false, false
-	}
-	// An ASCII first byte folds only onto itself in the other case (every
-	// key we look for starts with a letter): most keys end here.
-	if c := key[0]; c < utf8.RuneSelf && c|0x20 != want[0]|0x20 {
-		return false, false
-	}
-	return false, bytes.EqualFold(key, []byte(want))
-}
+// keyIs is jsonrpc.KeyIs: a key equal to one the filter reads only under
+// case folding is refused.
+func keyIs(key []byte, want string) (is, ambiguous bool) { return jsonrpc.KeyIs(key, want) }
 
 func skipWS(d []byte, i int) int {
 	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {

@@ -312,32 +312,3 @@ func TestFilterListAllocations(t *testing.T) {
 		})
 	}
 }
-
-// TestKeyIs: a key equal to ours only under Unicode case folding is
-// ambiguous, whatever its first byte; the quick rejection by first byte
-// keeps none of them out.
-func TestKeyIs(t *testing.T) {
-	tests := []struct {
-		name, key, want string
-		is, ambiguous   bool
-	}{
-		{name: "exact", key: "name", want: "name", is: true},
-		{name: "upper first", key: "Name", want: "name", ambiguous: true},
-		{name: "upper later", key: "nAME", want: "name", ambiguous: true},
-		{name: "long s last", key: "annotation\u017f", want: "annotations", ambiguous: true},
-		{name: "long s inside", key: "re\u017fult", want: "result", ambiguous: true},
-		{name: "kelvin sign is not t", key: "\u212aools", want: "tools"},
-		{name: "other first letter", key: "game", want: "name"},
-		{name: "same length other key", key: "description", want: "annotations"},
-		{name: "too short", key: "nam", want: "name"},
-		{name: "non-ascii first byte", key: "\u00e9ame", want: "name"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			is, ambiguous := keyIs([]byte(tt.key), tt.want)
-			if is != tt.is || ambiguous != tt.ambiguous {
-				t.Errorf("keyIs(%q, %q) = %v, %v; want %v, %v", tt.key, tt.want, is, ambiguous, tt.is, tt.ambiguous)
-			}
-		})
-	}
-}
