@@ -133,6 +133,15 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 		g = &Grant{Route: r.Name, Subject: id.Subject, Issuer: id.Issuer, Session: id.Session, ClientID: id.ClientID,
 			Scopes: id.Scopes, Claims: id.Claims, IssuedAt: id.IssuedAt, APIKeyID: id.APIKeyID}
 		g.scopeOK = hasAll(g.Scopes, r.scopes)
+		if r.jwtPerRequest || r.allClaims || len(r.identityRules) > 0 {
+			// What rule expressions read of the token, as the check's
+			// grant kept it: the metadata carries the claims they read.
+			raw := make(map[string]any, len(id.Claims))
+			for _, c := range id.Claims {
+				raw[c.Name] = c.Value
+			}
+			p.grantPolicy(g, r, raw)
+		}
 	default:
 		token, err := credential.Find(req.Headers, r.credentials)
 		if err != nil {
@@ -149,8 +158,13 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 		return nil, ErrNotAllowed
 	}
 	if call.Method != "" {
-		e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state, readOnly: true}, log: pl.log, route: r}
-		if o, _, _ := e.authorizeCall(r, g, &call); o != Allowed {
+		// The evaluation holds the grant and call as the check's did:
+		// rule expressions read the request through them.
+		e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state, readOnly: true}, log: pl.log, route: r,
+			grant: g, call: call, callRead: true}
+		o, _, _ := e.authorizeCall(r, g, &e.call)
+		e.releasePolicy()
+		if o != Allowed {
 			return nil, ErrNotAllowed
 		}
 	}

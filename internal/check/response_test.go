@@ -420,3 +420,55 @@ func TestExchangeKeepsItsPolicy(t *testing.T) {
 		t.Error("an exchange after the reload does not see the new policy")
 	}
 }
+
+// TestForResponseRequestRules: rules whose expressions read the request
+// (its source, headers, the call's arguments) decide the answer's request
+// as they decided the check, without the grant's or call's part missing.
+func TestForResponseRequestRules(t *testing.T) {
+	pl, _ := responsePipeline(t, responseConfig+`
+  - name: mesh
+    hosts: [mesh.example.com]
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+    rules:
+      - {name: mesh only, methods: ["*"], action: deny, when: '!request.source.address.startsWith("10.")'}
+      - {name: own files, methods: [tools/call], names: [read_file], when: 'mcp.arguments.path.startsWith("/home/" + identity.subject + "/") && jwt.team == "a"'}
+      - {name: finance, methods: [tools/call], names: [refund], when: '"finance" in jwt.groups'}
+`, Deps{})
+	id := &Identity{Route: "mesh", Outcome: "allowed", Subject: "alice", Issuer: "a", Claims: RuleClaims{{Name: "team", Value: "a"}}}
+	read := func(path string) string {
+		return `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"` + path + `"}}}`
+	}
+	refund := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"refund"}}`
+	inGroup := func(group string) *Identity {
+		return &Identity{Route: "mesh", Outcome: "allowed", Subject: "alice", Issuer: "a", Claims: RuleClaims{{Name: "groups", Value: []any{group}}}}
+	}
+	tests := []struct {
+		name, addr, body string
+		id               *Identity
+		wantErr          error
+	}{
+		{name: "identity-only rule allows", addr: "10.0.0.7", body: refund, id: inGroup("finance")},
+		{name: "identity-only rule refuses", addr: "10.0.0.7", body: refund, id: inGroup("sales"), wantErr: ErrNotAllowed},
+		{name: "identity-only rule without the claim", addr: "10.0.0.7", body: refund, wantErr: ErrNotAllowed},
+		{name: "list from the mesh", addr: "10.0.0.7", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
+		{name: "list from outside", addr: "192.0.2.1", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, wantErr: ErrNotAllowed},
+		{name: "list, source unknown", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, wantErr: ErrNotAllowed},
+		{name: "own file", addr: "10.0.0.7", body: read("/home/alice/a")},
+		{name: "another's file", addr: "10.0.0.7", body: read("/home/bob/a"), wantErr: ErrNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := call("mesh.example.com", "t", nil, tt.body)
+			req.SourceAddress = tt.addr
+			who := id
+			if tt.id != nil {
+				who = tt.id
+			}
+			if _, err := pl.ForResponse(context.Background(), req, who); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}

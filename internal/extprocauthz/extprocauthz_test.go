@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -99,6 +100,17 @@ routes:
     issuers: [corp]
     response_path: true
     exchange: {sts: sts, audience: [https://backend.example.com], methods: [tools/call], authorize_url: "https://idp.example.com/authorize?client_id=backend"}
+  - name: peers
+    hosts: [peers.example.com]
+    protocol: mcp
+    issuers: [corp]
+    response_path: true
+    rules:
+      - name: mesh agents only
+        methods: ["*"]
+        action: deny
+        when: '!request.source.address.startsWith("10.") || request.source.principal != "spiffe://mesh/ns/a/sa/agent"'
+      - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
   - name: elsewhere
     hosts: [other.example.com]
     protocol: mcp
@@ -139,13 +151,21 @@ func token(t testing.TB, sub string, claims jwt.MapClaims) string {
 // returns the metadata Envoy forwards to ext_proc (nil when denied).
 func (f *fixture) authorize(t *testing.T, host, tok string, header http.Header, body string) *corev3.Metadata {
 	t.Helper()
+	return f.authorizeWith(t, host, tok, header, body, envoytest.BuildOptions{})
+}
+
+// authorizeWith is authorize with Envoy's view of the peer (opts' source
+// address and principal).
+func (f *fixture) authorizeWith(t *testing.T, host, tok string, header http.Header, body string, opts envoytest.BuildOptions) *corev3.Metadata {
+	t.Helper()
+	opts.WithBody, opts.MaxRequestBytes = true, 1<<20
 	r, _ := http.NewRequest("POST", "http://"+host+"/mcp", strings.NewReader(body))
 	for k, v := range header {
 		r.Header[k] = v
 	}
 	r.Header.Set("Authorization", "Bearer "+tok)
 	r.Header.Set("Content-Type", "application/json")
-	resp, err := f.authz.Check(context.Background(), envoytest.BuildCheckRequest(r, []byte(body), envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}))
+	resp, err := f.authz.Check(context.Background(), envoytest.BuildCheckRequest(r, []byte(body), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +277,49 @@ func TestListFiltering(t *testing.T) {
 			}
 			if cl := res.Downstream.Get("content-length"); cl != "" && cl != fmt.Sprint(len(got)) {
 				t.Fatalf("content-length %s for %d bytes", cl, len(got))
+			}
+		})
+	}
+}
+
+// TestPeerReachesThePipeline: the downstream peer Envoy names to ext_proc
+// (request_attributes source.address and the peer certificate's SAN) is the
+// request's source, as ext_authz's Source is: rules reading it decide the
+// answer's request as they decided the check.
+func TestPeerReachesThePipeline(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	const agent = "spiffe://mesh/ns/a/sa/agent"
+	md := f.authorizeWith(t, "peers.example.com", reader, nil, toolsList, envoytest.BuildOptions{
+		SourceAddress: netip.MustParseAddrPort("10.1.2.3:5555"), SourcePrincipal: agent,
+	})
+	if md == nil {
+		t.Fatal("ext_authz denied the mesh agent")
+	}
+	failure := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
+	str := structpb.NewStringValue
+	tests := []struct {
+		name  string
+		attrs map[string]*structpb.Value
+		want  string
+	}{
+		{name: "address and URI SAN", attrs: map[string]*structpb.Value{"source.address": str("10.1.2.3:5555"), "connection.uri_san_peer_certificate": str(agent)}, want: toolsFiltered},
+		{name: "principal from the DNS SAN when no URI SAN", attrs: map[string]*structpb.Value{"source.address": str("10.1.2.3:5555"), "connection.uri_san_peer_certificate": str(""), "connection.dns_san_peer_certificate": str(agent)}, want: toolsFiltered},
+		{name: "no attributes: the peer is unknown", want: failure},
+		{name: "another address", attrs: map[string]*structpb.Value{"source.address": str("192.168.1.1:5555"), "connection.uri_san_peer_certificate": str(agent)}, want: failure},
+		{name: "another principal", attrs: map[string]*structpb.Value{"source.address": str("10.1.2.3:5555"), "connection.uri_san_peer_certificate": str("spiffe://mesh/ns/b/sa/x")}, want: failure},
+		{name: "an address that is not one", attrs: map[string]*structpb.Value{"source.address": str("10.evil"), "connection.uri_san_peer_certificate": str(agent)}, want: failure},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := recommended(md)
+			cfg.RequestAttributes = tt.attrs
+			res := envoytest.ExtProc(t, f.conn, cfg, envoytest.ExtProcExchange{Request: mcpRequest("peers.example.com", toolsList, nil), Response: jsonResponse(toolsResult, nil)})
+			if res.Err != nil || res.Reset {
+				t.Fatalf("protocol: %v (reset %v)", res.Err, res.Reset)
+			}
+			if got := string(res.Downstream.Body()); got != tt.want {
+				t.Fatalf("client got\n%s\nwant\n%s", got, tt.want)
 			}
 		})
 	}
