@@ -474,7 +474,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	st.whole = st.respMode == filterv3.ProcessingMode_BUFFERED
 	media := mediaType(contentType)
 	if st.xerr != nil {
-		return st.unallowedHeaders(status, media, eos)
+		return st.unallowedHeaders(status, eos)
 	}
 	x := st.x
 	route := x.Route()
@@ -568,19 +568,25 @@ func (st *exchange) bodyOverride(mode filterv3.ProcessingMode_BodySendMode, c *e
 // unallowedHeaders handles the answer to a request not allowed (or not
 // on a response-path route): nothing is bound or re-authorized for
 // nobody, and a list result, which only an allowed caller's filter could
-// let through, is replaced.
-func (st *exchange) unallowedHeaders(status int, media string, eos bool) *extprocv3.ProcessingResponse {
+// let through, is replaced. What is at stake is the list of what others
+// may use, so every answer that may be one is replaced, whatever its
+// content type or encoding (a compressed list, or one labelled text/plain,
+// is still read by the client): the answer to a POST whose call is not
+// known to be anything else — a list call, a body that is not one call, a
+// body too large, or none at all (Envoy not configured to send it, or the
+// request sent without one), and any request whose headers were not seen.
+// A request without a body that is not a POST (the session's GET stream,
+// DELETE) carries no call to answer.
+func (st *exchange) unallowedHeaders(status int, eos bool) *extprocv3.ProcessingResponse {
 	if errors.Is(st.xerr, check.ErrNoRoute) || status < 200 || status > 299 || eos {
 		return responseHeadersReply(nil, nil)
 	}
-	if media != "application/json" && media != "text/event-stream" {
+	noBody := len(st.req.Body) == 0 && !st.bodyFull
+	if noBody && st.sawHeaders && st.req.Method != "POST" {
 		return responseHeadersReply(nil, nil)
 	}
 	call, err := jsonrpc.Parse(st.req.Body)
-	if err == nil && !mcpresponse.IsListMethod(call.Method) && !st.bodyFull {
-		return responseHeadersReply(nil, nil)
-	}
-	if len(st.req.Body) == 0 && !st.bodyFull {
+	if !noBody && !st.bodyFull && err == nil && !mcpresponse.IsListMethod(call.Method) {
 		return responseHeadersReply(nil, nil)
 	}
 	st.act(failure(reasonNotAllowed))

@@ -258,6 +258,9 @@ func TestListFiltering(t *testing.T) {
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
 		{name: "compressed list fails closed", tok: reader, response: jsonResponse(toolsResult, http.Header{"Content-Encoding": {"gzip"}}),
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
+		{name: "compressed event stream fails closed", tok: admin,
+			response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}, "Content-Encoding": {"br"}}, event),
+			want:     `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
 		{name: "text/plain list fails closed", tok: reader, response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/plain"}}, toolsResult),
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
 	}
@@ -355,6 +358,8 @@ func TestOtherListsFiltered(t *testing.T) {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 // TestNotAllowed: without ext_authz's allow (no metadata, a token never
 // checked; or a denial's metadata) a list is not passed on, and nothing
 // else is done for anybody.
@@ -362,13 +367,37 @@ func TestNotAllowed(t *testing.T) {
 	f := newFixture(t)
 	failure := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
 	unchecked := token(t, "mallory", nil)
+	noID := strings.Replace(failure, `"id":1`, `"id":null`, 1)
+	bearer := http.Header{"Authorization": {"Bearer " + unchecked}}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file"}}`
+	callResult := `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`
 	tests := []struct {
-		name string
-		md   *corev3.Metadata
-		host string
-		want string
+		name     string
+		md       *corev3.Metadata
+		host     string
+		request  *envoytest.ExtProcMessage // a tools/list POST when nil
+		response *envoytest.ExtProcMessage // toolsResult as JSON when nil
+		want     string
 	}{
 		{name: "no metadata, unchecked token", host: "mcp.example.com", want: failure},
+		{name: "a list compressed", host: "mcp.example.com",
+			response: ptr(jsonResponse(toolsResult, http.Header{"Content-Encoding": {"gzip"}})), want: failure},
+		{name: "a list as text/plain", host: "mcp.example.com",
+			response: ptr(envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/plain"}}, toolsResult)), want: failure},
+		{name: "a list without a content type", host: "mcp.example.com",
+			response: ptr(envoytest.ExtProcResponse(200, nil, toolsResult)), want: failure},
+		{name: "a list as an event stream", host: "mcp.example.com",
+			response: ptr(sseResponse("data: " + toolsResult + "\n\n")), want: failure},
+		{name: "a POST without a body: the call is unknown", host: "mcp.example.com",
+			request: ptr(envoytest.ExtProcRequest("POST", "mcp.example.com", "/mcp", bearer, "")), want: noID},
+		{name: "a body that is not one call", host: "mcp.example.com",
+			request: ptr(mcpRequest("mcp.example.com", `[`+toolsList+`]`, bearer)), want: noID},
+		{name: "a call that is not a list passes", host: "mcp.example.com",
+			request: ptr(mcpRequest("mcp.example.com", call, bearer)), response: ptr(jsonResponse(callResult, nil)), want: callResult},
+		{name: "the GET stream passes", host: "mcp.example.com",
+			request:  ptr(envoytest.ExtProcRequest("GET", "mcp.example.com", "/mcp", bearer, "")),
+			response: ptr(sseResponse("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")),
+			want:     "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"},
 		{name: "denial metadata", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
 			extprocauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "forbidden", "route": "files", "user": "mallory"})}}, want: failure},
 		{name: "an allow on a route since removed", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
@@ -379,10 +408,14 @@ func TestNotAllowed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := envoytest.ExtProc(t, f.conn, recommended(tt.md), envoytest.ExtProcExchange{
-				Request:  mcpRequest(tt.host, toolsList, http.Header{"Authorization": {"Bearer " + unchecked}}),
-				Response: jsonResponse(toolsResult, nil),
-			})
+			request, response := mcpRequest(tt.host, toolsList, bearer), jsonResponse(toolsResult, nil)
+			if tt.request != nil {
+				request = *tt.request
+			}
+			if tt.response != nil {
+				response = *tt.response
+			}
+			res := envoytest.ExtProc(t, f.conn, recommended(tt.md), envoytest.ExtProcExchange{Request: request, Response: response})
 			if res.Err != nil {
 				t.Fatal(res.Err)
 			}
