@@ -686,9 +686,9 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 
 // bodyReply answers a body message with out in its place: a
 // streamed_response in full duplex, a body mutation otherwise (nil out:
-// unchanged). set are headers to set (honoured only while Envoy holds the
-// headers, BUFFERED).
-func (st *exchange) bodyReply(out []byte, eos bool, set []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+// unchanged). set, when not nil, sets headers (honoured only while Envoy
+// holds the headers, BUFFERED).
+func (st *exchange) bodyReply(out []byte, eos bool, set *extprocv3.HeaderMutation) *extprocv3.ProcessingResponse {
 	if st.duplex {
 		if out == nil {
 			out = []byte{}
@@ -698,7 +698,7 @@ func (st *exchange) bodyReply(out []byte, eos bool, set []*corev3.HeaderValueOpt
 	if out == nil {
 		return responseBodyReply(nil)
 	}
-	// One allocation for the reply's messages (the body and its headers).
+	// One allocation for the reply's messages.
 	r := &struct {
 		pr extprocv3.ProcessingResponse
 		rb extprocv3.ProcessingResponse_ResponseBody
@@ -706,25 +706,22 @@ func (st *exchange) bodyReply(out []byte, eos bool, set []*corev3.HeaderValueOpt
 		c  extprocv3.CommonResponse
 		bm extprocv3.BodyMutation
 		b  extprocv3.BodyMutation_Body
-		hm extprocv3.HeaderMutation
 	}{}
 	r.b.Body = out
 	r.bm.Mutation = &r.b
 	r.c.BodyMutation = &r.bm
-	if len(set) > 0 {
-		r.hm.SetHeaders = set
-		r.c.HeaderMutation = &r.hm
-	}
+	r.c.HeaderMutation = set
 	r.br.Response = &r.c
 	r.rb.ResponseBody = &r.br
 	r.pr.Response = &r.rb
 	return &r.pr
 }
 
-// contentLength is the header option setting content-length to n, in one
-// allocation.
-func contentLength(n int) []*corev3.HeaderValueOption {
+// contentLength is the header mutation setting content-length to n, in
+// one allocation.
+func contentLength(n int) *extprocv3.HeaderMutation {
 	r := &struct {
+		hm   extprocv3.HeaderMutation
 		opts [1]*corev3.HeaderValueOption
 		o    corev3.HeaderValueOption
 		h    corev3.HeaderValue
@@ -733,7 +730,8 @@ func contentLength(n int) []*corev3.HeaderValueOption {
 	r.h.Key, r.h.RawValue = "content-length", strconv.AppendInt(r.v[:0], int64(n), 10)
 	r.o.Header, r.o.AppendAction = &r.h, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
 	r.opts[0] = &r.o
-	return r.opts[:]
+	r.hm.SetHeaders = r.opts[:]
+	return &r.hm
 }
 
 // gather adds a chunk to a body that is read whole, and reports the body
