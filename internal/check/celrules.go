@@ -379,6 +379,7 @@ type callInput struct {
 	method  string
 	rules   []int
 	matched bool
+	buf     [8]int // rules' storage for routes with few rules
 }
 
 // rulesFor returns the indexes of r's rules whose methods match method.
@@ -387,6 +388,9 @@ func (c *callInput) rulesFor(r *Route, method string) []int {
 		return c.rules
 	}
 	meanings := jsonrpc.Meanings(method, r.rpcProtocol())
+	if c.rules == nil {
+		c.rules = c.buf[:0]
+	}
 	c.route, c.method, c.rules, c.matched = r, method, c.rules[:0], true
 	for i := range r.rules {
 		if r.rules[i].matchesMethod(method, meanings) {

@@ -335,6 +335,10 @@ func (st *exchange) handle(in *extprocv3.ProcessingRequest) (*extprocv3.Processi
 // which gRPC decoded into memory of its own and nothing modifies.
 func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
 	h := st.req.Headers
+	if len(h) == 0 {
+		h = make(check.Headers, len(hm.GetHeaders()))
+		st.req.Headers = h
+	}
 	for _, hv := range hm.GetHeaders() {
 		v := hv.GetValue()
 		if raw := hv.GetRawValue(); len(raw) > 0 {
