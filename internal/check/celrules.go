@@ -352,7 +352,9 @@ type policyState struct {
 // listed them (nil when unknown). It answers Allowed, Denied, or
 // DependsOnArguments when the rules' expressions decide on the call's
 // arguments, or on the request, lineage or a decision point, none of which
-// a listing knows. An entry is Denied only when no call could pass.
+// a listing knows. An entry is Denied only when no call could pass,
+// which includes a rule (allow or deny) whose expression fails on what the
+// listing knows: the call would be refused there (PolicyError).
 func (pl *Pipeline) CanCall(g *Grant, method, name string, annotations map[string]any) policy.Decision {
 	r, ok := pl.policy.Load().routes.ByName(g.Route)
 	if !ok {
@@ -369,6 +371,42 @@ func (pl *Pipeline) CanCall(g *Grant, method, name string, annotations map[strin
 type callInput struct {
 	in    policy.Input
 	built bool
+	// rules are the indexes of the route's rules that match method by
+	// method alone (the names are matched per entry): a list's entries
+	// all stand for calls of one method.
+	route   *Route
+	method  string
+	rules   []int
+	matched bool
+	buf     [8]int // rules' storage for routes with few rules
+}
+
+// rulesFor returns the indexes of r's rules whose methods match method.
+func (c *callInput) rulesFor(r *Route, method string) []int {
+	if c.matched && c.route == r && c.method == method {
+		return c.rules
+	}
+	meanings := jsonrpc.Meanings(method, r.rpcProtocol())
+	if c.rules == nil {
+		c.rules = c.buf[:0]
+	}
+	c.route, c.method, c.rules, c.matched = r, method, c.rules[:0], true
+	for i := range r.rules {
+		if r.rules[i].matchesMethod(method, meanings) {
+			c.rules = append(c.rules, i)
+		}
+	}
+	return c.rules
+}
+
+// matchesName is the name half of rule.matches, for a rule whose methods
+// already match.
+func (ru *rule) matchesName(method, name string) bool {
+	names := ru.names
+	if ru.uriNames != nil && isURIMethod(method) {
+		names = ru.uriNames
+	}
+	return len(names) == 0 || anyGlob(names, name)
 }
 
 // input returns the input for a call of method to name by the caller of g,
@@ -401,23 +439,28 @@ func (r *Route) canCall(g *Grant, method, name string, annotations map[string]an
 	if !g.scopeOK {
 		return policy.Denied
 	}
-	meanings := jsonrpc.Meanings(method, r.rpcProtocol())
 	depends := false
 	final := policy.Allowed
 	if r.defaultDeny {
 		final = policy.Denied
 	}
-	for i := range r.rules {
+	for _, i := range ci.rulesFor(r, method) {
 		ru := &r.rules[i]
-		if !ru.matches(method, meanings, name) {
+		if !ru.matchesName(method, name) {
 			continue
 		}
-		when := policy.Allowed
+		when, failed := policy.Allowed, false
 		if ru.when != nil {
 			var known bool
-			if when, known = cachedWhen(g, i); !known {
-				when = canCallWhen(ru, ci.input(g, method, name, annotations, now))
+			if when, failed, known = cachedWhen(g, i); !known {
+				when, failed = canCallWhen(ru, ci.input(g, method, name, annotations, now))
 			}
+		}
+		if failed {
+			// The call would be refused here (PolicyError), a deny rule's
+			// as much as an allow rule's: the entry is hidden alike.
+			final = policy.Denied
+			break
 		}
 		if ru.deny {
 			if when == policy.Denied {
@@ -456,24 +499,30 @@ func claimsHold(g *Grant, ru *rule) bool {
 }
 
 // cachedWhen is rule i's expression as decided when the grant was made
-// (identity-only expressions); known is false when it was not.
-func cachedWhen(g *Grant, i int) (d policy.Decision, known bool) {
+// (identity-only expressions), failed when it could not be evaluated;
+// known is false when it was not decided then.
+func cachedWhen(g *Grant, i int) (d policy.Decision, failed, known bool) {
 	if g.whenResults == nil || g.whenResults[i] == whenUnset {
-		return policy.Denied, false
+		return policy.Denied, false, false
 	}
-	if g.whenResults[i] == whenTrue {
-		return policy.Allowed, true
+	switch g.whenResults[i] {
+	case whenTrue:
+		return policy.Allowed, false, true
+	case whenError:
+		return policy.Denied, true, true
 	}
-	return policy.Denied, true
+	return policy.Denied, false, true
 }
 
-// canCallWhen is CanCall for one rule's expression; a failure is Denied.
-func canCallWhen(ru *rule, in *policy.Input) policy.Decision {
+// canCallWhen is CanCall for one rule's expression; failed when it cannot
+// be evaluated whatever the arguments (what depends on them is
+// DependsOnArguments): every call would fail closed on it.
+func canCallWhen(ru *rule, in *policy.Input) (d policy.Decision, failed bool) {
 	d, err := ru.when.CanCall(in, canCallUnknown...)
 	if err != nil {
-		return policy.Denied
+		return policy.Denied, true
 	}
-	return d
+	return d, false
 }
 
 // explainCanCall records, in explanations of a tools/call on a route with

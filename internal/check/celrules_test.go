@@ -41,6 +41,11 @@ const celRoutes = `
         methods: [tools/call]
         names: [deep_think]
         when: lineage.depth == 0 && request.headers["x-tenant"] == "acme"
+      - name: no nukes below level 3
+        methods: [tools/call]
+        names: [nuke]
+        action: deny
+        when: mcp.name == "nuke" && jwt.level < 3
   - name: net
     hosts: [net.example.com]
     issuers: [dev]
@@ -212,6 +217,17 @@ func TestCanCall(t *testing.T) {
 	}
 	finance := grant(jwt.MapClaims{"groups": []any{"finance"}})
 	sales := grant(jwt.MapClaims{"groups": []any{"sales"}})
+	// No groups and no level: the deny rules' expressions fail on this
+	// token, so calls to drop_table and nuke are refused (PolicyError).
+	bare := func() *Grant {
+		req := f.rpcReq(t, "POST", "ws.example.com", celCall("other", `{}`), nil)
+		req.Headers["authorization"] = "Bearer " + f.hs(t, nil)
+		v := f.pl.Check(t.Context(), req)
+		if v.Grant == nil {
+			t.Fatalf("no grant: %v %s", v.Outcome, v.Description)
+		}
+		return v.Grant
+	}()
 	tests := []struct {
 		name string
 		g    *Grant
@@ -225,6 +241,10 @@ func TestCanCall(t *testing.T) {
 		{"a decision point decides", finance, "pay_invoice", policy.DependsOnArguments},
 		{"request and lineage unknown", finance, "deep_think", policy.DependsOnArguments},
 		{"no rule", finance, "other", policy.Allowed},
+		{"a deny rule's identity expression fails", bare, "drop_table", policy.Denied},
+		{"a deny rule's expression fails", bare, "nuke", policy.Denied},
+		{"a failing deny rule matches only its tool", bare, "other", policy.Allowed},
+		{"a deny rule's expression decides false", grant(jwt.MapClaims{"level": 5}), "nuke", policy.Allowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,6 +252,14 @@ func TestCanCall(t *testing.T) {
 				t.Errorf("CanCall = %v, want %v", got, tt.want)
 			}
 		})
+	}
+	// A listing hides what a call is refused, and the other way round.
+	for _, tool := range []string{"drop_table", "nuke"} {
+		req := f.rpcReq(t, "POST", "ws.example.com", celCall(tool, `{}`), nil)
+		req.Headers["authorization"] = "Bearer " + f.hs(t, nil)
+		if v := f.pl.Check(t.Context(), req); v.Outcome != PolicyError {
+			t.Errorf("call %s: outcome %v, want %v", tool, v.Outcome, PolicyError)
+		}
 	}
 }
 

@@ -1,6 +1,10 @@
 package check
 
-import "net/netip"
+import (
+	"net/netip"
+	"strings"
+	"unicode/utf8"
+)
 
 // Request is what the pipeline needs to know about one HTTP request, taken
 // from whatever front end received it (Envoy's CheckRequest, an HTTP
@@ -37,3 +41,24 @@ type Headers map[string]string
 
 // Get returns the value of the lower-case header name.
 func (h Headers) Get(name string) string { return h[name] }
+
+// Add adds one entry of a proxy's header list as Envoy merges a header
+// map: the name lower-cased, a repeated header joined to the earlier value
+// with "," ("; " for Cookie, RFC 6265 section 5.4), invalid UTF-8 replaced
+// by "!". Every front end that receives a header list (ext_authz's raw
+// header map, ext_proc's headers) reads it through Add, so that they see
+// one request alike.
+func (h Headers) Add(key, value string) {
+	k := strings.ToLower(key)
+	if !utf8.ValidString(value) {
+		value = strings.ToValidUTF8(value, "!")
+	}
+	if prev, ok := h[k]; ok {
+		sep := ","
+		if k == "cookie" {
+			sep = "; "
+		}
+		value = prev + sep + value
+	}
+	h[k] = value
+}

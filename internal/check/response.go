@@ -42,9 +42,13 @@ type Identity struct {
 }
 
 // Exchange is one allowed request whose response is being processed: the
-// route, the caller's grant and the JSON-RPC call the request carried.
+// route, the caller's grant and the JSON-RPC call the request carried. It
+// keeps the policy the request was decided under: a reload while the
+// answer is under way changes nothing of what is done with it (route,
+// rules, exchangers, task ownership, per-user bounds).
 type Exchange struct {
 	pl    *Pipeline
+	p     *Policy
 	route *Route
 	grant *Grant
 	// Call is the request's JSON-RPC call (Protocol jsonrpc.ProtocolUnknown
@@ -128,6 +132,15 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 		}
 		g = NewGrant(*id)
 		g.scopeOK = hasAll(g.Scopes, r.scopes)
+		if r.jwtPerRequest || r.allClaims || len(r.identityRules) > 0 {
+			// What rule expressions read of the token, as the check's
+			// grant kept it: the metadata carries the claims they read.
+			raw := make(map[string]any, len(id.Claims))
+			for _, c := range id.Claims {
+				raw[c.Name] = c.Value
+			}
+			p.grantPolicy(g, r, raw)
+		}
 	default:
 		token, err := credential.Find(req.Headers, r.credentials)
 		if err != nil {
@@ -144,12 +157,17 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 		return nil, ErrNotAllowed
 	}
 	if call.Method != "" {
-		e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state, readOnly: true}, log: pl.log, route: r}
-		if o, _, _ := e.authorizeCall(r, g, &call); o != Allowed {
+		// The evaluation holds the grant and call as the check's did:
+		// rule expressions read the request through them.
+		e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state, readOnly: true}, log: pl.log, route: r,
+			grant: g, call: call, callRead: true}
+		o, _, _ := e.authorizeCall(r, g, &e.call)
+		e.releasePolicy()
+		if o != Allowed {
 			return nil, ErrNotAllowed
 		}
 	}
-	return &Exchange{pl: pl, route: r, grant: g, Call: call}, nil
+	return &Exchange{pl: pl, p: p, route: r, grant: g, Call: call}, nil
 }
 
 // Route is the name of the exchange's route.
@@ -273,7 +291,7 @@ func (x *Exchange) Reauthorization(ctx context.Context) ([]byte, bool) {
 	if call.Protocol != jsonrpc.ProtocolA2A && !elicitURL && call.Method != "tools/call" {
 		return nil, false
 	}
-	for _, ex := range pl.Policy().exchangers {
+	for _, ex := range x.p.exchangers {
 		ex.DropOwnSession(g.Subject, call.MCPSession)
 	}
 	if pl.state.shared != nil && call.MCPSession != "" {
@@ -315,7 +333,7 @@ func (x *Exchange) SessionBorn(ctx context.Context, sid string) bool {
 	key := bindingKey(r.Name, bindSession, sid)
 	url := x.Call.ElicitationURL
 	if s.shared != nil {
-		owner, owned, err := s.shared.Bind(ctx, key, g.Subject, s.sessionIdle+s.sessionIdle/2, x.pl.Policy().perSubject)
+		owner, owned, err := s.shared.Bind(ctx, key, g.Subject, s.sessionIdle+s.sessionIdle/2, x.p.perSubject)
 		if err != nil || !owned {
 			if err == nil {
 				s.sessions.Put(key, session.Binding{Subject: owner, Confirmed: s.now()})
@@ -338,8 +356,8 @@ func (x *Exchange) SessionBorn(ctx context.Context, sid string) bool {
 const maxSessionID = 512
 
 // TaskCreatedBy binds a task the upstream created in its answer to this
-// exchange's call to the caller (Pipeline.TaskCreated), with the tool of
-// an MCP tools/call.
+// exchange's call to the caller (as Pipeline.TaskCreated, under the
+// exchange's policy), with the tool of an MCP tools/call.
 func (x *Exchange) TaskCreatedBy(ctx context.Context, taskID string) bool {
 	if taskID == "" || len(taskID) > maxTaskID {
 		return false
@@ -348,7 +366,7 @@ func (x *Exchange) TaskCreatedBy(ctx context.Context, taskID string) bool {
 	if x.Call.Method == "tools/call" {
 		tool = x.Call.Name
 	}
-	return x.pl.TaskCreated(ctx, x.route.Name, taskID, x.grant.Subject, tool)
+	return x.pl.state.taskCreated(ctx, bindingKey(x.route.Name, bindTask, taskID), x.grant.Subject, tool, x.p.perSubject)
 }
 
 // sessionUnborn reports whether sid, presented on route r, must be refused
@@ -383,4 +401,4 @@ func (pl *Pipeline) sessionUnborn(ctx context.Context, r *Route, sid string) boo
 // BindsTasks reports whether tasks are bound to their creator
 // (sessions.task_ownership), so that answers creating tasks are worth
 // reading (TaskCreatedBy).
-func (x *Exchange) BindsTasks() bool { return x.pl.policy.Load().taskOwnership }
+func (x *Exchange) BindsTasks() bool { return x.p.taskOwnership }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -368,6 +369,105 @@ func TestReauthorizationFor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := ReauthorizationFor(tt.status, tt.www); got != tt.want {
 				t.Fatalf("got %v", got)
+			}
+		})
+	}
+}
+
+// TestExchangeKeepsItsPolicy: a reload while an answer is being processed
+// changes nothing of what is done with it; requests after the reload are
+// decided by the new policy.
+func TestExchangeKeepsItsPolicy(t *testing.T) {
+	pl, _ := responsePipeline(t, responseConfig, Deps{}) // task ownership on by default
+	callBody := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","task":{}}}`
+	id := &Identity{Route: "files", Outcome: "allowed", Subject: "alice", Issuer: "a", Scopes: []string{"files:read"}}
+	x, err := pl.ForResponse(context.Background(), call("mcp.example.com", "t", nil, callBody), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The new policy refuses every tool call and binds no tasks.
+	after := strings.Replace(responseConfig, "    rules:\n", "    rules:\n      - {name: no tools, methods: [tools/call], action: deny}\n", 1) +
+		"sessions: {task_ownership: false}\n"
+	cfg, err := config.Parse([]byte(after))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Now: pl.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := pl.Swap(p)
+	t.Cleanup(old.Close)
+
+	if !x.BindsTasks() {
+		t.Error("the exchange lost its policy's task ownership")
+	}
+	if !x.Keep(mcpresponse.KindTool, "read_file", nil) {
+		t.Error("the exchange filters with the new policy's rules")
+	}
+	if !x.TaskCreatedBy(context.Background(), "task-1") || pl.TaskCount() != 1 {
+		t.Errorf("the task was not bound: %d tasks", pl.TaskCount())
+	}
+	if _, err := pl.ForResponse(context.Background(), call("mcp.example.com", "t", nil, callBody), id); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("a request after the reload: %v, want %v", err, ErrNotAllowed)
+	}
+	y, err := pl.ForResponse(context.Background(), call("mcp.example.com", "t", nil, `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.BindsTasks() || y.Keep(mcpresponse.KindTool, "read_file", nil) {
+		t.Error("an exchange after the reload does not see the new policy")
+	}
+}
+
+// TestForResponseRequestRules: rules whose expressions read the request
+// (its source, headers, the call's arguments) decide the answer's request
+// as they decided the check, without the grant's or call's part missing.
+func TestForResponseRequestRules(t *testing.T) {
+	pl, _ := responsePipeline(t, responseConfig+`
+  - name: mesh
+    hosts: [mesh.example.com]
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+    rules:
+      - {name: mesh only, methods: ["*"], action: deny, when: '!request.source.address.startsWith("10.")'}
+      - {name: own files, methods: [tools/call], names: [read_file], when: 'mcp.arguments.path.startsWith("/home/" + identity.subject + "/") && jwt.team == "a"'}
+      - {name: finance, methods: [tools/call], names: [refund], when: '"finance" in jwt.groups'}
+`, Deps{})
+	id := &Identity{Route: "mesh", Outcome: "allowed", Subject: "alice", Issuer: "a", Claims: RuleClaims{{Name: "team", Value: "a"}}}
+	read := func(path string) string {
+		return `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"` + path + `"}}}`
+	}
+	refund := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"refund"}}`
+	inGroup := func(group string) *Identity {
+		return &Identity{Route: "mesh", Outcome: "allowed", Subject: "alice", Issuer: "a", Claims: RuleClaims{{Name: "groups", Value: []any{group}}}}
+	}
+	tests := []struct {
+		name, addr, body string
+		id               *Identity
+		wantErr          error
+	}{
+		{name: "identity-only rule allows", addr: "10.0.0.7", body: refund, id: inGroup("finance")},
+		{name: "identity-only rule refuses", addr: "10.0.0.7", body: refund, id: inGroup("sales"), wantErr: ErrNotAllowed},
+		{name: "identity-only rule without the claim", addr: "10.0.0.7", body: refund, wantErr: ErrNotAllowed},
+		{name: "list from the mesh", addr: "10.0.0.7", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
+		{name: "list from outside", addr: "192.0.2.1", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, wantErr: ErrNotAllowed},
+		{name: "list, source unknown", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, wantErr: ErrNotAllowed},
+		{name: "own file", addr: "10.0.0.7", body: read("/home/alice/a")},
+		{name: "another's file", addr: "10.0.0.7", body: read("/home/bob/a"), wantErr: ErrNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := call("mesh.example.com", "t", nil, tt.body)
+			req.SourceAddress = tt.addr
+			who := id
+			if tt.id != nil {
+				who = tt.id
+			}
+			if _, err := pl.ForResponse(context.Background(), req, who); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
 		})
 	}

@@ -3,9 +3,7 @@ package envoyauthz
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
-	"unicode/utf8"
 	"unsafe"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -199,14 +197,7 @@ func (w *wireRequest) request() *check.Request {
 	in := &w.in
 	if len(in.Headers) == 0 && len(w.rawHdr) > 0 {
 		for _, h := range w.rawHdr {
-			k, v := strings.ToLower(h.key), h.value
-			if !utf8.ValidString(v) {
-				v = strings.ToValidUTF8(v, "!")
-			}
-			if prev, ok := in.Headers[k]; ok {
-				v = prev + joiner(k) + v
-			}
-			in.Headers[k] = v
+			in.Headers.Add(h.key, h.value)
 		}
 	}
 	h := in.Headers
@@ -226,15 +217,6 @@ func (w *wireRequest) request() *check.Request {
 	}
 	in.BodyPartial = h["x-envoy-auth-partial-body"] == "true"
 	return in
-}
-
-// joiner is how Envoy joins repeated values of a header: "; " for Cookie
-// (RFC 6265 section 5.4), "," for every other.
-func joiner(key string) string {
-	if key == "cookie" {
-		return "; "
-	}
-	return ","
 }
 
 // fields calls fn with every length-delimited field of the message in s

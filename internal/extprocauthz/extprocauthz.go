@@ -24,10 +24,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -226,6 +227,7 @@ const (
 	filterJSON            // a JSON list result, filtered whole
 	filterSSE             // a list result in an event stream, event by event
 	readTask              // a JSON answer that may create a task
+	readTaskSSE           // an event stream whose response may create a task
 	dropBody              // the answer was replaced: nothing of it leaves
 	injectStream          // a session's event stream, re-emitted event by event (streams.go)
 )
@@ -256,6 +258,9 @@ type exchange struct {
 	held     []byte
 	tooLarge bool
 	sse      *mcpresponse.SSEListFilter
+	// taskEvents reassembles an event stream read for the task its
+	// response creates (readTaskSSE).
+	taskEvents *mcpresponse.Reassembler
 
 	// An injectable event stream (streams.go).
 	streamKey   streamKey
@@ -293,6 +298,7 @@ func (st *exchange) handle(in *extprocv3.ProcessingRequest) (*extprocv3.Processi
 		}
 		st.sawHeaders = true
 		st.requestHeaders(m.RequestHeaders.GetHeaders())
+		st.source(in.GetAttributes())
 		if m.RequestHeaders.GetEndOfStream() {
 			st.decide()
 		}
@@ -323,27 +329,22 @@ func (st *exchange) handle(in *extprocv3.ProcessingRequest) (*extprocv3.Processi
 	return nil, nil
 }
 
-// requestHeaders fills the request as Envoy's ext_authz front end does:
-// lower-case names, repeated headers joined, pseudo-headers as attributes.
+// requestHeaders fills the request as Envoy's ext_authz front end does
+// (check.Headers.Add: lower-case names, repeated headers joined), with
+// the pseudo-headers as attributes. The values point into the message,
+// which gRPC decoded into memory of its own and nothing modifies.
 func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
 	h := st.req.Headers
+	if len(h) == 0 {
+		h = make(check.Headers, len(hm.GetHeaders()))
+		st.req.Headers = h
+	}
 	for _, hv := range hm.GetHeaders() {
-		k := strings.ToLower(hv.GetKey())
-		v := string(hv.GetRawValue())
-		if v == "" {
-			v = hv.GetValue()
+		v := hv.GetValue()
+		if raw := hv.GetRawValue(); len(raw) > 0 {
+			v = unsafe.String(unsafe.SliceData(raw), len(raw))
 		}
-		if !utf8.ValidString(v) {
-			v = strings.ToValidUTF8(v, "!") // as the ext_authz front end reads it
-		}
-		if prev, ok := h[k]; ok {
-			sep := ","
-			if k == "cookie" {
-				sep = "; "
-			}
-			v = prev + sep + v
-		}
-		h[k] = v
+		h.Add(hv.GetKey(), v)
 	}
 	st.req.Method, st.req.Scheme, st.req.Host, st.req.Path = h[":method"], h[":scheme"], h[":authority"], h[":path"]
 	if st.req.Scheme == "" {
@@ -352,11 +353,45 @@ func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
 	st.req.RequestID = h["x-request-id"]
 }
 
+// AttributesNamespace is the key of the ext_proc filter's own attributes
+// (its request_attributes) in a ProcessingRequest.
+const AttributesNamespace = "envoy.filters.http.ext_proc"
+
+// source reads the downstream peer as ext_authz's Source names it, from
+// the attributes the filter was configured to send with the request
+// headers (docs/extproc.md): the address without its port, and the
+// principal as Envoy's ext_authz picks it from the peer certificate (URI
+// SAN, else DNS SAN, else subject).
+func (st *exchange) source(attrs map[string]*structpb.Struct) {
+	f := attrs[AttributesNamespace].GetFields()
+	if len(f) == 0 {
+		return
+	}
+	if a := f["source.address"].GetStringValue(); a != "" {
+		if ap, err := netip.ParseAddrPort(a); err == nil {
+			st.req.SourceAddress = ap.Addr().String()
+		} else if ip, err := netip.ParseAddr(a); err == nil {
+			st.req.SourceAddress = ip.String()
+		}
+	}
+	for _, k := range []string{"connection.uri_san_peer_certificate", "connection.dns_san_peer_certificate", "connection.subject_peer_certificate"} {
+		if p := f[k].GetStringValue(); p != "" {
+			st.req.SourcePrincipal = p
+			break
+		}
+	}
+}
+
 func (st *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if !st.bodyFull {
-		if len(st.req.Body)+len(b.GetBody()) > maxRequestBody {
+		switch {
+		case len(st.req.Body)+len(b.GetBody()) > maxRequestBody:
 			st.bodyFull, st.req.Body = true, nil
-		} else {
+		case st.req.Body == nil && b.GetEndOfStream():
+			// The whole body in one message (BUFFERED): read in place,
+			// the message is not modified.
+			st.req.Body = b.GetBody()
+		default:
 			st.req.Body = append(st.req.Body, b.GetBody()...)
 		}
 	}
@@ -367,7 +402,7 @@ func (st *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 			Response: &extprocv3.CommonResponse{BodyMutation: streamed(b.GetBody(), b.GetEndOfStream())}}}}
 	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+	return continueRequestBody
 }
 
 // decide asks the pipeline once, when the whole request is known.
@@ -386,15 +421,34 @@ func (st *exchange) decide() {
 	}
 }
 
-func requestHeadersReply() *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
-}
+// The replies that change nothing are shared: protobuf messages are safe
+// to marshal concurrently as long as nobody writes to them, and nothing
+// writes to a reply once made.
+var (
+	continueRequestHeaders = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
+	continueRequestBody    = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+	continueResponseHeader = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}}}
+	continueResponseBody   = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
+	bufferedOverride       = &filterv3.ProcessingMode{ResponseBodyMode: filterv3.ProcessingMode_BUFFERED}
+	streamedOverride       = &filterv3.ProcessingMode{ResponseBodyMode: filterv3.ProcessingMode_STREAMED}
+)
+
+func requestHeadersReply() *extprocv3.ProcessingResponse { return continueRequestHeaders }
 
 func responseHeadersReply(c *extprocv3.CommonResponse, override *filterv3.ProcessingMode) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{
-		Response:     &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: c}},
-		ModeOverride: override,
+	if c == nil && override == nil {
+		return continueResponseHeader
 	}
+	// One allocation for the reply's three messages.
+	r := &struct {
+		pr extprocv3.ProcessingResponse
+		rh extprocv3.ProcessingResponse_ResponseHeaders
+		hr extprocv3.HeadersResponse
+	}{}
+	r.hr.Response = c
+	r.rh.ResponseHeaders = &r.hr
+	r.pr.Response, r.pr.ModeOverride = &r.rh, override
+	return &r.pr
 }
 
 // responseHeaders decides what happens to the answer.
@@ -424,7 +478,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	st.whole = st.respMode == filterv3.ProcessingMode_BUFFERED
 	media := mediaType(contentType)
 	if st.xerr != nil {
-		return st.unallowedHeaders(status, media, eos)
+		return st.unallowedHeaders(status, eos)
 	}
 	x := st.x
 	route := x.Route()
@@ -487,6 +541,11 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "application/json":
 		st.handling = readTask
 		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
+	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "text/event-stream":
+		// Read as it passes, frame by frame, until the response event.
+		st.handling = readTaskSSE
+		st.taskEvents = mcpresponse.NewReassembler(st.s.maxEvent)
+		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, nil)
 	}
 	return responseHeadersReply(nil, nil)
 }
@@ -503,25 +562,35 @@ func (st *exchange) bodyOverride(mode filterv3.ProcessingMode_BodySendMode, c *e
 		return responseHeadersReply(c, nil)
 	}
 	st.whole = mode == filterv3.ProcessingMode_BUFFERED
-	return responseHeadersReply(c, &filterv3.ProcessingMode{ResponseBodyMode: mode})
+	override := streamedOverride
+	if st.whole {
+		override = bufferedOverride
+	}
+	return responseHeadersReply(c, override)
 }
 
 // unallowedHeaders handles the answer to a request not allowed (or not
 // on a response-path route): nothing is bound or re-authorized for
 // nobody, and a list result, which only an allowed caller's filter could
-// let through, is replaced.
-func (st *exchange) unallowedHeaders(status int, media string, eos bool) *extprocv3.ProcessingResponse {
+// let through, is replaced. What is at stake is the list of what others
+// may use, so every answer that may be one is replaced, whatever its
+// content type or encoding (a compressed list, or one labelled text/plain,
+// is still read by the client): the answer to a POST whose call is not
+// known to be anything else — a list call, a body that is not one call, a
+// body too large, or none at all (Envoy not configured to send it, or the
+// request sent without one), and any request whose headers were not seen.
+// A request without a body that is not a POST (the session's GET stream,
+// DELETE) carries no call to answer.
+func (st *exchange) unallowedHeaders(status int, eos bool) *extprocv3.ProcessingResponse {
 	if errors.Is(st.xerr, check.ErrNoRoute) || status < 200 || status > 299 || eos {
 		return responseHeadersReply(nil, nil)
 	}
-	if media != "application/json" && media != "text/event-stream" {
+	noBody := len(st.req.Body) == 0 && !st.bodyFull
+	if noBody && st.sawHeaders && st.req.Method != "POST" {
 		return responseHeadersReply(nil, nil)
 	}
 	call, err := jsonrpc.Parse(st.req.Body)
-	if err == nil && !mcpresponse.IsListMethod(call.Method) && !st.bodyFull {
-		return responseHeadersReply(nil, nil)
-	}
-	if len(st.req.Body) == 0 && !st.bodyFull {
+	if !noBody && !st.bodyFull && err == nil && !mcpresponse.IsListMethod(call.Method) {
 		return responseHeadersReply(nil, nil)
 	}
 	st.act(failure(reasonNotAllowed))
@@ -566,7 +635,18 @@ func streamed(b []byte, eos bool) *extprocv3.BodyMutation {
 }
 
 func responseBodyReply(c *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{Response: c}}}
+	if c == nil {
+		return continueResponseBody
+	}
+	r := &struct {
+		pr extprocv3.ProcessingResponse
+		rb extprocv3.ProcessingResponse_ResponseBody
+		br extprocv3.BodyResponse
+	}{}
+	r.br.Response = c
+	r.rb.ResponseBody = &r.br
+	r.pr.Response = &r.rb
+	return &r.pr
 }
 
 // responseBody processes one body message of the answer.
@@ -591,6 +671,12 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		return st.bodyReply(st.filterSSE(chunk, eos), eos, nil)
 	case readTask:
 		return st.readTask(chunk, eos)
+	case readTaskSSE:
+		st.readTaskEvents(chunk, eos)
+		if st.duplex {
+			return st.bodyReply(chunk, eos, nil)
+		}
+		return responseBodyReply(nil)
 	case dropBody:
 		return st.bodyReply([]byte{}, eos, nil)
 	case injectStream:
@@ -604,9 +690,9 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 
 // bodyReply answers a body message with out in its place: a
 // streamed_response in full duplex, a body mutation otherwise (nil out:
-// unchanged). set are headers to set (honoured only while Envoy holds the
-// headers, BUFFERED).
-func (st *exchange) bodyReply(out []byte, eos bool, set []*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+// unchanged). set, when not nil, sets headers (honoured only while Envoy
+// holds the headers, BUFFERED).
+func (st *exchange) bodyReply(out []byte, eos bool, set *extprocv3.HeaderMutation) *extprocv3.ProcessingResponse {
 	if st.duplex {
 		if out == nil {
 			out = []byte{}
@@ -616,11 +702,40 @@ func (st *exchange) bodyReply(out []byte, eos bool, set []*corev3.HeaderValueOpt
 	if out == nil {
 		return responseBodyReply(nil)
 	}
-	c := &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: out}}}
-	if len(set) > 0 {
-		c.HeaderMutation = &extprocv3.HeaderMutation{SetHeaders: set}
-	}
-	return responseBodyReply(c)
+	// One allocation for the reply's messages.
+	r := &struct {
+		pr extprocv3.ProcessingResponse
+		rb extprocv3.ProcessingResponse_ResponseBody
+		br extprocv3.BodyResponse
+		c  extprocv3.CommonResponse
+		bm extprocv3.BodyMutation
+		b  extprocv3.BodyMutation_Body
+	}{}
+	r.b.Body = out
+	r.bm.Mutation = &r.b
+	r.c.BodyMutation = &r.bm
+	r.c.HeaderMutation = set
+	r.br.Response = &r.c
+	r.rb.ResponseBody = &r.br
+	r.pr.Response = &r.rb
+	return &r.pr
+}
+
+// contentLength is the header mutation setting content-length to n, in
+// one allocation.
+func contentLength(n int) *extprocv3.HeaderMutation {
+	r := &struct {
+		hm   extprocv3.HeaderMutation
+		opts [1]*corev3.HeaderValueOption
+		o    corev3.HeaderValueOption
+		h    corev3.HeaderValue
+		v    [20]byte
+	}{}
+	r.h.Key, r.h.RawValue = "content-length", strconv.AppendInt(r.v[:0], int64(n), 10)
+	r.o.Header, r.o.AppendAction = &r.h, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+	r.opts[0] = &r.o
+	r.hm.SetHeaders = r.opts[:]
+	return &r.hm
 }
 
 // gather adds a chunk to a body that is read whole, and reports the body
@@ -649,7 +764,7 @@ func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResp
 		return st.bodyReply([]byte{}, false, nil)
 	}
 	st.handling = dropBody // nothing after the whole body is passed
-	out, removed, err := mcpresponse.FilterList(x.Call.Method, body, x.Keep)
+	out, removed, changed, err := mcpresponse.Filter(x.Call.Method, body, x.Keep)
 	switch {
 	case err != nil:
 		st.act(failure(reasonUnparsable))
@@ -658,10 +773,10 @@ func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResp
 		out = mcpresponse.FilterFailure(x.Call.ID)
 	case removed > 0:
 		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: removed})
-	case st.whole:
+	case !changed && st.whole:
 		return responseBodyReply(nil) // unchanged
 	}
-	return st.bodyReply(out, eos, []*corev3.HeaderValueOption{header("content-length", strconv.Itoa(len(out)))})
+	return st.bodyReply(out, eos, contentLength(len(out)))
 }
 
 // filterSSE returns what replaces a chunk of an event stream: the whole
@@ -705,6 +820,33 @@ func (st *exchange) readTask(chunk []byte, eos bool) *extprocv3.ProcessingRespon
 		return st.bodyReply(chunk, eos, nil)
 	}
 	return responseBodyReply(nil)
+}
+
+// errResponseRead stops reading an event stream once its response event
+// was read.
+var errResponseRead = errors.New("extprocauthz: the response event was read")
+
+// readTaskEvents reads the events of a stream as its chunks pass
+// unchanged, until the JSON-RPC response the call is answered with: a task
+// it creates is bound, and the rest of the stream is not looked at. An
+// event over the limit ends the reading (the task is then bound on first
+// sight); an unterminated last event is not dispatched by clients, so it
+// is not read either.
+func (st *exchange) readTaskEvents(chunk []byte, eos bool) {
+	read := func(event []byte) error {
+		if msg := mcpresponse.EventData(event); isResponse(msg) {
+			st.bindTask(msg)
+			return errResponseRead
+		}
+		return nil
+	}
+	err := st.taskEvents.Write(chunk, read)
+	if err == nil && eos {
+		_, err = st.taskEvents.Flush(read)
+	}
+	if err != nil || eos {
+		st.handling, st.taskEvents = passThrough, nil
+	}
 }
 
 func (st *exchange) bindTask(body []byte) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -99,6 +100,17 @@ routes:
     issuers: [corp]
     response_path: true
     exchange: {sts: sts, audience: [https://backend.example.com], methods: [tools/call], authorize_url: "https://idp.example.com/authorize?client_id=backend"}
+  - name: peers
+    hosts: [peers.example.com]
+    protocol: mcp
+    issuers: [corp]
+    response_path: true
+    rules:
+      - name: mesh agents only
+        methods: ["*"]
+        action: deny
+        when: '!request.source.address.startsWith("10.") || request.source.principal != "spiffe://mesh/ns/a/sa/agent"'
+      - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
   - name: elsewhere
     hosts: [other.example.com]
     protocol: mcp
@@ -139,13 +151,21 @@ func token(t testing.TB, sub string, claims jwt.MapClaims) string {
 // returns the metadata Envoy forwards to ext_proc (nil when denied).
 func (f *fixture) authorize(t *testing.T, host, tok string, header http.Header, body string) *corev3.Metadata {
 	t.Helper()
+	return f.authorizeWith(t, host, tok, header, body, envoytest.BuildOptions{})
+}
+
+// authorizeWith is authorize with Envoy's view of the peer (opts' source
+// address and principal).
+func (f *fixture) authorizeWith(t *testing.T, host, tok string, header http.Header, body string, opts envoytest.BuildOptions) *corev3.Metadata {
+	t.Helper()
+	opts.WithBody, opts.MaxRequestBytes = true, 1<<20
 	r, _ := http.NewRequest("POST", "http://"+host+"/mcp", strings.NewReader(body))
 	for k, v := range header {
 		r.Header[k] = v
 	}
 	r.Header.Set("Authorization", "Bearer "+tok)
 	r.Header.Set("Content-Type", "application/json")
-	resp, err := f.authz.Check(context.Background(), envoytest.BuildCheckRequest(r, []byte(body), envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}))
+	resp, err := f.authz.Check(context.Background(), envoytest.BuildCheckRequest(r, []byte(body), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +206,14 @@ const toolsResult = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_fi
 
 const toolsFiltered = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"search","inputSchema":{"type":"object"}}],"nextCursor":"c2","_meta":{"k":1}}}`
 
+// publicResult is toolsResult as the Go SDK marks lists (cacheScope
+// public); whatever the caller, it comes out private.
+var (
+	publicResult    = strings.Replace(toolsResult, `"nextCursor"`, `"ttlMs":60000,"cacheScope":"public","nextCursor"`, 1)
+	privateResult   = strings.Replace(toolsResult, `"nextCursor"`, `"ttlMs":60000,"cacheScope":"private","nextCursor"`, 1)
+	privateFiltered = strings.Replace(toolsFiltered, `"nextCursor"`, `"ttlMs":60000,"cacheScope":"private","nextCursor"`, 1)
+)
+
 func jsonResponse(body string, extra http.Header) envoytest.ExtProcMessage {
 	h := http.Header{"Content-Type": {"application/json"}, "Content-Length": {fmt.Sprint(len(body))}}
 	for k, v := range extra {
@@ -218,6 +246,10 @@ func TestListFiltering(t *testing.T) {
 		{name: "sse: reader, split inside the data and the blank line", tok: reader, response: sseResponse(event[:30], event[30:len(event)-1], event[len(event)-1:]),
 			want: "event: message\ndata: " + toolsFiltered + "\n\n"},
 		{name: "sse: priming event then the result", tok: reader, response: sseResponse("id: p1\ndata:\n\n", event), want: "id: p1\ndata:\n\n" + "event: message\ndata: " + toolsFiltered + "\n\n"},
+		{name: "json: admin's full list made private", tok: admin, response: jsonResponse(publicResult, nil), want: privateResult},
+		{name: "json: reader's list made private", tok: reader, response: jsonResponse(publicResult, nil), want: privateFiltered},
+		{name: "sse: admin's full list made private, split in the scope", tok: admin,
+			response: sseResponse("data: "+publicResult[:len(publicResult)-8], publicResult[len(publicResult)-8:]+"\n\n"), want: "data: " + privateResult + "\n\n"},
 		{name: "json: an error answer passes", tok: reader, response: jsonResponse(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`, nil),
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`},
 		{name: "json: unreadable list fails closed", tok: reader, response: jsonResponse(`{"jsonrpc":"2.0","id":1,"result":{"tools":"x"}}`, nil),
@@ -226,6 +258,9 @@ func TestListFiltering(t *testing.T) {
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
 		{name: "compressed list fails closed", tok: reader, response: jsonResponse(toolsResult, http.Header{"Content-Encoding": {"gzip"}}),
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
+		{name: "compressed event stream fails closed", tok: admin,
+			response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}, "Content-Encoding": {"br"}}, event),
+			want:     `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
 		{name: "text/plain list fails closed", tok: reader, response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/plain"}}, toolsResult),
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
 	}
@@ -245,6 +280,49 @@ func TestListFiltering(t *testing.T) {
 			}
 			if cl := res.Downstream.Get("content-length"); cl != "" && cl != fmt.Sprint(len(got)) {
 				t.Fatalf("content-length %s for %d bytes", cl, len(got))
+			}
+		})
+	}
+}
+
+// TestPeerReachesThePipeline: the downstream peer Envoy names to ext_proc
+// (request_attributes source.address and the peer certificate's SAN) is the
+// request's source, as ext_authz's Source is: rules reading it decide the
+// answer's request as they decided the check.
+func TestPeerReachesThePipeline(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	const agent = "spiffe://mesh/ns/a/sa/agent"
+	md := f.authorizeWith(t, "peers.example.com", reader, nil, toolsList, envoytest.BuildOptions{
+		SourceAddress: netip.MustParseAddrPort("10.1.2.3:5555"), SourcePrincipal: agent,
+	})
+	if md == nil {
+		t.Fatal("ext_authz denied the mesh agent")
+	}
+	failure := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
+	str := structpb.NewStringValue
+	tests := []struct {
+		name  string
+		attrs map[string]*structpb.Value
+		want  string
+	}{
+		{name: "address and URI SAN", attrs: map[string]*structpb.Value{"source.address": str("10.1.2.3:5555"), "connection.uri_san_peer_certificate": str(agent)}, want: toolsFiltered},
+		{name: "principal from the DNS SAN when no URI SAN", attrs: map[string]*structpb.Value{"source.address": str("10.1.2.3:5555"), "connection.uri_san_peer_certificate": str(""), "connection.dns_san_peer_certificate": str(agent)}, want: toolsFiltered},
+		{name: "no attributes: the peer is unknown", want: failure},
+		{name: "another address", attrs: map[string]*structpb.Value{"source.address": str("192.168.1.1:5555"), "connection.uri_san_peer_certificate": str(agent)}, want: failure},
+		{name: "another principal", attrs: map[string]*structpb.Value{"source.address": str("10.1.2.3:5555"), "connection.uri_san_peer_certificate": str("spiffe://mesh/ns/b/sa/x")}, want: failure},
+		{name: "an address that is not one", attrs: map[string]*structpb.Value{"source.address": str("10.evil"), "connection.uri_san_peer_certificate": str(agent)}, want: failure},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := recommended(md)
+			cfg.RequestAttributes = tt.attrs
+			res := envoytest.ExtProc(t, f.conn, cfg, envoytest.ExtProcExchange{Request: mcpRequest("peers.example.com", toolsList, nil), Response: jsonResponse(toolsResult, nil)})
+			if res.Err != nil || res.Reset {
+				t.Fatalf("protocol: %v (reset %v)", res.Err, res.Reset)
+			}
+			if got := string(res.Downstream.Body()); got != tt.want {
+				t.Fatalf("client got\n%s\nwant\n%s", got, tt.want)
 			}
 		})
 	}
@@ -280,6 +358,8 @@ func TestOtherListsFiltered(t *testing.T) {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 // TestNotAllowed: without ext_authz's allow (no metadata, a token never
 // checked; or a denial's metadata) a list is not passed on, and nothing
 // else is done for anybody.
@@ -287,13 +367,37 @@ func TestNotAllowed(t *testing.T) {
 	f := newFixture(t)
 	failure := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
 	unchecked := token(t, "mallory", nil)
+	noID := strings.Replace(failure, `"id":1`, `"id":null`, 1)
+	bearer := http.Header{"Authorization": {"Bearer " + unchecked}}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file"}}`
+	callResult := `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`
 	tests := []struct {
-		name string
-		md   *corev3.Metadata
-		host string
-		want string
+		name     string
+		md       *corev3.Metadata
+		host     string
+		request  *envoytest.ExtProcMessage // a tools/list POST when nil
+		response *envoytest.ExtProcMessage // toolsResult as JSON when nil
+		want     string
 	}{
 		{name: "no metadata, unchecked token", host: "mcp.example.com", want: failure},
+		{name: "a list compressed", host: "mcp.example.com",
+			response: ptr(jsonResponse(toolsResult, http.Header{"Content-Encoding": {"gzip"}})), want: failure},
+		{name: "a list as text/plain", host: "mcp.example.com",
+			response: ptr(envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/plain"}}, toolsResult)), want: failure},
+		{name: "a list without a content type", host: "mcp.example.com",
+			response: ptr(envoytest.ExtProcResponse(200, nil, toolsResult)), want: failure},
+		{name: "a list as an event stream", host: "mcp.example.com",
+			response: ptr(sseResponse("data: " + toolsResult + "\n\n")), want: failure},
+		{name: "a POST without a body: the call is unknown", host: "mcp.example.com",
+			request: ptr(envoytest.ExtProcRequest("POST", "mcp.example.com", "/mcp", bearer, "")), want: noID},
+		{name: "a body that is not one call", host: "mcp.example.com",
+			request: ptr(mcpRequest("mcp.example.com", `[`+toolsList+`]`, bearer)), want: noID},
+		{name: "a call that is not a list passes", host: "mcp.example.com",
+			request: ptr(mcpRequest("mcp.example.com", call, bearer)), response: ptr(jsonResponse(callResult, nil)), want: callResult},
+		{name: "the GET stream passes", host: "mcp.example.com",
+			request:  ptr(envoytest.ExtProcRequest("GET", "mcp.example.com", "/mcp", bearer, "")),
+			response: ptr(sseResponse("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")),
+			want:     "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"},
 		{name: "denial metadata", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
 			extprocauthz.MetadataNamespace: mustStruct(t, map[string]any{"outcome": "forbidden", "route": "files", "user": "mallory"})}}, want: failure},
 		{name: "an allow on a route since removed", host: "mcp.example.com", md: &corev3.Metadata{FilterMetadata: map[string]*structpbStruct{
@@ -304,10 +408,14 @@ func TestNotAllowed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := envoytest.ExtProc(t, f.conn, recommended(tt.md), envoytest.ExtProcExchange{
-				Request:  mcpRequest(tt.host, toolsList, http.Header{"Authorization": {"Bearer " + unchecked}}),
-				Response: jsonResponse(toolsResult, nil),
-			})
+			request, response := mcpRequest(tt.host, toolsList, bearer), jsonResponse(toolsResult, nil)
+			if tt.request != nil {
+				request = *tt.request
+			}
+			if tt.response != nil {
+				response = *tt.response
+			}
+			res := envoytest.ExtProc(t, f.conn, recommended(tt.md), envoytest.ExtProcExchange{Request: request, Response: response})
 			if res.Err != nil {
 				t.Fatal(res.Err)
 			}
@@ -455,6 +563,60 @@ func TestTaskBound(t *testing.T) {
 	}
 }
 
+// TestTaskBoundFromEventStream: a task created in an event stream's
+// response is bound, wherever Envoy's frames split the stream; the
+// stream passes unchanged, and events before the response (progress, a
+// server request) bind nothing.
+func TestTaskBoundFromEventStream(t *testing.T) {
+	f := newFixture(t)
+	call := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read_file","task":{}}}`
+	stream := func(id string) string {
+		return "id: p\ndata:\n\n" +
+			"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"task\":{\"taskId\":\"not-this\"}}}\r\n\r\n" +
+			"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":4,\n" +
+			"data: \"result\":{\"task\":{\"taskId\":\"" + id + "\",\"status\":\"working\"}}}\n\n" +
+			"data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"task\":{\"taskId\":\"nor-this\"}}}\n\n"
+	}
+	n := len(stream("task-000"))
+	for cut := 0; cut <= n; cut++ {
+		// Two frames cut at every place, and for a few a frame per byte.
+		// A user per stream: each may hold only so many tasks.
+		md := f.authorize(t, "mcp.example.com", token(t, fmt.Sprintf("user-%03d", cut), nil), nil, call)
+		id := fmt.Sprintf("task-%03d", cut)
+		body := stream(id)
+		chunks := []string{body[:cut], body[cut:]}
+		if cut%50 == 0 {
+			chunks = strings.Split(body, "")
+		}
+		res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+			Request:  mcpRequest("mcp.example.com", call, nil),
+			Response: sseResponse(chunks...),
+		})
+		if res.Err != nil || res.Reset {
+			t.Fatalf("cut %d: %v (reset %v)", cut, res.Err, res.Reset)
+		}
+		if got := string(res.Downstream.Body()); got != body {
+			t.Fatalf("cut %d: the stream changed:\n%q\nwant\n%q", cut, got, body)
+		}
+		if f.pl.TaskCount() != cut+1 {
+			t.Fatalf("cut %d: %d tasks bound", cut, f.pl.TaskCount())
+		}
+	}
+	// Each stream bound its response's task to its user, and nothing else.
+	for _, tc := range []struct {
+		id, user string
+		allowed  bool
+	}{{"task-007", "user-008", false}, {"task-007", "user-007", true}, {"not-this", "user-008", true}, {"nor-this", "user-008", true}} {
+		get := `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":"` + tc.id + `"}}`
+		if md := f.authorize(t, "mcp.example.com", token(t, tc.user, nil), nil, get); (md != nil) != tc.allowed {
+			t.Errorf("%s reads %s: %v, want %v", tc.user, tc.id, md != nil, tc.allowed)
+		}
+	}
+	if got := f.counted.get(extprocauthz.ActionTaskBound); got != n+1 {
+		t.Errorf("%d tasks counted bound, want %d", got, n+1)
+	}
+}
+
 // TestEveryBodyMode: whatever body modes the filter is configured with,
 // the processor answers every message exactly once with a reply Envoy
 // accepts (never a spurious one), for every kind of exchange.
@@ -463,6 +625,8 @@ func TestEveryBodyMode(t *testing.T) {
 	reader := token(t, "alice", nil)
 	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_file"}}`
 	event := "event: message\ndata: " + toolsResult + "\n\n"
+	taskCall := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_file","task":{}}}`
+	taskEvents := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"task\":{\"taskId\":\"every-mode\"}}}\n\n"
 	exchanges := map[string]struct {
 		body     string
 		response envoytest.ExtProcMessage
@@ -472,6 +636,7 @@ func TestEveryBodyMode(t *testing.T) {
 		"call":           {call, jsonResponse(`{"jsonrpc":"2.0","id":9,"result":{"content":[]}}`, nil)},
 		"401":            {call, envoytest.ExtProcResponse(401, http.Header{"Www-Authenticate": {"Bearer"}}, "no")},
 		"empty response": {call, envoytest.ExtProcResponse(202, nil)},
+		"sse task":       {taskCall, sseResponse(taskEvents[:30], taskEvents[30:])},
 	}
 	modes := []filterv3.ProcessingMode_BodySendMode{
 		filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_STREAMED,
@@ -510,6 +675,9 @@ func TestEveryBodyMode(t *testing.T) {
 						}
 						if strings.HasSuffix(name, "list") && gets && known != bytes.Contains(body, []byte("read_file")) {
 							t.Fatalf("request body known %v, listed: %s", known, body)
+						}
+						if name == "sse task" && known && string(body) != taskEvents {
+							t.Fatalf("the task's stream changed: %q", body)
 						}
 					})
 				}

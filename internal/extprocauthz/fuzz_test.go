@@ -13,14 +13,52 @@ import (
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 )
 
-// FuzzTaskID: any answer body is read without panicking.
+// FuzzTaskID: any answer body is read without panicking, and an id read
+// from it is the one encoding/json (the Go SDK client's decoder) reads:
+// where the two could differ, no id is read.
 func FuzzTaskID(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"t1"}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t2"}}`))
 	f.Add([]byte(`{"result":null}`))
+	f.Add([]byte(`{"result":{"task":{"taskId":"a","TaskId":"b"}}}`))
+	f.Add([]byte(`{"result":{"task":{"id":"a\u00e9"},"kind":"task","id":"b"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_ = taskID(body)
+		got := taskID(body)
+		if got == "" {
+			return
+		}
+		if want := stdlibTaskID(body); got != want {
+			t.Fatalf("%q: task id %q, encoding/json reads %q", body, got, want)
+		}
 	})
+}
+
+// stdlibTaskID is how taskID was first written, with encoding/json, which
+// takes the last of repeated keys and matches keys case-insensitively.
+func stdlibTaskID(body []byte) string {
+	var msg struct {
+		Result *struct {
+			Kind string `json:"kind"`
+			ID   string `json:"id"`
+			Task *struct {
+				TaskID string `json:"taskId"`
+				ID     string `json:"id"`
+			} `json:"task"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Result == nil {
+		return ""
+	}
+	r := msg.Result
+	switch {
+	case r.Task != nil && r.Task.TaskID != "":
+		return r.Task.TaskID
+	case r.Task != nil && r.Task.ID != "":
+		return r.Task.ID
+	case r.Kind == "task":
+		return r.ID
+	}
+	return ""
 }
 
 // FuzzSSEListStream: a tools/list answered as an event stream, split into

@@ -1,33 +1,137 @@
 package extprocauthz
 
-import "encoding/json"
+import "github.com/extauthz/extauthz/internal/jsonrpc"
 
 // taskID is the id of the task a JSON-RPC answer created: MCP's
 // CreateTaskResult (result.task.taskId, MCP 2025-11-25), A2A 0.3's Task
 // result (result.kind "task", result.id) or A2A 1.0's (result.task.id).
 // "" when the answer created none or is not one JSON-RPC result.
+//
+// The answer is read by jsonrpc.WalkStrict, as the request was: a
+// document clients could read differently gives no id (a repeated key,
+// one equal to a member read here only under case folding, an escaped
+// lone surrogate in the id, a member that is not a string). The task is
+// then bound on first sight, as without the response path.
 func taskID(body []byte) string {
-	var msg struct {
-		Result *struct {
-			Kind string `json:"kind"`
-			ID   string `json:"id"`
-			Task *struct {
-				TaskID string `json:"taskId"`
-				ID     string `json:"id"`
-			} `json:"task"`
-		} `json:"result"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.Result == nil {
+	w := taskWalk{body: body}
+	if jsonrpc.WalkStrict(body, 3, w.visit) != nil || w.ambiguous || !w.result.ok {
 		return ""
 	}
-	r := msg.Result
-	switch {
-	case r.Task != nil && r.Task.TaskID != "":
-		return r.Task.TaskID
-	case r.Task != nil && r.Task.ID != "":
-		return r.Task.ID
-	case r.Kind == "task":
-		return r.ID
+	r := &w.result
+	// As encoding/json decoded these members into strings: absent or
+	// null is "", any other type refuses the whole answer.
+	var vals [4]string
+	for i, s := range []span{r.taskTaskID, r.taskID, r.kind, r.id} {
+		if !s.present() {
+			continue
+		}
+		v, ok := jsonrpc.StringValue(s.raw(body))
+		if !ok {
+			return ""
+		}
+		vals[i] = v
+	}
+	if r.task.present() && body[r.task.start] != '{' {
+		return ""
+	}
+	switch taskTaskID, taskID, kind, id := vals[0], vals[1], vals[2], vals[3]; {
+	case taskTaskID != "":
+		return taskTaskID
+	case taskID != "":
+		return taskID
+	case kind == "task":
+		return id
 	}
 	return ""
+}
+
+// isResponse reports whether a JSON-RPC message is a response (result or
+// error), not a request or notification: the message of an event stream
+// that answers the call.
+func isResponse(msg []byte) bool {
+	response, method := false, false
+	err := jsonrpc.WalkStrict(msg, 1, func(_ int, key []byte, _, _ int) {
+		switch string(key) {
+		case "result", "error":
+			response = true
+		case "method":
+			method = true
+		}
+	})
+	return err == nil && response && !method
+}
+
+// span is where a member's value lies in the body; a JSON null counts as
+// absent, as encoding/json reads it into a string.
+type span struct{ start, end int }
+
+func (s span) present() bool { return s.end > s.start }
+
+func (s span) raw(body []byte) []byte { return body[s.start:s.end] }
+
+// taskMembers are the members taskID reads of one object at depth 2 (a
+// candidate result) and of its task member.
+type taskMembers struct {
+	kind, id, task     span
+	taskTaskID, taskID span
+	ambiguous          bool
+	ok                 bool
+}
+
+// taskWalk collects, during jsonrpc.WalkStrict, what taskID reads. A value
+// is visited after what it holds, so the members of each depth are kept
+// pending until the member holding them is visited.
+type taskWalk struct {
+	body      []byte
+	pending2  taskMembers // members of the depth-1 value being read
+	pending3  taskMembers // members of the depth-2 value being read
+	result    taskMembers
+	ambiguous bool
+}
+
+func (w *taskWalk) visit(depth int, key []byte, start, end int) {
+	v := span{start, end}
+	if w.body[start] == 'n' { // null
+		v = span{}
+	}
+	switch depth {
+	case 1:
+		switch is, ambiguous := jsonrpc.KeyIs(key, "result"); {
+		case ambiguous:
+			w.ambiguous = true
+		case is:
+			w.result = w.pending2
+			w.result.ok = true
+			w.ambiguous = w.ambiguous || w.result.ambiguous
+		}
+		w.pending2 = taskMembers{}
+	case 2:
+		p := &w.pending2
+		switch {
+		case w.member(key, "kind", v, &p.kind, &p.ambiguous):
+		case w.member(key, "id", v, &p.id, &p.ambiguous):
+		case w.member(key, "task", v, &p.task, &p.ambiguous):
+			p.taskTaskID, p.taskID = w.pending3.taskTaskID, w.pending3.taskID
+			p.ambiguous = p.ambiguous || w.pending3.ambiguous
+		}
+		w.pending3 = taskMembers{}
+	case 3:
+		p := &w.pending3
+		if !w.member(key, "taskId", v, &p.taskTaskID, &p.ambiguous) {
+			w.member(key, "id", v, &p.taskID, &p.ambiguous)
+		}
+	}
+}
+
+// member records v in dst when key is want, and reports whether it was
+// (ambiguous set when key is want only under case folding).
+func (w *taskWalk) member(key []byte, want string, v span, dst *span, ambiguous *bool) bool {
+	is, folded := jsonrpc.KeyIs(key, want)
+	if folded {
+		*ambiguous = true
+	}
+	if is {
+		*dst = v
+	}
+	return is
 }

@@ -200,6 +200,10 @@ func (s *scanner) peek() byte {
 }
 
 func (s *scanner) ws() {
+	// Most documents are compact: one comparison decides.
+	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
+		return
+	}
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -457,12 +461,14 @@ func (s *scanner) str() error {
 		if i >= len(d) {
 			return ErrParse
 		}
+		// skipPlain stops at the closing quote most of the time, and at a
+		// plain byte only in the last eight bytes of the document.
 		switch c := d[i]; {
-		case plain[c]:
-			i++
 		case c == '"':
 			s.pos = i + 1
 			return nil
+		case plain[c]:
+			i++
 		case c == '\\':
 			s.escaped = true
 			if i+1 >= len(d) {

@@ -10,17 +10,76 @@ import (
 
 // FilterEvent applies FilterList to the JSON-RPC message one server-sent
 // event carries (its data lines joined by "\n", as a client reads them) and
-// returns the event with its data lines replaced when entries were
-// removed. An event with no or empty data (a priming event, a comment)
+// returns the event with its data lines replaced when the message
+// changed (entries removed, or the cache scope made private). An event with no or empty data (a priming event, a comment)
 // comes back unchanged: clients do not dispatch it. The other fields (event, id, retry, comments) and the line
 // ends are kept; the new data is written where the first data line was,
 // one data line per line of the message.
 func FilterEvent(method string, event []byte, keep Predicate) ([]byte, int, error) {
+	out, removed, _, err := filterEvent(method, event, keep)
+	return out, removed, err
+}
+
+// filterEvent is FilterEvent, also reporting whether the event changed
+// (when it did not, out is event).
+func filterEvent(method string, event []byte, keep Predicate) (out []byte, removed int, changed bool, err error) {
+	data, eol := eventData(event)
+	if len(data) == 0 {
+		// No data, or empty data (a priming event): the SSE spec does not
+		// dispatch it, so no client reads a message from it.
+		return event, 0, false, nil
+	}
+	filtered, removed, changed, err := Filter(method, data, keep)
+	if err != nil || !changed {
+		return event, 0, false, err
+	}
+	// The event's other lines stay; the message takes the place of the
+	// first data line, one data line per line of it.
+	size := 0
+	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
+		if content, _ := splitEOL(line); !isData(content) {
+			size += len(line)
+		}
+	}
+	size += len(filtered) + (bytes.Count(filtered, []byte("\n"))+1)*(len("data: ")+len(eol)-1) + 1
+	out = make([]byte, 0, size)
+	written := false
+	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
+		content, _ := splitEOL(line)
+		if !isData(content) {
+			out = append(out, line...)
+			continue
+		}
+		if written {
+			continue
+		}
+		for l, more := filtered, true; more; {
+			var piece []byte
+			piece, l, more = bytes.Cut(l, []byte("\n"))
+			out = append(out, "data: "...)
+			out = append(out, piece...)
+			out = append(out, eol...)
+		}
+		written = true
+	}
+	return out, removed, true, nil
+}
+
+// EventData is the message an event carries, as a client dispatches it:
+// its data lines' values joined by "\n" (nil when it has none). It is read
+// in place when the event has one data line.
+func EventData(event []byte) []byte {
+	data, _ := eventData(event)
+	return data
+}
+
+// eventData is EventData, with the event's first line end (how its lines
+// end).
+func eventData(event []byte) (data, eol []byte) {
 	// The message is the one data line's value, read in place, or the
 	// data lines joined (copied) when there are more.
-	var data []byte
 	lines := 0 // a second data line adds "\n" even after an empty first
-	eol := []byte("\n")
+	eol = []byte("\n")
 	first := true
 	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
 		content, end := splitEOL(line)
@@ -41,45 +100,7 @@ func FilterEvent(method string, event []byte, keep Predicate) ([]byte, int, erro
 			lines++
 		}
 	}
-	if len(data) == 0 {
-		// No data, or empty data (a priming event): the SSE spec does not
-		// dispatch it, so no client reads a message from it.
-		return event, 0, nil
-	}
-	filtered, removed, err := FilterList(method, data, keep)
-	if err != nil || removed == 0 {
-		return event, 0, err
-	}
-	// The event's other lines stay; the message takes the place of the
-	// first data line, one data line per line of it.
-	size := 0
-	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
-		if content, _ := splitEOL(line); !isData(content) {
-			size += len(line)
-		}
-	}
-	size += len(filtered) + (bytes.Count(filtered, []byte("\n"))+1)*(len("data: ")+len(eol)-1) + 1
-	out := make([]byte, 0, size)
-	written := false
-	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
-		content, _ := splitEOL(line)
-		if !isData(content) {
-			out = append(out, line...)
-			continue
-		}
-		if written {
-			continue
-		}
-		for l, more := filtered, true; more; {
-			var piece []byte
-			piece, l, more = bytes.Cut(l, []byte("\n"))
-			out = append(out, "data: "...)
-			out = append(out, piece...)
-			out = append(out, eol...)
-		}
-		written = true
-	}
-	return out, removed, nil
+	return data, eol
 }
 
 func isData(content []byte) bool {

@@ -61,20 +61,40 @@ func IsListMethod(method string) bool {
 
 // FilterList removes from a JSON-RPC response to method (one of the list
 // methods) every entry keep refuses, and returns the new body with the
-// number removed. Everything else is kept byte for byte: the id, other
-// members of the result (nextCursor, _meta), other members of each kept
-// entry, and the whitespace between entries (the separator of the first
-// two entries is reused where entries were removed). When nothing is
-// removed the body is returned unchanged (same slice).
+// number removed. A result that says how it may be cached (cacheScope,
+// MCP's CacheableResult) comes out with "cacheScope":"private", whether or
+// not an entry was removed: the list is what this caller may use, and a
+// shared cache must not serve it to another (an administrator's full list
+// to anybody). Everything else is kept byte for byte: the id, other
+// members of the result (nextCursor, ttlMs, _meta), other members of each
+// kept entry, and the whitespace between entries (the separator of the
+// first two entries is reused where entries were removed). When nothing
+// changed the body is returned unchanged (same slice); Filter also says
+// whether it changed.
 //
 // A JSON-RPC error response, and a message that is not a response (a
 // request or notification sent on the same stream), come back unchanged:
 // they list nothing. Anything else that is not exactly a list result is
-// an error.
+// an error, and so is a result with a key equal to cacheScope only under
+// case folding (some clients would read it as the scope).
 func FilterList(method string, body []byte, keep Predicate) ([]byte, int, error) {
+	out, removed, _, err := Filter(method, body, keep)
+	return out, removed, err
+}
+
+// CacheScopePrivate is the value a filtered list's cacheScope is given.
+const CacheScopePrivate = `"private"`
+
+// privateScope is CacheScopePrivate as the pieces rebuild joins (read
+// only).
+var privateScope = []byte(CacheScopePrivate)
+
+// Filter is FilterList, also reporting whether the body changed (entries
+// removed or the cache scope made private): when it did not, out is body.
+func Filter(method string, body []byte, keep Predicate) (out []byte, removed int, changed bool, err error) {
 	shape, ok := listShapes[method]
 	if !ok {
-		return nil, 0, fmt.Errorf("%w: %q", ErrNotList, method)
+		return nil, 0, false, fmt.Errorf("%w: %q", ErrNotList, method)
 	}
 	// One strict pass records the members of the response (depth 1), of
 	// its result (2), the entries (3) and their members (4). A value is
@@ -84,27 +104,27 @@ func FilterList(method string, body []byte, keep Predicate) ([]byte, int, error)
 	defer w.release()
 	w.reset(shape)
 	if err := jsonrpc.WalkStrict(body, 4, w.fn); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrUnreadable, err)
+		return nil, 0, false, fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
 	if body[skipWS(body, 0)] != '{' {
-		return nil, 0, fmt.Errorf("%w: not an object", ErrUnexpectedShape)
+		return nil, 0, false, fmt.Errorf("%w: not an object", ErrUnexpectedShape)
 	}
 	if w.err != nil {
-		return nil, 0, w.err
+		return nil, 0, false, w.err
 	}
 	switch result := w.result; {
 	case result.start < 0 && w.other:
-		return body, 0, nil // an error response, a request or a notification
+		return body, 0, false, nil // an error response, a request or a notification
 	case result.start < 0:
-		return nil, 0, fmt.Errorf("%w: no result", ErrUnexpectedShape)
+		return nil, 0, false, fmt.Errorf("%w: no result", ErrUnexpectedShape)
 	case body[result.start] != '{':
-		return nil, 0, fmt.Errorf("%w: result is not an object", ErrUnexpectedShape)
+		return nil, 0, false, fmt.Errorf("%w: result is not an object", ErrUnexpectedShape)
 	case w.list.ambiguous:
-		return nil, 0, fmt.Errorf("%w: a key of result is ambiguous with %q", ErrUnexpectedShape, shape.array)
+		return nil, 0, false, fmt.Errorf("%w: a key of result is ambiguous with %q", ErrUnexpectedShape, shape.array)
 	}
 	list := w.list.span
 	if list.start < 0 || body[list.start] != '[' {
-		return nil, 0, fmt.Errorf("%w: result.%s is not an array", ErrUnexpectedShape, shape.array)
+		return nil, 0, false, fmt.Errorf("%w: result.%s is not an array", ErrUnexpectedShape, shape.array)
 	}
 	entries := w.entriesIn(list)
 	// Every entry is checked before the predicate is asked about any.
@@ -112,18 +132,23 @@ func FilterList(method string, body []byte, keep Predicate) ([]byte, int, error)
 		e := &entries[i]
 		switch {
 		case body[e.span.start] != '{':
-			return nil, 0, fmt.Errorf("%w: an entry of result.%s is not an object", ErrUnexpectedShape, shape.array)
+			return nil, 0, false, fmt.Errorf("%w: an entry of result.%s is not an object", ErrUnexpectedShape, shape.array)
 		case e.ambiguous:
-			return nil, 0, fmt.Errorf("%w: a key of an entry is ambiguous with %q or \"annotations\"", ErrUnexpectedShape, shape.nameKey)
+			return nil, 0, false, fmt.Errorf("%w: a key of an entry is ambiguous with %q or \"annotations\"", ErrUnexpectedShape, shape.nameKey)
 		case e.name.start < 0 || body[e.name.start] != '"':
-			return nil, 0, fmt.Errorf("%w: an entry's %s is not a string", ErrUnexpectedShape, shape.nameKey)
+			return nil, 0, false, fmt.Errorf("%w: an entry's %s is not a string", ErrUnexpectedShape, shape.nameKey)
 		}
+	}
+	switch scope := w.scope; {
+	case scope.ambiguous:
+		return nil, 0, false, fmt.Errorf("%w: a key of result is ambiguous with \"cacheScope\"", ErrUnexpectedShape)
+	case scope.span.start >= 0 && string(body[scope.span.start:scope.span.end]) == CacheScopePrivate:
+		w.scope.span = absent // already private
 	}
 	names, err := w.decodeNames(body, entries)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	removed := 0
 	for i := range entries {
 		e := &entries[i]
 		var raw json.RawMessage
@@ -135,10 +160,10 @@ func FilterList(method string, body []byte, keep Predicate) ([]byte, int, error)
 			removed++
 		}
 	}
-	if removed == 0 {
-		return body, 0, nil
+	if removed == 0 && w.scope.span.start < 0 {
+		return body, 0, false, nil
 	}
-	return w.rebuild(body, entries), removed, nil
+	return w.rebuild(body, entries, removed > 0, w.scope.span), removed, true, nil
 }
 
 // valueSpan is where a value sits in a document: [start, end); start < 0
@@ -175,9 +200,11 @@ type walk struct {
 	result valueSpan
 	other  bool      // the message has error or method: not a result
 	list   candidate // in result
-	// pendingList is what the members at depth 2 seen since the last
-	// member at depth 1 named; it becomes list when that member is result.
-	pendingList candidate
+	scope  candidate // result's cacheScope
+	// pendingList and pendingScope are what the members at depth 2 seen
+	// since the last member at depth 1 named; they become list and scope
+	// when that member is result.
+	pendingList, pendingScope candidate
 	// entries are the elements (depth 3) of the arrays at depth 2 named
 	// like the list, in document order. mark is how many of them belong
 	// to such arrays already visited; the elements after it belong to an
@@ -210,6 +237,8 @@ func (w *walk) reset(shape listShape) {
 	w.other = false
 	w.list = candidate{span: absent}
 	w.pendingList = candidate{span: absent}
+	w.scope = candidate{span: absent}
+	w.pendingScope = candidate{span: absent}
 	w.entries = w.entries[:0]
 	w.mark = 0
 	w.pending = entry{name: absent, annotations: absent}
@@ -239,11 +268,19 @@ func (w *walk) visit(depth int, key []byte, start, end int) {
 		case is:
 			w.result = span
 			w.list = w.pendingList
+			w.scope = w.pendingScope
 		case string(key) == "error" || string(key) == "method":
 			w.other = true
 		}
 		w.pendingList = candidate{span: absent}
+		w.pendingScope = candidate{span: absent}
 	case 2:
+		switch is, ambiguous := keyIs(key, "cacheScope"); {
+		case is:
+			w.pendingScope.span = span
+		case ambiguous:
+			w.pendingScope.ambiguous = true
+		}
 		is, ambiguous := keyIs(key, w.shape.array)
 		switch {
 		case is:
@@ -311,44 +348,53 @@ func (w *walk) decodeNames(body []byte, entries []entry) (string, error) {
 	return string(w.names), nil
 }
 
-// rebuild writes body with the refused entries left out: what lies
-// between '[' and the first entry, the kept entries joined by the original
-// first separator, and what lies between the last entry and ']'. The
-// pieces are joined by bytes.Join, which allocates the exact size once
-// and does not zero it first.
-func (w *walk) rebuild(body []byte, entries []entry) []byte {
-	sep := []byte(",")
-	if len(entries) > 1 {
-		sep = body[entries[0].span.end:entries[1].span.start]
+// rebuild writes body with the refused entries left out (when filtered):
+// what lies between '[' and the first entry, the kept entries joined by
+// the original first separator, and what lies between the last entry and
+// ']'; and with the value at scope (when present) replaced by
+// CacheScopePrivate. The scope is a sibling of the list, so it lies before
+// the first entry or after the last. The pieces are joined by bytes.Join,
+// which allocates the exact size once and does not zero it first.
+func (w *walk) rebuild(body []byte, entries []entry, filtered bool, scope valueSpan) []byte {
+	pieces := w.pieces[:0]
+	pos := 0 // body[pos:] is not yet in pieces
+	private := privateScope
+	scopeFirst := scope.start >= 0 && (len(entries) == 0 || scope.start < entries[0].span.start)
+	if scopeFirst {
+		pieces = append(pieces, body[pos:scope.start], private)
+		pos = scope.end
 	}
-	pieces := append(w.pieces[:0], body[:entries[0].span.start])
-	first := true
-	for _, e := range entries {
-		if !e.keep {
-			continue
+	if filtered {
+		sep := []byte(",")
+		if len(entries) > 1 {
+			sep = body[entries[0].span.end:entries[1].span.start]
 		}
-		if !first {
-			pieces = append(pieces, sep)
+		pieces = append(pieces, body[pos:entries[0].span.start])
+		first := true
+		for _, e := range entries {
+			if !e.keep {
+				continue
+			}
+			if !first {
+				pieces = append(pieces, sep)
+			}
+			pieces = append(pieces, body[e.span.start:e.span.end])
+			first = false
 		}
-		pieces = append(pieces, body[e.span.start:e.span.end])
-		first = false
+		pos = entries[len(entries)-1].span.end
 	}
-	pieces = append(pieces, body[entries[len(entries)-1].span.end:])
+	if scope.start >= 0 && !scopeFirst {
+		pieces = append(pieces, body[pos:scope.start], private)
+		pos = scope.end
+	}
+	pieces = append(pieces, body[pos:])
 	w.pieces = pieces
 	return bytes.Join(pieces, nil)
 }
 
-// keyIs reports whether key is want, and whether it equals want only
-// under case folding: some client decoders (Go's encoding/json) would read
-// such a key as that member, others would not, so it is refused.
-func keyIs(key []byte, want string) (is, ambiguous bool) {
-	if string(key) == want {
-		return true, false
-	}
-	// Folding maps at most one byte to three (K, U+212A, is k), never
-	// fewer: only keys of these lengths can fold onto want.
-	return false, len(key) >= len(want) && len(key) <= 3*len(want) && bytes.EqualFold(key, []byte(want))
-}
+// keyIs is jsonrpc.KeyIs: a key equal to one the filter reads only under
+// case folding is refused.
+func keyIs(key []byte, want string) (is, ambiguous bool) { return jsonrpc.KeyIs(key, want) }
 
 func skipWS(d []byte, i int) int {
 	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {

@@ -59,9 +59,44 @@ func TestFilterList(t *testing.T) {
 		body    string
 		refused []string
 		want    string // "" = body unchanged
-		calls   string
-		wantErr error
+		// scopeOnly: want differs from body by its cache scope alone,
+		// nothing removed.
+		scopeOnly bool
+		calls     string
+		wantErr   error
 	}{
+		{
+			name: "public scope made private, nothing removed", method: "tools/list", scopeOnly: true,
+			body: `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}],"ttlMs":60000,"cacheScope":"public"}}`,
+			want: `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}],"ttlMs":60000,"cacheScope":"private"}}`,
+		},
+		{
+			name: "scope after the list, entries removed", method: "tools/list", refused: []string{"b"},
+			body: `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}, {"name":"b"}, {"name":"c"}] , "cacheScope" : "public" ,"_meta":{}}}`,
+			want: `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}, {"name":"c"}] , "cacheScope" : "private" ,"_meta":{}}}`,
+		},
+		{
+			name: "scope before the list, entries removed", method: "prompts/list", refused: []string{"a"},
+			body: `{"jsonrpc":"2.0","id":1,"result":{"cacheScope":"public","prompts":[{"name":"a"},{"name":"b"}]}}`,
+			want: `{"jsonrpc":"2.0","id":1,"result":{"cacheScope":"private","prompts":[{"name":"b"}]}}`,
+		},
+		{
+			name: "empty list still made private", method: "resources/list", scopeOnly: true,
+			body: `{"id":1,"result":{"resources":[],"cacheScope":"public"}}`,
+			want: `{"id":1,"result":{"resources":[],"cacheScope":"private"}}`,
+		},
+		{
+			name: "any other scope value made private", method: "tools/list", scopeOnly: true,
+			body:  `{"id":1,"result":{"cacheScope":{"name":"x"},"tools":[{"name":"a"}]}}`,
+			want:  `{"id":1,"result":{"cacheScope":"private","tools":[{"name":"a"}]}}`,
+			calls: "tool:a:",
+		},
+		{name: "private scope unchanged", method: "tools/list", body: `{"id":1,"result":{"tools":[{"name":"a"}],"cacheScope":"private"}}`},
+		{name: "no scope, none added", method: "tools/list", body: `{"id":1,"result":{"tools":[{"name":"a"}],"ttlMs":5}}`},
+		{name: "scope outside result untouched", method: "tools/list", body: `{"id":1,"result":{"tools":[{"name":"a"}],"_meta":{"cacheScope":"public"}}}`},
+		{name: "error response scope untouched", method: "tools/list", body: `{"id":1,"error":{"code":1,"message":"m","cacheScope":"public"}}`},
+		{name: "case-folded scope key", method: "tools/list", body: `{"id":1,"result":{"tools":[],"CacheScope":"public"}}`, wantErr: ErrUnexpectedShape},
+		{name: "both scope spellings", method: "tools/list", body: `{"id":1,"result":{"tools":[],"cacheScope":"private","cacheScopE":"public"}}`, wantErr: ErrUnexpectedShape},
 		{
 			name: "removes first", method: "tools/list", refused: []string{"a"},
 			body:  `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"},{"name":"b"},{"name":"c"}]}}`,
@@ -141,7 +176,7 @@ func TestFilterList(t *testing.T) {
 			if string(got) != want {
 				t.Fatalf("got  %s\nwant %s", got, want)
 			}
-			if (removed > 0) != (tt.want != "") {
+			if (removed > 0) != (tt.want != "" && !tt.scopeOnly) {
 				t.Fatalf("removed = %d", removed)
 			}
 			if tt.calls != "" && strings.Join(calls, ",") != tt.calls {
@@ -162,6 +197,8 @@ func FuzzFilterList(f *testing.F) {
 	f.Add(in, uint8(0b010))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"},{"name":"b"}]}}`), uint8(1))
 	f.Add([]byte(`{"id":1,"result":{"tools":[ {"name":"\u00e9"} , {"name":"x","annotations":null} ]}}`), uint8(2))
+	f.Add([]byte(`{"id":1,"result":{"cacheScope":"public","tools":[{"name":"a"},{"name":"b"}],"ttlMs":1}}`), uint8(1))
+	f.Add([]byte(`{"id":1,"result":{"tools":[{"name":"a"}],"cacheScope":[{"name":"b"}]}}`), uint8(0))
 	f.Fuzz(func(t *testing.T, body []byte, mask uint8) {
 		// Refuse the entries whose position's bit is set in mask.
 		n := 0
@@ -217,9 +254,20 @@ func FuzzFilterList(f *testing.F) {
 			}
 		}
 		for k, v := range before.Result {
-			if k != "tools" && compact(t, after.Result[k]) != compact(t, v) {
-				t.Fatalf("result.%s changed", k)
+			switch k {
+			case "tools":
+			case "cacheScope":
+				if string(after.Result[k]) != CacheScopePrivate {
+					t.Fatalf("result.cacheScope %s came out as %s, want private", v, after.Result[k])
+				}
+			default:
+				if compact(t, after.Result[k]) != compact(t, v) {
+					t.Fatalf("result.%s changed", k)
+				}
 			}
+		}
+		if _, ok := before.Result["cacheScope"]; !ok && len(after.Result) != len(before.Result) {
+			t.Fatalf("result members %d became %d", len(before.Result), len(after.Result))
 		}
 	})
 }

@@ -57,6 +57,19 @@ func referenceFilterList(method string, body []byte, keep Predicate) ([]byte, in
 	if list.start < 0 || body[list.start] != '[' {
 		return nil, 0, fmt.Errorf("%w: result.%s is not an array", ErrUnexpectedShape, shape.array)
 	}
+	// The cache scope, a member of result: made private unless it is.
+	scope := refSpan{-1, -1}
+	for _, m := range w.scopes {
+		if !result.holds(m.span) {
+			continue
+		}
+		if m.ambiguous {
+			return nil, 0, fmt.Errorf("%w: a key of result is ambiguous with \"cacheScope\"", ErrUnexpectedShape)
+		}
+		if string(body[m.span.start:m.span.end]) != `"private"` {
+			scope = m.span
+		}
+	}
 
 	// Entries of the list, in order, and their name and annotations:
 	// members come in document order, so one merge pass pairs them.
@@ -101,10 +114,29 @@ func referenceFilterList(method string, body []byte, keep Predicate) ([]byte, in
 			removed++
 		}
 	}
-	if removed == 0 {
+	if removed == 0 && scope.start < 0 {
 		return body, 0, nil
 	}
-	return refRebuild(body, entries, keepAt), removed, nil
+	// Two edits of body, the later one first so that the earlier keeps
+	// its place: the entries replaced by the kept ones, the scope's value
+	// by "private".
+	type edit struct {
+		at   refSpan
+		with []byte
+	}
+	var edits []edit
+	if removed > 0 {
+		edits = append(edits, edit{refSpan{entries[0].start, entries[len(entries)-1].end}, refKept(body, entries, keepAt)})
+	}
+	if scope.start >= 0 {
+		edits = append(edits, edit{scope, []byte(`"private"`)})
+	}
+	slices.SortFunc(edits, func(a, b edit) int { return b.at.start - a.at.start })
+	out := slices.Clone(body)
+	for _, e := range edits {
+		out = slices.Replace(out, e.at.start, e.at.end, e.with...)
+	}
+	return out, removed, nil
 }
 
 // refSpan is where a value sits in a document: [start, end); start < 0
@@ -128,6 +160,7 @@ type refWalk struct {
 	result   refSpan
 	other    bool        // the message has error or method: not a result
 	inner    []refMember // depth 2 members named like the list array
+	scopes   []refMember // depth 2 members named like cacheScope
 	elements []refSpan   // depth 3 array elements
 	members  []refMember // depth 4 members named like name or annotations
 	err      error
@@ -149,6 +182,9 @@ func (w *refWalk) visit(depth int, key []byte, start, end int) {
 		if is, ambiguous := refKeyIs(key, w.shape.array); is || ambiguous {
 			w.inner = append(w.inner, refMember{span: span, ambiguous: ambiguous})
 		}
+		if is, ambiguous := refKeyIs(key, "cacheScope"); is || ambiguous {
+			w.scopes = append(w.scopes, refMember{span: span, ambiguous: ambiguous})
+		}
 	case 3:
 		if key == nil {
 			w.elements = append(w.elements, span)
@@ -162,16 +198,13 @@ func (w *refWalk) visit(depth int, key []byte, start, end int) {
 	}
 }
 
-// rebuild writes body with the refused entries left out: what lies
-// between '[' and the first entry, the kept entries joined by the original
-// first separator, and what lies between the last entry and ']'.
-func refRebuild(body []byte, entries []refSpan, keepAt []bool) []byte {
+// refKept is the kept entries joined by the original first separator.
+func refKept(body []byte, entries []refSpan, keepAt []bool) []byte {
 	sep := []byte(",")
 	if len(entries) > 1 {
 		sep = body[entries[0].end:entries[1].start]
 	}
-	out := make([]byte, 0, len(body))
-	out = append(out, body[:entries[0].start]...)
+	var out []byte
 	first := true
 	for n, e := range entries {
 		if !keepAt[n] {
@@ -183,7 +216,7 @@ func refRebuild(body []byte, entries []refSpan, keepAt []bool) []byte {
 		out = append(out, body[e.start:e.end]...)
 		first = false
 	}
-	return append(out, body[entries[len(entries)-1].end:]...)
+	return out
 }
 
 // keyIs reports whether key is want, and whether it equals want only
@@ -236,6 +269,10 @@ func FuzzFilterListReference(f *testing.F) {
 	f.Add([]byte(`{"id":1,"error":{"tools":[{"name":"a"}]},"result":{"x":[{"name":1}],"tools":[{"name":"a\/b","y":[{"NAME":2}]}]}}`), uint8(1), uint8(0))
 	f.Add([]byte(`{"id":1,"result":{"resources":[{"uri":"a","annotations":{}},{"URI":"b","uri":"c"}]}}`), uint8(3), uint8(2))
 	f.Add([]byte(`{"id":1,"result":{"resourceTemplates":[{"uriTemplate":"x{y}"}],"nextCursor":"c","_meta":{"k":[1]}}}`), uint8(1), uint8(3))
+	f.Add([]byte(`{"id":1,"result":{"cacheScope":"public","tools":[{"name":"a"},{"name":"b"}],"ttlMs":0}}`), uint8(1), uint8(0))
+	f.Add([]byte(`{"id":1,"result":{"tools":[{"name":"a"}] ,"cacheScope":"public"}}`), uint8(0), uint8(0))
+	f.Add([]byte(`{"id":1,"result":{"prompts":[],"cacheScope":"private","_meta":{"cacheScope":"public"}}}`), uint8(0), uint8(1))
+	f.Add([]byte(`{"id":1,"result":{"tools":[{"name":"a"}],"CACHESCOPE":"public"}}`), uint8(0), uint8(0))
 	methods := []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
 	f.Fuzz(func(t *testing.T, body []byte, mask, method uint8) {
 		m := methods[int(method)%len(methods)]
@@ -295,7 +332,7 @@ func referenceFilterEvent(method string, event []byte, keep Predicate) ([]byte, 
 		return event, 0, nil
 	}
 	filtered, removed, err := referenceFilterList(method, data, keep)
-	if err != nil || removed == 0 {
+	if err != nil || bytes.Equal(filtered, data) {
 		return event, 0, err
 	}
 	out := make([]byte, 0, len(event))
@@ -324,6 +361,7 @@ func FuzzFilterEventReference(f *testing.F) {
 	f.Add([]byte("event: message\r\ndata: {\"id\":1,\"result\":{\"tools\":[{\"name\":\"a\"},\r\ndata: {\"name\":\"x\"}]}}\r\nid: 3\r\n\r\n"))
 	f.Add([]byte("data\ndata: {\"id\":1,\"result\":{\"tools\":[{\"name\":\"x\"}]}}\n\n"))
 	f.Add([]byte(": c\rdata:{\"id\":1,\"result\":{\"tools\":[{\"name\":\"x\"},{\"name\":\"y\"}]}}\r\r"))
+	f.Add([]byte("data: {\"id\":1,\"result\":{\"tools\":[{\"name\":\"y\"}],\"cacheScope\":\"public\"}}\n\n"))
 	f.Fuzz(func(t *testing.T, event []byte) {
 		keep := func(_, name string, _ json.RawMessage) bool { return name != "x" }
 		got, gotRemoved, gotErr := FilterEvent("tools/list", event, keep)

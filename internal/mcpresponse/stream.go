@@ -37,7 +37,7 @@ func (f *SSEListFilter) Chunk(chunk []byte, eos bool) ([]byte, error) {
 	// without a copy.
 	var run []byte
 	emit := func(event []byte) error {
-		filtered, removed, err := FilterEvent(f.method, event, f.keep)
+		filtered, removed, changed, err := filterEvent(f.method, event, f.keep)
 		if err != nil {
 			return err
 		}
@@ -46,12 +46,12 @@ func (f *SSEListFilter) Chunk(chunk []byte, eos bool) ([]byte, error) {
 			out = append(out, filtered...)
 			return nil
 		}
-		if removed == 0 && len(run) > 0 && cap(run)-len(run) == cap(event) {
+		if !changed && len(run) > 0 && cap(run)-len(run) == cap(event) {
 			run = run[:len(run)+len(event)] // event follows run
 			return nil
 		}
 		out = append(out, run...)
-		if removed == 0 {
+		if !changed {
 			run = event
 			return nil
 		}

@@ -1,0 +1,62 @@
+package extprocauthz
+
+import "testing"
+
+// TestTaskID: the task an answer created, in each protocol's shape; no id
+// from a document clients could read differently.
+func TestTaskID(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{name: "mcp task", body: `{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"t1","status":"working"}}}`, want: "t1"},
+		{name: "a2a 0.3 task", body: `{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t2","status":{"state":"submitted"}}}`, want: "t2"},
+		{name: "a2a 1.0 task", body: `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t3"}}}`, want: "t3"},
+		{name: "escaped id", body: `{"result":{"task":{"taskId":"t\u00e9\/1"}}}`, want: "t\u00e9/1"},
+		{name: "members in any order", body: `{"result":{"id":"t4","status":{},"kind":"task"},"id":9,"jsonrpc":"2.0"}`, want: "t4"},
+		{name: "taskId before id", body: `{"result":{"task":{"id":"b","taskId":"a"}}}`, want: "a"},
+		{name: "empty taskId falls back to id", body: `{"result":{"task":{"taskId":"","id":"b"}}}`, want: "b"},
+		{name: "null is absent", body: `{"result":{"task":{"taskId":null,"id":"b"}}}`, want: "b"},
+		{name: "a message, not a task", body: `{"result":{"kind":"message","id":"m1"}}`},
+		{name: "a tool result", body: `{"result":{"content":[{"type":"text","text":"x"}]}}`},
+		{name: "an error", body: `{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m","data":{"task":{"taskId":"t"}}}}`},
+		{name: "a task outside result", body: `{"params":{"task":{"taskId":"t"}},"result":{}}`},
+		{name: "a task deeper in result", body: `{"result":{"x":{"task":{"taskId":"t"}}}}`},
+
+		{name: "duplicate taskId", body: `{"result":{"task":{"taskId":"a","taskId":"b"}}}`},
+		{name: "duplicate result", body: `{"result":{"task":{"taskId":"a"}},"result":{"task":{"taskId":"b"}}}`},
+		{name: "duplicate deep inside", body: `{"result":{"task":{"taskId":"a"},"meta":{"k":1,"k":2}}}`},
+		{name: "case-folded taskId", body: `{"result":{"task":{"taskId":"a","TaskId":"b"}}}`},
+		{name: "case-folded task", body: `{"result":{"Task":{"taskId":"a"}}}`},
+		{name: "case-folded result", body: `{"Result":{"task":{"taskId":"a"}}}`},
+		{name: "kelvin sign in kind", body: `{"result":{"\u212aind":"task","id":"a"}}`},
+		{name: "taskId not a string", body: `{"result":{"task":{"taskId":1}}}`},
+		{name: "id not a string", body: `{"result":{"kind":"task","id":1}}`},
+		{name: "task not an object", body: `{"result":{"task":"t","kind":"task","id":"a"}}`},
+		{name: "lone surrogate", body: `{"result":{"task":{"taskId":"\ud800"}}}`},
+		{name: "not json", body: `{"result":{"task":{"taskId":"a"}}`},
+		{name: "trailing data", body: `{"result":{"task":{"taskId":"a"}}} x`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := taskID([]byte(tt.body)); got != tt.want {
+				t.Errorf("taskID = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsResponse(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"result":{}}`:                               true,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}`:          true,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`:    false,
+		`{"jsonrpc":"2.0","id":2,"method":"elicitation/create","params":{}}`: false,
+		`{"jsonrpc":"2.0","id":1,"result":{},"method":"x"}`:                  false,
+		`{"jsonrpc":"2.0","id":1,"result":{},"result":{}}`:                   false,
+		`not json`: false,
+	} {
+		if got := isResponse([]byte(body)); got != want {
+			t.Errorf("isResponse(%s) = %v, want %v", body, got, want)
+		}
+	}
+}
