@@ -37,6 +37,7 @@ import (
 	"github.com/extauthz/extauthz/internal/httpauthz"
 	"github.com/extauthz/extauthz/internal/metrics"
 	"github.com/extauthz/extauthz/internal/ratelimit"
+	"github.com/extauthz/extauthz/internal/recovery"
 	"github.com/extauthz/extauthz/internal/shared"
 	"github.com/extauthz/extauthz/internal/tracing"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
@@ -476,7 +477,10 @@ func (s settings) openFronts(k *core, c *closers) (*fronts, error) {
 	}
 
 	f := &fronts{errc: make(chan error, 4), health: health.NewServer()}
-	f.grpc = grpc.NewServer(append(envoyauthz.ServerOptions(),
+	f.grpc = grpc.NewServer(append(append(envoyauthz.ServerOptions(),
+		// A handler's panic answers its call alone with an internal error
+		// (Envoy's failure mode then decides), never the whole service.
+		recovery.ServerOptions(s.log, k.m.HandlerPanicked)...),
 		// Envoy keeps long-lived HTTP/2 connections and pings them.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),

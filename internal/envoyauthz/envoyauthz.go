@@ -16,6 +16,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -31,6 +32,11 @@ type Server struct {
 	// pipeline is concrete, not an interface, so that the request built on
 	// the stack for it stays there.
 	pipeline *check.Pipeline
+
+	// wireInfo and wireNext are what handleWire hands the server's
+	// interceptors, built once so that intercepting costs no allocation.
+	wireInfo grpc.UnaryServerInfo
+	wireNext grpc.UnaryHandler
 }
 
 var _ authv3.AuthorizationServer = (*Server)(nil)
@@ -38,7 +44,12 @@ var _ authv3.AuthorizationServer = (*Server)(nil)
 // NewServer returns a Server deciding with p. Load shedding and tracing are
 // the pipeline's (check.Pipeline.Check), as for every front end.
 func NewServer(p *check.Pipeline) *Server {
-	return &Server{pipeline: p}
+	s := &Server{pipeline: p}
+	s.wireInfo = grpc.UnaryServerInfo{Server: s, FullMethod: authv3.Authorization_Check_FullMethodName}
+	s.wireNext = func(ctx context.Context, req any) (any, error) {
+		return s.checkWire(ctx, req.(*wireRequest)), nil
+	}
+	return s
 }
 
 // Check answers one Envoy ext_authz call.

@@ -327,10 +327,11 @@ func (s *Server) handleWire(_ any, ctx context.Context, dec func(any) error, int
 		w.release()
 		return resp, nil
 	}
-	info := &grpc.UnaryServerInfo{Server: s, FullMethod: authv3.Authorization_Check_FullMethodName}
-	return interceptor(ctx, w, info, func(ctx context.Context, req any) (any, error) {
-		return s.checkWire(ctx, req.(*wireRequest)), nil
-	})
+	// The request goes back to the pool once answered, as above, also when
+	// an interceptor recovered a panic.
+	resp, err := interceptor(ctx, w, &s.wireInfo, s.wireNext)
+	w.release()
+	return resp, err
 }
 
 // checkWire decides a wire request and answers with a response message or

@@ -227,3 +227,30 @@ func TestWireSourceAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestWireInterceptedCostsNothing: the service's interceptors (panic
+// recovery) wrap every check; a cache hit through them allocates no more
+// than one without, and its request still goes back to the pool.
+func TestWireInterceptedCostsNothing(t *testing.T) {
+	srv := verdictFixture(t, 16)
+	enc, err := proto.Marshal(typicalRequest(typicalToken(t, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := func(v any) error { return v.(*wireRequest).decode(enc) }
+	passThrough := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		return next(ctx, req)
+	}
+	ctx := context.Background()
+	allocs := func(icpt grpc.UnaryServerInterceptor) float64 {
+		for range 2 { // the first decides, the second memoizes
+			if _, err := srv.handleWire(nil, ctx, dec, icpt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return testing.AllocsPerRun(200, func() { srv.handleWire(nil, ctx, dec, icpt) })
+	}
+	if plain, intercepted := allocs(nil), allocs(passThrough); intercepted > plain {
+		t.Errorf("a cache hit allocates %.0f times through an interceptor, %.0f without", intercepted, plain)
+	}
+}

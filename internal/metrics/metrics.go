@@ -41,6 +41,7 @@ type Metrics struct {
 	slowClients  *prometheus.CounterVec
 	refused      *prometheus.CounterVec
 	responses    *prometheus.CounterVec
+	panics       *prometheus.CounterVec
 
 	limits *limitMetrics
 
@@ -139,9 +140,13 @@ func New() *Metrics {
 			Namespace: namespace, Name: "response_path_total",
 			Help: "What the response path (ext_proc) did, by route and action (filtered, filter_failure, reauthorized, session_bound, session_refused, task_bound, not_allowed, overloaded, protocol_failure).",
 		}, []string{"route", "action"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "handler_panics_total",
+			Help: "gRPC calls whose handler panicked and were answered with an internal error, by method. Any is a bug.",
+		}, []string{"method"}),
 	}
 	m.limits = newLimitMetrics(m.reg)
-	m.reg.MustRegister(m.responses)
+	m.reg.MustRegister(m.responses, m.panics)
 	m.reg.MustRegister(m.refusedSess, m.sessLookups, m.sessCreated, m.dropped, m.slowClients, m.refused)
 	m.reg.MustRegister(m.adminRefused, m.redisOps, m.checks, m.latency, m.hijacks, m.jwksFetches, m.reloads, m.generation, m.stsCalls, m.stsLatency, m.credentials,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -230,6 +235,10 @@ func (m *Metrics) VerdictsDropped(reason string, n int) {
 
 // SlowClient counts a connection closed for slowness on listener.
 func (m *Metrics) SlowClient(listener string) { m.slowClients.WithLabelValues(listener).Inc() }
+
+// HandlerPanicked counts a gRPC call whose handler panicked; method is the
+// full method name, one of the few the server registers.
+func (m *Metrics) HandlerPanicked(method string) { m.panics.WithLabelValues(method).Inc() }
 
 // Refused counts a request refused for too many bodies in flight.
 func (m *Metrics) Refused(listener string) { m.refused.WithLabelValues(listener).Inc() }
