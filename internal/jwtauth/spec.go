@@ -61,10 +61,10 @@ type issuer struct {
 	algs   algSet
 	secret []byte // HMAC issuers; nil for key set issuers
 	// hmacs are secret's keyed hashers, reused across tokens.
-	hmacs *hmacPools
-	keys      *keySource // key set issuers
-	leeway    time.Duration
-	typ       string // normalized required typ, "" for none
+	hmacs  *hmacPools
+	keys   *keySource // key set issuers
+	leeway time.Duration
+	typ    string // normalized required typ, "" for none
 }
 
 // compile validates spec's semantics; errors name the issuer.
