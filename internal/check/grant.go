@@ -107,8 +107,8 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		Issuer:   c.IssuerName,
 		Expires:  c.ExpiresAt,
 		IssuedAt: c.IssuedAt,
-		Scopes:   internList(scopes(c.Raw)),
-		Actors:   lineage.ActChain(c.Raw),
+		Scopes:   internList(scopes(c)),
+		Actors:   actChain(c),
 		KeyID:    c.KeyID,
 	}
 	if p.verifier != nil && p.verifier.kinds[c.IssuerName] == "api_keys" {
@@ -116,7 +116,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		g.APIKeyID = c.ID
 	}
 	id := &p.identity
-	sub, ok, err := p.claimValue(c.Raw, id.UserClaim)
+	sub, ok, err := p.claimValue(c, id.UserClaim)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if g.Subject, err = p.ident.user(c.IssuerName, sub); err != nil {
 		return nil, err
 	}
-	if err = p.grantSession(g, c.Raw); err != nil {
+	if err = p.grantSession(g, c); err != nil {
 		return nil, err
 	}
 	// The namespace is a safe segment (config validation); the subject
@@ -148,13 +148,13 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			return nil, err
 		}
 	}
-	g.ClientID, _ = c.Raw["azp"].(string)
+	g.ClientID = stringClaim(c, "azp")
 	if g.ClientID == "" {
-		g.ClientID, _ = c.Raw["client_id"].(string)
+		g.ClientID = stringClaim(c, "client_id")
 	}
 	g.scopeOK = hasAll(g.Scopes, r.scopes)
 	for _, name := range r.ruleClaims {
-		if v, ok := c.Raw[name]; ok {
+		if v, ok := c.Claim(name); ok {
 			if g.Claims == nil {
 				g.Claims = make(RuleClaims, 0, len(r.ruleClaims))
 			}
@@ -163,7 +163,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	}
 
 	if len(r.identityRules) > 0 || r.jwtPerRequest || r.allClaims {
-		p.grantPolicy(g, r, c.Raw)
+		p.grantPolicy(g, r, c)
 	}
 
 	if len(userValue) > id.MaxHeaderValue || len(sessionValue) > id.MaxHeaderValue {
@@ -175,7 +175,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		g.set = append(g.set, Header{Name: id.SessionHeader, Value: sessionValue})
 	}
 	for _, ch := range r.claimHeaders {
-		v, ok, err := p.claimValue(c.Raw, ch.Claim)
+		v, ok, err := p.claimValue(c, ch.Claim)
 		if err != nil {
 			return nil, err
 		}
@@ -199,8 +199,8 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 // booleans as they are, arrays of those joined with ",". A value that could
 // smuggle header syntax (control bytes) or is too long is refused: the
 // caller denies the request rather than drop or mangle an identity.
-func (p *Policy) claimValue(claims map[string]any, name string) (string, bool, error) {
-	raw, ok := claims[name]
+func (p *Policy) claimValue(claims *jwtauth.Claims, name string) (string, bool, error) {
+	raw, ok := claims.Claim(name)
 	if !ok || raw == nil {
 		return "", false, nil
 	}
@@ -244,9 +244,25 @@ func scalar(v any) (string, bool) {
 	return "", false
 }
 
+// stringClaim is the claim name when it is a string, else "".
+func stringClaim(c *jwtauth.Claims, name string) string {
+	v, _ := c.Claim(name)
+	s, _ := v.(string)
+	return s
+}
+
+// actChain is the token's RFC 8693 act chain (lineage.ActChain).
+func actChain(c *jwtauth.Claims) []string {
+	act, ok := c.Claim("act")
+	if !ok {
+		return nil
+	}
+	return lineage.ActChainOf(act)
+}
+
 // scopes reads OAuth scopes from "scope" (space-separated, RFC 8693/9068) or
 // "scp" (a list or a string).
-func scopes(claims map[string]any) []string {
+func scopes(c *jwtauth.Claims) []string {
 	var out []string
 	add := func(v any) {
 		switch v := v.(type) {
@@ -260,8 +276,11 @@ func scopes(claims map[string]any) []string {
 			}
 		}
 	}
-	add(claims["scope"])
-	add(claims["scp"])
+	for _, name := range [...]string{"scope", "scp"} {
+		if v, ok := c.Claim(name); ok {
+			add(v)
+		}
+	}
 	return out
 }
 

@@ -32,8 +32,10 @@ type Claims struct {
 	ExpiresAt, NotBefore, IssuedAt time.Time
 	// Raw, when set, is every claim as decoded by encoding/json (numbers
 	// are float64): what introspection, API keys and peer identities
-	// produce. It may be shared and must not be modified. A JWT verified
-	// by Verifier leaves it nil; Claim and All read either form.
+	// produce, or a copy of a token's claims changed by the caller (it
+	// then takes the place of the payload). It may be shared and must not
+	// be modified. A JWT verified by Verifier leaves it nil; Claim and All
+	// read either form.
 	Raw map[string]any
 
 	// payload is a verified JWT's payload: one JSON object, checked by
@@ -62,7 +64,7 @@ type member struct {
 // false when the credential does not carry it. A JWT claim is decoded on
 // each call; the result is the caller's.
 func (c *Claims) Claim(name string) (any, bool) {
-	if c.payload == nil {
+	if c.Raw != nil || c.payload == nil {
 		v, ok := c.Raw[name]
 		return v, ok
 	}
@@ -99,7 +101,7 @@ func (c *Claims) Claim(name string) (any, bool) {
 // returned as it is and must not be modified. Meant for what reads claims
 // by names not known in advance (an expression reading jwt as a whole).
 func (c *Claims) All() map[string]any {
-	if c.payload == nil {
+	if c.Raw != nil || c.payload == nil {
 		return c.Raw
 	}
 	m := make(map[string]any, len(c.members))
