@@ -200,6 +200,27 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 // smuggle header syntax (control bytes) or is too long is refused: the
 // caller denies the request rather than drop or mangle an identity.
 func (p *Policy) claimValue(claims *jwtauth.Claims, name string) (string, bool, error) {
+	s, ok := claims.ClaimString(name) // nearly always a string: no boxing
+	if !ok {
+		var err error
+		if s, ok, err = p.nonStringClaimValue(claims, name); !ok || err != nil {
+			return "", false, err
+		}
+	}
+	if len(s) > p.identity.MaxHeaderValue {
+		return "", false, &claimError{fmt.Sprintf("claim %s is too long for a header", name)}
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return "", false, &claimError{fmt.Sprintf("claim %s contains control characters", name)}
+		}
+	}
+	return s, true, nil
+}
+
+// nonStringClaimValue renders a claim that is not a string: numbers and
+// booleans as they are, arrays of scalars joined with ",".
+func (p *Policy) nonStringClaimValue(claims *jwtauth.Claims, name string) (string, bool, error) {
 	raw, ok := claims.Claim(name)
 	if !ok || raw == nil {
 		return "", false, nil
@@ -221,14 +242,6 @@ func (p *Policy) claimValue(claims *jwtauth.Claims, name string) (string, bool, 
 			return "", false, &claimError{fmt.Sprintf("claim %s cannot be carried in a header", name)}
 		}
 	}
-	if len(s) > p.identity.MaxHeaderValue {
-		return "", false, &claimError{fmt.Sprintf("claim %s is too long for a header", name)}
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
-			return "", false, &claimError{fmt.Sprintf("claim %s contains control characters", name)}
-		}
-	}
 	return s, true, nil
 }
 
@@ -246,8 +259,7 @@ func scalar(v any) (string, bool) {
 
 // stringClaim is the claim name when it is a string, else "".
 func stringClaim(c *jwtauth.Claims, name string) string {
-	v, _ := c.Claim(name)
-	s, _ := v.(string)
+	s, _ := c.ClaimString(name)
 	return s
 }
 
@@ -277,7 +289,9 @@ func scopes(c *jwtauth.Claims) []string {
 		}
 	}
 	for _, name := range [...]string{"scope", "scp"} {
-		if v, ok := c.Claim(name); ok {
+		if s, ok := c.ClaimString(name); ok {
+			out = append(out, strings.Fields(s)...)
+		} else if v, ok := c.Claim(name); ok {
 			add(v)
 		}
 	}

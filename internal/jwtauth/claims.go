@@ -96,6 +96,31 @@ func (c *Claims) Claim(name string) (any, bool) {
 	return v, true
 }
 
+// ClaimString returns the claim name when it is a string; ok is false
+// when it is absent or not a string. It is Claim without the boxing of the
+// result in an interface, for the claims read as strings on every miss
+// (user, session, client id, scope).
+func (c *Claims) ClaimString(name string) (string, bool) {
+	if c.Raw != nil || c.payload == nil {
+		s, ok := c.Raw[name].(string)
+		return s, ok
+	}
+	switch {
+	case name == "iss" && c.Issuer != "":
+		return c.Issuer, true
+	case name == "sub" && c.Subject != "":
+		return c.Subject, true
+	case name == "jti" && c.ID != "":
+		return c.ID, true
+	}
+	m, ok := c.find(name)
+	if !ok {
+		return "", false
+	}
+	s, isString, err := stringClaim(c.payload[m.valStart:m.valEnd])
+	return s, isString && err == nil
+}
+
 // All returns every claim as a map, as encoding/json decodes the payload.
 // For a JWT the map is built on each call and is the caller's; Raw is
 // returned as it is and must not be modified. Meant for what reads claims
@@ -256,18 +281,37 @@ func walkStrict(doc []byte) error {
 	if i >= len(doc) || doc[i] != '{' {
 		return ErrMalformed
 	}
-	bad := false
-	err := jsonrpc.WalkStrict(doc, jsonrpc.MaxDepth, func(_ int, _ []byte, start, end int) {
-		if c := doc[start]; c == '-' || '0' <= c && c <= '9' {
-			if _, err := strconv.ParseFloat(string(doc[start:end]), 64); err != nil {
-				bad = true
-			}
-		}
-	})
-	if err != nil || bad {
+	if jsonrpc.WalkStrict(doc, 0, nil) != nil || !numbersFit(doc) {
 		return ErrMalformed
 	}
 	return nil
+}
+
+// numbersFit reports whether every number in a valid JSON document fits a
+// float64, as encoding/json requires of a number decoded into an any.
+func numbersFit(doc []byte) bool {
+	// Each iteration consumes at least one byte: bounded by len(doc).
+	for i := 0; i < len(doc); {
+		switch c := doc[i]; {
+		case c == '"':
+			i = jsonrpc.SkipString(doc, i)
+			if i < 0 {
+				return false
+			}
+		case c == '-' || '0' <= c && c <= '9':
+			e := jsonrpc.SkipValue(doc, i)
+			if e < 0 {
+				return false
+			}
+			if _, err := strconv.ParseFloat(string(doc[i:e]), 64); err != nil {
+				return false
+			}
+			i = e
+		default:
+			i++
+		}
+	}
+	return true
 }
 
 // eachMember calls fn for each top-level member of an object walkStrict
