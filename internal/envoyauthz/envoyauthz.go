@@ -184,7 +184,7 @@ func grantFields(f map[string]*structpb.Value, g *check.Grant, vals *values) {
 				c[rc.Name] = v
 			}
 		}
-		f["claims"] = structpb.NewStructValue(&structpb.Struct{Fields: c})
+		f["claims"] = structValue(c)
 	}
 }
 
@@ -287,8 +287,8 @@ var (
 // metadata is the dynamic metadata for access logs and later filters.
 func metadata(v *check.Verdict) *structpb.Struct {
 	n := 2 + requestFields(v)
-	if v.Grant != nil {
-		n += 9
+	if g := v.Grant; g != nil {
+		n += 2 + nonEmpty(g.Session, g.ClientID, g.APIKeyID) + min(len(g.Scopes), 1) + min(len(g.Claims), 1) + 1 // iat
 	}
 	f := make(map[string]*structpb.Value, n)
 	f["route"] = shared(v.Route)

@@ -19,28 +19,56 @@ import (
 // rule claims aside.
 const grantStrings = 5
 
-// values hands out string values from arrays sized for one response.
+// values hands out string values from an array sized for one response.
 type values struct {
-	vals  []structpb.Value
-	kinds []structpb.Value_StringValue
+	strs []stringValue
+}
+
+// stringValue is a string value with its kind, allocated together.
+type stringValue struct {
+	v structpb.Value
+	k structpb.Value_StringValue
 }
 
 // newValues returns room for n string values; more are allocated one by
 // one.
 func newValues(n int) *values {
-	return &values{vals: make([]structpb.Value, 0, n), kinds: make([]structpb.Value_StringValue, 0, n)}
+	return &values{strs: make([]stringValue, 0, n)}
 }
 
 // str is a string value holding s.
 func (a *values) str(s string) *structpb.Value {
-	if len(a.vals) == cap(a.vals) {
+	if len(a.strs) == cap(a.strs) {
 		return structpb.NewStringValue(s)
 	}
-	a.kinds = append(a.kinds, structpb.Value_StringValue{StringValue: s})
-	a.vals = append(a.vals, structpb.Value{})
-	v := &a.vals[len(a.vals)-1]
-	v.Kind = &a.kinds[len(a.kinds)-1]
-	return v
+	a.strs = append(a.strs, stringValue{k: structpb.Value_StringValue{StringValue: s}})
+	sv := &a.strs[len(a.strs)-1]
+	sv.v.Kind = &sv.k
+	return &sv.v
+}
+
+// numberValue is a number value in one allocation.
+func numberValue(f float64) *structpb.Value {
+	a := new(struct {
+		v structpb.Value
+		k structpb.Value_NumberValue
+	})
+	a.k.NumberValue = f
+	a.v.Kind = &a.k
+	return &a.v
+}
+
+// structValue is a struct value holding fields, in one allocation.
+func structValue(fields map[string]*structpb.Value) *structpb.Value {
+	a := new(struct {
+		v structpb.Value
+		k structpb.Value_StructValue
+		s structpb.Struct
+	})
+	a.s.Fields = fields
+	a.k.StructValue = &a.s
+	a.v.Kind = &a.k
+	return &a.v
 }
 
 // maxShared bounds the shared values. Only names from the configuration

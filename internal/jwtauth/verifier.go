@@ -166,14 +166,17 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	if err != nil {
 		return nil, err
 	}
-	// The payload outlives the call (Claims reads it on demand): it has
-	// memory of its own.
-	payload := make([]byte, b64.DecodedLen(len(payloadSeg)))
+	// The payload outlives the call (Claims reads it on demand): it is
+	// decoded into the Claims, or memory of its own when larger.
+	c := new(Claims)
+	payload := c.buf[:]
+	if n := b64.DecodedLen(len(payloadSeg)); n > len(payload) {
+		payload = make([]byte, n)
+	}
 	n, err := b64.Decode(payload, sc.bytesOf(payloadSeg))
 	if err != nil {
 		return nil, ErrMalformed
 	}
-	c := new(Claims)
 	pc, err := parsePayload(c, payload[:n:n])
 	if err != nil {
 		return nil, err
@@ -353,7 +356,7 @@ func (v *Verifier) checkClaims(c *Claims, is *issuer, pc *payloadClaims, audienc
 	} else if iss, _, err = stringClaim(pc.iss); err != nil {
 		return err
 	}
-	aud, err := audienceClaim(pc.aud, audiences)
+	aud, err := audienceClaim(pc.aud, audiences, &c.aud)
 	if err != nil {
 		return err
 	}
