@@ -181,11 +181,10 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	if err != nil {
 		return nil, err
 	}
-	algName, isString, err := stringClaim(h.alg)
-	if err != nil || !isString {
-		return nil, ErrMalformed
+	alg, err := algorithmOf(h.alg)
+	if err != nil {
+		return nil, err
 	}
-	alg := algorithmsByName[algName]
 	if alg == nil {
 		return nil, ErrAlgorithm // "none" among them
 	}
@@ -206,6 +205,22 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	}
 	c.KeyID = kid
 	return c, nil
+}
+
+// algorithmOf looks up the raw alg header, nil when it names no
+// algorithm supported here.
+func algorithmOf(raw []byte) (*algorithm, error) {
+	if raw == nil || raw[0] != '"' {
+		return nil, ErrMalformed
+	}
+	if body, plain := plainBody(raw); plain {
+		return algorithmsByName[string(body)], nil // a lookup: no copy
+	}
+	name, _, err := stringClaim(raw)
+	if err != nil {
+		return nil, ErrMalformed
+	}
+	return algorithmsByName[name], nil
 }
 
 // key picks the issuer from the unverified claims, checks the header
