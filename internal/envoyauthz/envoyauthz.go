@@ -223,7 +223,7 @@ func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
 		return resp, l
 	}
 	if v.Outcome.Allow() {
-		return okResponse(headerOptions(v.Set), v.Remove, metadata(v)), nil
+		return okResponse(headerOptions(v.Set), v.Remove, metadataFields(v)), nil
 	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(grpcCode(v.Status())), Message: v.Outcome.String()},
@@ -237,16 +237,18 @@ func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
 }
 
 // okResponse is an allow: headers to set upstream, owned headers to strip.
-func okResponse(set []*corev3.HeaderValueOption, remove []string, md *structpb.Struct) *authv3.CheckResponse {
-	// The three messages of an allow share one allocation.
+func okResponse(set []*corev3.HeaderValueOption, remove []string, md map[string]*structpb.Value) *authv3.CheckResponse {
+	// The four messages of an allow share one allocation.
 	a := new(struct {
 		resp authv3.CheckResponse
 		ok   authv3.CheckResponse_OkResponse
 		http authv3.OkHttpResponse
+		md   structpb.Struct
 	})
 	a.http.Headers, a.http.HeadersToRemove = set, remove
 	a.ok.OkResponse = &a.http
-	a.resp.Status, a.resp.HttpResponse, a.resp.DynamicMetadata = okStatus, &a.ok, md
+	a.md.Fields = md
+	a.resp.Status, a.resp.HttpResponse, a.resp.DynamicMetadata = okStatus, &a.ok, &a.md
 	return &a.resp
 }
 
@@ -286,6 +288,11 @@ var (
 
 // metadata is the dynamic metadata for access logs and later filters.
 func metadata(v *check.Verdict) *structpb.Struct {
+	return &structpb.Struct{Fields: metadataFields(v)}
+}
+
+// metadataFields are metadata's fields.
+func metadataFields(v *check.Verdict) map[string]*structpb.Value {
 	n := 2 + requestFields(v)
 	if g := v.Grant; g != nil {
 		n += 2 + nonEmpty(g.Session, g.ClientID, g.APIKeyID) + min(len(g.Scopes), 1) + min(len(g.Claims), 1) + 1 // iat
@@ -298,20 +305,20 @@ func metadata(v *check.Verdict) *structpb.Struct {
 		grantFields(f, g, vals)
 	}
 	addRequestFields(f, v, vals)
-	return &structpb.Struct{Fields: f}
+	return f
 }
 
 // metadataWith adds the per-request fields to a copy of base (a grant's
 // rendering, shared).
-func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.Struct {
+func metadataWith(base map[string]*structpb.Value, v *check.Verdict) map[string]*structpb.Value {
 	// Size the map exactly: up to 8 entries fit one map group, which keeps the
 	// common allowed response at a couple of allocations.
 	f := make(map[string]*structpb.Value, len(base)+requestFields(v))
 	for k, val := range base {
 		f[k] = val
 	}
-	addRequestFields(f, v, newValues(requestStrings(v)))
-	return &structpb.Struct{Fields: f}
+	addRequestFields(f, v, newValues(requestFields(v))) // the grant's are in base
+	return f
 }
 
 // requestFields is how many fields addRequestFields may add.
