@@ -373,7 +373,7 @@ func addRequestFields(f map[string]*structpb.Value, v *check.Verdict, vals *valu
 		if l.Depth < len(depths) {
 			f["lineage_depth"] = depths[l.Depth]
 		} else {
-			f["lineage_depth"] = structpb.NewNumberValue(float64(l.Depth))
+			f["lineage_depth"] = numberValue(float64(l.Depth))
 		}
 		if len(l.ActorChain) > 0 {
 			put("actor_chain", strings.Join(l.ActorChain, ","))
