@@ -59,6 +59,10 @@ func TestVerifyAdversarial(t *testing.T) {
 		{name: "duplicate claim spelled with an escape", token: hsToken(hs, body(`,"s\u0075b":"admin"`)), want: ErrMalformed, refDiff: true},
 		{name: "duplicate member inside act", token: hsToken(hs, body(`,"act":{"sub":"a","sub":"b"}`)), want: ErrMalformed, refDiff: true},
 		{name: "duplicate header alg", token: hsToken(`{"alg":"none","alg":"HS256"}`, body("")), want: ErrMalformed, refDiff: true},
+		{name: "claim differing only in case", token: hsToken(hs, body(`,"SUB":"admin"`)), want: ErrMalformed, refDiff: true},
+		{name: "claim differing only by a folding letter", token: hsToken(hs, body(`,"ſcope":"admin"`)), want: ErrMalformed, refDiff: true},
+		{name: "header member differing only in case", token: hsToken(`{"alg":"HS256","ALG":"none"}`, body("")), want: ErrMalformed, refDiff: true},
+		{name: "other claims may differ in case", token: hsToken(hs, body(`,"Email":"a@example.com","email":"b@example.com"`)), check: func(*testing.T, *Claims) {}},
 		{name: "duplicate header kid", token: hsToken(`{"alg":"HS256","kid":"a","kid":"b"}`, body("")), want: ErrMalformed, refDiff: true},
 		{name: "exp as string", token: hsToken(hs, fmt.Sprintf(`{"iss":%q,"exp":"%d"}`, hmacIss, exp)), want: ErrMalformed},
 		{name: "exp as float", token: hsToken(hs, fmt.Sprintf(`{"iss":%q,"exp":%d.25}`, hmacIss, exp)), check: func(t *testing.T, c *Claims) {

@@ -242,8 +242,10 @@ func parsePayload(c *Claims, payload []byte) (payloadClaims, error) {
 	}
 	c.payload = payload
 	c.members = c.inline[:0]
+	folded := false
 	err := eachMember(payload, func(m member) {
 		c.members = append(c.members, m)
+		name := payload[m.keyStart+1 : m.keyEnd-1]
 		if m.escapedKey {
 			// An escaped registered name ("\u0073ub") is still that claim:
 			// encoding/json reads it so.
@@ -251,16 +253,42 @@ func parsePayload(c *Claims, payload []byte) (payloadClaims, error) {
 			if !ok {
 				return
 			}
-			pc.set(k, payload[m.valStart:m.valEnd])
-			return
+			name = []byte(k)
 		}
-		pc.set(string(payload[m.keyStart+1:m.keyEnd-1]), payload[m.valStart:m.valEnd])
+		if !pc.set(name, payload[m.valStart:m.valEnd]) && foldsTo(name, readClaims) {
+			folded = true
+		}
 	})
+	if err == nil && folded {
+		err = ErrMalformed
+	}
 	return pc, err
 }
 
-func (pc *payloadClaims) set(name string, v []byte) {
-	switch name {
+// readClaims are the claims the verifier and the pipeline read by name.
+var readClaims = []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act"}
+
+// foldsTo reports whether name differs from one of names only in case
+// ("SUB", "ſub" with U+017F). Go's encoding/json matches struct fields
+// that way, so a program behind the service decoding the token into a
+// struct could read {"sub":"alice","Sub":"admin"} as admin: such a token
+// is refused, as a JSON-RPC body with such a key is.
+func foldsTo(name []byte, names []string) bool {
+	if len(name) > 3*len("client_id") {
+		return false // folding at most triples a name's length
+	}
+	for _, n := range names {
+		if bytes.EqualFold(name, []byte(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// set records v when name is one of the registered claims the verifier
+// checks or one the pipeline reads, and reports whether it is.
+func (pc *payloadClaims) set(name, v []byte) bool {
+	switch string(name) {
 	case "iss":
 		pc.iss = v
 	case "sub":
@@ -275,7 +303,11 @@ func (pc *payloadClaims) set(name string, v []byte) {
 		pc.nbf = v
 	case "iat":
 		pc.iat = v
+	case "azp", "client_id", "scope", "scp", "act":
+	default:
+		return false
 	}
+	return true
 }
 
 // walkStrict checks a JOSE header or payload: a JSON object as

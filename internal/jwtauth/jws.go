@@ -101,6 +101,7 @@ func parseHeader(doc []byte) (joseHeader, error) {
 	if err := walkStrict(doc); err != nil {
 		return h, err
 	}
+	folded := false
 	err := eachMember(doc, func(m member) {
 		v := doc[m.valStart:m.valEnd]
 		name := doc[m.keyStart+1 : m.keyEnd-1]
@@ -120,10 +121,18 @@ func parseHeader(doc []byte) (joseHeader, error) {
 			h.typ = v
 		case "crit":
 			h.crit = true
+		default:
+			folded = folded || foldsTo(name, headerMembers)
 		}
 	})
+	if err == nil && folded {
+		err = ErrMalformed // see foldsTo
+	}
 	return h, err
 }
+
+// headerMembers are the header members the verifier reads.
+var headerMembers = []string{"alg", "kid", "typ", "crit"}
 
 // hashIndex numbers the hashes JWS algorithms use, for the pools.
 func hashIndex(h crypto.Hash) int {

@@ -211,6 +211,16 @@ func refusedOnPurpose(token string) string {
 		if why := ambiguousJSON(doc); why != "" {
 			return why
 		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(doc, &members) == nil {
+			for name := range members {
+				for _, read := range []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act", "alg", "kid", "typ", "crit"} {
+					if name != read && strings.EqualFold(name, read) {
+						return "a name differing from a read one only in case"
+					}
+				}
+			}
+		}
 	}
 	return ""
 }
