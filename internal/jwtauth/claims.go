@@ -364,8 +364,11 @@ func eachMember(doc []byte, fn func(member)) error {
 	}
 	// Each iteration consumes at least a key: bounded by len(doc).
 	for i < len(doc) {
+		if doc[i] != '"' {
+			return ErrMalformed
+		}
 		ke := jsonrpc.SkipString(doc, i)
-		if doc[i] != '"' || ke < 0 {
+		if ke < 0 {
 			return ErrMalformed
 		}
 		m := member{keyStart: int32(i), keyEnd: int32(ke)}
