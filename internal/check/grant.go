@@ -290,7 +290,11 @@ func scopes(c *jwtauth.Claims) []string {
 	}
 	for _, name := range [...]string{"scope", "scp"} {
 		if s, ok := c.ClaimString(name); ok {
-			out = append(out, strings.Fields(s)...)
+			if out == nil {
+				out = strings.Fields(s) // the usual case: no second copy
+			} else {
+				out = append(out, strings.Fields(s)...)
+			}
 		} else if v, ok := c.Claim(name); ok {
 			add(v)
 		}
