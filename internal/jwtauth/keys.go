@@ -34,11 +34,11 @@ var errNoSuchKey = errors.New("no such key")
 // candidates returns the keys that may have signed a token with the given
 // kid and algorithm (keys of other algorithms among them are the caller's
 // to skip), with find's errors.
-func (s *keySet) candidates(kid string, hasKID bool, alg *algorithm) ([]verificationKey, error) {
+func (s *keySet) candidates(kid []byte, hasKID bool, alg *algorithm) ([]verificationKey, error) {
 	candidates := s.all
 	if hasKID {
 		var ok bool
-		if candidates, ok = s.byKID[kid]; !ok {
+		if candidates, ok = s.byKID[string(kid)]; !ok { // a lookup: no copy
 			return nil, errNoSuchKey
 		}
 	}

@@ -264,7 +264,7 @@ func fetchDiscovered(client *http.Client, issuer string) fetchFunc {
 // lookupAll returns the candidate keys for a token (keySet.candidates),
 // refetching the key set (rate-limited) when the current one has none or
 // never loaded.
-func (s *keySource) lookupAll(ctx context.Context, kid string, hasKID bool, alg *algorithm) ([]verificationKey, error) {
+func (s *keySource) lookupAll(ctx context.Context, kid []byte, hasKID bool, alg *algorithm) ([]verificationKey, error) {
 	if set := s.current(); set != nil {
 		keys, err := set.candidates(kid, hasKID, alg)
 		if !errors.Is(err, errNoSuchKey) {

@@ -264,15 +264,39 @@ func (v *Verifier) key(ctx context.Context, h *joseHeader, pc *payloadClaims, al
 	if is.hmacs != nil {
 		return is, nil, "", nil
 	}
-	kid, hasKID, err := stringClaim(h.kid)
+	kid, hasKID, err := kidOf(h.kid)
 	if err != nil {
-		return nil, nil, "", ErrMalformed
+		return nil, nil, "", err
 	}
 	keys, err := is.keys.lookupAll(ctx, kid, hasKID, alg)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	return is, keys, kid, nil
+	if !hasKID {
+		return is, keys, "", nil
+	}
+	// The key set's own copy of the kid, which the grant keeps: no copy
+	// per token.
+	return is, keys, keys[0].kid, nil
+}
+
+// kidOf is the raw kid header decoded, in the header's own bytes when it
+// holds no escape; a present kid that is not a string is ErrMalformed.
+func kidOf(raw []byte) ([]byte, bool, error) {
+	if raw == nil {
+		return nil, false, nil
+	}
+	if raw[0] != '"' {
+		return nil, false, ErrMalformed
+	}
+	if body, plain := plainBody(raw); plain {
+		return body, true, nil
+	}
+	kid, _, err := stringClaim(raw)
+	if err != nil {
+		return nil, false, ErrMalformed
+	}
+	return []byte(kid), true, nil
 }
 
 // verify checks sig over input: with the issuer's secret, or with each
