@@ -143,27 +143,27 @@ func sameCall(a, b *check.Call) bool {
 // always a verdict's first headers (see check.Grant.Headers).
 func renderGrant(g *check.Grant) *rendering {
 	f := map[string]*structpb.Value{
-		"route":   shared(g.Route),
-		"outcome": outcomeValue(check.Allowed),
+		"route":   structpb.NewStringValue(g.Route),
+		"outcome": structpb.NewStringValue(check.Allowed.String()),
 	}
-	grantFields(f, g, newValues(grantStrings))
+	grantFields(f, g)
 	return &rendering{headers: headerOptions(g.Headers()), fields: f}
 }
 
 // grantFields adds who the grant is to f: what access logs show and what
 // the response path (ext_proc, internal/extprocauthz) reads back as the
 // request's identity when Envoy forwards this namespace to it.
-func grantFields(f map[string]*structpb.Value, g *check.Grant, vals *values) {
-	f["user"] = vals.str(g.Subject)
-	f["issuer"] = shared(g.Issuer)
+func grantFields(f map[string]*structpb.Value, g *check.Grant) {
+	f["user"] = structpb.NewStringValue(g.Subject)
+	f["issuer"] = structpb.NewStringValue(g.Issuer)
 	if g.Session != "" {
-		f["session"] = vals.str(g.Session)
+		f["session"] = structpb.NewStringValue(g.Session)
 	}
 	if g.ClientID != "" {
-		f["client_id"] = vals.str(g.ClientID)
+		f["client_id"] = structpb.NewStringValue(g.ClientID)
 	}
 	if len(g.Scopes) > 0 {
-		f["scope"] = vals.str(strings.Join(g.Scopes, " "))
+		f["scope"] = structpb.NewStringValue(strings.Join(g.Scopes, " "))
 	}
 	// What revocation judges the grant by: when the token was issued (a
 	// subject revoked since refuses it), and the API key it came from.
@@ -171,20 +171,18 @@ func grantFields(f map[string]*structpb.Value, g *check.Grant, vals *values) {
 		f["iat"] = structpb.NewNumberValue(float64(g.IssuedAt.Unix()))
 	}
 	if g.APIKeyID != "" {
-		f["api_key_id"] = vals.str(g.APIKeyID)
+		f["api_key_id"] = structpb.NewStringValue(g.APIKeyID)
 	}
 	if len(g.Claims) > 0 {
 		// Only the claims the route's rules look at: the response path
 		// applies the same rules to list entries.
 		c := make(map[string]*structpb.Value, len(g.Claims))
 		for _, rc := range g.Claims {
-			if s, ok := rc.Value.(string); ok {
-				c[rc.Name] = vals.str(s)
-			} else if v, err := structpb.NewValue(rc.Value); err == nil {
+			if v, err := structpb.NewValue(rc.Value); err == nil {
 				c[rc.Name] = v
 			}
 		}
-		f["claims"] = structValue(c)
+		f["claims"] = structpb.NewStructValue(&structpb.Struct{Fields: c})
 	}
 }
 
@@ -223,7 +221,7 @@ func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
 		return resp, l
 	}
 	if v.Outcome.Allow() {
-		return okResponse(headerOptions(v.Set), v.Remove, metadataFields(v)), nil
+		return okResponse(headerOptions(v.Set), v.Remove, metadata(v)), nil
 	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(grpcCode(v.Status())), Message: v.Outcome.String()},
@@ -237,18 +235,16 @@ func respond(v *check.Verdict) (*authv3.CheckResponse, *lastResponse) {
 }
 
 // okResponse is an allow: headers to set upstream, owned headers to strip.
-func okResponse(set []*corev3.HeaderValueOption, remove []string, md map[string]*structpb.Value) *authv3.CheckResponse {
-	// The four messages of an allow share one allocation.
+func okResponse(set []*corev3.HeaderValueOption, remove []string, md *structpb.Struct) *authv3.CheckResponse {
+	// The three messages of an allow share one allocation.
 	a := new(struct {
 		resp authv3.CheckResponse
 		ok   authv3.CheckResponse_OkResponse
 		http authv3.OkHttpResponse
-		md   structpb.Struct
 	})
 	a.http.Headers, a.http.HeadersToRemove = set, remove
 	a.ok.OkResponse = &a.http
-	a.md.Fields = md
-	a.resp.Status, a.resp.HttpResponse, a.resp.DynamicMetadata = okStatus, &a.ok, &a.md
+	a.resp.Status, a.resp.HttpResponse, a.resp.DynamicMetadata = okStatus, &a.ok, md
 	return &a.resp
 }
 
@@ -260,6 +256,7 @@ func headerOptions(hs []check.Header) []*corev3.HeaderValueOption {
 		return nil
 	}
 	opts := make([]*corev3.HeaderValueOption, len(hs))
+	// Each option and its header value side by side: one array for both.
 	backing := make([]struct {
 		opt corev3.HeaderValueOption
 		val corev3.HeaderValue
@@ -288,80 +285,42 @@ var (
 
 // metadata is the dynamic metadata for access logs and later filters.
 func metadata(v *check.Verdict) *structpb.Struct {
-	return &structpb.Struct{Fields: metadataFields(v)}
+	f := make(map[string]*structpb.Value, 8)
+	f["route"] = structpb.NewStringValue(v.Route)
+	f["outcome"] = structpb.NewStringValue(v.Outcome.String())
+	if g := v.Grant; g != nil {
+		grantFields(f, g)
+	}
+	return metadataWith(f, v)
 }
 
-// metadataFields are metadata's fields.
-func metadataFields(v *check.Verdict) map[string]*structpb.Value {
-	n := 2 + requestFields(v)
-	if g := v.Grant; g != nil {
-		n += 2 + nonEmpty(g.Session, g.ClientID, g.APIKeyID) + min(len(g.Scopes), 1) + min(len(g.Claims), 1) + 1 // iat
-	}
-	f := make(map[string]*structpb.Value, n)
-	f["route"] = shared(v.Route)
-	f["outcome"] = outcomeValue(v.Outcome)
-	vals := newValues(requestStrings(v))
-	if g := v.Grant; g != nil {
-		grantFields(f, g, vals)
-	}
-	addRequestFields(f, v, vals)
-	return f
-}
-
-// metadataWith adds the per-request fields to a copy of base (a grant's
-// rendering, shared).
-func metadataWith(base map[string]*structpb.Value, v *check.Verdict) map[string]*structpb.Value {
+// metadataWith adds the per-request fields to base (copied when shared).
+func metadataWith(base map[string]*structpb.Value, v *check.Verdict) *structpb.Struct {
 	// Size the map exactly: up to 8 entries fit one map group, which keeps the
 	// common allowed response at a couple of allocations.
-	f := make(map[string]*structpb.Value, len(base)+requestFields(v))
-	for k, val := range base {
-		f[k] = val
-	}
-	addRequestFields(f, v, newValues(requestFields(v))) // the grant's are in base
-	return f
-}
-
-// requestFields is how many fields addRequestFields may add.
-func requestFields(v *check.Verdict) int {
-	n := 1
+	n := len(base) + 1
 	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
 		n += 1 + nonEmpty(c.Method, c.Name, c.MCPSession, c.ContextID, c.TaskID)
 	}
 	if l := &v.Lineage; l.Root != "" {
 		n += 2 + nonEmpty(l.Parent) + min(len(l.ActorChain), 1)
 	}
-	return n
-}
-
-// requestStrings is how many string values a verdict's metadata holds at
-// most, for newValues.
-func requestStrings(v *check.Verdict) int {
-	n := requestFields(v)
-	if g := v.Grant; g != nil {
-		n += grantStrings + len(g.Claims)
+	f := make(map[string]*structpb.Value, n)
+	for k, val := range base {
+		f[k] = val
 	}
-	return n
-}
-
-// addRequestFields adds what varies per request: whether the verdict came
-// from the cache, the call, the lineage.
-func addRequestFields(f map[string]*structpb.Value, v *check.Verdict, vals *values) {
 	f["cached"] = cachedFalse
 	if v.CacheHit {
 		f["cached"] = cachedTrue
 	}
 	put := func(k, val string) {
 		if val != "" {
-			f[k] = vals.str(val)
+			f[k] = structpb.NewStringValue(val)
 		}
 	}
 	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
-		f["protocol"] = shared(c.Protocol.String())
-		if jsonrpc.ProtocolOf(c.Method) != jsonrpc.ProtocolUnknown {
-			f["method"] = shared(c.Method) // a method of the protocols: a short, known list
-		} else {
-			put("method", c.Method)
-		}
+		put("protocol", c.Protocol.String())
+		put("method", c.Method)
 		put("name", c.Name)
 		put("mcp_session", c.MCPSession)
 		put("a2a_context_id", c.ContextID)
@@ -373,12 +332,13 @@ func addRequestFields(f map[string]*structpb.Value, v *check.Verdict, vals *valu
 		if l.Depth < len(depths) {
 			f["lineage_depth"] = depths[l.Depth]
 		} else {
-			f["lineage_depth"] = numberValue(float64(l.Depth))
+			f["lineage_depth"] = structpb.NewNumberValue(float64(l.Depth))
 		}
 		if len(l.ActorChain) > 0 {
 			put("actor_chain", strings.Join(l.ActorChain, ","))
 		}
 	}
+	return &structpb.Struct{Fields: f}
 }
 
 func nonEmpty(vals ...string) int {
