@@ -15,6 +15,7 @@ import (
 	"github.com/extauthz/extauthz/internal/authzen"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/oauthclient"
 	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/secrets"
@@ -100,8 +101,9 @@ func authzenClientAuth(c config.ExchangeClient, secret string) oauthclient.Confi
 
 // grantPolicy evaluates route r's identity-only expressions for a new
 // grant and keeps what per-request expressions read of the token.
-func (p *Policy) grantPolicy(g *Grant, r *Route, raw map[string]any) {
+func (p *Policy) grantPolicy(g *Grant, r *Route, c *jwtauth.Claims) {
 	if r.allClaims {
+		raw := c.All()
 		names := slices.Sorted(maps.Keys(raw))
 		g.Claims = make(RuleClaims, 0, len(names))
 		for _, name := range names {
@@ -117,7 +119,17 @@ func (p *Policy) grantPolicy(g *Grant, r *Route, raw map[string]any) {
 	if len(r.identityRules) == 0 {
 		return
 	}
-	in := policy.Input{JWT: raw, Identity: identityInput(g)}
+	// The expressions read the claims the grant keeps (every one when
+	// some expression reads jwt as a whole): the same view per-request
+	// expressions get.
+	jwt := g.jwt
+	if jwt == nil {
+		jwt = make(map[string]any, len(g.Claims))
+		for _, c := range g.Claims {
+			jwt[c.Name] = c.Value
+		}
+	}
+	in := policy.Input{JWT: jwt, Identity: identityInput(g)}
 	g.whenResults = make([]uint8, len(r.rules))
 	for _, i := range r.identityRules {
 		ok, err := r.rules[i].when.Eval(&in)

@@ -104,13 +104,23 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route,
 	}
 	var in *introspect.Introspector
 	always := false
-	jwtIssuers := make([]string, 0, len(issuers))
+	onlyJWT := true
 	for _, n := range issuers {
 		switch c.kinds[n] {
+		case "jwt":
+			continue
 		case "introspection":
 			in, always = c.intro[n], c.always[n]
-		case "jwt":
-			jwtIssuers = append(jwtIssuers, n)
+		}
+		onlyJWT = false
+	}
+	jwtIssuers := issuers // nearly always every one of them: no copy then
+	if !onlyJWT {
+		jwtIssuers = make([]string, 0, len(issuers))
+		for _, n := range issuers {
+			if c.kinds[n] == "jwt" {
+				jwtIssuers = append(jwtIssuers, n)
+			}
 		}
 	}
 	if looksLikeJWT(token) && !always && len(jwtIssuers) > 0 && c.jwt != nil {

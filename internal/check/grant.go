@@ -183,8 +183,8 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		Route:    r.Name,
 		routeKey: r.keyPrefix,
 		Issuer:   c.IssuerName,
-		Scopes:   internList(scopes(c.Raw)),
-		Actors:   lineage.ActChain(c.Raw),
+		Scopes:   internList(scopes(c)),
+		Actors:   actChain(c),
 		KeyID:    c.KeyID,
 	}, exp: unixSeconds(c.ExpiresAt), iat: unixSeconds(c.IssuedAt)}
 	if p.verifier != nil && p.verifier.kinds[c.IssuerName] == "api_keys" {
@@ -192,7 +192,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		g.APIKeyID = c.ID
 	}
 	id := &p.identity
-	sub, ok, err := p.claimValue(c.Raw, id.UserClaim)
+	sub, ok, err := p.claimValue(c, id.UserClaim)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if g.Subject, err = p.ident.user(c.IssuerName, sub); err != nil {
 		return nil, err
 	}
-	if err = p.grantSession(g, c.Raw); err != nil {
+	if err = p.grantSession(g, c); err != nil {
 		return nil, err
 	}
 	// The namespace is a safe segment (config validation); the subject
@@ -224,13 +224,13 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			return nil, err
 		}
 	}
-	g.ClientID, _ = c.Raw["azp"].(string)
+	g.ClientID = stringClaim(c, "azp")
 	if g.ClientID == "" {
-		g.ClientID, _ = c.Raw["client_id"].(string)
+		g.ClientID = stringClaim(c, "client_id")
 	}
 	g.scopeOK = hasAll(g.Scopes, r.scopes)
 	for _, name := range r.ruleClaims {
-		if v, ok := c.Raw[name]; ok {
+		if v, ok := c.Claim(name); ok {
 			if g.Claims == nil {
 				g.Claims = make(RuleClaims, 0, len(r.ruleClaims))
 			}
@@ -239,7 +239,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	}
 
 	if len(r.identityRules) > 0 || r.jwtPerRequest || r.allClaims {
-		p.grantPolicy(g, r, c.Raw)
+		p.grantPolicy(g, r, c)
 	}
 
 	if len(userValue) > id.MaxHeaderValue || len(sessionValue) > id.MaxHeaderValue {
@@ -251,7 +251,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		g.set = append(g.set, Header{Name: id.SessionHeader, Value: sessionValue})
 	}
 	for _, ch := range r.claimHeaders {
-		v, ok, err := p.claimValue(c.Raw, ch.Claim)
+		v, ok, err := p.claimValue(c, ch.Claim)
 		if err != nil {
 			return nil, err
 		}
@@ -276,8 +276,29 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 // booleans as they are, arrays of those joined with ",". A value that could
 // smuggle header syntax (control bytes) or is too long is refused: the
 // caller denies the request rather than drop or mangle an identity.
-func (p *Policy) claimValue(claims map[string]any, name string) (string, bool, error) {
-	raw, ok := claims[name]
+func (p *Policy) claimValue(claims *jwtauth.Claims, name string) (string, bool, error) {
+	s, ok := claims.ClaimString(name) // nearly always a string: no boxing
+	if !ok {
+		var err error
+		if s, ok, err = p.nonStringClaimValue(claims, name); !ok || err != nil {
+			return "", false, err
+		}
+	}
+	if len(s) > p.identity.MaxHeaderValue {
+		return "", false, &claimError{fmt.Sprintf("claim %s is too long for a header", name)}
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return "", false, &claimError{fmt.Sprintf("claim %s contains control characters", name)}
+		}
+	}
+	return s, true, nil
+}
+
+// nonStringClaimValue renders a claim that is not a string: numbers and
+// booleans as they are, arrays of scalars joined with ",".
+func (p *Policy) nonStringClaimValue(claims *jwtauth.Claims, name string) (string, bool, error) {
+	raw, ok := claims.Claim(name)
 	if !ok || raw == nil {
 		return "", false, nil
 	}
@@ -298,14 +319,6 @@ func (p *Policy) claimValue(claims map[string]any, name string) (string, bool, e
 			return "", false, &claimError{fmt.Sprintf("claim %s cannot be carried in a header", name)}
 		}
 	}
-	if len(s) > p.identity.MaxHeaderValue {
-		return "", false, &claimError{fmt.Sprintf("claim %s is too long for a header", name)}
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
-			return "", false, &claimError{fmt.Sprintf("claim %s contains control characters", name)}
-		}
-	}
 	return s, true, nil
 }
 
@@ -321,9 +334,24 @@ func scalar(v any) (string, bool) {
 	return "", false
 }
 
+// stringClaim is the claim name when it is a string, else "".
+func stringClaim(c *jwtauth.Claims, name string) string {
+	s, _ := c.ClaimString(name)
+	return s
+}
+
+// actChain is the token's RFC 8693 act chain (lineage.ActChain).
+func actChain(c *jwtauth.Claims) []string {
+	act, ok := c.Claim("act")
+	if !ok {
+		return nil
+	}
+	return lineage.ActChainOf(act)
+}
+
 // scopes reads OAuth scopes from "scope" (space-separated, RFC 8693/9068) or
 // "scp" (a list or a string).
-func scopes(claims map[string]any) []string {
+func scopes(c *jwtauth.Claims) []string {
 	var out []string
 	add := func(v any) {
 		switch v := v.(type) {
@@ -337,8 +365,17 @@ func scopes(claims map[string]any) []string {
 			}
 		}
 	}
-	add(claims["scope"])
-	add(claims["scp"])
+	for _, name := range [...]string{"scope", "scp"} {
+		if s, ok := c.ClaimString(name); ok {
+			if out == nil {
+				out = strings.Fields(s) // the usual case: no second copy
+			} else {
+				out = append(out, strings.Fields(s)...)
+			}
+		} else if v, ok := c.Claim(name); ok {
+			add(v)
+		}
+	}
 	return out
 }
 

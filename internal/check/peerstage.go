@@ -90,16 +90,20 @@ func (e *evaluation) peerIdentity() *denial {
 }
 
 // withActor returns c with actor as the outermost actor (RFC 8693 act),
-// the token's own act nested inside. c's Raw may be shared: it is copied.
+// the token's own act nested inside. c's claims may be shared: they are
+// copied into the result's Raw, which then stands for them.
 func withActor(c *jwtauth.Claims, actor string) *jwtauth.Claims {
 	out := *c
-	out.Raw = make(map[string]any, len(c.Raw)+1)
-	for k, v := range c.Raw {
+	all := c.All()
+	out.Raw = make(map[string]any, len(all)+1)
+	for k, v := range all {
 		out.Raw[k] = v
 	}
 	act := map[string]any{"sub": actor}
-	if inner, ok := c.Raw["act"].(map[string]any); ok {
-		act["act"] = inner
+	if v, _ := c.Claim("act"); v != nil {
+		if inner, ok := v.(map[string]any); ok {
+			act["act"] = inner
+		}
 	}
 	out.Raw["act"] = act
 	return &out

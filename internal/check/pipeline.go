@@ -392,13 +392,15 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 		verify = p.verifier.VerifyNoStore
 	}
 	claims, err := verify(ctx, token, r)
-	var broken *dependencyError
-	switch {
-	case errors.As(err, &broken):
-		return &cached{outcome: Unavailable, description: broken.desc, retryAfter: broken.retryAfter}
-	case errors.Is(err, jwtauth.ErrKeysUnavailable):
-		return &cached{outcome: Unavailable, description: "signing keys are not available yet"}
-	case err != nil:
+	if err != nil {
+		// Declared here, broken costs an allocation only on failure.
+		var broken *dependencyError
+		switch {
+		case errors.As(err, &broken):
+			return &cached{outcome: Unavailable, description: broken.desc, retryAfter: broken.retryAfter}
+		case errors.Is(err, jwtauth.ErrKeysUnavailable):
+			return &cached{outcome: Unavailable, description: "signing keys are not available yet"}
+		}
 		return &cached{outcome: InvalidToken, description: err.Error()}
 	}
 	if actor != "" {

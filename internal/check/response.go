@@ -14,6 +14,7 @@ import (
 	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
 	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/session"
@@ -139,7 +140,7 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 			for _, c := range id.Claims {
 				raw[c.Name] = c.Value
 			}
-			p.grantPolicy(g, r, raw)
+			p.grantPolicy(g, r, &jwtauth.Claims{Raw: raw})
 		}
 	default:
 		token, err := credential.Find(req.Headers, r.credentials)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/jwtauth"
 )
 
 // The session header (x-session-id) names the conversation a workload keys
@@ -83,7 +84,7 @@ func (p *Policy) sessionHeaderValue(v string) (string, bool) {
 // invalidation and of exchanged tokens). When no source read from the
 // request comes before the winner, the header is the grant's and costs
 // nothing per request; otherwise each request picks (sessionFor).
-func (p *Policy) grantSession(g *Grant, claims map[string]any) error {
+func (p *Policy) grantSession(g *Grant, claims *jwtauth.Claims) error {
 	g.sessionSource, g.sessionClaimIdx = -1, -1
 	perRequest := false
 	for i, src := range p.sessionSources {

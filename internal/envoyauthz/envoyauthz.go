@@ -327,14 +327,16 @@ func respond(v *check.Verdict, wire bool) (*authv3.CheckResponse, *lastResponse)
 
 // okResponse is an allow: headers to set upstream, owned headers to strip.
 func okResponse(set []*corev3.HeaderValueOption, remove []string, md *structpb.Struct) *authv3.CheckResponse {
-	return &authv3.CheckResponse{
-		Status: okStatus,
-		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
-			Headers:         set,
-			HeadersToRemove: remove,
-		}},
-		DynamicMetadata: md,
-	}
+	// The three messages of an allow share one allocation.
+	a := new(struct {
+		resp authv3.CheckResponse
+		ok   authv3.CheckResponse_OkResponse
+		http authv3.OkHttpResponse
+	})
+	a.http.Headers, a.http.HeadersToRemove = set, remove
+	a.ok.OkResponse = &a.http
+	a.resp.Status, a.resp.HttpResponse, a.resp.DynamicMetadata = okStatus, &a.ok, md
+	return &a.resp
 }
 
 // headerOptions renders headers with append explicitly false: overwrite, on
@@ -345,13 +347,17 @@ func headerOptions(hs []check.Header) []*corev3.HeaderValueOption {
 		return nil
 	}
 	opts := make([]*corev3.HeaderValueOption, len(hs))
-	vals := make([]corev3.HeaderValue, len(hs))
-	backing := make([]corev3.HeaderValueOption, len(hs))
+	// Each option and its header value side by side: one array for both.
+	backing := make([]struct {
+		opt corev3.HeaderValueOption
+		val corev3.HeaderValue
+	}, len(hs))
 	for i, h := range hs {
-		vals[i].Key, vals[i].Value = h.Name, h.Value
+		b := &backing[i]
+		b.val.Key, b.val.Value = h.Name, h.Value
 		//lint:ignore SA1019 append false is what every Envoy release reads (append_action is not honoured by all of them)
-		backing[i].Header, backing[i].Append = &vals[i], appendFalse
-		opts[i] = &backing[i]
+		b.opt.Header, b.opt.Append = &b.val, appendFalse
+		opts[i] = &b.opt
 	}
 	return opts
 }

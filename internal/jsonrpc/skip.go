@@ -1,7 +1,5 @@
 package jsonrpc
 
-import "strings"
-
 // The skippers below walk JSON that a parser of this package already
 // accepted (a call's params.arguments, read lazily by policies and audit
 // records): they find where a value ends and check nothing else. Malformed
@@ -62,11 +60,21 @@ func SkipValue[T ~string | ~[]byte](s T, i int) int {
 		return -1
 	}
 	j := i
-	for j < len(s) && !strings.ContainsRune(",}] \t\r\n", rune(s[j])) {
+	for j < len(s) && !endsScalar(s[j]) {
 		j++
 	}
 	if j == i {
 		return -1
 	}
 	return j
+}
+
+// endsScalar reports whether c ends a number or literal: a delimiter or
+// whitespace.
+func endsScalar(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
 }

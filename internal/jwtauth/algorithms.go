@@ -1,6 +1,7 @@
 package jwtauth
 
 import (
+	"crypto"
 	"crypto/elliptic"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -24,9 +25,10 @@ type algorithm struct {
 	bit    algSet
 	family keyFamily
 	curve  elliptic.Curve // familyEC only
-	// method is the jwt implementation; Verify also checks that the parsed
-	// token carries this exact value, so a method registered globally under
-	// the same name by other code cannot stand in for it.
+	hash   crypto.Hash    // the digest signed (HMAC's hash for HS*); unused for EdDSA
+	pss    bool           // RSASSA-PSS rather than PKCS #1 v1.5
+	// method is the golang-jwt implementation, for signing (SignHMAC) and
+	// for the callers that parse their own tokens with golang-jwt.
 	method jwt.SigningMethod
 }
 
@@ -35,18 +37,18 @@ type algorithm struct {
 type algSet uint16
 
 var supportedAlgorithms = []*algorithm{
-	{name: "HS256", family: familyHMAC, method: jwt.SigningMethodHS256},
-	{name: "HS384", family: familyHMAC, method: jwt.SigningMethodHS384},
-	{name: "HS512", family: familyHMAC, method: jwt.SigningMethodHS512},
-	{name: "RS256", family: familyRSA, method: jwt.SigningMethodRS256},
-	{name: "RS384", family: familyRSA, method: jwt.SigningMethodRS384},
-	{name: "RS512", family: familyRSA, method: jwt.SigningMethodRS512},
-	{name: "PS256", family: familyRSA, method: jwt.SigningMethodPS256},
-	{name: "PS384", family: familyRSA, method: jwt.SigningMethodPS384},
-	{name: "PS512", family: familyRSA, method: jwt.SigningMethodPS512},
-	{name: "ES256", family: familyEC, curve: elliptic.P256(), method: jwt.SigningMethodES256},
-	{name: "ES384", family: familyEC, curve: elliptic.P384(), method: jwt.SigningMethodES384},
-	{name: "ES512", family: familyEC, curve: elliptic.P521(), method: jwt.SigningMethodES512},
+	{name: "HS256", hash: crypto.SHA256, family: familyHMAC, method: jwt.SigningMethodHS256},
+	{name: "HS384", hash: crypto.SHA384, family: familyHMAC, method: jwt.SigningMethodHS384},
+	{name: "HS512", hash: crypto.SHA512, family: familyHMAC, method: jwt.SigningMethodHS512},
+	{name: "RS256", hash: crypto.SHA256, family: familyRSA, method: jwt.SigningMethodRS256},
+	{name: "RS384", hash: crypto.SHA384, family: familyRSA, method: jwt.SigningMethodRS384},
+	{name: "RS512", hash: crypto.SHA512, family: familyRSA, method: jwt.SigningMethodRS512},
+	{name: "PS256", hash: crypto.SHA256, pss: true, family: familyRSA, method: jwt.SigningMethodPS256},
+	{name: "PS384", hash: crypto.SHA384, pss: true, family: familyRSA, method: jwt.SigningMethodPS384},
+	{name: "PS512", hash: crypto.SHA512, pss: true, family: familyRSA, method: jwt.SigningMethodPS512},
+	{name: "ES256", hash: crypto.SHA256, family: familyEC, curve: elliptic.P256(), method: jwt.SigningMethodES256},
+	{name: "ES384", hash: crypto.SHA384, family: familyEC, curve: elliptic.P384(), method: jwt.SigningMethodES384},
+	{name: "ES512", hash: crypto.SHA512, family: familyEC, curve: elliptic.P521(), method: jwt.SigningMethodES512},
 	{name: "EdDSA", family: familyEdDSA, method: jwt.SigningMethodEdDSA},
 }
 

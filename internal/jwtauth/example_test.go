@@ -29,7 +29,9 @@ func Example() {
 		panic(err)
 	}
 	claims, err := v.Verify(context.Background(), token, []string{"dev"}, []string{"mcp"})
-	fmt.Println(claims.IssuerName, claims.Subject, claims.Raw["session_id"], err)
+	// Claims other than the registered ones are decoded when read.
+	session, _ := claims.Claim("session_id")
+	fmt.Println(claims.IssuerName, claims.Subject, session, err)
 
 	_, err = v.Verify(context.Background(), token, nil, []string{"other"})
 	fmt.Println(errors.Is(err, jwtauth.ErrAudience), err)

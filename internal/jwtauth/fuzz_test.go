@@ -2,6 +2,11 @@ package jwtauth
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +90,61 @@ func FuzzParseKeySet(f *testing.F) {
 				}
 			}
 		}
+	})
+}
+
+// FuzzVerifyDifferential holds Verify to the reference verifier
+// (reference_test.go: golang-jwt and encoding/json): for a header and a
+// payload signed with the test HMAC secret or EC key (mode 0 and 1), or
+// for the header taken as a whole token (mode 2), both must agree on
+// acceptance and, when they accept, on every claim.
+func FuzzVerifyDifferential(f *testing.F) {
+	clk := newClock()
+	v := newVerifier(f, clk, testSpecs(f)...)
+	exp, iat := t0.Add(time.Hour).Unix(), t0.Add(-time.Minute).Unix()
+	claims := func(extra string) string {
+		return fmt.Sprintf(`{"iss":%q,"sub":"alice","exp":%d,"iat":%d%s}`, hmacIss, exp, iat, extra)
+	}
+	hs := `{"alg":"HS256","typ":"JWT"}`
+	for _, seed := range []struct {
+		header, payload string
+		mode            uint8
+	}{
+		{hs, claims(""), 0},
+		{hs, claims(`,"aud":["a","b"],"scope":"read write","n":1.5e3,"act":{"sub":"x","act":{"sub":"y"}}`), 0},
+		{hs, claims(`,"sub":"mallory"`), 0},
+		{`{"alg":"HS256","alg":"none"}`, claims(""), 0},
+		{hs, claims(`,"big":1e400`), 0},
+		{hs, claims(`,"s\u0075b":"x"`), 0},
+		{hs, `{"iss":"\u0068ttps://hmac.example","sub":"\u00e9\ud83d\ude00","exp":` + fmt.Sprint(exp) + `}`, 0},
+		{hs, claims(`,"aud":[1]`), 0},
+		{hs, claims(`,"x":"\ud800"`), 0},
+		{hs, `null`, 0},
+		{`{"alg":"ES256","kid":"ec-1"}`, strings.Replace(claims(""), hmacIss, keysIss, 1), 1},
+		{`{"alg":"ES256","kid":"ec-1","crit":["exp"]}`, strings.Replace(claims(""), hmacIss, keysIss, 1), 1},
+		{"eyJhbGciOiJIUzI1NiJ9.e30.\nAAAA", "", 2},
+	} {
+		f.Add(seed.header, seed.payload, seed.mode)
+	}
+	ec := ecPrivate()
+	f.Fuzz(func(t *testing.T, header, payload string, mode uint8) {
+		enc := base64.RawURLEncoding
+		input := enc.EncodeToString([]byte(header)) + "." + enc.EncodeToString([]byte(payload))
+		var token string
+		switch mode % 3 {
+		case 0:
+			m := hmac.New(sha256.New, hmacSecret)
+			m.Write([]byte(input))
+			token = input + "." + enc.EncodeToString(m.Sum(nil))
+		case 1:
+			sig, err := jwt.SigningMethodES256.Sign(input, ec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			token = input + "." + enc.EncodeToString(sig)
+		default:
+			token = header
+		}
+		compareWithReference(t, v, token)
 	})
 }

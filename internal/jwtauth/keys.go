@@ -31,6 +31,28 @@ type keySet struct {
 // refetch the set and then reports ErrUnknownKey.
 var errNoSuchKey = errors.New("no such key")
 
+// candidates returns the keys that may have signed a token with the given
+// kid and algorithm (keys of other algorithms among them are the caller's
+// to skip), with find's errors.
+func (s *keySet) candidates(kid []byte, hasKID bool, alg *algorithm) ([]verificationKey, error) {
+	candidates := s.all
+	if hasKID {
+		var ok bool
+		if candidates, ok = s.byKID[string(kid)]; !ok { // a lookup: no copy
+			return nil, errNoSuchKey
+		}
+	}
+	for _, k := range candidates {
+		if k.algs&alg.bit != 0 {
+			return candidates, nil
+		}
+	}
+	if hasKID {
+		return nil, ErrAlgorithm
+	}
+	return nil, errNoSuchKey
+}
+
 // find returns the key (or, when several qualify, a jwt.VerificationKeySet)
 // for a token with the given kid and algorithm. A kid the set knows whose
 // keys cannot verify alg is ErrAlgorithm: the JWK pins its algorithm.

@@ -261,6 +261,28 @@ func fetchDiscovered(client *http.Client, issuer string) fetchFunc {
 	}
 }
 
+// lookupAll returns the candidate keys for a token (keySet.candidates),
+// refetching the key set (rate-limited) when the current one has none or
+// never loaded.
+func (s *keySource) lookupAll(ctx context.Context, kid []byte, hasKID bool, alg *algorithm) ([]verificationKey, error) {
+	if set := s.current(); set != nil {
+		keys, err := set.candidates(kid, hasKID, alg)
+		if !errors.Is(err, errNoSuchKey) {
+			return keys, err
+		}
+	}
+	s.refetch(ctx)
+	set := s.current()
+	if set == nil {
+		return nil, ErrKeysUnavailable
+	}
+	keys, err := set.candidates(kid, hasKID, alg)
+	if errors.Is(err, errNoSuchKey) {
+		return nil, ErrUnknownKey
+	}
+	return keys, err
+}
+
 // lookup returns the key for a token, refetching the key set (rate-limited)
 // when the current one has no key for it or never loaded.
 func (s *keySource) lookup(ctx context.Context, kid string, hasKID bool, alg *algorithm) (any, error) {

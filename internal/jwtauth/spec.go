@@ -60,12 +60,11 @@ type issuer struct {
 	iss    string // "" for a catch-all
 	algs   algSet
 	secret []byte // HMAC issuers; nil for key set issuers
-	// secretKey is secret boxed once, as jwt's key function returns it, so
-	// that Verify does not allocate a fresh interface per call.
-	secretKey any
-	keys      *keySource // key set issuers
-	leeway    time.Duration
-	typ       string // normalized required typ, "" for none
+	// hmacs are secret's keyed hashers, reused across tokens.
+	hmacs  *hmacPools
+	keys   *keySource // key set issuers
+	leeway time.Duration
+	typ    string // normalized required typ, "" for none
 }
 
 // compile validates spec's semantics; errors name the issuer.
@@ -120,7 +119,7 @@ func compile(spec IssuerSpec) (*issuer, error) {
 			return nil, fail("secret is %d bytes, at least %d are required", len(spec.Secret), minSecretLen)
 		}
 		is.secret = bytes.Clone(spec.Secret) // the caller's slice may change later
-		is.secretKey = is.secret
+		is.hmacs = newHMACPools(is.secret)
 	}
 	if spec.Leeway < 0 {
 		return nil, fail("leeway must not be negative")

@@ -7,23 +7,22 @@
 // naming a key the current set lacks triggers a rate-limited refetch, and the
 // last good set keeps serving while its endpoint is down.
 //
-// Verify decodes a token once (golang-jwt/jwt), picks the issuer from the
-// unverified "iss" inside the key lookup, checks the algorithm against that
-// issuer's allow-list and key, verifies the signature, then checks exp
-// (required), nbf, iat, iss, aud and typ. It returns verified Claims or one
-// of the package's sentinel errors, whose texts are safe to show a client.
+// Verify reads the compact JWS itself (jws.go): it decodes the header into
+// the members it needs and the payload once, refusing any JSON member named
+// twice, picks the issuer from the unverified "iss", checks the algorithm
+// against that issuer's allow-list and key, verifies the signature, then
+// checks exp (required), nbf, iat, iss, aud and typ. It returns verified
+// Claims, whose other members are decoded only when read (Claims.Claim),
+// or one of the package's sentinel errors, whose texts are safe to show a
+// client.
 package jwtauth
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"math"
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // MaxTokenSize is the largest token Verify looks at; longer ones are
@@ -54,27 +53,8 @@ type Options struct {
 	Sources *Sources
 }
 
-// Claims are a verified token's claims.
-type Claims struct {
-	// IssuerName is the Name of the IssuerSpec that verified the token.
-	IssuerName string
-	Issuer     string // iss
-	Subject    string // sub, "" if absent
-	ID         string // jti, "" if absent
-	Audience   []string
-	// KeyID is the token's kid header, "" if absent: a key set refresh
-	// that drops it ends what was granted on the token.
-	KeyID string
-	// ExpiresAt is always set; NotBefore and IssuedAt are zero when absent.
-	ExpiresAt, NotBefore, IssuedAt time.Time
-	// Raw is every claim as decoded by encoding/json (numbers are float64).
-	// It is owned by the caller.
-	Raw map[string]any
-}
-
 // Verifier verifies tokens. It is safe for concurrent use.
 type Verifier struct {
-	parser   *jwt.Parser
 	byIss    map[string][]*issuer // exact "iss" matches, in configuration order
 	catchAll []*issuer            // issuers with no "iss", in configuration order
 	sources  []*keySource
@@ -103,12 +83,9 @@ func New(ctx context.Context, specs []IssuerSpec, opts Options) (*Verifier, erro
 		now = time.Now
 	}
 	v := &Verifier{
-		// Claims are checked by Verify itself, with each issuer's leeway and
-		// sentinel errors; strict decoding refuses non-canonical base64.
-		parser: jwt.NewParser(jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding()),
-		byIss:  make(map[string][]*issuer, len(issuers)),
-		now:    now,
-		pool:   opts.Sources,
+		byIss: make(map[string][]*issuer, len(issuers)),
+		now:   now,
+		pool:  opts.Sources,
 	}
 	if v.pool == nil {
 		var lifetime context.Context
@@ -162,17 +139,6 @@ func (v *Verifier) Close() {
 	})
 }
 
-// verification is the state of one Verify call, shared with the key
-// function that jwt calls once the token is decoded.
-type verification struct {
-	v       *Verifier
-	ctx     context.Context
-	allowed []string
-	issuer  *issuer
-	kid     string
-	denial  error // why the key function refused, if it did
-}
-
 // Verify verifies token for a route that accepts the issuers named in
 // allowed (nil or empty: every configured issuer) and requires one of
 // audiences in the token's aud (nil or empty: no audience check).
@@ -184,96 +150,180 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	if len(token) == 0 || len(token) > MaxTokenSize {
 		return nil, ErrMalformed
 	}
-	st := &verification{v: v, ctx: ctx, allowed: allowed}
-	claims := jwt.MapClaims{}
-	t, err := v.parser.ParseWithClaims(token, claims, st.keyFunc)
-	if err != nil {
-		return nil, st.classify(t, err)
+	headerSeg, payloadSeg, sigSeg, ok := splitToken(token)
+	if !ok {
+		return nil, ErrMalformed
 	}
-	c, err := v.checkClaims(st.issuer, claims, audiences)
+	sc := scratches.Get().(*scratch)
+	sc.out = sc.out[:0]
+	defer scratches.Put(sc)
+
+	headerDoc, ok := sc.decode(headerSeg)
+	if !ok {
+		return nil, ErrMalformed
+	}
+	h, err := parseHeader(headerDoc)
 	if err != nil {
 		return nil, err
 	}
-	c.KeyID = st.kid
+	// The payload outlives the call (Claims reads it on demand): it is
+	// decoded into the Claims, or memory of its own when larger.
+	c := new(Claims)
+	payload := c.buf[:]
+	if n := b64.DecodedLen(len(payloadSeg)); n > len(payload) {
+		payload = make([]byte, n)
+	}
+	n, err := b64.Decode(payload, sc.bytesOf(payloadSeg))
+	if err != nil {
+		return nil, ErrMalformed
+	}
+	pc, err := parsePayload(c, payload[:n:n])
+	if err != nil {
+		return nil, err
+	}
+	alg, err := algorithmOf(h.alg)
+	if err != nil {
+		return nil, err
+	}
+	if alg == nil {
+		return nil, ErrAlgorithm // "none" among them
+	}
+	sig, ok := sc.decode(sigSeg)
+	if !ok {
+		return nil, ErrMalformed
+	}
+	is, keys, kid, err := v.key(ctx, &h, &pc, alg, allowed)
+	if err != nil {
+		return nil, err
+	}
+	input := token[:len(headerSeg)+1+len(payloadSeg)]
+	if !sc.verify(is, alg, keys, input, sig) {
+		return nil, ErrSignature
+	}
+	if err := v.checkClaims(c, is, &pc, audiences); err != nil {
+		return nil, err
+	}
+	c.KeyID = kid
 	return c, nil
 }
 
-// keyFunc runs after decoding and before the signature check: it picks the
-// issuer from the unverified claims, checks the header against it and
-// returns the verification key.
-func (st *verification) keyFunc(t *jwt.Token) (any, error) {
-	key, err := st.key(t)
-	if err != nil {
-		st.denial = err
+// algorithmOf looks up the raw alg header, nil when it names no
+// algorithm supported here.
+func algorithmOf(raw []byte) (*algorithm, error) {
+	if raw == nil || raw[0] != '"' {
+		return nil, ErrMalformed
 	}
-	return key, err
+	if body, plain := plainBody(raw); plain {
+		return algorithmsByName[string(body)], nil // a lookup: no copy
+	}
+	name, _, err := stringClaim(raw)
+	if err != nil {
+		return nil, ErrMalformed
+	}
+	return algorithmsByName[name], nil
 }
 
-func (st *verification) key(t *jwt.Token) (any, error) {
-	alg := algorithmsByName[t.Method.Alg()]
-	if alg == nil || t.Method != alg.method {
-		return nil, ErrAlgorithm
-	}
+// key picks the issuer from the unverified claims, checks the header
+// against it and returns the candidate verification keys (none for an
+// HMAC issuer) and the kid.
+func (v *Verifier) key(ctx context.Context, h *joseHeader, pc *payloadClaims, alg *algorithm, allowed []string) (*issuer, []verificationKey, string, error) {
 	// No critical header extension is understood here, so RFC 7515 section
 	// 4.1.11 requires refusing any token that lists one.
-	if _, ok := t.Header["crit"]; ok {
-		return nil, ErrMalformed
+	if h.crit {
+		return nil, nil, "", ErrMalformed
 	}
-	iss, hasIss, err := stringClaim(t.Claims.(jwt.MapClaims), "iss")
-	if err != nil {
-		return nil, err
+	var exact []*issuer
+	switch {
+	case pc.iss == nil:
+	case pc.iss[0] != '"':
+		return nil, nil, "", ErrMalformed
+	default:
+		if body, plain := plainBody(pc.iss); plain {
+			exact = v.byIss[string(body)] // a lookup: no copy
+			break
+		}
+		iss, _, err := stringClaim(pc.iss)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		exact = v.byIss[iss]
 	}
-	is, err := st.v.pick(iss, hasIss, st.allowed)
+	is, err := v.pick(exact, pc.iss != nil, allowed)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	if is.algs&alg.bit == 0 {
-		return nil, ErrAlgorithm
+		return nil, nil, "", ErrAlgorithm
 	}
 	if is.typ != "" {
-		typ, _ := t.Header["typ"].(string)
+		typ, _, _ := stringClaim(h.typ) // a non-string typ is no typ
 		if !typeMatches(typ, is.typ) {
-			return nil, ErrType
+			return nil, nil, "", ErrType
 		}
 	}
-	st.issuer = is
-	if is.secret != nil {
-		return is.secretKey, nil
+	if is.hmacs != nil {
+		return is, nil, "", nil
 	}
-	rawKID, hasKID := t.Header["kid"]
-	kid, ok := rawKID.(string)
-	if hasKID && !ok {
-		return nil, ErrMalformed
+	kid, hasKID, err := kidOf(h.kid)
+	if err != nil {
+		return nil, nil, "", err
 	}
-	st.kid = kid
-	return is.keys.lookup(st.ctx, kid, hasKID, alg)
+	keys, err := is.keys.lookupAll(ctx, kid, hasKID, alg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if !hasKID {
+		return is, keys, "", nil
+	}
+	// The key set's own copy of the kid, which the grant keeps: no copy
+	// per token.
+	return is, keys, keys[0].kid, nil
 }
 
-// classify maps a parse failure to a sentinel.
-func (st *verification) classify(t *jwt.Token, err error) error {
-	switch {
-	case st.denial != nil:
-		return st.denial
-	case errors.Is(err, jwt.ErrTokenMalformed):
-		return ErrMalformed
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return ErrSignature
-	case errors.Is(err, jwt.ErrTokenUnverifiable) && t != nil:
-		// The header decoded but its alg is absent or not a jwt algorithm.
-		if _, ok := t.Header["alg"].(string); ok {
-			return ErrAlgorithm
+// kidOf is the raw kid header decoded, in the header's own bytes when it
+// holds no escape; a present kid that is not a string is ErrMalformed.
+func kidOf(raw []byte) ([]byte, bool, error) {
+	if raw == nil {
+		return nil, false, nil
+	}
+	if raw[0] != '"' {
+		return nil, false, ErrMalformed
+	}
+	if body, plain := plainBody(raw); plain {
+		return body, true, nil
+	}
+	kid, _, err := stringClaim(raw)
+	if err != nil {
+		return nil, false, ErrMalformed
+	}
+	return []byte(kid), true, nil
+}
+
+// verify checks sig over input: with the issuer's secret, or with each
+// candidate key of alg until one verifies.
+func (s *scratch) verify(is *issuer, alg *algorithm, keys []verificationKey, input string, sig []byte) bool {
+	if alg.family == familyHMAC {
+		return is.hmacs != nil && s.verifyHMAC(is.hmacs, alg.hash, input, sig)
+	}
+	var digest []byte
+	if alg.family != familyEdDSA {
+		digest = s.digest(alg.hash, input)
+	}
+	for _, k := range keys {
+		if k.algs&alg.bit != 0 && s.verifyWith(alg, k.key, input, digest, sig) {
+			return true
 		}
 	}
-	return ErrMalformed
+	return false
 }
 
 // pick chooses the issuer for a token: the first configured issuer with
-// exactly this iss that the route accepts, else the first accepted
+// exactly its iss (exact) that the route accepts, else the first accepted
 // catch-all.
-func (v *Verifier) pick(iss string, hasIss bool, allowed []string) (*issuer, error) {
+func (v *Verifier) pick(exact []*issuer, hasIss bool, allowed []string) (*issuer, error) {
 	matched := false
 	if hasIss {
-		for _, is := range v.byIss[iss] {
+		for _, is := range exact {
 			matched = true
 			if accepts(allowed, is.name) {
 				return is, nil
@@ -309,120 +359,60 @@ func accepts(allowed []string, name string) bool {
 }
 
 // checkClaims checks the registered claims of a token whose signature is
-// valid and builds the result.
-func (v *Verifier) checkClaims(is *issuer, claims jwt.MapClaims, audiences []string) (*Claims, error) {
+// valid and fills them into c.
+func (v *Verifier) checkClaims(c *Claims, is *issuer, pc *payloadClaims, audiences []string) error {
 	now := v.now()
-	exp, ok, err := numericDate(claims, "exp")
+	exp, ok, err := numericDate(pc.exp)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !ok {
-		return nil, ErrMissingClaim
+		return ErrMissingClaim
 	}
 	if !now.Before(exp.Add(is.leeway)) {
-		return nil, ErrExpired
+		return ErrExpired
 	}
-	nbf, ok, err := numericDate(claims, "nbf")
+	nbf, ok, err := numericDate(pc.nbf)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if ok && now.Before(nbf.Add(-is.leeway)) {
-		return nil, ErrNotYetValid
+		return ErrNotYetValid
 	}
-	iat, ok, err := numericDate(claims, "iat")
+	iat, ok, err := numericDate(pc.iat)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if ok && now.Before(iat.Add(-is.leeway)) {
-		return nil, ErrIssuedInFuture
+		return ErrIssuedInFuture
 	}
-	iss, _, err := stringClaim(claims, "iss")
+	var iss string
+	if is.iss != "" {
+		if !rawStringIs(pc.iss, is.iss) {
+			return ErrIssuer // pick matched on iss, so this is defence in depth
+		}
+		iss = is.iss // the same bytes: no copy
+	} else if iss, _, err = stringClaim(pc.iss); err != nil {
+		return err
+	}
+	aud, err := audienceClaim(pc.aud, audiences, &c.aud)
 	if err != nil {
-		return nil, err
-	}
-	if is.iss != "" && iss != is.iss {
-		return nil, ErrIssuer // pick matched on iss, so this is defence in depth
-	}
-	aud, err := audienceClaim(claims)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(audiences) > 0 && !anyOf(aud, audiences) {
-		return nil, ErrAudience
+		return ErrAudience
 	}
-	sub, _, err := stringClaim(claims, "sub")
+	sub, _, err := stringClaim(pc.sub)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	jti, _, err := stringClaim(claims, "jti")
+	jti, _, err := stringClaim(pc.jti)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &Claims{
-		IssuerName: is.name,
-		Issuer:     iss,
-		Subject:    sub,
-		ID:         jti,
-		Audience:   aud,
-		ExpiresAt:  exp,
-		NotBefore:  nbf,
-		IssuedAt:   iat,
-		Raw:        claims,
-	}, nil
-}
-
-// maxNumericDate is 9999-12-31T23:59:59Z; larger dates are malformed rather
-// than silently overflowing time.Unix.
-const maxNumericDate = 253402300799
-
-// numericDate reads an RFC 7519 NumericDate claim. A JSON null counts as
-// absent; anything but a number in range is ErrMalformed.
-func numericDate(claims jwt.MapClaims, name string) (time.Time, bool, error) {
-	raw, ok := claims[name]
-	if !ok || raw == nil {
-		return time.Time{}, false, nil
-	}
-	f, ok := raw.(float64)
-	if !ok || math.IsNaN(f) || f < 0 || f > maxNumericDate {
-		return time.Time{}, false, ErrMalformed
-	}
-	sec, frac := math.Modf(f)
-	return time.Unix(int64(sec), int64(frac*1e9)), true, nil
-}
-
-// stringClaim reads a string claim; a present non-string is ErrMalformed.
-func stringClaim(claims jwt.MapClaims, name string) (string, bool, error) {
-	raw, ok := claims[name]
-	if !ok {
-		return "", false, nil
-	}
-	s, ok := raw.(string)
-	if !ok {
-		return "", false, ErrMalformed
-	}
-	return s, true, nil
-}
-
-// audienceClaim reads aud, a string or an array of strings.
-func audienceClaim(claims jwt.MapClaims) ([]string, error) {
-	switch aud := claims["aud"].(type) {
-	case nil:
-		return nil, nil
-	case string:
-		return []string{aud}, nil
-	case []any:
-		out := make([]string, len(aud))
-		for i, a := range aud {
-			s, ok := a.(string)
-			if !ok {
-				return nil, ErrMalformed
-			}
-			out[i] = s
-		}
-		return out, nil
-	default:
-		return nil, ErrMalformed
-	}
+	c.IssuerName, c.Issuer, c.Subject, c.ID, c.Audience = is.name, iss, sub, jti, aud
+	c.ExpiresAt, c.NotBefore, c.IssuedAt = exp, nbf, iat
+	return nil
 }
 
 func anyOf(have, want []string) bool {

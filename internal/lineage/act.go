@@ -10,7 +10,13 @@ package lineage
 // is skipped. The result is nil when there is no act claim. It allocates, so
 // compute it once per verified token, not per request.
 func ActChain(claims map[string]any) []string {
-	first, _ := claims["act"].(map[string]any)
+	return ActChainOf(claims["act"])
+}
+
+// ActChainOf is ActChain of the act claim's value alone (nil when the
+// token has none), for a caller that reads claims one by one.
+func ActChainOf(act any) []string {
+	first, _ := act.(map[string]any)
 	n := 0
 	for act, i := first, 0; act != nil && i < MaxActors; i++ {
 		if actor(act) != "" {

@@ -1,0 +1,534 @@
+package jwtauth
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+)
+
+// Claims are a verified credential's claims.
+//
+// The registered claims a verifier checks are typed fields. Every claim,
+// registered or not, is read with Claim (or All): a verified JWT keeps its
+// decoded payload and decodes a member only when it is asked for, so a
+// cache miss pays for the claims the route reads, not for every claim the
+// token carries. Other credentials (introspection answers, API keys,
+// workload identities) set Raw instead.
+type Claims struct {
+	// IssuerName is the Name of the IssuerSpec that verified the token.
+	IssuerName string
+	Issuer     string // iss
+	Subject    string // sub, "" if absent
+	ID         string // jti, "" if absent
+	Audience   []string
+	// KeyID is the token's kid header, "" if absent: a key set refresh
+	// that drops it ends what was granted on the token.
+	KeyID string
+	// ExpiresAt is always set; NotBefore and IssuedAt are zero when absent.
+	ExpiresAt, NotBefore, IssuedAt time.Time
+	// Raw, when set, is every claim as decoded by encoding/json (numbers
+	// are float64): what introspection, API keys and peer identities
+	// produce, or a copy of a token's claims changed by the caller (it
+	// then takes the place of the payload). It may be shared and must not
+	// be modified. A JWT verified by Verifier leaves it nil; Claim and All
+	// read either form.
+	Raw map[string]any
+
+	// payload is a verified JWT's payload: one JSON object, checked by
+	// jsonrpc.WalkStrict (no duplicate member, no number out of float64
+	// range), never modified. members indexes its top level (inline holds
+	// the first few without a second allocation).
+	payload []byte
+	members []member
+	inline  [inlineMembers]member
+	// aud and buf hold a one-string Audience and a payload of up to
+	// inlinePayload bytes, the usual case, in the Claims' own allocation.
+	aud [1]string
+	buf [inlinePayload]byte
+}
+
+// inlinePayload is the largest payload Claims holds without an allocation
+// of its own: typical access tokens carry 300 to 600 bytes of claims.
+const inlinePayload = 640
+
+// inlineMembers is how many top-level claims Claims indexes without an
+// allocation of its own: a typical access token has 8 to 14.
+const inlineMembers = 16
+
+// member is one top-level member of a payload: payload[key] is its key
+// token (quotes included), payload[val] its raw value.
+type member struct {
+	keyStart, keyEnd int32
+	valStart, valEnd int32
+	escapedKey       bool
+}
+
+// Claim returns the claim name as encoding/json decodes it into an any:
+// string, float64, bool, nil for null, []any or map[string]any. ok is
+// false when the credential does not carry it. A JWT claim is decoded on
+// each call; the result is the caller's.
+func (c *Claims) Claim(name string) (any, bool) {
+	if c.Raw != nil || c.payload == nil {
+		v, ok := c.Raw[name]
+		return v, ok
+	}
+	switch name {
+	// The checked string claims are decoded already.
+	case "iss":
+		if c.Issuer != "" {
+			return c.Issuer, true
+		}
+	case "sub":
+		if c.Subject != "" {
+			return c.Subject, true
+		}
+	case "jti":
+		if c.ID != "" {
+			return c.ID, true
+		}
+	}
+	m, ok := c.find(name)
+	if !ok {
+		return nil, false
+	}
+	v, err := decodeValue(c.payload[m.valStart:m.valEnd])
+	if err != nil {
+		// The payload was validated as a whole: this cannot happen, and a
+		// claim that cannot be read is not there.
+		return nil, false
+	}
+	return v, true
+}
+
+// ClaimString returns the claim name when it is a string; ok is false
+// when it is absent or not a string. It is Claim without the boxing of the
+// result in an interface, for the claims read as strings on every miss
+// (user, session, client id, scope).
+func (c *Claims) ClaimString(name string) (string, bool) {
+	if c.Raw != nil || c.payload == nil {
+		s, ok := c.Raw[name].(string)
+		return s, ok
+	}
+	switch {
+	case name == "iss" && c.Issuer != "":
+		return c.Issuer, true
+	case name == "sub" && c.Subject != "":
+		return c.Subject, true
+	case name == "jti" && c.ID != "":
+		return c.ID, true
+	}
+	m, ok := c.find(name)
+	if !ok {
+		return "", false
+	}
+	s, isString, err := stringClaim(c.payload[m.valStart:m.valEnd])
+	return s, isString && err == nil
+}
+
+// All returns every claim as a map, as encoding/json decodes the payload.
+// For a JWT the map is built on each call and is the caller's; Raw is
+// returned as it is and must not be modified. Meant for what reads claims
+// by names not known in advance (an expression reading jwt as a whole).
+func (c *Claims) All() map[string]any {
+	if c.Raw != nil || c.payload == nil {
+		return c.Raw
+	}
+	m := make(map[string]any, len(c.members))
+	for _, mem := range c.members {
+		k, ok := c.key(mem)
+		if !ok {
+			continue
+		}
+		if v, err := decodeValue(c.payload[mem.valStart:mem.valEnd]); err == nil {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// find returns the top-level member named name.
+func (c *Claims) find(name string) (member, bool) {
+	for _, m := range c.members {
+		if !m.escapedKey {
+			if string(c.payload[m.keyStart+1:m.keyEnd-1]) == name {
+				return m, true
+			}
+			continue
+		}
+		if k, ok := c.key(m); ok && k == name {
+			return m, true
+		}
+	}
+	return member{}, false
+}
+
+// key is m's key, unescaped.
+func (c *Claims) key(m member) (string, bool) {
+	raw := c.payload[m.keyStart:m.keyEnd]
+	if !m.escapedKey {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var k string
+	if err := json.Unmarshal(raw, &k); err != nil {
+		return "", false
+	}
+	return k, true
+}
+
+// decodeValue decodes one validated JSON value as encoding/json decodes it
+// into an any. Plain strings, numbers and literals, nearly every claim,
+// skip the reflection of encoding/json.
+func decodeValue(raw []byte) (any, error) {
+	switch c := raw[0]; {
+	case c == '"':
+		if s, ok := plainString(raw); ok {
+			return s, nil
+		}
+	case c == 't':
+		return true, nil
+	case c == 'f':
+		return false, nil
+	case c == 'n':
+		return nil, nil
+	case c == '-' || '0' <= c && c <= '9':
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return nil, ErrMalformed
+		}
+		return f, nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, ErrMalformed
+	}
+	return v, nil
+}
+
+// plainString returns the content of a string token that holds no escape.
+func plainString(raw []byte) (string, bool) {
+	body, ok := plainBody(raw)
+	if !ok {
+		return "", false
+	}
+	return string(body), true
+}
+
+// plainBody is the content of a string token that holds no escape, as it
+// sits in the document.
+func plainBody(raw []byte) ([]byte, bool) {
+	body := raw[1 : len(raw)-1]
+	return body, bytes.IndexByte(body, '\\') < 0
+}
+
+// payloadClaims is what parsePayload reads of a payload: the registered
+// claims the verifier checks, as raw values (nil when absent).
+type payloadClaims struct {
+	iss, sub, jti, aud, exp, nbf, iat []byte
+}
+
+// parsePayload validates a JWT payload and indexes its top-level members
+// into c. The payload must be one JSON object that every mainstream parser
+// reads the same way (jsonrpc.WalkStrict: no member name twice at any
+// depth, valid UTF-8, bounded nesting) and whose numbers all fit a
+// float64 (as encoding/json requires).
+func parsePayload(c *Claims, payload []byte) (payloadClaims, error) {
+	var pc payloadClaims
+	if err := walkStrict(payload); err != nil {
+		return pc, err
+	}
+	c.payload = payload
+	c.members = c.inline[:0]
+	folded := false
+	err := eachMember(payload, func(m member) {
+		c.members = append(c.members, m)
+		name := payload[m.keyStart+1 : m.keyEnd-1]
+		if m.escapedKey {
+			// An escaped registered name ("\u0073ub") is still that claim:
+			// encoding/json reads it so.
+			k, ok := c.key(m)
+			if !ok {
+				return
+			}
+			name = []byte(k)
+		}
+		if !pc.set(name, payload[m.valStart:m.valEnd]) && foldsTo(name, readClaims) {
+			folded = true
+		}
+	})
+	if err == nil && folded {
+		err = ErrMalformed
+	}
+	return pc, err
+}
+
+// readClaims are the claims the verifier and the pipeline read by name.
+var readClaims = []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act"}
+
+// foldsTo reports whether name differs from one of names only in case
+// ("SUB", "ſub" with U+017F). Go's encoding/json matches struct fields
+// that way, so a program behind the service decoding the token into a
+// struct could read {"sub":"alice","Sub":"admin"} as admin: such a token
+// is refused, as a JSON-RPC body with such a key is.
+func foldsTo(name []byte, names []string) bool {
+	if len(name) > 3*len("client_id") {
+		return false // folding at most triples a name's length
+	}
+	for _, n := range names {
+		if bytes.EqualFold(name, []byte(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// set records v when name is one of the registered claims the verifier
+// checks or one the pipeline reads, and reports whether it is.
+func (pc *payloadClaims) set(name, v []byte) bool {
+	switch string(name) {
+	case "iss":
+		pc.iss = v
+	case "sub":
+		pc.sub = v
+	case "jti":
+		pc.jti = v
+	case "aud":
+		pc.aud = v
+	case "exp":
+		pc.exp = v
+	case "nbf":
+		pc.nbf = v
+	case "iat":
+		pc.iat = v
+	case "azp", "client_id", "scope", "scp", "act":
+	default:
+		return false
+	}
+	return true
+}
+
+// walkStrict checks a JOSE header or payload: a JSON object as
+// jsonrpc.WalkStrict accepts it whose every number fits a float64.
+// Whatever it accepts, encoding/json decodes to the same values; what it
+// refuses and encoding/json would accept (a member twice, invalid UTF-8,
+// nesting deeper than jsonrpc.MaxDepth) is refused because parsers
+// disagree on it.
+func walkStrict(doc []byte) error {
+	i := jsonrpc.SkipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '{' {
+		return ErrMalformed
+	}
+	if jsonrpc.WalkStrict(doc, 0, nil) != nil || !numbersFit(doc) {
+		return ErrMalformed
+	}
+	return nil
+}
+
+// numbersFit reports whether every number in a valid JSON document fits a
+// float64, as encoding/json requires of a number decoded into an any.
+func numbersFit(doc []byte) bool {
+	// Each iteration consumes at least one byte: bounded by len(doc).
+	for i := 0; i < len(doc); {
+		switch c := doc[i]; {
+		case c == '"':
+			i = jsonrpc.SkipString(doc, i)
+			if i < 0 {
+				return false
+			}
+		case c == '-' || '0' <= c && c <= '9':
+			e := jsonrpc.SkipValue(doc, i)
+			if e < 0 {
+				return false
+			}
+			if _, err := strconv.ParseFloat(string(doc[i:e]), 64); err != nil {
+				return false
+			}
+			i = e
+		default:
+			i++
+		}
+	}
+	return true
+}
+
+// eachMember calls fn for each top-level member of an object walkStrict
+// accepted.
+func eachMember(doc []byte, fn func(member)) error {
+	i := jsonrpc.SkipSpace(doc, 0) + 1 // past '{'
+	i = jsonrpc.SkipSpace(doc, i)
+	if i < len(doc) && doc[i] == '}' {
+		return nil
+	}
+	// Each iteration consumes at least a key: bounded by len(doc).
+	for i < len(doc) {
+		if doc[i] != '"' {
+			return ErrMalformed
+		}
+		ke := jsonrpc.SkipString(doc, i)
+		if ke < 0 {
+			return ErrMalformed
+		}
+		m := member{keyStart: int32(i), keyEnd: int32(ke)}
+		m.escapedKey = bytes.IndexByte(doc[i:ke], '\\') >= 0
+		i = jsonrpc.SkipSpace(doc, ke)
+		if i >= len(doc) || doc[i] != ':' {
+			return ErrMalformed
+		}
+		vs := jsonrpc.SkipSpace(doc, i+1)
+		ve := jsonrpc.SkipValue(doc, vs)
+		if ve < 0 {
+			return ErrMalformed
+		}
+		m.valStart, m.valEnd = int32(vs), int32(ve)
+		fn(m)
+		i = jsonrpc.SkipSpace(doc, ve)
+		if i >= len(doc) {
+			return ErrMalformed
+		}
+		if doc[i] == '}' {
+			return nil
+		}
+		if doc[i] != ',' {
+			return ErrMalformed
+		}
+		i = jsonrpc.SkipSpace(doc, i+1)
+	}
+	return ErrMalformed
+}
+
+// maxNumericDate is 9999-12-31T23:59:59Z; larger dates are malformed rather
+// than silently overflowing time.Unix.
+const maxNumericDate = 253402300799
+
+// numericDate reads an RFC 7519 NumericDate claim from its raw value. An
+// absent claim or a JSON null counts as absent; anything but a number in
+// range is ErrMalformed.
+func numericDate(raw []byte) (time.Time, bool, error) {
+	if raw == nil || raw[0] == 'n' {
+		return time.Time{}, false, nil
+	}
+	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+		return time.Time{}, false, ErrMalformed
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f > maxNumericDate {
+		return time.Time{}, false, ErrMalformed
+	}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)), true, nil
+}
+
+// stringClaim decodes a string claim's raw value; absent is "", a present
+// non-string is ErrMalformed. A null is a non-string, as it was when
+// claims were read from a map.
+func stringClaim(raw []byte) (string, bool, error) {
+	if raw == nil {
+		return "", false, nil
+	}
+	if raw[0] != '"' {
+		return "", false, ErrMalformed
+	}
+	if s, ok := plainString(raw); ok {
+		return s, true, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false, ErrMalformed
+	}
+	return s, true, nil
+}
+
+// rawStringIs reports whether the raw string value raw decodes to want,
+// without allocating when it holds no escape.
+func rawStringIs(raw []byte, want string) bool {
+	if raw == nil || raw[0] != '"' {
+		return false
+	}
+	if body, plain := plainBody(raw); plain {
+		return string(body) == want
+	}
+	s, _, err := stringClaim(raw)
+	return err == nil && s == want
+}
+
+// audienceClaim reads aud, a string or an array of strings. An element
+// equal to one of want reuses want's string; a single string is put in
+// one (nil: allocated).
+func audienceClaim(raw []byte, want []string, one *[1]string) ([]string, error) {
+	if raw == nil || raw[0] == 'n' {
+		return nil, nil
+	}
+	str := func(v []byte) (string, error) {
+		for _, w := range want {
+			if rawStringIs(v, w) {
+				return w, nil
+			}
+		}
+		s, _, err := stringClaim(v)
+		return s, err
+	}
+	switch raw[0] {
+	case '"':
+		s, err := str(raw)
+		if err != nil {
+			return nil, err
+		}
+		if one == nil {
+			return []string{s}, nil
+		}
+		one[0] = s
+		return one[:], nil
+	case '[':
+		var out []string
+		n := 0
+		err := eachElement(raw, func(v []byte) error {
+			if n == 0 {
+				out = make([]string, 0, countElements(raw))
+			}
+			n++
+			s, err := str(v)
+			out = append(out, s)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = []string{}
+		}
+		return out, nil
+	}
+	return nil, ErrMalformed
+}
+
+// eachElement calls fn with each element of a validated array.
+func eachElement(raw []byte, fn func([]byte) error) error {
+	i := jsonrpc.SkipSpace(raw, 1)
+	if i < len(raw) && raw[i] == ']' {
+		return nil
+	}
+	for i < len(raw) {
+		e := jsonrpc.SkipValue(raw, i)
+		if e < 0 {
+			return ErrMalformed
+		}
+		if err := fn(raw[i:e]); err != nil {
+			return err
+		}
+		i = jsonrpc.SkipSpace(raw, e)
+		if i >= len(raw) || raw[i] == ']' {
+			return nil
+		}
+		i = jsonrpc.SkipSpace(raw, i+1) // past ','
+	}
+	return nil
+}
+
+func countElements(raw []byte) int {
+	n := 0
+	_ = eachElement(raw, func([]byte) error { n++; return nil })
+	return n
+}

@@ -1,0 +1,274 @@
+package jwtauth
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"hash"
+	"strings"
+	"sync"
+)
+
+// The JWS compact serialization is read here without golang-jwt: the
+// token is split in place, its header decoded into the four members the
+// verifier reads, the signature checked with pooled hashers, and the
+// payload validated once and kept for on-demand reads (claims.go). A cache
+// miss then costs a handful of allocations beyond the signature's own
+// arithmetic.
+
+// b64 is the JWS base64url decoder (RFC 7515 section 2): no padding, and
+// strict, so that the unused bits of the last character must be zero and
+// each token has a single encoding.
+var b64 = base64.RawURLEncoding.Strict()
+
+// splitToken splits a compact JWS into its three segments. Every byte must
+// be of the base64url alphabet or one of exactly two dots: the base64
+// decoder would skip CR and LF, which would give one signed token several
+// spellings.
+func splitToken(token string) (header, payload, sig string, ok bool) {
+	dots := 0
+	for i := 0; i < len(token); i++ {
+		c := token[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+		case c == '.':
+			dots++
+		default:
+			return "", "", "", false
+		}
+	}
+	if dots != 2 {
+		return "", "", "", false
+	}
+	header, rest, _ := strings.Cut(token, ".")
+	payload, sig, _ = strings.Cut(rest, ".")
+	return header, payload, sig, true
+}
+
+// scratch is one verification's reusable memory (pooled): the header and
+// signature are decoded into it, and the signing input is copied into it
+// for the primitives that take bytes.
+type scratch struct {
+	in  []byte // a segment's text, for the base64 decoder
+	out []byte // decoded header, then signature
+	sum [64]byte
+	der [2*(2+1+66) + 3]byte // an ECDSA signature in ASN.1, P-521 at most
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+// decode decodes seg into s.out after what it holds; the result stays
+// valid until the scratch goes back to the pool.
+func (s *scratch) decode(seg string) ([]byte, bool) {
+	s.in = append(s.in[:0], seg...)
+	start := len(s.out)
+	need := start + b64.DecodedLen(len(seg))
+	if cap(s.out) < need {
+		// Earlier results stay valid: they keep the old array.
+		s.out = make([]byte, start, max(need, 2*cap(s.out)))
+	}
+	n, err := b64.Decode(s.out[start:need], s.in)
+	if err != nil {
+		return nil, false
+	}
+	s.out = s.out[:start+n]
+	return s.out[start : start+n : start+n], true
+}
+
+// bytesOf copies str into s.in, for primitives that take a []byte.
+func (s *scratch) bytesOf(str string) []byte {
+	s.in = append(s.in[:0], str...)
+	return s.in
+}
+
+// joseHeader holds the raw values of the header members the verifier
+// reads; nil when absent.
+type joseHeader struct {
+	alg, kid, typ []byte
+	crit          bool
+}
+
+// parseHeader validates a JOSE header (one JSON object, no member twice:
+// RFC 7515 section 4 asks to refuse or to take the last, and parsers
+// disagree, so it is refused) and picks out its members.
+func parseHeader(doc []byte) (joseHeader, error) {
+	var h joseHeader
+	if err := walkStrict(doc); err != nil {
+		return h, err
+	}
+	folded := false
+	err := eachMember(doc, func(m member) {
+		v := doc[m.valStart:m.valEnd]
+		name := doc[m.keyStart+1 : m.keyEnd-1]
+		if m.escapedKey {
+			var k string
+			if json.Unmarshal(doc[m.keyStart:m.keyEnd], &k) != nil {
+				return
+			}
+			name = []byte(k)
+		}
+		switch string(name) {
+		case "alg":
+			h.alg = v
+		case "kid":
+			h.kid = v
+		case "typ":
+			h.typ = v
+		case "crit":
+			h.crit = true
+		default:
+			folded = folded || foldsTo(name, headerMembers)
+		}
+	})
+	if err == nil && folded {
+		err = ErrMalformed // see foldsTo
+	}
+	return h, err
+}
+
+// headerMembers are the header members the verifier reads.
+var headerMembers = []string{"alg", "kid", "typ", "crit"}
+
+// hashIndex numbers the hashes JWS algorithms use, for the pools.
+func hashIndex(h crypto.Hash) int {
+	switch h {
+	case crypto.SHA384:
+		return 1
+	case crypto.SHA512:
+		return 2
+	}
+	return 0
+}
+
+// digester is a pooled hash with room to feed it a string without
+// converting it: hash.Hash has no WriteString.
+type digester struct {
+	h   hash.Hash
+	buf [512]byte
+}
+
+func (d *digester) writeString(s string) {
+	for len(s) > 0 {
+		n := copy(d.buf[:], s)
+		d.h.Write(d.buf[:n])
+		s = s[n:]
+	}
+}
+
+// hashPools hold SHA-256, -384 and -512 digesters (by hashIndex).
+var hashPools [3]sync.Pool
+
+func init() {
+	for _, h := range []crypto.Hash{crypto.SHA256, crypto.SHA384, crypto.SHA512} {
+		hashPools[hashIndex(h)].New = func() any { return &digester{h: h.New()} }
+	}
+}
+
+// digest hashes input with h into s.sum.
+func (s *scratch) digest(h crypto.Hash, input string) []byte {
+	pool := &hashPools[hashIndex(h)]
+	d := pool.Get().(*digester)
+	d.h.Reset()
+	d.writeString(input)
+	sum := d.h.Sum(s.sum[:0])
+	pool.Put(d)
+	return sum
+}
+
+// hmacPools are an HMAC issuer's keyed hashers, one pool per hash: keying
+// an HMAC costs two block computations and four allocations, and a
+// Reset hasher starts from the keyed state.
+type hmacPools [3]sync.Pool
+
+func newHMACPools(secret []byte) *hmacPools {
+	p := new(hmacPools)
+	for _, h := range []crypto.Hash{crypto.SHA256, crypto.SHA384, crypto.SHA512} {
+		p[hashIndex(h)].New = func() any { return &digester{h: hmac.New(h.New, secret)} }
+	}
+	return p
+}
+
+// verifyHMAC checks an HS* signature in constant time.
+func (s *scratch) verifyHMAC(p *hmacPools, h crypto.Hash, input string, sig []byte) bool {
+	pool := &p[hashIndex(h)]
+	d := pool.Get().(*digester)
+	d.h.Reset()
+	d.writeString(input)
+	mac := d.h.Sum(s.sum[:0])
+	pool.Put(d)
+	return hmac.Equal(mac, sig)
+}
+
+// pssVerify is what golang-jwt accepts for PS*: any salt length, since
+// some signers do not use the hash length RFC 7518 asks for.
+var pssVerify = &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthAuto}
+
+// verifyWith checks sig over input with one public key of alg's family.
+// digest is input hashed with alg's hash (unused for EdDSA).
+func (s *scratch) verifyWith(alg *algorithm, key any, input string, digest, sig []byte) bool {
+	switch alg.family {
+	case familyRSA:
+		pub, ok := key.(*rsa.PublicKey)
+		if !ok {
+			return false
+		}
+		if alg.pss {
+			return rsa.VerifyPSS(pub, alg.hash, digest, sig, pssVerify) == nil
+		}
+		return rsa.VerifyPKCS1v15(pub, alg.hash, digest, sig) == nil
+	case familyEC:
+		pub, ok := key.(*ecdsa.PublicKey)
+		if !ok || pub.Curve != alg.curve {
+			return false
+		}
+		size := (alg.curve.Params().BitSize + 7) / 8
+		if len(sig) != 2*size {
+			return false
+		}
+		der, ok := appendASN1Signature(s.der[:0], sig[:size], sig[size:])
+		return ok && ecdsa.VerifyASN1(pub, digest, der)
+	case familyEdDSA:
+		pub, ok := key.(ed25519.PublicKey)
+		if !ok || len(pub) != ed25519.PublicKeySize {
+			return false
+		}
+		return ed25519.Verify(pub, s.bytesOf(input), sig)
+	}
+	return false
+}
+
+// appendASN1Signature encodes the JWS form of an ECDSA signature (r and s
+// as fixed-size big-endian integers, RFC 7518 section 3.4) as the ASN.1
+// SEQUENCE crypto/ecdsa verifies, exactly as ecdsa.Verify does with
+// big.Ints: ok is false when r or s is zero.
+func appendASN1Signature(dst, r, s []byte) ([]byte, bool) {
+	r, s = bytes.TrimLeft(r, "\x00"), bytes.TrimLeft(s, "\x00")
+	if len(r) == 0 || len(s) == 0 || len(r) > 100 || len(s) > 100 {
+		return nil, false
+	}
+	intLen := func(x []byte) int {
+		if x[0]&0x80 != 0 {
+			return len(x) + 1
+		}
+		return len(x)
+	}
+	body := 2 + intLen(r) + 2 + intLen(s)
+	dst = append(dst, 0x30)
+	if body >= 0x80 {
+		dst = append(dst, 0x81)
+	}
+	dst = append(dst, byte(body))
+	for _, x := range [][]byte{r, s} {
+		dst = append(dst, 0x02, byte(intLen(x)))
+		if x[0]&0x80 != 0 {
+			dst = append(dst, 0)
+		}
+		dst = append(dst, x...)
+	}
+	return dst, true
+}

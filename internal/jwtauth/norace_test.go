@@ -1,0 +1,5 @@
+//go:build !race
+
+package jwtauth
+
+const raceEnabled = false
