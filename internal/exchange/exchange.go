@@ -290,8 +290,11 @@ func (e *Exchanger) flight(k cache.Key, req *request, o Owner) *entry {
 	refreshAt := deadline.Add(-min(e.cfg.RefreshAhead, deadline.Sub(now)/2))
 	ent := &entry{token: tok, owner: o}
 	ent.refreshAt.Store(refreshAt.UnixNano())
-	e.cache.Add(k, ent, deadline)
+	// Shared first: once a request here can use the token, a drop after
+	// its refusal must find it in the shared tier too, or the refused
+	// token would be stored there afterwards and handed out again.
 	e.toShared(k, o, tok, deadline, refreshAt)
+	e.cache.Add(k, ent, deadline)
 	return ent
 }
 

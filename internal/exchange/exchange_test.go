@@ -932,3 +932,58 @@ func TestWaitersBounded(t *testing.T) {
 		<-errs
 	}
 }
+
+// sharedHook is a shared tier that runs put as each token is offered.
+type sharedHook struct {
+	mu  sync.Mutex
+	m   map[string][]byte
+	put func(o exchange.Owner)
+}
+
+func (s *sharedHook) GetToken(_ context.Context, key string) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[key]
+	return b, ok, nil
+}
+
+func (s *sharedHook) PutToken(_ context.Context, key string, o exchange.Owner, token []byte, _ time.Duration) error {
+	s.put(o)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = token
+	return nil
+}
+
+// TestSharedBeforeLocal: a token is in the shared tier before any request
+// of this replica can be handed it. Otherwise a request could use it, be
+// refused upstream and drop it (locally and in the shared tier) before the
+// token reached the shared tier, where it would then stay and be handed
+// out again after the user re-authorized.
+func TestSharedBeforeLocal(t *testing.T) {
+	c := newClock()
+	sts := newSTS(t, c, ststest.Options{})
+	var e *exchange.Exchanger
+	usable := -1
+	shared := &sharedHook{m: map[string][]byte{}, put: func(o exchange.Owner) {
+		// What a refused request would drop at this instant.
+		usable = e.DropOwnSession(o.Subject, o.Session)
+	}}
+	e, err := exchange.New(exchange.Config{
+		TokenEndpoint: sts.TokenURL,
+		Auth:          exchange.ClientAuth{Method: exchange.AuthClientSecretBasic, ClientID: ststest.DefaultClient.ID, ClientSecret: ststest.DefaultClient.Secret},
+	}, exchange.Options{HTTPClient: sts.Client(), Now: c.Now, Shared: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	if _, err := e.Exchange(context.Background(), subjectToken(t, c, "alice", nil), docsAPI, exchange.Owner{Subject: "alice", Session: "a1"}); err != nil {
+		t.Fatal(err)
+	}
+	if usable != 0 {
+		t.Fatalf("while the token was being shared, %d request(s) could already use it", usable)
+	}
+	if n := e.DropOwnSession("alice", "a1"); n != 1 {
+		t.Fatalf("after the exchange the token is not cached locally (dropped %d)", n)
+	}
+}
