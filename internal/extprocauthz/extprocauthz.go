@@ -257,7 +257,9 @@ type exchange struct {
 	// BUFFERED_PARTIAL or duplex configured), filtered at its end.
 	held     []byte
 	tooLarge bool
-	sse      *mcpresponse.SSEListFilter
+	// sse filters a list's event stream: by the call's method, or by
+	// each event's shape on a GET stream (also when injectable).
+	sse *mcpresponse.SSEListFilter
 	// taskEvents reassembles an event stream read for the task its
 	// response creates (readTaskSSE).
 	taskEvents *mcpresponse.Reassembler
@@ -506,11 +508,28 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	if eos {
 		return responseHeadersReply(nil, nil)
 	}
-	if sid := st.req.Headers["mcp-session-id"]; st.duplex && st.req.Method == "GET" && media == "text/event-stream" && sid != "" {
+	// A GET event stream names no call, but it may carry a list result:
+	// replayed on a resumed stream (Last-Event-ID), or sent by a server
+	// on the session's standalone stream. On a route that filters lists,
+	// its events are filtered by their shape.
+	getStream := st.req.Method == "GET" && media == "text/event-stream"
+	shaped := getStream && x.FiltersLists()
+	if shaped && encoding != "" && !strings.EqualFold(encoding, "identity") {
+		st.act(failure(reasonCompressed))
+		return st.replace(200, mcpresponse.FilterFailure(nil))
+	}
+	if shaped {
+		st.sse = mcpresponse.NewSSEShapeFilter(x.Keep, st.s.maxEvent)
+	}
+	if sid := st.req.Headers["mcp-session-id"]; st.duplex && getStream && sid != "" {
 		// The session's standalone stream: completions may be injected.
 		st.handling = injectStream
 		st.openStream(sid)
 		return responseHeadersReply(nil, nil)
+	}
+	if shaped {
+		st.handling = filterSSE
+		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}})
 	}
 	list := x.FiltersLists() && mcpresponse.IsListMethod(x.Call.Method)
 	if x.FiltersLists() && !x.Call.Body && st.req.Method == "POST" {

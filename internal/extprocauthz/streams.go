@@ -131,6 +131,9 @@ func (st *exchange) closeStream() {
 // held and everything after it pass as they come.
 func (st *exchange) streamChunk(chunk []byte, eos bool) []byte {
 	st.firstChunk = true
+	if st.sse != nil {
+		return st.filteredStreamChunk(chunk, eos)
+	}
 	if st.raw {
 		return chunk
 	}
@@ -178,4 +181,31 @@ func (st *exchange) injectNow(event []byte) []byte {
 		return nil
 	}
 	return event
+}
+
+// filteredStreamChunk is streamChunk on a route that filters lists: the
+// whole events the chunk completes are filtered by their shape
+// (filterSSE), the queued notifications follow them. An event that cannot
+// be filtered, one over the size limit included, ends the stream with the
+// filter's error event: nothing of it leaves unexamined, and nothing more
+// is injected.
+func (st *exchange) filteredStreamChunk(chunk []byte, eos bool) []byte {
+	out := st.filterSSE(chunk, eos)
+	if st.failedSSE {
+		st.queued = nil
+		st.closeStream()
+		return out
+	}
+	if len(st.queued) > 0 {
+		// out may be a slice of chunk: append to a copy.
+		out = out[:len(out):len(out)]
+		for _, ev := range st.queued {
+			out = append(out, ev...)
+		}
+		st.queued = nil
+	}
+	if eos {
+		st.closeStream()
+	}
+	return out
 }
