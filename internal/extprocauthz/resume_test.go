@@ -1,12 +1,19 @@
 package extprocauthz_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
+	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/mcpresponse"
 	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
@@ -95,5 +102,149 @@ func TestResumedStreamReplaysFiltered(t *testing.T) {
 				t.Fatalf("client got\n%q\nwant\n%q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestResumedStreamFailsClosed: what the shape filter cannot read exactly
+// on a GET stream is never passed: a compressed stream is replaced by the
+// error, an event over the size limit ends the stream (also the duplex
+// one, which otherwise passes such an event as it comes), and a list on
+// the stream of a request ext_authz did not allow (a dry run's would-be
+// denial) ends it too, while its other events pass.
+func TestResumedStreamFailsClosed(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	bornSession(t, f, reader, "sess-f")
+	resume := http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-f"}, "Last-Event-Id": {"ev-1"}}
+	replayed := "id: ev-2\nevent: message\ndata: " + toolsResult + "\n\n"
+	note := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"
+	failure := `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
+	huge := "data: " + strings.Repeat("x", mcpresponse.DefaultMaxEvent) + "\n\n"
+	dryRun := metadataFor(t, map[string]any{"outcome": "dry_run", "route": "files", "user": "mallory"})
+	tests := []struct {
+		name     string
+		duplex   bool
+		md       *corev3.Metadata // the reader's GET when nil
+		encoding string
+		chunks   []string
+		want     string
+	}{
+		{name: "compressed", encoding: "gzip", chunks: []string{replayed}, want: failure},
+		{name: "compressed, duplex", duplex: true, encoding: "br", chunks: []string{replayed}, want: failure},
+		{name: "an event over the limit", chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
+		{name: "an event over the limit, duplex", duplex: true, chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
+		{name: "not allowed: other events pass", md: dryRun, chunks: []string{note}, want: note},
+		{name: "not allowed: a list ends the stream", md: dryRun, chunks: []string{note, replayed, note}, want: note + "event: message\ndata: " + failure + "\n\n"},
+		{name: "not allowed, duplex: a list ends the stream", duplex: true, md: dryRun, chunks: []string{note, replayed, note}, want: note + "event: message\ndata: " + failure + "\n\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			md := tt.md
+			if md == nil {
+				md = getMetadata(t, f, reader, resume)
+			}
+			cfg := recommended(md)
+			if tt.duplex {
+				cfg = duplexGET(f, t, reader, "sess-f")
+				cfg.Metadata = md
+			}
+			h := http.Header{"Content-Type": {"text/event-stream"}}
+			if tt.encoding != "" {
+				h.Set("Content-Encoding", tt.encoding)
+			}
+			res := envoytest.ExtProc(t, f.conn, cfg, envoytest.ExtProcExchange{
+				Request:  envoytest.ExtProcRequest("GET", "mcp.example.com", "/mcp", resume),
+				Response: envoytest.ExtProcResponse(200, h, tt.chunks...),
+			})
+			if res.Err != nil || res.Reset {
+				t.Fatalf("protocol: %v (reset %v)", res.Err, res.Reset)
+			}
+			if got := string(res.Downstream.Body()); got != tt.want {
+				if len(got) > 300 {
+					got = got[:300] + "..."
+				}
+				t.Fatalf("client got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestResumedStreamEveryBodyMode: whatever body modes the filter is
+// configured with, a resumed stream's replayed list never leaves
+// unfiltered wherever the body reaches the processor, and every message
+// is answered as Envoy expects.
+func TestResumedStreamEveryBodyMode(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	bornSession(t, f, reader, "sess-m")
+	resume := http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-m"}, "Last-Event-Id": {"ev-1"}}
+	md := getMetadata(t, f, reader, resume)
+	replayed := "id: ev-2\nevent: message\ndata: " + toolsResult + "\n\n"
+	modes := []filterv3.ProcessingMode_BodySendMode{
+		filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_STREAMED,
+		filterv3.ProcessingMode_BUFFERED_PARTIAL, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+	}
+	for _, respMode := range modes {
+		for _, override := range []bool{false, true} {
+			duplex := respMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+			t.Run(fmt.Sprintf("%v/override=%v", respMode, override), func(t *testing.T) {
+				mode := &filterv3.ProcessingMode{RequestBodyMode: filterv3.ProcessingMode_BUFFERED, ResponseBodyMode: respMode}
+				if duplex {
+					mode.ResponseTrailerMode = filterv3.ProcessingMode_SEND
+				}
+				cfg := envoytest.ExtProcConfig{Mode: mode, AllowModeOverride: override && !duplex, MessageTimeout: 2 * time.Second, StreamIdleTimeout: 10 * time.Second, Metadata: md}
+				res := envoytest.ExtProc(t, f.conn, cfg, envoytest.ExtProcExchange{
+					Request:  envoytest.ExtProcRequest("GET", "mcp.example.com", "/mcp", resume),
+					Response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}}, replayed[:25], replayed[25:]),
+				})
+				if res.Err != nil || res.Reset {
+					t.Fatalf("%v (reset %v)", res.Err, res.Reset)
+				}
+				gets := respMode != filterv3.ProcessingMode_NONE || cfg.AllowModeOverride
+				body := res.Downstream.Body()
+				if gets && bytes.Contains(body, []byte("delete_file")) {
+					t.Fatalf("unfiltered: %s", body)
+				}
+				if gets && !bytes.Contains(body, []byte("read_file")) {
+					t.Fatalf("the reader's tools are missing: %s", body)
+				}
+			})
+		}
+	}
+}
+
+// TestFilteredStreamInjects: on a route that filters lists the session's
+// duplex stream is filtered and still takes completions, at event
+// boundaries after the whole events of a chunk.
+func TestFilteredStreamInjects(t *testing.T) {
+	f := newFixture(t)
+	alice := token(t, "alice", nil)
+	bornSession(t, f, alice, "sess-i")
+	cfg := duplexGET(f, t, alice, "sess-i")
+	priming := "id: p0\ndata:\n\n"
+	replayed := "id: ev-2\nevent: message\ndata: " + toolsResult + "\n\n"
+	filtered := "id: ev-2\nevent: message\ndata: " + toolsFiltered + "\n\n"
+	done := make(chan envoytest.ExtProcResult, 1)
+	go func() {
+		done <- envoytest.ExtProc(t, f.conn, cfg, envoytest.ExtProcExchange{
+			Request: envoytest.ExtProcRequest("GET", "mcp.example.com", "/mcp", http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-i"}, "Last-Event-Id": {"ev-1"}}),
+			// The first chunk completes the priming event and starts the
+			// list: the completion queued before it follows the priming
+			// event, never inside the list.
+			Response:       envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}}, priming+replayed[:30], replayed[30:]),
+			FirstByteDelay: time.Second,
+		})
+	}()
+	<-f.counted.opened
+	if n := f.proc.ElicitationCompleted(elicit.Pending{ID: "el-1", Subject: "alice", Session: "sess-i"}); n != 1 {
+		t.Fatalf("the completion reached %d streams, want 1", n)
+	}
+	res := <-done
+	if res.Err != nil || res.Reset {
+		t.Fatalf("%v (reset %v)", res.Err, res.Reset)
+	}
+	want := priming + string(mcpresponse.ElicitationCompleteEvent("el-1")) + filtered
+	if got := string(res.Downstream.Body()); got != want {
+		t.Fatalf("client got\n%q\nwant\n%q", got, want)
 	}
 }

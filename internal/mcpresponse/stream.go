@@ -1,5 +1,7 @@
 package mcpresponse
 
+import "fmt"
+
 // SSEListFilter filters the list result carried by a text/event-stream
 // response body that arrives in chunks (ext_proc STREAMED mode): each
 // chunk is replaced by the whole events completed so far, filtered, and the
@@ -28,7 +30,8 @@ func NewSSEListFilter(method string, keep Predicate, maxEvent int) *SSEListFilte
 // standalone stream): an event whose message is a list result by its
 // shape (ListMethodOf) is filtered as that list, every other event passes
 // byte for byte, and an event that cannot be read exactly is an error, as
-// in NewSSEListFilter's streams.
+// in NewSSEListFilter's streams. With a nil keep every list result is an
+// error (ErrListRefused): the stream of a caller no list may reach.
 func NewSSEShapeFilter(keep Predicate, maxEvent int) *SSEListFilter {
 	return &SSEListFilter{keep: keep, r: NewReassembler(maxEvent), shapes: newShapeWalk()}
 }
@@ -44,8 +47,11 @@ func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, chan
 		return event, 0, false, nil // not dispatched (filterEvent)
 	}
 	method, err := f.shapes.listMethod(data)
-	if err != nil || method == "" {
+	switch {
+	case err != nil || method == "":
 		return event, 0, false, err
+	case f.keep == nil:
+		return nil, 0, false, fmt.Errorf("%w: %s", ErrListRefused, method)
 	}
 	return filterEvent(method, event, f.keep)
 }
