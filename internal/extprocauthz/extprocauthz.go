@@ -260,6 +260,8 @@ type exchange struct {
 	// sse filters a list's event stream: by the call's method, or by
 	// each event's shape on a GET stream (also when injectable).
 	sse *mcpresponse.SSEListFilter
+	// reported is how many of sse's removed entries were recorded.
+	reported int
 	// taskEvents reassembles an event stream read for the task its
 	// response creates (readTaskSSE).
 	taskEvents *mcpresponse.Reassembler
@@ -839,7 +841,13 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 			slog.String("route", st.route()), slog.String("method", method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
 		return mcpresponse.Event(mcpresponse.FilterFailure(st.callID()))
 	}
-	if eos && st.sse.Removed > 0 {
+	switch {
+	case st.req.Method == "GET" && st.sse.Removed > st.reported:
+		// A GET stream may stay open for hours, and may carry several
+		// lists: each chunk's filtering is recorded as it happens.
+		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: st.sse.Removed - st.reported})
+		st.reported = st.sse.Removed
+	case st.req.Method != "GET" && eos && st.sse.Removed > 0:
 		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: st.sse.Removed})
 	}
 	if out == nil {

@@ -13,6 +13,7 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
 	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
 	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
@@ -70,6 +71,7 @@ func TestResumedStreamReplaysFiltered(t *testing.T) {
 			want:   "id: p\ndata:\n\n" + note + filtered + callResult},
 		{name: "standalone: a response on it", header: standalone, chunks: []string{replayed}, want: filtered},
 		{name: "standalone, duplex: a response on it", duplex: true, header: standalone, chunks: []string{replayed}, want: filtered},
+		{name: "resumed, duplex, no session", duplex: true, header: http.Header{"Accept": {"text/event-stream"}, "Last-Event-Id": {"ev-1"}}, chunks: []string{replayed[:9], replayed[9:]}, want: filtered},
 		{name: "resumed: prompts by shape", header: resume,
 			chunks: []string{`data: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"admin_report"},{"name":"summary"}]}}` + "\n\n"},
 			want:   `data: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"summary"}]}}` + "\n\n"},
@@ -246,5 +248,26 @@ func TestFilteredStreamInjects(t *testing.T) {
 	want := priming + string(mcpresponse.ElicitationCompleteEvent("el-1")) + filtered
 	if got := string(res.Downstream.Body()); got != want {
 		t.Fatalf("client got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestResumedStreamCounted: a GET stream's filtering is counted (and
+// audited) per list as it passes, not at the end of a stream that may
+// stay open for hours.
+func TestResumedStreamCounted(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	bornSession(t, f, reader, "sess-c")
+	resume := http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-c"}, "Last-Event-Id": {"ev-1"}}
+	replayed := "data: " + toolsResult + "\n\n"
+	res := envoytest.ExtProc(t, f.conn, recommended(getMetadata(t, f, reader, resume)), envoytest.ExtProcExchange{
+		Request:  envoytest.ExtProcRequest("GET", "mcp.example.com", "/mcp", resume),
+		Response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}}, replayed, replayed, "data: {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n\n"),
+	})
+	if res.Err != nil || res.Reset {
+		t.Fatalf("protocol: %v (reset %v)", res.Err, res.Reset)
+	}
+	if n := f.counted.get(extprocauthz.ActionFiltered); n != 2 {
+		t.Fatalf("filtered counted %d times, want 2", n)
 	}
 }
