@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/extprocauthz"
@@ -269,5 +272,84 @@ func TestResumedStreamCounted(t *testing.T) {
 	}
 	if n := f.counted.get(extprocauthz.ActionFiltered); n != 2 {
 		t.Fatalf("filtered counted %d times, want 2", n)
+	}
+}
+
+// TestSDKResumedStreamFiltered is the resumption attack against the MCP Go
+// SDK's server with stream resumption on (an event store): a reader lists
+// the tools on an event stream (filtered), then resumes that stream with
+// GET and Last-Event-ID set to its priming event's id, and the server
+// replays the stored tools/list response. The replay reaches the reader
+// filtered too.
+func TestSDKResumedStreamFiltered(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "resumable", Version: "v1.0.0"}, nil)
+	noop := func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, struct{}, error) {
+		return &mcp.CallToolResult{}, struct{}{}, nil
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "read_file"}, noop)
+	mcp.AddTool(server, &mcp.Tool{Name: "delete_file"}, noop)
+	upstream := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil), DisableLocalhostProtection: true}))
+	t.Cleanup(upstream.Close)
+	f := newFixture(t)
+	fr := httptest.NewServer(&front{t: t, f: f, upstream: upstream.URL, processGET: true})
+	t.Cleanup(fr.Close)
+	client := hostClient(token(t, "alice", nil), fr.URL)
+
+	send := func(method, body string, header http.Header) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, fr.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	resp, _ := send("POST", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`, nil)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	session := http.Header{"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-11-25"}}
+	send("POST", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, session)
+	resp, listed := send("POST", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, session)
+	if resp.StatusCode != 200 || !strings.Contains(listed, "read_file") || strings.Contains(listed, "delete_file") {
+		t.Fatalf("tools/list: %d %q", resp.StatusCode, listed)
+	}
+	// The priming event's id names the stream and its first event.
+	var primed string
+	for line := range strings.Lines(listed) {
+		if id, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "id: "); ok {
+			primed = id
+			break
+		}
+	}
+	if primed == "" {
+		t.Fatalf("no event id to resume from in %q", listed)
+	}
+	resume := session.Clone()
+	resume.Set("Last-Event-Id", primed)
+	resume.Set("Accept", "text/event-stream")
+	resp, replayed := send("GET", "", resume)
+	if resp.StatusCode != 200 || !strings.Contains(replayed, `"id":1`) || !strings.Contains(replayed, "read_file") {
+		t.Fatalf("the resumed stream did not replay the list: %d %q", resp.StatusCode, replayed)
+	}
+	if strings.Contains(replayed, "delete_file") {
+		t.Fatalf("the replayed list reached the reader unfiltered: %q", replayed)
+	}
+	if !strings.Contains(replayed, `"cacheScope":"private"`) {
+		t.Fatalf("the replayed list is not made private: %q", replayed)
 	}
 }
