@@ -38,6 +38,12 @@ func headersMsg(eos bool, kv ...string) *corev3.HeaderMap {
 // benchStream is one list exchange's messages, as Envoy sends them with
 // the recommended configuration (the metadata on each).
 func benchStream(b testing.TB, contentType string, body [][]byte) []*extprocv3.ProcessingRequest {
+	return benchExchange(b, false, contentType, body)
+}
+
+// benchExchange is benchStream, or with resumed the resumption of an
+// event stream: a GET with Last-Event-ID, without a body.
+func benchExchange(b testing.TB, resumed bool, contentType string, body [][]byte) []*extprocv3.ProcessingRequest {
 	md, err := structpb.NewStruct(map[string]any{"route": "files", "outcome": "allowed", "user": "alice", "issuer": "a", "scope": "files:read"})
 	if err != nil {
 		b.Fatal(err)
@@ -51,6 +57,14 @@ func benchStream(b testing.TB, contentType string, body [][]byte) []*extprocv3.P
 		{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(req), EndOfStream: true}}},
 		{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{Headers: headersMsg(false,
 			":status", "200", "content-type", contentType)}}},
+	}
+	if resumed {
+		msgs = []*extprocv3.ProcessingRequest{
+			{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{EndOfStream: true, Headers: headersMsg(true,
+				":method", "GET", ":path", "/mcp", ":authority", "mcp.example.com", ":scheme", "https",
+				"accept", "text/event-stream", "mcp-protocol-version", "2025-11-25", "last-event-id", "ev-1", "x-request-id", "r-1")}}},
+			msgs[2],
+		}
 	}
 	for i, c := range body {
 		msgs = append(msgs, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: c, EndOfStream: i == len(body)-1}}})
@@ -82,7 +96,7 @@ func hundredTools() []byte {
 }
 
 // run processes msgs as one stream, checking the list was filtered.
-func run(b *testing.B, s *Server, msgs []*extprocv3.ProcessingRequest) {
+func run(b *testing.B, s *Server, msgs []*extprocv3.ProcessingRequest) *exchange {
 	st := &exchange{s: s, ctx: context.Background(), req: check.Request{Headers: check.Headers{}}}
 	for _, m := range msgs {
 		out, err := st.handle(m)
@@ -93,6 +107,7 @@ func run(b *testing.B, s *Server, msgs []*extprocv3.ProcessingRequest) {
 	if st.x == nil || st.handling == passThrough {
 		b.Fatalf("not processed as an allowed list: %v", st.xerr)
 	}
+	return st
 }
 
 // BenchmarkFilterList100: one tools/list exchange of 100 tools (half of
@@ -122,7 +137,9 @@ func BenchmarkFilterList100(b *testing.B) {
 
 // BenchmarkSSEPerEvent: a list answered as an event stream of 1,000 small
 // events (progress notifications, then the result), each in its own
-// chunk; reported per event.
+// chunk; reported per event. list: the answer to a tools/list POST;
+// resumed: the same events replayed to a GET with Last-Event-ID, each
+// read by its shape.
 func BenchmarkSSEPerEvent(b *testing.B) {
 	s := NewServer(pipelinetest.New(b, benchConfig, check.Deps{}, check.Options{}), Options{})
 	const n = 1000
@@ -131,10 +148,21 @@ func BenchmarkSSEPerEvent(b *testing.B) {
 		chunks = append(chunks, fmt.Appendf(nil, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":%d}}\n\n", i))
 	}
 	chunks = append(chunks, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[{\"name\":\"read_1\"},{\"name\":\"delete_1\"}]}}\n\n"))
-	msgs := benchStream(b, "text/event-stream", chunks)
-	b.ReportAllocs()
-	for b.Loop() {
-		run(b, s, msgs)
+	for _, resumed := range []bool{false, true} {
+		name := "list"
+		if resumed {
+			name = "resumed"
+		}
+		b.Run(name, func(b *testing.B) {
+			msgs := benchExchange(b, resumed, "text/event-stream", chunks)
+			b.ReportAllocs()
+			for b.Loop() {
+				st := run(b, s, msgs)
+				if st.sse.Removed != 1 {
+					b.Fatalf("%d removed", st.sse.Removed)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/event")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/event")
 }

@@ -257,7 +257,11 @@ type exchange struct {
 	// BUFFERED_PARTIAL or duplex configured), filtered at its end.
 	held     []byte
 	tooLarge bool
-	sse      *mcpresponse.SSEListFilter
+	// sse filters a list's event stream: by the call's method, or by
+	// each event's shape on a GET stream (also when injectable).
+	sse *mcpresponse.SSEListFilter
+	// reported is how many of sse's removed entries were recorded.
+	reported int
 	// taskEvents reassembles an event stream read for the task its
 	// response creates (readTaskSSE).
 	taskEvents *mcpresponse.Reassembler
@@ -274,6 +278,14 @@ type exchange struct {
 	// and nothing more of it leaves.
 	failedSSE bool
 	phase     int // 0 request, 1 response headers seen
+}
+
+// callID is the JSON-RPC id of the call answered (nil when none is known).
+func (st *exchange) callID() []byte {
+	if st.x != nil {
+		return st.x.Call.ID
+	}
+	return nil
 }
 
 func (st *exchange) route() string {
@@ -478,7 +490,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	st.whole = st.respMode == filterv3.ProcessingMode_BUFFERED
 	media := mediaType(contentType)
 	if st.xerr != nil {
-		return st.unallowedHeaders(status, eos)
+		return st.unallowedHeaders(status, eos, media, encoding)
 	}
 	x := st.x
 	route := x.Route()
@@ -506,11 +518,28 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	if eos {
 		return responseHeadersReply(nil, nil)
 	}
-	if sid := st.req.Headers["mcp-session-id"]; st.duplex && st.req.Method == "GET" && media == "text/event-stream" && sid != "" {
+	// A GET event stream names no call, but it may carry a list result:
+	// replayed on a resumed stream (Last-Event-ID), or sent by a server
+	// on the session's standalone stream. On a route that filters lists,
+	// its events are filtered by their shape.
+	getStream := st.req.Method == "GET" && media == "text/event-stream"
+	shaped := getStream && x.FiltersLists()
+	if shaped && encoding != "" && !strings.EqualFold(encoding, "identity") {
+		st.act(failure(reasonCompressed))
+		return st.replace(200, mcpresponse.FilterFailure(nil))
+	}
+	if shaped {
+		st.sse = mcpresponse.NewSSEShapeFilter(x.Keep, st.s.maxEvent)
+	}
+	if sid := st.req.Headers["mcp-session-id"]; st.duplex && getStream && sid != "" {
 		// The session's standalone stream: completions may be injected.
 		st.handling = injectStream
 		st.openStream(sid)
 		return responseHeadersReply(nil, nil)
+	}
+	if shaped {
+		st.handling = filterSSE
+		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}})
 	}
 	list := x.FiltersLists() && mcpresponse.IsListMethod(x.Call.Method)
 	if x.FiltersLists() && !x.Call.Body && st.req.Method == "POST" {
@@ -580,12 +609,23 @@ func (st *exchange) bodyOverride(mode filterv3.ProcessingMode_BodySendMode, c *e
 // body too large, or none at all (Envoy not configured to send it, or the
 // request sent without one), and any request whose headers were not seen.
 // A request without a body that is not a POST (the session's GET stream,
-// DELETE) carries no call to answer.
-func (st *exchange) unallowedHeaders(status int, eos bool) *extprocv3.ProcessingResponse {
+// DELETE) carries no call to answer; but a GET event stream may replay a
+// list's answer (a resumed stream), so its events are read by their shape
+// and one that is a list ends the stream with the error.
+func (st *exchange) unallowedHeaders(status int, eos bool, media, encoding string) *extprocv3.ProcessingResponse {
 	if errors.Is(st.xerr, check.ErrNoRoute) || status < 200 || status > 299 || eos {
 		return responseHeadersReply(nil, nil)
 	}
 	noBody := len(st.req.Body) == 0 && !st.bodyFull
+	if noBody && st.sawHeaders && st.req.Method == "GET" && media == "text/event-stream" {
+		if encoding != "" && !strings.EqualFold(encoding, "identity") {
+			st.act(failure(reasonNotAllowed))
+			return st.replace(200, mcpresponse.FilterFailure(nil))
+		}
+		st.handling = filterSSE
+		st.sse = mcpresponse.NewSSEShapeFilter(nil, st.s.maxEvent)
+		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}})
+	}
 	if noBody && st.sawHeaders && st.req.Method != "POST" {
 		return responseHeadersReply(nil, nil)
 	}
@@ -661,7 +701,7 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(200)},
 			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header("content-type", "application/json")}},
-			Body:    mcpresponse.FilterFailure(st.x.Call.ID),
+			Body:    mcpresponse.FilterFailure(st.callID()),
 		}}}
 	}
 	switch st.handling {
@@ -783,19 +823,31 @@ func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResp
 // events it completes, filtered. After a failure, the stream carries one
 // error event for the request and nothing more.
 func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
-	x := st.x
 	if st.failedSSE {
 		return []byte{}
 	}
 	out, err := st.sse.Chunk(chunk, eos)
 	if err != nil {
 		st.failedSSE = true
-		st.act(failure(reasonUnparsable))
+		var method string
+		reason := reasonUnparsable
+		if x := st.x; x != nil {
+			method = x.Call.Method
+		} else {
+			reason = reasonNotAllowed // a list on the stream of a request not allowed
+		}
+		st.act(failure(reason))
 		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "event stream could not be filtered: ended with an error",
-			slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
-		return mcpresponse.Event(mcpresponse.FilterFailure(x.Call.ID))
+			slog.String("route", st.route()), slog.String("method", method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+		return mcpresponse.Event(mcpresponse.FilterFailure(st.callID()))
 	}
-	if eos && st.sse.Removed > 0 {
+	switch {
+	case st.req.Method == "GET" && st.sse.Removed > st.reported:
+		// A GET stream may stay open for hours, and may carry several
+		// lists: each chunk's filtering is recorded as it happens.
+		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: st.sse.Removed - st.reported})
+		st.reported = st.sse.Removed
+	case st.req.Method != "GET" && eos && st.sse.Removed > 0:
 		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: st.sse.Removed})
 	}
 	if out == nil {

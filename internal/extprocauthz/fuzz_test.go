@@ -97,6 +97,41 @@ func FuzzSSEListStream(f *testing.F) {
 	})
 }
 
+// FuzzSSEResumedStream: the same for a resumed stream (GET with
+// Last-Event-ID), whose events are read by their shape: whatever the
+// upstream replays, split anywhere, no hidden tool leaves.
+func FuzzSSEResumedStream(f *testing.F) {
+	f.Add([]byte("id: 2\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[{\"name\":\"read_1\"},{\"name\":\"delete_1\"}]}}\n\n"), uint16(7), uint16(40))
+	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n\ndata: {\"id\":1,\"result\":{\"Tools\":[{\"name\":\"delete_1\"}]}}\r\n\r\n"), uint16(0), uint16(30))
+	f.Add([]byte("data: {\"id\":1,\"result\":{\"tools\":[{\"NAME\":\"delete_1\"}],\"prompts\":[]}}\n\n"), uint16(3), uint16(3))
+	pl := pipelinetest.New(f, benchConfig, check.Deps{}, check.Options{})
+	s := NewServer(pl, Options{})
+	f.Fuzz(func(t *testing.T, body []byte, a, b uint16) {
+		i, j := min(int(a), len(body)), min(int(b), len(body))
+		if i > j {
+			i, j = j, i
+		}
+		msgs := benchExchange(t, true, "text/event-stream", [][]byte{body[:i], body[i:j], body[j:]})
+		st := &exchange{s: s, ctx: t.Context(), req: check.Request{Headers: check.Headers{}}}
+		var out []byte
+		for _, m := range msgs {
+			reply, err := st.handle(m)
+			if err != nil || reply == nil {
+				t.Fatalf("%v %v", reply, err)
+			}
+			if want, got := kind(m), replyKind(reply); want != got {
+				t.Fatalf("reply %s to %s", got, want)
+			}
+			if rb := reply.GetResponseBody(); rb != nil {
+				out = append(out, rb.GetResponse().GetBodyMutation().GetBody()...)
+			}
+		}
+		if name, ok := hiddenListed(out); ok {
+			t.Fatalf("hidden tool %q left in %q", name, out)
+		}
+	})
+}
+
 // hiddenListed reads the stream as a client does (events, their data
 // lines joined, JSON as encoding/json reads it) and reports a listed tool
 // the reader may not call (delete_*, without files:write).

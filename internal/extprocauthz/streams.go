@@ -15,7 +15,8 @@ import (
 // Such a stream is registered under its session and user once the
 // response headers are answered; the processor then re-emits the
 // upstream's bytes as whole events only (so the client is always at an
-// event boundary) and may add events of its own at any time after the
+// event boundary; on a route that filters lists, each filtered by its
+// shape, since a resumed stream may replay a list) and may add events of its own at any time after the
 // first upstream chunk (Envoy refuses them before) and before the end of
 // the stream. A completion for the session's user is queued until then,
 // dropped when the queue is full or the stream ended: the client then
@@ -127,10 +128,15 @@ func (st *exchange) closeStream() {
 
 // streamChunk re-emits an upstream chunk of an injectable stream as the
 // whole events it completes, followed by the notifications queued before
-// the first chunk. An event over the size limit ends injection: what is
-// held and everything after it pass as they come.
+// the first chunk. On a route that filters lists each event is filtered
+// by its shape (filteredStreamChunk). Elsewhere an event over the size
+// limit ends injection: what is held and everything after it pass as they
+// come.
 func (st *exchange) streamChunk(chunk []byte, eos bool) []byte {
 	st.firstChunk = true
+	if st.sse != nil {
+		return st.filteredStreamChunk(chunk, eos)
+	}
 	if st.raw {
 		return chunk
 	}
@@ -178,4 +184,31 @@ func (st *exchange) injectNow(event []byte) []byte {
 		return nil
 	}
 	return event
+}
+
+// filteredStreamChunk is streamChunk on a route that filters lists: the
+// whole events the chunk completes are filtered by their shape
+// (filterSSE), the queued notifications follow them. An event that cannot
+// be filtered, one over the size limit included, ends the stream with the
+// filter's error event: nothing of it leaves unexamined, and nothing more
+// is injected.
+func (st *exchange) filteredStreamChunk(chunk []byte, eos bool) []byte {
+	out := st.filterSSE(chunk, eos)
+	if st.failedSSE {
+		st.queued = nil
+		st.closeStream()
+		return out
+	}
+	if len(st.queued) > 0 {
+		// out may be a slice of chunk: append to a copy.
+		out = out[:len(out):len(out)]
+		for _, ev := range st.queued {
+			out = append(out, ev...)
+		}
+		st.queued = nil
+	}
+	if eos {
+		st.closeStream()
+	}
+	return out
 }

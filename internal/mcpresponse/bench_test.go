@@ -110,6 +110,7 @@ func BenchmarkStdlibValid100Tools(b *testing.B) {
 // BenchmarkSSEListFilter1000Events: a list answered on an event stream of
 // 1,000 small events (progress notifications, then the result), each in
 // its own chunk, through SSEListFilter; ns/event is the cost per event.
+// by_shape: the same stream through NewSSEShapeFilter (a resumed stream).
 func BenchmarkSSEListFilter1000Events(b *testing.B) {
 	const n = 1000
 	chunks := make([][]byte, 0, n)
@@ -118,17 +119,27 @@ func BenchmarkSSEListFilter1000Events(b *testing.B) {
 	}
 	chunks = append(chunks, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[{\"name\":\"read_1\"},{\"name\":\"delete_1\"}]}}\n\n"))
 	keep := func(_, name string, _ json.RawMessage) bool { return name[0] == 'r' }
-	b.ReportAllocs()
-	for b.Loop() {
-		f := NewSSEListFilter("tools/list", keep, 0)
-		for i, c := range chunks {
-			if _, err := f.Chunk(c, i == n-1); err != nil {
-				b.Fatal(err)
+	for _, bc := range []struct {
+		name   string
+		filter func() *SSEListFilter
+	}{
+		{"by_method", func() *SSEListFilter { return NewSSEListFilter("tools/list", keep, 0) }},
+		{"by_shape", func() *SSEListFilter { return NewSSEShapeFilter(keep, 0) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				f := bc.filter()
+				for i, c := range chunks {
+					if _, err := f.Chunk(c, i == n-1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if f.Removed != 1 {
+					b.Fatal(f.Removed)
+				}
 			}
-		}
-		if f.Removed != 1 {
-			b.Fatal(f.Removed)
-		}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/event")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/event")
 }

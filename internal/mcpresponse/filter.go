@@ -37,6 +37,9 @@ var (
 	// reads exactly as a client would (missing or mistyped members, keys
 	// that differ from ours only in case).
 	ErrUnexpectedShape = errors.New("mcpresponse: response is not a list result")
+	// ErrListRefused: a list result by its shape on a stream no list may
+	// pass on (NewSSEShapeFilter without a predicate).
+	ErrListRefused = errors.New("mcpresponse: a list result where none may pass")
 )
 
 // listShape says where a method's entries and their names are.

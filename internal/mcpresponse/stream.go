@@ -1,5 +1,7 @@
 package mcpresponse
 
+import "fmt"
+
 // SSEListFilter filters the list result carried by a text/event-stream
 // response body that arrives in chunks (ext_proc STREAMED mode): each
 // chunk is replaced by the whole events completed so far, filtered, and the
@@ -9,6 +11,9 @@ type SSEListFilter struct {
 	method string
 	keep   Predicate
 	r      *Reassembler
+	// shapes reads each event's list by its shape when method is ""
+	// (NewSSEShapeFilter).
+	shapes *shapeWalk
 	// Removed counts the entries removed so far.
 	Removed int
 }
@@ -18,6 +23,37 @@ type SSEListFilter struct {
 // event (DefaultMaxEvent when maxEvent <= 0).
 func NewSSEListFilter(method string, keep Predicate, maxEvent int) *SSEListFilter {
 	return &SSEListFilter{method: method, keep: keep, r: NewReassembler(maxEvent)}
+}
+
+// NewSSEShapeFilter returns a filter for an event stream whose request
+// names no list (a resumed stream, GET with Last-Event-ID, or a session's
+// standalone stream): an event whose message is a list result by its
+// shape (ListMethodOf) is filtered as that list, every other event passes
+// byte for byte, and an event that cannot be read exactly is an error, as
+// in NewSSEListFilter's streams. With a nil keep every list result is an
+// error (ErrListRefused): the stream of a caller no list may reach.
+func NewSSEShapeFilter(keep Predicate, maxEvent int) *SSEListFilter {
+	return &SSEListFilter{keep: keep, r: NewReassembler(maxEvent), shapes: newShapeWalk()}
+}
+
+// filterEvent is filterEvent for the filter's list: its method's, or the
+// event's by its shape.
+func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, changed bool, err error) {
+	if f.shapes == nil {
+		return filterEvent(f.method, event, f.keep)
+	}
+	data := EventData(event)
+	if len(data) == 0 {
+		return event, 0, false, nil // not dispatched (filterEvent)
+	}
+	method, err := f.shapes.listMethod(data)
+	switch {
+	case err != nil || method == "":
+		return event, 0, false, err
+	case f.keep == nil:
+		return nil, 0, false, fmt.Errorf("%w: %s", ErrListRefused, method)
+	}
+	return filterEvent(method, event, f.keep)
 }
 
 // Chunk takes the next chunk of the body and returns the bytes to send on
@@ -37,7 +73,7 @@ func (f *SSEListFilter) Chunk(chunk []byte, eos bool) ([]byte, error) {
 	// without a copy.
 	var run []byte
 	emit := func(event []byte) error {
-		filtered, removed, changed, err := filterEvent(f.method, event, f.keep)
+		filtered, removed, changed, err := f.filterEvent(event)
 		if err != nil {
 			return err
 		}
@@ -72,7 +108,7 @@ func (f *SSEListFilter) Chunk(chunk []byte, eos bool) ([]byte, error) {
 	out = append(out, run...)
 	if eos {
 		add := func(event []byte) error {
-			filtered, removed, err := FilterEvent(f.method, event, f.keep)
+			filtered, removed, _, err := f.filterEvent(event)
 			if err != nil {
 				return err
 			}

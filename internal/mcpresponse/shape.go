@@ -1,0 +1,123 @@
+package mcpresponse
+
+import (
+	"fmt"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+)
+
+// Lists recognised by their shape, for messages whose request is not
+// known: a response replayed on a resumed event stream (GET with
+// Last-Event-ID), or sent on a session's standalone stream, answers a
+// request the stream's own request does not name.
+
+// shapeMethods are the list methods by the result member holding their
+// entries, in listShapes' order of kinds.
+var shapeMethods = [...]struct{ array, method string }{
+	{"tools", "tools/list"},
+	{"prompts", "prompts/list"},
+	{"resources", "resources/list"},
+	{"resourceTemplates", "resources/templates/list"},
+}
+
+// shapeWalk reads, in one strict pass, which list members a message's
+// result holds. One serves one stream (SSEListFilter); its visit function
+// is bound once, so a message is read without an allocation.
+type shapeWalk struct {
+	fn jsonrpc.Visit
+	// pending are the list members (bit i: shapeMethods[i]) of the
+	// object at depth 2 last visited, and pendingAmbiguous the members
+	// equal to one only under case folding; found and ambiguous are
+	// pending's once the member holding them turned out to be result.
+	pending, pendingAmbiguous, found, ambiguous uint8
+	result                                      bool
+	err                                         error
+}
+
+func newShapeWalk() *shapeWalk {
+	w := &shapeWalk{}
+	w.fn = w.visit
+	return w
+}
+
+func (w *shapeWalk) visit(depth int, key []byte, _, _ int) {
+	switch depth {
+	case 1:
+		switch is, ambiguous := keyIs(key, "result"); {
+		case ambiguous:
+			w.err = fmt.Errorf("%w: key %q is ambiguous with \"result\"", ErrUnexpectedShape, key)
+		case is:
+			w.result = true
+			w.found, w.ambiguous = w.pending, w.pendingAmbiguous
+		}
+		w.pending, w.pendingAmbiguous = 0, 0
+	case 2:
+		if key == nil {
+			return // an element of an array
+		}
+		for i, s := range shapeMethods {
+			switch is, ambiguous := keyIs(key, s.array); {
+			case is:
+				w.pending |= 1 << i
+			case ambiguous:
+				w.pendingAmbiguous |= 1 << i
+			}
+		}
+	}
+}
+
+// listMethod returns the list method whose result msg is by its shape: a
+// JSON object whose result member has a tools, prompts, resources or
+// resourceTemplates member ("" when it has none: another response, an
+// error, a request, a notification). msg must be strict JSON and an
+// object (a batch is not read); a result with two of these members, or a
+// key equal to one of them (or to result) only under case folding, is
+// ErrUnexpectedShape: clients could read it as a list the filter did not.
+func (w *shapeWalk) listMethod(msg []byte) (string, error) {
+	*w = shapeWalk{fn: w.fn}
+	if err := jsonrpc.WalkStrict(msg, 2, w.fn); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	if msg[skipWS(msg, 0)] != '{' {
+		return "", fmt.Errorf("%w: not an object", ErrUnexpectedShape)
+	}
+	switch {
+	case w.err != nil:
+		return "", w.err
+	case w.ambiguous != 0:
+		return "", fmt.Errorf("%w: a key of result is ambiguous with a list", ErrUnexpectedShape)
+	case w.found == 0:
+		return "", nil
+	case w.found&(w.found-1) != 0:
+		return "", fmt.Errorf("%w: result holds more than one list", ErrUnexpectedShape)
+	}
+	for i, s := range shapeMethods {
+		if w.found == 1<<i {
+			return s.method, nil
+		}
+	}
+	return "", nil // unreachable: found has one bit of shapeMethods
+}
+
+// ListMethodOf returns the list method whose result the JSON-RPC message
+// msg is by its shape: its result has a tools, prompts, resources or
+// resourceTemplates member; "" when it is no list result. An error means
+// msg cannot be read exactly (not strict JSON, not an object, more than
+// one list, a key ambiguous under case folding): the caller fails closed.
+func ListMethodOf(msg []byte) (string, error) {
+	return newShapeWalk().listMethod(msg)
+}
+
+// FilterByShape is Filter for a message whose request is not known: the
+// list it is by its shape (ListMethodOf) is filtered; any other message
+// comes back unchanged.
+func FilterByShape(body []byte, keep Predicate) (out []byte, removed int, changed bool, err error) {
+	method, err := ListMethodOf(body)
+	switch {
+	case err != nil:
+		return nil, 0, false, err
+	case method == "":
+		return body, 0, false, nil
+	}
+	return Filter(method, body, keep)
+}
