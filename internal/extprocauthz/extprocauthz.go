@@ -208,12 +208,19 @@ const (
 	reasonUnreadCall  = "the call was not read from a complete request body: a list cannot be ruled out"
 	reasonCompressed  = "the list answer is compressed"
 	reasonMediaType   = "the list answer is neither JSON nor an event stream"
+	reasonNotStream   = "the answer to a stream request is not an event stream"
 	reasonPartialMode = "the filter is configured to see only part of the answer (BUFFERED_PARTIAL)"
 	reasonUnparsable  = "the list answer could not be filtered"
 	reasonNotAllowed  = "the request was not allowed: a list answer is not passed for nobody"
 	reasonUnbound     = "the session the upstream created could not be bound to the caller"
 	reasonUpstream401 = "the upstream refused the exchanged token: re-authorization answered"
 )
+
+// streamRequest reports whether a GET is an MCP client's stream request:
+// it names its session or asks for an event stream.
+func streamRequest(h check.Headers) bool {
+	return h["mcp-session-id"] != "" || strings.Contains(strings.ToLower(h["accept"]), "text/event-stream")
+}
 
 func failure(reason string) check.ResponseAction {
 	return check.ResponseAction{Outcome: ActionFilterFailure, Status: 200, Reason: reason}
@@ -526,6 +533,14 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	shaped := getStream && x.FiltersLists()
 	if shaped && encoding != "" && !strings.EqualFold(encoding, "identity") {
 		st.act(failure(reasonCompressed))
+		return st.replace(200, mcpresponse.FilterFailure(nil))
+	}
+	if !getStream && st.req.Method == "GET" && x.FiltersLists() && streamRequest(st.req.Headers) {
+		// An MCP client reads a 2xx answer to its stream request as an
+		// event stream whatever its label: one that is mislabelled would
+		// carry events past the filter. MCP allows only an event stream
+		// (or 405) here.
+		st.act(failure(reasonNotStream))
 		return st.replace(200, mcpresponse.FilterFailure(nil))
 	}
 	if shaped {

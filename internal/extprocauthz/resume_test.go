@@ -353,3 +353,46 @@ func TestSDKResumedStreamFiltered(t *testing.T) {
 		t.Fatalf("the replayed list is not made private: %q", replayed)
 	}
 }
+
+// TestStreamRequestAnswerMislabelled: an MCP client reads a 2xx answer to
+// its GET stream request as an event stream whatever its content type, so
+// on a route that filters lists an answer labelled otherwise is refused,
+// not passed around the filter; a GET that is no stream request (an
+// agent card, a document) passes.
+func TestStreamRequestAnswerMislabelled(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	bornSession(t, f, reader, "sess-l")
+	replayed := "id: ev-2\nevent: message\ndata: " + toolsResult + "\n\n"
+	failure := `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
+	tests := []struct {
+		name        string
+		header      http.Header
+		contentType string
+		want        string
+	}{
+		{"session stream labelled text/plain", http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-l"}}, "text/plain", failure},
+		{"session stream with no content type", http.Header{"Mcp-Session-Id": {"sess-l"}}, "", failure},
+		{"event-stream accept, labelled JSON", http.Header{"Accept": {"text/event-stream"}}, "application/json", failure},
+		{"not a stream request", http.Header{"Accept": {"application/json"}}, "application/json", replayed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			md := getMetadata(t, f, reader, tt.header)
+			h := http.Header{}
+			if tt.contentType != "" {
+				h.Set("Content-Type", tt.contentType)
+			}
+			res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+				Request:  envoytest.ExtProcRequest("GET", "mcp.example.com", "/mcp", tt.header),
+				Response: envoytest.ExtProcResponse(200, h, replayed),
+			})
+			if res.Err != nil || res.Reset {
+				t.Fatalf("protocol: %v (reset %v)", res.Err, res.Reset)
+			}
+			if got := string(res.Downstream.Body()); got != tt.want {
+				t.Fatalf("client got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
