@@ -183,7 +183,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		Route:    r.Name,
 		routeKey: r.keyPrefix,
 		Issuer:   c.IssuerName,
-		Scopes:   internList(scopes(c)),
+		Scopes:   scopes(c),
 		Actors:   actChain(c),
 		KeyID:    c.KeyID,
 	}, exp: unixSeconds(c.ExpiresAt), iat: unixSeconds(c.IssuedAt)}
@@ -259,15 +259,17 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			g.set = append(g.set, Header{Name: ch.Header, Value: v})
 		}
 	}
-	g.remove = make([]string, 0, len(r.identityOwned)+len(r.credentialRemove))
+	// Grants of a route almost always strip the same headers: the list is
+	// built on the stack and shared (internList copies it when it is new).
+	var removeBuf [8]string
+	remove := removeBuf[:0]
 	for _, name := range r.identityOwned {
 		if !isSet(g.set, name) {
-			g.remove = append(g.remove, name)
+			remove = append(remove, name)
 		}
 	}
-	g.remove = append(g.remove, r.credentialRemove...)
-	// Grants of a route almost always strip the same headers.
-	g.remove = internList(g.remove)
+	remove = append(remove, r.credentialRemove...)
+	g.remove = internList(remove)
 	g.share()
 	return g, nil
 }
@@ -350,10 +352,16 @@ func actChain(c *jwtauth.Claims) []string {
 }
 
 // scopes reads OAuth scopes from "scope" (space-separated, RFC 8693/9068) or
-// "scp" (a list or a string).
+// "scp" (a list or a string). The list is shared (interned): callers must
+// never modify it.
 func scopes(c *jwtauth.Claims) []string {
+	s, ok := c.ClaimString("scope")
+	if _, scp := c.Claim("scp"); ok && !scp {
+		return internFields(s) // the usual case: no copy at all
+	}
 	var out []string
-	add := func(v any) {
+	for _, name := range [...]string{"scope", "scp"} {
+		v, _ := c.Claim(name)
 		switch v := v.(type) {
 		case string:
 			out = append(out, strings.Fields(v)...)
@@ -365,18 +373,7 @@ func scopes(c *jwtauth.Claims) []string {
 			}
 		}
 	}
-	for _, name := range [...]string{"scope", "scp"} {
-		if s, ok := c.ClaimString(name); ok {
-			if out == nil {
-				out = strings.Fields(s) // the usual case: no second copy
-			} else {
-				out = append(out, strings.Fields(s)...)
-			}
-		} else if v, ok := c.Claim(name); ok {
-			add(v)
-		}
-	}
-	return out
+	return internList(out)
 }
 
 func hasAll(have, want []string) bool {
