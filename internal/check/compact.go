@@ -136,17 +136,27 @@ func internClaim(v any) any {
 	switch s := v.(type) {
 	case string:
 		if len(s) <= 64 {
-			var buf [65]byte
-			key := append(append(buf[:0], 's'), s...)
-			if got, ok := internedValues.lookup(key); ok {
-				return got
-			}
-			return internedValues.put(key, strings.Clone(s))
+			return internClaimString(s)
 		}
 	case bool:
 		return s // booleans never allocate
 	}
 	return v
+}
+
+// internClaimString is internClaim of a string claim read as a string: a
+// shared value comes out of the table boxed already, so reading it costs
+// no allocation at all.
+func internClaimString(s string) any {
+	if len(s) > 64 {
+		return s
+	}
+	var buf [65]byte
+	key := append(append(buf[:0], 's'), s...)
+	if got, ok := internedValues.lookup(key); ok {
+		return got
+	}
+	return internedValues.put(key, strings.Clone(s))
 }
 
 // share packs the grant's own strings in one allocation and replaces its

@@ -230,12 +230,18 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	}
 	g.scopeOK = hasAll(g.Scopes, r.scopes)
 	for _, name := range r.ruleClaims {
-		if v, ok := c.Claim(name); ok {
-			if g.Claims == nil {
-				g.Claims = make(RuleClaims, 0, len(r.ruleClaims))
-			}
-			g.Claims = append(g.Claims, RuleClaim{Name: name, Value: internClaim(v)})
+		var v any
+		if s, ok := c.ClaimString(name); ok {
+			v = internClaimString(s) // the usual case: no boxing
+		} else if raw, ok := c.Claim(name); ok {
+			v = internClaim(raw)
+		} else {
+			continue
 		}
+		if g.Claims == nil {
+			g.Claims = make(RuleClaims, 0, len(r.ruleClaims))
+		}
+		g.Claims = append(g.Claims, RuleClaim{Name: name, Value: v})
 	}
 
 	if len(r.identityRules) > 0 || r.jwtPerRequest || r.allClaims {
