@@ -159,12 +159,14 @@ func internClaimString(s string) any {
 	return internedValues.put(key, strings.Clone(s))
 }
 
-// share packs the grant's own strings in one allocation and replaces its
-// shape by an equal shared one. newGrant calls it last: the grant is not
-// yet visible to anybody else.
-func (g *Grant) share() {
+// share returns the grant g drafts, made for keeps: its own strings packed
+// in one allocation and its shape replaced by an equal shared one (or a
+// copy of its own). newGrant calls it last, on a draft that may live on
+// its stack and that nobody else has seen.
+func (g *Grant) share() *Grant {
 	g.pack()
-	g.grantShape = shapes.get(g.grantShape)
+	return &Grant{grantShape: shapes.get(g.grantShape), Subject: g.Subject, Session: g.Session,
+		exp: g.exp, iat: g.iat, set: g.set}
 }
 
 // pack copies Subject, Session and the values of the identity headers into

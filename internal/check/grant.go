@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -179,14 +180,22 @@ func (e *claimError) Error() string { return e.msg }
 
 // newGrant turns verified claims into a grant for route r.
 func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
-	g := &Grant{grantShape: &grantShape{
+	// The grant is drafted on the stack, its shape in a pooled draft: a
+	// shape equal to one already shared then costs nothing, and the grant
+	// is made (share) only once it is complete. Nothing keeps a pointer
+	// into the draft: share copies what it keeps (grantShape.own).
+	d := drafts.Get().(*grantDraft)
+	defer d.release()
+	d.shape = grantShape{
 		Route:    r.Name,
 		routeKey: r.keyPrefix,
 		Issuer:   c.IssuerName,
 		Scopes:   scopes(c),
 		Actors:   actChain(c),
 		KeyID:    c.KeyID,
-	}, exp: unixSeconds(c.ExpiresAt), iat: unixSeconds(c.IssuedAt)}
+	}
+	draft := Grant{grantShape: &d.shape, exp: unixSeconds(c.ExpiresAt), iat: unixSeconds(c.IssuedAt)}
+	g := &draft
 	if p.verifier != nil && p.verifier.kinds[c.IssuerName] == "api_keys" {
 		// Only an API-key issuer's claims name a key: a JWT's jti is not one.
 		g.APIKeyID = c.ID
@@ -239,7 +248,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			continue
 		}
 		if g.Claims == nil {
-			g.Claims = make(RuleClaims, 0, len(r.ruleClaims))
+			g.Claims = d.claims[:0:min(len(r.ruleClaims), len(d.claims))]
 		}
 		g.Claims = append(g.Claims, RuleClaim{Name: name, Value: v})
 	}
@@ -276,8 +285,23 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	}
 	remove = append(remove, r.credentialRemove...)
 	g.remove = internList(remove)
-	g.share()
-	return g, nil
+	return g.share(), nil
+}
+
+// grantDraft is the shape of a grant being made, with room for its rule
+// claims; pooled, since the shape is nearly always one already shared.
+type grantDraft struct {
+	shape  grantShape
+	claims [4]RuleClaim
+}
+
+var drafts = sync.Pool{New: func() any { return new(grantDraft) }}
+
+// release clears the draft, keeping nothing of a token, and pools it.
+func (d *grantDraft) release() {
+	d.shape = grantShape{}
+	d.claims = [4]RuleClaim{}
+	drafts.Put(d)
 }
 
 // claimValue renders a claim as a header value: strings, numbers and
