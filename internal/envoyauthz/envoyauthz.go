@@ -351,7 +351,8 @@ func respond(v *check.Verdict, wire bool) (*authv3.CheckResponse, *lastResponse)
 			return l.resp, l
 		}
 		vals := newValues(requestValues(v))
-		resp := okResponse(withExtra(r.headers, v.Set), v.Remove, metadataWith(r.shape.fields, r.own, v, &vals))
+		resp, md := okResponse(withExtra(r.headers, v.Set), v.Remove)
+		md.Fields = metadataFields(r.shape.fields, r.own, v, &vals)
 		call := v.Call
 		call.ID = nil
 		l := &lastResponse{headersID: v.HeadersID, cacheHit: v.CacheHit, call: call}
@@ -368,7 +369,9 @@ func respond(v *check.Verdict, wire bool) (*authv3.CheckResponse, *lastResponse)
 		return resp, l
 	}
 	if v.Outcome.Allow() {
-		return okResponse(headerOptions(v.Set), v.Remove, metadata(v)), nil
+		resp, md := okResponse(headerOptions(v.Set), v.Remove)
+		md.Fields = metadata(v)
+		return resp, nil
 	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(grpcCode(v.Status())), Message: v.Outcome.String()},
@@ -377,22 +380,24 @@ func respond(v *check.Verdict, wire bool) (*authv3.CheckResponse, *lastResponse)
 			Headers: headerOptions(v.ResponseHeaders),
 			Body:    string(v.Body),
 		}},
-		DynamicMetadata: metadata(v),
+		DynamicMetadata: &structpb.Struct{Fields: metadata(v)},
 	}, nil
 }
 
-// okResponse is an allow: headers to set upstream, owned headers to strip.
-func okResponse(set []*corev3.HeaderValueOption, remove []string, md *structpb.Struct) *authv3.CheckResponse {
-	// The three messages of an allow share one allocation.
+// okResponse is an allow: headers to set upstream, owned headers to strip,
+// and its dynamic metadata, whose fields the caller fills in.
+func okResponse(set []*corev3.HeaderValueOption, remove []string) (*authv3.CheckResponse, *structpb.Struct) {
+	// The four messages of an allow share one allocation.
 	a := new(struct {
 		resp authv3.CheckResponse
 		ok   authv3.CheckResponse_OkResponse
 		http authv3.OkHttpResponse
+		md   structpb.Struct
 	})
 	a.http.Headers, a.http.HeadersToRemove = set, remove
 	a.ok.OkResponse = &a.http
-	a.resp.Status, a.resp.HttpResponse, a.resp.DynamicMetadata = okStatus, &a.ok, md
-	return &a.resp
+	a.resp.Status, a.resp.HttpResponse, a.resp.DynamicMetadata = okStatus, &a.ok, &a.md
+	return &a.resp, &a.md
 }
 
 // headerOptions renders headers with append explicitly false: overwrite, on
@@ -430,16 +435,17 @@ var (
 	}()
 )
 
-// metadata is the dynamic metadata for access logs and later filters. An
+// metadata is the dynamic metadata for access logs and later filters, the
+// fields of the response's Struct. An
 // allow of a grant shows its shape's fields as rendered once for all grants
 // of the shape; only the grant's own and the request's are made here.
-func metadata(v *check.Verdict) *structpb.Struct {
+func metadata(v *check.Verdict) map[string]*structpb.Value {
 	var buf [12]field
 	g := v.Grant
 	if g != nil && v.Outcome == check.Allowed && v.Route == g.Route {
 		vals := newValues(ownValues(g) + requestValues(v))
 		own := ownFields(buf[:0], g, &vals)
-		return metadataWith(check.RenderedShape(g, renderShape).fields, own, v, &vals)
+		return metadataFields(check.RenderedShape(g, renderShape).fields, own, v, &vals)
 	}
 	n := 2 + requestValues(v)
 	if g != nil {
@@ -450,10 +456,10 @@ func metadata(v *check.Verdict) *structpb.Struct {
 	if g != nil {
 		fs = ownFields(shapeFieldsOf(fs, g, false), g, &vals)
 	}
-	return metadataWith(fs, nil, v, &vals)
+	return metadataFields(fs, nil, v, &vals)
 }
 
-// requestValues is how many values metadataWith takes from its values for
+// requestValues is how many values metadataFields takes from its values for
 // what is the request's own.
 func requestValues(v *check.Verdict) int {
 	n := 0
@@ -469,9 +475,9 @@ func requestValues(v *check.Verdict) int {
 	return n
 }
 
-// metadataWith is the grant's fields (shape's and own) with the per-request
+// metadataFields is the grant's fields (shape's and own) with the per-request
 // ones, whose values come from vals (sized with requestValues).
-func metadataWith(shape, own []field, v *check.Verdict, vals *values) *structpb.Struct {
+func metadataFields(shape, own []field, v *check.Verdict, vals *values) map[string]*structpb.Value {
 	// Size the map exactly: up to 8 entries fit one map group, which keeps the
 	// common allowed response at a couple of allocations.
 	n := len(shape) + len(own) + 1
@@ -517,7 +523,7 @@ func metadataWith(shape, own []field, v *check.Verdict, vals *values) *structpb.
 			putString(f, vals, "actor_chain", strings.Join(l.ActorChain, ","))
 		}
 	}
-	return &structpb.Struct{Fields: f}
+	return f
 }
 
 // putString sets key to val, when there is one, with a value from vals.
