@@ -16,6 +16,9 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
@@ -69,7 +72,15 @@ func bareVerify(tb testing.TB, alg string, rs, es testtoken.Key) func(token stri
 // verification run beside it (verify-allocs/op); miss-allocs/op is the
 // difference, the miss's own (for RS256 and ES256 it still holds what the
 // verifier's signature check allocates beyond the bare one's).
-func BenchmarkMissOverhead(b *testing.B) {
+func BenchmarkMissOverhead(b *testing.B) { benchmarkMiss(b, false) }
+
+// BenchmarkMissOverheadWire is BenchmarkMissOverhead on the path the
+// service runs: the request's bytes decoded by the wire codec (with the
+// copy the codec makes), checked by checkWire and the answer encoded as
+// the codec sends it.
+func BenchmarkMissOverheadWire(b *testing.B) { benchmarkMiss(b, true) }
+
+func benchmarkMiss(b *testing.B, wire bool) {
 	rs, es := testtoken.RSA(b, "rs1"), testtoken.EC(b, "es1")
 	jwks := testtoken.WriteJWKS(b, b.TempDir(), rs, es)
 	doc := fmt.Sprintf(`issuers:
@@ -107,17 +118,30 @@ cache: {max_entries: 1000000}
 		return testtoken.HMAC(b, alg, secret, c)
 	}
 	seq := int(time.Now().UnixNano() % 1_000_000_000)
+	if wire {
+		seq += 1_000_000_000 // tokens the other benchmark did not cache
+	}
+	cdc := codec{proto: encoding.GetCodecV2("proto")}
 	for _, alg := range []string{"HS256", "RS256", "ES256"} {
 		b.Run(alg, func(b *testing.B) {
 			verify := bareVerify(b, alg, rs, es)
 			const n = 1000
+			var msgs [][]byte
 			fresh := func() ([]string, []*authv3.CheckRequest) {
 				toks := make([]string, n)
 				reqs := make([]*authv3.CheckRequest, n)
+				msgs = msgs[:0]
 				for i := range reqs {
 					seq++
 					toks[i] = mint(alg, seq)
 					reqs[i] = typicalRequest(toks[i])
+					if wire {
+						m, err := proto.Marshal(reqs[i])
+						if err != nil {
+							b.Fatal(err)
+						}
+						msgs = append(msgs, m)
+					}
 				}
 				return toks, reqs
 			}
@@ -151,7 +175,11 @@ cache: {max_entries: 1000000}
 					b.Fatal("bare verification failed")
 				}
 				verifyTime += time.Since(t0)
-				if r, _ := srv.Check(ctx, reqs[i]); r.GetStatus().GetCode() != 0 {
+				if wire {
+					if !checkWireOnce(b, srv, ctx, cdc, msgs[i]) {
+						b.Fatal("denied")
+					}
+				} else if r, _ := srv.Check(ctx, reqs[i]); r.GetStatus().GetCode() != 0 {
 					b.Fatalf("denied: %v", r)
 				}
 				i++
@@ -167,4 +195,29 @@ cache: {max_entries: 1000000}
 			b.ReportMetric(float64(mallocs)/float64(b.N)-allocsVerify, "miss-allocs/op")
 		})
 	}
+}
+
+// checkWireOnce runs one request through the wire path as handleWire does,
+// with the codec's decoding copy and encoding, and reports whether it was
+// allowed.
+func checkWireOnce(b *testing.B, srv *Server, ctx context.Context, cdc codec, msg []byte) bool {
+	w := wirePool.Get().(*wireRequest)
+	if err := cdc.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, w); err != nil {
+		b.Fatal(err)
+	}
+	out := srv.checkWire(ctx, w)
+	w.release()
+	ok := false
+	switch out := out.(type) {
+	case *authv3.CheckResponse:
+		ok = out.GetStatus().GetCode() == 0
+	case *encodedResponse:
+		ok = true
+	}
+	enc, err := cdc.Marshal(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	enc.Free()
+	return ok
 }

@@ -342,5 +342,11 @@ func (s *Server) checkWire(ctx context.Context, w *wireRequest) any {
 	if last != nil {
 		return last.encoded
 	}
+	if v.Outcome.Allow() {
+		// An allow not memoized (a miss) is encoded here (encode.go).
+		if b := encodeAllow(resp); b != nil {
+			return &encodedResponse{b: b}
+		}
+	}
 	return resp
 }
