@@ -62,6 +62,7 @@ func encodeAllow(resp *authv3.CheckResponse) []byte {
 
 // plainOK reports whether ok holds only what okResponse sets.
 func plainOK(ok *authv3.OkHttpResponse) bool {
+	//lint:ignore SA1019 a deprecated field set (never by okResponse) is left to the library
 	if ok.DynamicMetadata != nil || len(ok.ResponseHeadersToAdd) > 0 || len(ok.QueryParametersToSet) > 0 ||
 		len(ok.QueryParametersToRemove) > 0 || len(ok.ProtoReflect().GetUnknown()) > 0 {
 		return false
