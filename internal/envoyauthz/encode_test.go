@@ -6,6 +6,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -61,6 +62,17 @@ func TestEncodeAllow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// What the codec sends decodes to the message, whoever wrote it.
+			sent, err := codec{proto: encoding.GetCodecV2("proto")}.Marshal(tt.resp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var decoded authv3.CheckResponse
+			if err := proto.Unmarshal(sent.Materialize(), &decoded); err != nil || !proto.Equal(&decoded, tt.resp) {
+				t.Fatalf("the codec sent %v (%v), want %v", &decoded, err, tt.resp)
+			}
+			sent.Free()
+
 			b := encodeAllow(tt.resp)
 			if (b != nil) != tt.want {
 				t.Fatalf("encoded: %v, want %v", b != nil, tt.want)
