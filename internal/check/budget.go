@@ -13,13 +13,16 @@ import (
 // and shared-tier calls together wait at most that long, below the proxy's
 // own timeout, so the client gets our answer rather than the proxy's. Only
 // cache misses that wait on something pay for the timer (see budget).
-func (e *evaluation) withBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+//
+// It returns the budget itself, nil when there is no deadline, rather than
+// a CancelFunc: the method value would cost every miss an allocation.
+func (e *evaluation) withBudget(ctx context.Context) (context.Context, *budget) {
 	d := e.p.limits.CheckDeadline.D()
 	if d <= 0 {
-		return ctx, func() {}
+		return ctx, nil
 	}
 	b := &budget{Context: ctx, deadline: time.Now().Add(d)}
-	return b, b.release
+	return b, b
 }
 
 // budget is its parent bounded by a deadline, as context.WithDeadline

@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // A cached grant can live as long as its token, and a replica holds one per
@@ -40,45 +39,95 @@ func (c RuleClaims) Get(name string) any {
 // values are simply not shared.
 const maxInterned = 4096
 
-// internTable shares equal values between grants.
+// internTable shares equal values between grants. It is read on every
+// cache miss: a lookup by a key built in a stack buffer allocates nothing.
 type internTable[V any] struct {
-	m sync.Map // string -> V
-	n atomic.Int64
+	mu sync.RWMutex
+	m  map[string]V
 }
 
-// get returns the shared value under key, storing own(v) there first when
-// there is room: own copies what v may share with a token.
-func (t *internTable[V]) get(key string, v V, own func(V) V) V {
-	if got, ok := t.m.Load(key); ok {
-		return got.(V)
+// lookup returns the shared value under key, if there is one.
+func (t *internTable[V]) lookup(key []byte) (V, bool) {
+	t.mu.RLock()
+	v, ok := t.m[string(key)]
+	t.mu.RUnlock()
+	return v, ok
+}
+
+// lookupString is lookup by a string key.
+func (t *internTable[V]) lookupString(key string) (V, bool) {
+	t.mu.RLock()
+	v, ok := t.m[key]
+	t.mu.RUnlock()
+	return v, ok
+}
+
+// put stores v under key when there is no value there yet and there is
+// room, and returns the value under key: v itself past the bound. v must
+// be the caller's own copy, sharing nothing with a token or a stack.
+func (t *internTable[V]) put(key []byte, v V) V {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if got, ok := t.m[string(key)]; ok {
+		return got
 	}
-	if t.n.Load() >= maxInterned {
+	if len(t.m) >= maxInterned {
 		return v
 	}
-	got, loaded := t.m.LoadOrStore(strings.Clone(key), own(v))
-	if !loaded {
-		t.n.Add(1)
+	if t.m == nil {
+		t.m = make(map[string]V)
 	}
-	return got.(V)
+	t.m[string(key)] = v
+	return v
 }
 
 var (
 	internedLists  internTable[[]string]
+	internedFields internTable[[]string]
 	internedValues internTable[any]
 )
 
-// internList returns a shared copy of list: callers must never modify it.
+// cloneList copies a list and its strings.
+func cloneList(l []string) []string {
+	out := make([]string, len(l))
+	for i, v := range l {
+		out[i] = strings.Clone(v)
+	}
+	return out
+}
+
+// internList returns a shared copy of list, or an unshared copy when the
+// table is full: never list itself, which may live on the caller's stack.
+// Callers must never modify it.
 func internList(list []string) []string {
 	if len(list) == 0 {
 		return nil
 	}
-	return internedLists.get(strings.Join(list, "\x00"), list, func(l []string) []string {
-		out := make([]string, len(l))
-		for i, v := range l {
-			out[i] = strings.Clone(v)
+	var buf [256]byte
+	key := buf[:0]
+	for i, v := range list {
+		if i > 0 {
+			key = append(key, 0)
 		}
-		return out
-	})
+		key = append(key, v...)
+	}
+	if got, ok := internedLists.lookup(key); ok {
+		return got
+	}
+	return internedLists.put(key, cloneList(list))
+}
+
+// internFields is strings.Fields(s) shared: a scope claim is nearly always
+// one of a few strings, whose split lists are then kept once.
+func internFields(s string) []string {
+	if got, ok := internedFields.lookupString(s); ok {
+		return got
+	}
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return nil
+	}
+	return internedFields.put([]byte(s), cloneList(f))
 }
 
 // internClaim shares a scalar claim value ("eng", true, 3): the interface
@@ -87,7 +136,7 @@ func internClaim(v any) any {
 	switch s := v.(type) {
 	case string:
 		if len(s) <= 64 {
-			return internedValues.get("s"+s, v, func(any) any { return strings.Clone(s) })
+			return internClaimString(s)
 		}
 	case bool:
 		return s // booleans never allocate
@@ -95,12 +144,29 @@ func internClaim(v any) any {
 	return v
 }
 
-// share packs the grant's own strings in one allocation and replaces its
-// shape by an equal shared one. newGrant calls it last: the grant is not
-// yet visible to anybody else.
-func (g *Grant) share() {
+// internClaimString is internClaim of a string claim read as a string: a
+// shared value comes out of the table boxed already, so reading it costs
+// no allocation at all.
+func internClaimString(s string) any {
+	if len(s) > 64 {
+		return s
+	}
+	var buf [65]byte
+	key := append(append(buf[:0], 's'), s...)
+	if got, ok := internedValues.lookup(key); ok {
+		return got
+	}
+	return internedValues.put(key, strings.Clone(s))
+}
+
+// share returns the grant g drafts, made for keeps: its own strings packed
+// in one allocation and its shape replaced by an equal shared one (or a
+// copy of its own). newGrant calls it last, on a draft that may live on
+// its stack and that nobody else has seen.
+func (g *Grant) share() *Grant {
 	g.pack()
-	g.grantShape = shapes.get(g.grantShape)
+	return &Grant{grantShape: shapes.get(g.grantShape), Subject: g.Subject, Session: g.Session,
+		exp: g.exp, iat: g.iat, set: g.set}
 }
 
 // pack copies Subject, Session and the values of the identity headers into

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -179,14 +180,22 @@ func (e *claimError) Error() string { return e.msg }
 
 // newGrant turns verified claims into a grant for route r.
 func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
-	g := &Grant{grantShape: &grantShape{
+	// The grant is drafted on the stack, its shape in a pooled draft: a
+	// shape equal to one already shared then costs nothing, and the grant
+	// is made (share) only once it is complete. Nothing keeps a pointer
+	// into the draft: share copies what it keeps (grantShape.own).
+	d := drafts.Get().(*grantDraft)
+	defer d.release()
+	d.shape = grantShape{
 		Route:    r.Name,
 		routeKey: r.keyPrefix,
 		Issuer:   c.IssuerName,
-		Scopes:   internList(scopes(c)),
+		Scopes:   scopes(c),
 		Actors:   actChain(c),
 		KeyID:    c.KeyID,
-	}, exp: unixSeconds(c.ExpiresAt), iat: unixSeconds(c.IssuedAt)}
+	}
+	draft := Grant{grantShape: &d.shape, exp: unixSeconds(c.ExpiresAt), iat: unixSeconds(c.IssuedAt)}
+	g := &draft
 	if p.verifier != nil && p.verifier.kinds[c.IssuerName] == "api_keys" {
 		// Only an API-key issuer's claims name a key: a JWT's jti is not one.
 		g.APIKeyID = c.ID
@@ -230,12 +239,18 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	}
 	g.scopeOK = hasAll(g.Scopes, r.scopes)
 	for _, name := range r.ruleClaims {
-		if v, ok := c.Claim(name); ok {
-			if g.Claims == nil {
-				g.Claims = make(RuleClaims, 0, len(r.ruleClaims))
-			}
-			g.Claims = append(g.Claims, RuleClaim{Name: name, Value: internClaim(v)})
+		var v any
+		if s, ok := c.ClaimString(name); ok {
+			v = internClaimString(s) // the usual case: no boxing
+		} else if raw, ok := c.Claim(name); ok {
+			v = internClaim(raw)
+		} else {
+			continue
 		}
+		if g.Claims == nil {
+			g.Claims = d.claims[:0:min(len(r.ruleClaims), len(d.claims))]
+		}
+		g.Claims = append(g.Claims, RuleClaim{Name: name, Value: v})
 	}
 
 	if len(r.identityRules) > 0 || r.jwtPerRequest || r.allClaims {
@@ -259,17 +274,34 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			g.set = append(g.set, Header{Name: ch.Header, Value: v})
 		}
 	}
-	g.remove = make([]string, 0, len(r.identityOwned)+len(r.credentialRemove))
+	// Grants of a route almost always strip the same headers: the list is
+	// built on the stack and shared (internList copies it when it is new).
+	var removeBuf [8]string
+	remove := removeBuf[:0]
 	for _, name := range r.identityOwned {
 		if !isSet(g.set, name) {
-			g.remove = append(g.remove, name)
+			remove = append(remove, name)
 		}
 	}
-	g.remove = append(g.remove, r.credentialRemove...)
-	// Grants of a route almost always strip the same headers.
-	g.remove = internList(g.remove)
-	g.share()
-	return g, nil
+	remove = append(remove, r.credentialRemove...)
+	g.remove = internList(remove)
+	return g.share(), nil
+}
+
+// grantDraft is the shape of a grant being made, with room for its rule
+// claims; pooled, since the shape is nearly always one already shared.
+type grantDraft struct {
+	shape  grantShape
+	claims [4]RuleClaim
+}
+
+var drafts = sync.Pool{New: func() any { return new(grantDraft) }}
+
+// release clears the draft, keeping nothing of a token, and pools it.
+func (d *grantDraft) release() {
+	d.shape = grantShape{}
+	d.claims = [4]RuleClaim{}
+	drafts.Put(d)
 }
 
 // claimValue renders a claim as a header value: strings, numbers and
@@ -350,10 +382,16 @@ func actChain(c *jwtauth.Claims) []string {
 }
 
 // scopes reads OAuth scopes from "scope" (space-separated, RFC 8693/9068) or
-// "scp" (a list or a string).
+// "scp" (a list or a string). The list is shared (interned): callers must
+// never modify it.
 func scopes(c *jwtauth.Claims) []string {
+	s, ok := c.ClaimString("scope")
+	if _, scp := c.Claim("scp"); ok && !scp {
+		return internFields(s) // the usual case: no copy at all
+	}
 	var out []string
-	add := func(v any) {
+	for _, name := range [...]string{"scope", "scp"} {
+		v, _ := c.Claim(name)
 		switch v := v.(type) {
 		case string:
 			out = append(out, strings.Fields(v)...)
@@ -365,18 +403,7 @@ func scopes(c *jwtauth.Claims) []string {
 			}
 		}
 	}
-	for _, name := range [...]string{"scope", "scp"} {
-		if s, ok := c.ClaimString(name); ok {
-			if out == nil {
-				out = strings.Fields(s) // the usual case: no second copy
-			} else {
-				out = append(out, strings.Fields(s)...)
-			}
-		} else if v, ok := c.Claim(name); ok {
-			add(v)
-		}
-	}
-	return out
+	return internList(out)
 }
 
 func hasAll(have, want []string) bool {

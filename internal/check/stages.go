@@ -20,9 +20,10 @@ type evaluation struct {
 	p   *Policy
 	req *Request
 	// ctx is the check's context, bounded by limits.check_deadline once a
-	// stage needs the network (see withBudget); cancel releases that bound.
+	// stage needs the network (see withBudget); budget, when set, is that
+	// bound, released with the evaluation.
 	ctx    context.Context
-	cancel context.CancelFunc
+	budget *budget
 	// st is the decision's access to the state, log and observer where it
 	// reports: Explain's view writes nothing, its log discards and it has
 	// no observer, so explaining a request changes nothing.
@@ -137,8 +138,8 @@ func (e *evaluation) answer(v Verdict) {
 
 func (e *evaluation) release() {
 	e.releasePolicy()
-	if e.cancel != nil {
-		e.cancel()
+	if e.budget != nil {
+		e.budget.release()
 	}
 }
 
@@ -270,7 +271,7 @@ func (e *evaluation) identify() *denial {
 		if err := credential.Syntax(e.token); err != nil {
 			return e.badCredential(err)
 		}
-		e.ctx, e.cancel = e.withBudget(e.ctx) // see budget.go
+		e.ctx, e.budget = e.withBudget(e.ctx) // see budget.go
 		entry = e.pl.verify(e.ctx, e.p, r, e.token, e.actor, e.st.readOnly)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {

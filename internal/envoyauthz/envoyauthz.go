@@ -169,7 +169,9 @@ func sameCall(a, b *check.Call) bool {
 // renderGrant builds a grant's rendering once. The grant's own headers are
 // always a verdict's first headers (see check.Grant.Headers).
 func renderGrant(g *check.Grant) *rendering {
-	return &rendering{headers: headerOptions(g.Headers()), shape: check.RenderedShape(g, renderShape), own: ownFields(nil, g)}
+	n := ownValues(g)
+	vals := newValues(n)
+	return &rendering{headers: headerOptions(g.Headers()), shape: check.RenderedShape(g, renderShape), own: ownFields(make([]field, 0, n), g, &vals)}
 }
 
 // renderShape renders what every grant of g's shape shows, reading only
@@ -216,16 +218,69 @@ func shapeFieldsOf(fs []field, g *check.Grant, shared bool) []field {
 }
 
 // ownFields appends what is the grant's alone: the user, the session and
-// when the token was issued (a subject revoked since refuses it).
-func ownFields(fs []field, g *check.Grant) []field {
-	fs = append(fs, field{"user", structpb.NewStringValue(g.Subject)})
+// when the token was issued (a subject revoked since refuses it). Its
+// values come from vals.
+func ownFields(fs []field, g *check.Grant, vals *values) []field {
+	fs = append(fs, field{"user", vals.str(g.Subject)})
 	if g.Session != "" {
-		fs = append(fs, field{"session", structpb.NewStringValue(g.Session)})
+		fs = append(fs, field{"session", vals.str(g.Session)})
 	}
 	if iat := g.IssuedAt(); !iat.IsZero() {
-		fs = append(fs, field{"iat", structpb.NewNumberValue(float64(iat.Unix()))})
+		fs = append(fs, field{"iat", vals.num(float64(iat.Unix()))})
 	}
 	return fs
+}
+
+// ownValues is how many values ownFields takes from its values.
+func ownValues(g *check.Grant) int {
+	n := 1 + nonEmpty(g.Session)
+	if !g.IssuedAt().IsZero() {
+		n++
+	}
+	return n
+}
+
+// value is a metadata Value with room for its kind: a response's values
+// come from one array of them (values) instead of two allocations each.
+type value struct {
+	v   structpb.Value
+	str structpb.Value_StringValue
+	num structpb.Value_NumberValue
+}
+
+// values hands out the Values of one response from an array sized for it
+// exactly (a memoized response keeps it as long as the memo lives). Past
+// its end, should a count be off, values are allocated one by one.
+type values struct{ a []value }
+
+func newValues(n int) values {
+	if n == 0 {
+		return values{}
+	}
+	return values{a: make([]value, n)}
+}
+
+func (vs *values) next() *value {
+	if len(vs.a) == 0 {
+		return new(value)
+	}
+	e := &vs.a[0]
+	vs.a = vs.a[1:]
+	return e
+}
+
+func (vs *values) str(s string) *structpb.Value {
+	e := vs.next()
+	e.str.StringValue = s
+	e.v.Kind = &e.str
+	return &e.v
+}
+
+func (vs *values) num(f float64) *structpb.Value {
+	e := vs.next()
+	e.num.NumberValue = f
+	e.v.Kind = &e.num
+	return &e.v
 }
 
 // allowedValue is the outcome every grant's rendering shows.
@@ -295,7 +350,9 @@ func respond(v *check.Verdict, wire bool) (*authv3.CheckResponse, *lastResponse)
 		if l := r.last.Load(); l != nil && l.matches(v) && (l.encoded != nil) == wire {
 			return l.resp, l
 		}
-		resp := okResponse(withExtra(r.headers, v.Set), v.Remove, metadataWith(r.shape.fields, r.own, v))
+		vals := newValues(requestValues(v))
+		resp, md := okResponse(withExtra(r.headers, v.Set), v.Remove)
+		md.Fields = metadataFields(r.shape.fields, r.own, v, &vals)
 		call := v.Call
 		call.ID = nil
 		l := &lastResponse{headersID: v.HeadersID, cacheHit: v.CacheHit, call: call}
@@ -312,7 +369,9 @@ func respond(v *check.Verdict, wire bool) (*authv3.CheckResponse, *lastResponse)
 		return resp, l
 	}
 	if v.Outcome.Allow() {
-		return okResponse(headerOptions(v.Set), v.Remove, metadata(v)), nil
+		resp, md := okResponse(headerOptions(v.Set), v.Remove)
+		md.Fields = metadata(v)
+		return resp, nil
 	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(grpcCode(v.Status())), Message: v.Outcome.String()},
@@ -321,22 +380,24 @@ func respond(v *check.Verdict, wire bool) (*authv3.CheckResponse, *lastResponse)
 			Headers: headerOptions(v.ResponseHeaders),
 			Body:    string(v.Body),
 		}},
-		DynamicMetadata: metadata(v),
+		DynamicMetadata: &structpb.Struct{Fields: metadata(v)},
 	}, nil
 }
 
-// okResponse is an allow: headers to set upstream, owned headers to strip.
-func okResponse(set []*corev3.HeaderValueOption, remove []string, md *structpb.Struct) *authv3.CheckResponse {
-	// The three messages of an allow share one allocation.
+// okResponse is an allow: headers to set upstream, owned headers to strip,
+// and its dynamic metadata, whose fields the caller fills in.
+func okResponse(set []*corev3.HeaderValueOption, remove []string) (*authv3.CheckResponse, *structpb.Struct) {
+	// The four messages of an allow share one allocation.
 	a := new(struct {
 		resp authv3.CheckResponse
 		ok   authv3.CheckResponse_OkResponse
 		http authv3.OkHttpResponse
+		md   structpb.Struct
 	})
 	a.http.Headers, a.http.HeadersToRemove = set, remove
 	a.ok.OkResponse = &a.http
-	a.resp.Status, a.resp.HttpResponse, a.resp.DynamicMetadata = okStatus, &a.ok, md
-	return &a.resp
+	a.resp.Status, a.resp.HttpResponse, a.resp.DynamicMetadata = okStatus, &a.ok, &a.md
+	return &a.resp, &a.md
 }
 
 // headerOptions renders headers with append explicitly false: overwrite, on
@@ -374,19 +435,49 @@ var (
 	}()
 )
 
-// metadata is the dynamic metadata for access logs and later filters.
-func metadata(v *check.Verdict) *structpb.Struct {
+// metadata is the dynamic metadata for access logs and later filters, the
+// fields of the response's Struct. An
+// allow of a grant shows its shape's fields as rendered once for all grants
+// of the shape; only the grant's own and the request's are made here.
+func metadata(v *check.Verdict) map[string]*structpb.Value {
 	var buf [12]field
-	fs := append(buf[:0], field{"route", structpb.NewStringValue(v.Route)}, field{"outcome", structpb.NewStringValue(v.Outcome.String())})
-	if g := v.Grant; g != nil {
-		fs = ownFields(shapeFieldsOf(fs, g, false), g)
+	g := v.Grant
+	if g != nil && v.Outcome == check.Allowed && v.Route == g.Route {
+		vals := newValues(ownValues(g) + requestValues(v))
+		own := ownFields(buf[:0], g, &vals)
+		return metadataFields(check.RenderedShape(g, renderShape).fields, own, v, &vals)
 	}
-	return metadataWith(fs, nil, v)
+	n := 2 + requestValues(v)
+	if g != nil {
+		n += ownValues(g)
+	}
+	vals := newValues(n)
+	fs := append(buf[:0], field{"route", vals.str(v.Route)}, field{"outcome", vals.str(v.Outcome.String())})
+	if g != nil {
+		fs = ownFields(shapeFieldsOf(fs, g, false), g, &vals)
+	}
+	return metadataFields(fs, nil, v, &vals)
 }
 
-// metadataWith is the grant's fields (shape's and own) with the per-request
-// ones.
-func metadataWith(shape, own []field, v *check.Verdict) *structpb.Struct {
+// requestValues is how many values metadataFields takes from its values for
+// what is the request's own.
+func requestValues(v *check.Verdict) int {
+	n := 0
+	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
+		n += nonEmpty(c.MCPSession, c.ContextID, c.TaskID)
+	}
+	if l := &v.Lineage; l.Root != "" {
+		n += 1 + nonEmpty(l.Parent) + min(len(l.ActorChain), 1)
+		if l.Depth >= len(depths) {
+			n++
+		}
+	}
+	return n
+}
+
+// metadataFields is the grant's fields (shape's and own) with the per-request
+// ones, whose values come from vals (sized with requestValues).
+func metadataFields(shape, own []field, v *check.Verdict, vals *values) map[string]*structpb.Value {
 	// Size the map exactly: up to 8 entries fit one map group, which keeps the
 	// common allowed response at a couple of allocations.
 	n := len(shape) + len(own) + 1
@@ -407,11 +498,6 @@ func metadataWith(shape, own []field, v *check.Verdict) *structpb.Struct {
 	if v.CacheHit {
 		f["cached"] = cachedTrue
 	}
-	put := func(k, val string) {
-		if val != "" {
-			f[k] = structpb.NewStringValue(val)
-		}
-	}
 	if c := &v.Call; c.Protocol != jsonrpc.ProtocolUnknown {
 		// What most calls repeat (protocol, method, tool) is shared.
 		f["protocol"] = sharedString(c.Protocol.String())
@@ -421,23 +507,30 @@ func metadataWith(shape, own []field, v *check.Verdict) *structpb.Struct {
 		if c.Name != "" {
 			f["name"] = sharedString(c.Name)
 		}
-		put("mcp_session", c.MCPSession)
-		put("a2a_context_id", c.ContextID)
-		put("a2a_task_id", c.TaskID)
+		putString(f, vals, "mcp_session", c.MCPSession)
+		putString(f, vals, "a2a_context_id", c.ContextID)
+		putString(f, vals, "a2a_task_id", c.TaskID)
 	}
 	if l := &v.Lineage; l.Root != "" {
-		put("root_context_id", l.Root)
-		put("parent_context_id", l.Parent)
+		putString(f, vals, "root_context_id", l.Root)
+		putString(f, vals, "parent_context_id", l.Parent)
 		if l.Depth < len(depths) {
 			f["lineage_depth"] = depths[l.Depth]
 		} else {
-			f["lineage_depth"] = structpb.NewNumberValue(float64(l.Depth))
+			f["lineage_depth"] = vals.num(float64(l.Depth))
 		}
 		if len(l.ActorChain) > 0 {
-			put("actor_chain", strings.Join(l.ActorChain, ","))
+			putString(f, vals, "actor_chain", strings.Join(l.ActorChain, ","))
 		}
 	}
-	return &structpb.Struct{Fields: f}
+	return f
+}
+
+// putString sets key to val, when there is one, with a value from vals.
+func putString(f map[string]*structpb.Value, vals *values, key, val string) {
+	if val != "" {
+		f[key] = vals.str(val)
+	}
 }
 
 func nonEmpty(vals ...string) int {

@@ -267,15 +267,23 @@ func mapEntry(s string) (k, v string, err error) {
 type encodedResponse struct{ b []byte }
 
 // codec decodes Check requests into wireRequest and sends encodedResponse
-// bytes as they are; every other message goes through the standard proto
-// codec (the health service, errors).
+// bytes as they are and allows as encodeAllow writes them; every other
+// message goes through the standard proto codec (the health service,
+// errors, denials).
 type codec struct{ proto encoding.CodecV2 }
 
 func (c codec) Name() string { return "proto" }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
-	if e, ok := v.(*encodedResponse); ok {
-		return mem.BufferSlice{mem.SliceBuffer(e.b)}, nil
+	switch v := v.(type) {
+	case *encodedResponse:
+		return mem.BufferSlice{mem.SliceBuffer(v.b)}, nil
+	case *authv3.CheckResponse:
+		// An allow not memoized (a miss) is written field by field
+		// (encode.go); anything else goes to the library.
+		if b := encodeAllow(v); b != nil {
+			return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+		}
 	}
 	return c.proto.Marshal(v)
 }
@@ -342,5 +350,6 @@ func (s *Server) checkWire(ctx context.Context, w *wireRequest) any {
 	if last != nil {
 		return last.encoded
 	}
+	// An allow not memoized (a miss) is encoded by the codec (encode.go).
 	return resp
 }

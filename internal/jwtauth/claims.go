@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
@@ -125,7 +126,7 @@ func (c *Claims) ClaimString(name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	s, isString, err := stringClaim(c.payload[m.valStart:m.valEnd])
+	s, isString, err := payloadString(c.payload[m.valStart:m.valEnd])
 	return s, isString && err == nil
 }
 
@@ -179,14 +180,15 @@ func (c *Claims) key(m member) (string, bool) {
 	return k, true
 }
 
-// decodeValue decodes one validated JSON value as encoding/json decodes it
-// into an any. Plain strings, numbers and literals, nearly every claim,
-// skip the reflection of encoding/json.
+// decodeValue decodes one validated JSON value of a verified payload as
+// encoding/json decodes it into an any. Plain strings, numbers and
+// literals, nearly every claim, skip the reflection of encoding/json; a
+// plain string is the payload's own bytes (payloadString).
 func decodeValue(raw []byte) (any, error) {
 	switch c := raw[0]; {
 	case c == '"':
-		if s, ok := plainString(raw); ok {
-			return s, nil
+		if body, ok := plainBody(raw); ok {
+			return unsafe.String(unsafe.SliceData(body), len(body)), nil
 		}
 	case c == 't':
 		return true, nil
@@ -215,6 +217,22 @@ func plainString(raw []byte) (string, bool) {
 		return "", false
 	}
 	return string(body), true
+}
+
+// payloadString is stringClaim for a raw value of a verified payload. A
+// plain string (no escape, nearly every claim) is not copied: it is the
+// payload's own bytes, which nothing writes once the payload is verified
+// (the payload is never pooled or reused), so the string stays valid and
+// unchanged for as long as anything holds it. What keeps a claim longer
+// than the request (a cached grant) copies it, so as not to keep the
+// whole payload alive.
+func payloadString(raw []byte) (string, bool, error) {
+	if raw != nil && raw[0] == '"' {
+		if body, ok := plainBody(raw); ok {
+			return unsafe.String(unsafe.SliceData(body), len(body)), true, nil
+		}
+	}
+	return stringClaim(raw)
 }
 
 // plainBody is the content of a string token that holds no escape, as it

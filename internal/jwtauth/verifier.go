@@ -392,7 +392,7 @@ func (v *Verifier) checkClaims(c *Claims, is *issuer, pc *payloadClaims, audienc
 			return ErrIssuer // pick matched on iss, so this is defence in depth
 		}
 		iss = is.iss // the same bytes: no copy
-	} else if iss, _, err = stringClaim(pc.iss); err != nil {
+	} else if iss, _, err = payloadString(pc.iss); err != nil {
 		return err
 	}
 	aud, err := audienceClaim(pc.aud, audiences, &c.aud)
@@ -402,11 +402,11 @@ func (v *Verifier) checkClaims(c *Claims, is *issuer, pc *payloadClaims, audienc
 	if len(audiences) > 0 && !anyOf(aud, audiences) {
 		return ErrAudience
 	}
-	sub, _, err := stringClaim(pc.sub)
+	sub, _, err := payloadString(pc.sub)
 	if err != nil {
 		return err
 	}
-	jti, _, err := stringClaim(pc.jti)
+	jti, _, err := payloadString(pc.jti)
 	if err != nil {
 		return err
 	}

@@ -347,3 +347,43 @@ func claim(c *Claims, name string) any {
 	v, _ := c.Claim(name)
 	return v
 }
+
+// TestClaimStringsOutliveLaterVerifications: the strings read from a
+// verified token's claims are its payload's own bytes (no copy): they must
+// stay what they were while other tokens, of other users, are verified
+// (nothing of a payload is pooled or reused), including a claim with an
+// escape (decoded into memory of its own) and a payload too large for the
+// Claims' inline buffer.
+func TestClaimStringsOutliveLaterVerifications(t *testing.T) {
+	clk := newClock()
+	v := newVerifier(t, clk, IssuerSpec{Name: "hmac", Issuer: hmacIss, Secret: hmacSecret})
+	mint := func(user string, pad int) string {
+		return sign(t, jwt.SigningMethodHS256, hmacSecret, nil, jwt.MapClaims{
+			"iss": hmacIss, "sub": user, "exp": t0.Add(time.Hour).Unix(), "jti": "jti-" + user,
+			"email": user + "@example.com", "quoted": `say "` + user + `"`, "pad": strings.Repeat("p", pad),
+		})
+	}
+	type read struct{ sub, jti, email, quoted, boxed string }
+	readAll := func(c *Claims) read {
+		email, _ := c.ClaimString("email")
+		quoted, _ := c.ClaimString("quoted")
+		boxed, _ := c.Claim("email")
+		return read{c.Subject, c.ID, email, quoted, boxed.(string)}
+	}
+	for _, pad := range []int{0, 2000} {
+		first, err := v.Verify(context.Background(), mint("alice", pad), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := read{"alice", "jti-alice", "alice@example.com", `say "alice"`, "alice@example.com"}
+		got := readAll(first)
+		for i := range 50 {
+			if _, err := v.Verify(context.Background(), mint(fmt.Sprintf("mallory%02d", i), pad), nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got != want || readAll(first) != want {
+			t.Fatalf("pad %d: first token's claims read %+v, then %+v, want %+v", pad, got, readAll(first), want)
+		}
+	}
+}
