@@ -1,0 +1,5 @@
+//go:build !race
+
+package envoyauthz
+
+const raceEnabled = false
