@@ -512,6 +512,9 @@ func (s settings) openFronts(k *core, c *closers) (*fronts, error) {
 	serveAdminOps(admin, limitListener(adminLis, limitAdmin), ops, limitListener(opsLis, limitOps), f.errc)
 	if httpLis != nil {
 		handler := httpauthz.NewHandler(k.pipeline, httpauthz.Options{Convention: s.httpConvention, TrustedProxies: s.httpTrusted, PathPrefix: s.HTTPPathPrefix, Logger: s.log})
+		// As on gRPC: a handler's panic answers its request alone with 500,
+		// logged and counted, instead of a dropped connection.
+		handler = recovery.HTTP(handler, "forward-auth", s.log, k.m.HandlerPanicked)
 		var limitFront func(net.Listener) net.Listener
 		f.http, limitFront = limitedServer(handler, frontLimits(s.ServeOptions), k.m.SlowClient, k.m.Refused)
 		go func() { f.errc <- f.http.Serve(limitFront(httpLis)) }()

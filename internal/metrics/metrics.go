@@ -142,7 +142,7 @@ func New() *Metrics {
 		}, []string{"route", "action"}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "handler_panics_total",
-			Help: "gRPC calls whose handler panicked and were answered with an internal error, by method. Any is a bug.",
+			Help: "Calls whose handler panicked and were answered with an internal error, by gRPC method (forward-auth for the HTTP front end). Any is a bug.",
 		}, []string{"method"}),
 	}
 	m.limits = newLimitMetrics(m.reg)
@@ -236,8 +236,9 @@ func (m *Metrics) VerdictsDropped(reason string, n int) {
 // SlowClient counts a connection closed for slowness on listener.
 func (m *Metrics) SlowClient(listener string) { m.slowClients.WithLabelValues(listener).Inc() }
 
-// HandlerPanicked counts a gRPC call whose handler panicked; method is the
-// full method name, one of the few the server registers.
+// HandlerPanicked counts a call whose handler panicked; method is the gRPC
+// full method name, one of the few the server registers, or forward-auth
+// for the HTTP front end.
 func (m *Metrics) HandlerPanicked(method string) { m.panics.WithLabelValues(method).Inc() }
 
 // Refused counts a request refused for too many bodies in flight.

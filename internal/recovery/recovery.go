@@ -3,7 +3,8 @@
 // one bad request would end every check of every caller. The interceptors
 // here turn a panic into an Internal error for that call alone (Envoy then
 // applies its failure mode, which denies by default), log it with its
-// stack, and count it.
+// stack, and count it. HTTP does the same for the forward-auth front end,
+// answering 500 instead of letting net/http drop the connection.
 package recovery
 
 import (
@@ -53,14 +54,19 @@ func (h *handler) recover(method string, err *error) {
 	if v == nil {
 		return
 	}
-	msg := fmt.Sprint(v)
-	if len(msg) > maxValue {
-		msg = msg[:maxValue] + "…"
-	}
 	h.log.Error("a request handler panicked; the call was answered with an internal error",
-		"method", method, "panic", msg, "stack", string(debug.Stack()))
+		"method", method, "panic", cut(v), "stack", string(debug.Stack()))
 	if h.counted != nil {
 		h.counted(method)
 	}
 	*err = status.Error(codes.Internal, "internal error")
+}
+
+// cut is the panic value as text, at most maxValue bytes of it.
+func cut(v any) string {
+	msg := fmt.Sprint(v)
+	if len(msg) > maxValue {
+		msg = msg[:maxValue] + "…"
+	}
+	return msg
 }
