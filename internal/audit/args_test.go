@@ -28,6 +28,12 @@ func TestReduceArguments(t *testing.T) {
 		{"null", `null`, nil, nil},
 		{"broken after a name", `{"a":1,"b":`, nil, []Argument{{Name: "a"}}},
 		{"empty object", `{}`, nil, nil},
+		// What a caller may send to get a value it did not opt in logged,
+		// or to hide one that is opted in.
+		{"dotted key is not the opted-in path", `{"o.lang":"secret"}`, []string{"o.lang"}, []Argument{{Name: "o.lang"}}},
+		{"opted-in path through a non-object", `{"o":"secret"}`, []string{"o.lang"}, []Argument{{Name: "o"}}},
+		{"escaped name is the same name", `{"\u0071":"v","k":"secret"}`, []string{"q"}, []Argument{{Name: "q", Value: `"v"`}, {Name: "k"}}},
+		{"duplicate name: the last value, as the server reads it", `{"q":"shown","q":"used"}`, []string{"q"}, []Argument{{Name: "q", Value: `"used"`}, {Name: "q"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
