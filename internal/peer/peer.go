@@ -166,27 +166,6 @@ func (p *Policy) render(id ID) (string, error) {
 	return s, nil
 }
 
-// FromPrincipal checks the SPIFFE ID Envoy reports as the source principal
-// of an mTLS connection (ext_authz attributes.source.principal).
-func (p *Policy) FromPrincipal(principal string) (*jwtauth.Claims, error) {
-	pr := Present("", principal, netip.Addr{}, "")
-	return p.Accept(&pr)
-}
-
-// FromXFCC checks the X-Forwarded-Client-Cert header of a request that
-// came from the address remote: only from a trusted proxy, and only the
-// last element (the nearest proxy's).
-func (p *Policy) FromXFCC(remote netip.Addr, header string) (*jwtauth.Claims, error) {
-	if header == "" {
-		return nil, ErrNoIdentity
-	}
-	if !remote.IsValid() {
-		return nil, ErrUntrustedProxy
-	}
-	pr := Present("", "", remote, header)
-	return p.Accept(&pr)
-}
-
 // Accept checks what a request presented. A header counts only from a
 // proxy p trusts, and is parsed (once for all policies) only then. The
 // claims are shared and must not be modified.
