@@ -399,7 +399,7 @@ func walkObject(msg []byte, depth int, fn jsonrpc.Visit) error {
 	if err := jsonrpc.WalkStrict(msg, depth, fn); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
-	if msg[skipWS(msg, 0)] != '{' {
+	if msg[jsonrpc.SkipSpace(msg, 0)] != '{' {
 		return fmt.Errorf("%w: not an object", ErrUnexpectedShape)
 	}
 	return nil
@@ -418,10 +418,3 @@ func resultKey(key []byte) (bool, error) {
 // keyIs is jsonrpc.KeyIs: a key equal to one the filter reads only under
 // case folding is refused.
 func keyIs(key []byte, want string) (is, ambiguous bool) { return jsonrpc.KeyIs(key, want) }
-
-func skipWS(d []byte, i int) int {
-	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
-		i++
-	}
-	return i
-}
