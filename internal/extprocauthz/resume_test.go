@@ -139,6 +139,7 @@ func TestResumedStreamFailsClosed(t *testing.T) {
 		{name: "compressed, coding in capitals", encoding: "GZIP", chunks: []string{replayed}, want: failure},
 		{name: "compressed, identity listed first", encoding: "identity, gzip", chunks: []string{replayed}, want: failure},
 		{name: "not allowed, compressed", md: dryRun, encoding: "gzip", chunks: []string{note}, want: failure},
+		{name: "not allowed, identity coding in capitals", md: dryRun, encoding: "IDENTITY", chunks: []string{note}, want: note},
 		{name: "an event over the limit", chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "an event over the limit, duplex", duplex: true, chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "not allowed: other events pass", md: dryRun, chunks: []string{note}, want: note},
