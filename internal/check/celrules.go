@@ -122,14 +122,7 @@ func (p *Policy) grantPolicy(g *Grant, r *Route, c *jwtauth.Claims) {
 	// The expressions read the claims the grant keeps (every one when
 	// some expression reads jwt as a whole): the same view per-request
 	// expressions get.
-	jwt := g.jwt
-	if jwt == nil {
-		jwt = make(map[string]any, len(g.Claims))
-		for _, c := range g.Claims {
-			jwt[c.Name] = c.Value
-		}
-	}
-	in := policy.Input{JWT: jwt, Identity: identityInput(g)}
+	in := policy.Input{JWT: g.jwtInput(), Identity: identityInput(g)}
 	g.whenResults = make([]uint8, len(r.rules))
 	for _, i := range r.identityRules {
 		ok, err := r.rules[i].when.Eval(&in)
@@ -252,12 +245,9 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 		ps.built = true
 		g, req, call := e.grant, e.req, &e.call
 		in.JWT = g.jwt
-		if in.JWT == nil && e.rec.steps != nil {
+		if e.rec.steps != nil {
 			// Explanations show what identity-only expressions read.
-			in.JWT = make(map[string]any, len(g.Claims))
-			for _, c := range g.Claims {
-				in.JWT[c.Name] = c.Value
-			}
+			in.JWT = g.jwtInput()
 		}
 		in.Identity = identityInput(g)
 		// Field by field: the input is large, and whole-struct copies of
@@ -421,17 +411,33 @@ func (ru *rule) matchesName(method, name string) bool {
 	return len(names) == 0 || anyGlob(names, name)
 }
 
+// jwtInput is what rule expressions read as jwt for g: the token's
+// claims when some expression reads jwt as a whole, else the claims the
+// grant kept (nil when none: expressions read nil as an empty map).
+func (g *Grant) jwtInput() map[string]any {
+	if g.jwt != nil {
+		return g.jwt
+	}
+	return g.Claims.asMap()
+}
+
+// asMap returns the claims by name (nil when there are none).
+func (c RuleClaims) asMap() map[string]any {
+	if len(c) == 0 {
+		return nil
+	}
+	m := make(map[string]any, len(c))
+	for _, cl := range c {
+		m[cl.Name] = cl.Value
+	}
+	return m
+}
+
 // input returns the input for a call of method to name by the caller of g,
 // at now(). g must be the same for every call on one callInput.
 func (c *callInput) input(g *Grant, method, name string, annotations map[string]any, now func() time.Time) *policy.Input {
 	if !c.built {
-		c.in = policy.Input{JWT: g.jwt, Identity: identityInput(g)}
-		if c.in.JWT == nil && len(g.Claims) > 0 {
-			c.in.JWT = make(map[string]any, len(g.Claims))
-			for _, cl := range g.Claims {
-				c.in.JWT[cl.Name] = cl.Value
-			}
-		}
+		c.in = policy.Input{JWT: g.jwtInput(), Identity: identityInput(g)}
 		c.built = true
 	}
 	c.in.Now = now()

@@ -136,11 +136,7 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 		if r.jwtPerRequest || r.allClaims || len(r.identityRules) > 0 {
 			// What rule expressions read of the token, as the check's
 			// grant kept it: the metadata carries the claims they read.
-			raw := make(map[string]any, len(id.Claims))
-			for _, c := range id.Claims {
-				raw[c.Name] = c.Value
-			}
-			p.grantPolicy(g, r, &jwtauth.Claims{Raw: raw})
+			p.grantPolicy(g, r, &jwtauth.Claims{Raw: id.Claims.asMap()})
 		}
 	default:
 		token, err := credential.Find(req.Headers, r.credentials)

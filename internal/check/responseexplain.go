@@ -30,6 +30,12 @@ func (e *evaluation) explainResponse(v *Verdict) {
 	}
 	list := mcpresponse.IsListMethod(call.Method)
 	switch {
+	case e.req.Method == "GET" && r.filterLists && r.hasRules():
+		// A GET names no call, but its event stream may replay a list's
+		// answer (Last-Event-ID) or carry one on the session's stream.
+		e.rec.add("filter by shape", func() string {
+			return fmt.Sprintf("an event stream answer: each event that is a list result by its shape has the entries %s cannot use removed", who)
+		})
 	case call.Method == "initialize":
 		e.rec.add("bind session", func() string {
 			return fmt.Sprintf("the Mcp-Session-Id the upstream answers with is bound to %s at birth", who)

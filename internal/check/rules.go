@@ -104,17 +104,7 @@ func matchMethod(globs []string, named []bool, method string, meanings []int) bo
 }
 
 func (r *rule) matches(method string, meanings []int, name string) bool {
-	if !r.matchesMethod(method, meanings) {
-		return false
-	}
-	names := r.names
-	if r.uriNames != nil && isURIMethod(method) {
-		names = r.uriNames
-	}
-	if len(names) > 0 && !anyGlob(names, name) {
-		return false
-	}
-	return true
+	return r.matchesMethod(method, meanings) && r.matchesName(method, name)
 }
 
 // authorize applies the route's rules to a JSON-RPC call by a grant: the

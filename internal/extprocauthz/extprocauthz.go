@@ -531,7 +531,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	// its events are filtered by their shape.
 	getStream := st.req.Method == "GET" && media == "text/event-stream"
 	shaped := getStream && x.FiltersLists()
-	if shaped && encoding != "" && !strings.EqualFold(encoding, "identity") {
+	if shaped && compressed(encoding) {
 		st.act(failure(reasonCompressed))
 		return st.replace(200, mcpresponse.FilterFailure(nil))
 	}
@@ -554,7 +554,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	}
 	if shaped {
 		st.handling = filterSSE
-		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}})
+		return st.filterEvents()
 	}
 	list := x.FiltersLists() && mcpresponse.IsListMethod(x.Call.Method)
 	if x.FiltersLists() && !x.Call.Body && st.req.Method == "POST" {
@@ -563,7 +563,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		st.act(failure(reasonUnreadCall))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
 	}
-	if list && encoding != "" && !strings.EqualFold(encoding, "identity") {
+	if list && compressed(encoding) {
 		// Compressed: the filter reads only plain JSON. Fail closed.
 		st.act(failure(reasonCompressed))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
@@ -575,9 +575,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	case list && media == "text/event-stream":
 		st.handling = filterSSE
 		st.sse = mcpresponse.NewSSEListFilter(x.Call.Method, x.Keep, st.s.maxEvent)
-		// Envoy keeps content-length when a STREAMED override is applied:
-		// the filtered body is shorter, so it goes here.
-		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}})
+		return st.filterEvents()
 	case list:
 		// A list answered in a form the filter does not read.
 		st.act(failure(reasonMediaType))
@@ -592,6 +590,19 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, nil)
 	}
 	return responseHeadersReply(nil, nil)
+}
+
+// compressed reports whether a content-encoding says the body is not
+// plain (the filters read only identity bodies).
+func compressed(encoding string) bool {
+	return encoding != "" && !strings.EqualFold(encoding, "identity")
+}
+
+// filterEvents asks for an event stream's body frame by frame, to filter
+// it (st.sse). Envoy keeps content-length when a STREAMED override is
+// applied: the filtered body may be shorter, so it goes here.
+func (st *exchange) filterEvents() *extprocv3.ProcessingResponse {
+	return st.bodyOverride(filterv3.ProcessingMode_STREAMED, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}})
 }
 
 // bodyOverride asks for the response body in mode where the filter's
@@ -633,13 +644,13 @@ func (st *exchange) unallowedHeaders(status int, eos bool, media, encoding strin
 	}
 	noBody := len(st.req.Body) == 0 && !st.bodyFull
 	if noBody && st.sawHeaders && st.req.Method == "GET" && media == "text/event-stream" {
-		if encoding != "" && !strings.EqualFold(encoding, "identity") {
+		if compressed(encoding) {
 			st.act(failure(reasonNotAllowed))
 			return st.replace(200, mcpresponse.FilterFailure(nil))
 		}
 		st.handling = filterSSE
 		st.sse = mcpresponse.NewSSEShapeFilter(nil, st.s.maxEvent)
-		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}})
+		return st.filterEvents()
 	}
 	if noBody && st.sawHeaders && st.req.Method != "POST" {
 		return responseHeadersReply(nil, nil)

@@ -136,6 +136,10 @@ func TestResumedStreamFailsClosed(t *testing.T) {
 	}{
 		{name: "compressed", encoding: "gzip", chunks: []string{replayed}, want: failure},
 		{name: "compressed, duplex", duplex: true, encoding: "br", chunks: []string{replayed}, want: failure},
+		{name: "compressed, coding in capitals", encoding: "GZIP", chunks: []string{replayed}, want: failure},
+		{name: "compressed, identity listed first", encoding: "identity, gzip", chunks: []string{replayed}, want: failure},
+		{name: "not allowed, compressed", md: dryRun, encoding: "gzip", chunks: []string{note}, want: failure},
+		{name: "not allowed, identity coding in capitals", md: dryRun, encoding: "IDENTITY", chunks: []string{note}, want: note},
 		{name: "an event over the limit", chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "an event over the limit, duplex", duplex: true, chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "not allowed: other events pass", md: dryRun, chunks: []string{note}, want: note},
@@ -374,6 +378,9 @@ func TestStreamRequestAnswerMislabelled(t *testing.T) {
 		{"session stream labelled text/plain", http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-l"}}, "text/plain", failure},
 		{"session stream with no content type", http.Header{"Mcp-Session-Id": {"sess-l"}}, "", failure},
 		{"event-stream accept, labelled JSON", http.Header{"Accept": {"text/event-stream"}}, "application/json", failure},
+		{"event-stream accept in other case, labelled JSON", http.Header{"Accept": {"Text/Event-Stream"}}, "application/json", failure},
+		{"event-stream accept among others, labelled JSON", http.Header{"Accept": {"application/json, text/event-stream;q=0.5"}}, "application/json", failure},
+		{"stream named only in a parameter of the label", http.Header{"Mcp-Session-Id": {"sess-l"}}, "application/json; profile=text/event-stream", failure},
 		{"not a stream request", http.Header{"Accept": {"application/json"}}, "application/json", replayed},
 	}
 	for _, tt := range tests {

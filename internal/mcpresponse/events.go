@@ -29,6 +29,12 @@ func filterEvent(method string, event []byte, keep Predicate) (out []byte, remov
 		// dispatch it, so no client reads a message from it.
 		return event, 0, false, nil
 	}
+	return filterEventData(method, event, data, eol, keep)
+}
+
+// filterEventData is filterEvent for an event whose data and first line
+// end were already read (eventData), and whose data is not empty.
+func filterEventData(method string, event, data, eol []byte, keep Predicate) (out []byte, removed int, changed bool, err error) {
 	filtered, removed, changed, err := Filter(method, data, keep)
 	if err != nil || !changed {
 		return event, 0, false, err

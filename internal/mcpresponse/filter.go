@@ -106,11 +106,8 @@ func Filter(method string, body []byte, keep Predicate) (out []byte, removed int
 	w := walks.Get().(*walk)
 	defer w.release()
 	w.reset(shape)
-	if err := jsonrpc.WalkStrict(body, 4, w.fn); err != nil {
-		return nil, 0, false, fmt.Errorf("%w: %w", ErrUnreadable, err)
-	}
-	if body[skipWS(body, 0)] != '{' {
-		return nil, 0, false, fmt.Errorf("%w: not an object", ErrUnexpectedShape)
+	if err := walkObject(body, 4, w.fn); err != nil {
+		return nil, 0, false, err
 	}
 	if w.err != nil {
 		return nil, 0, false, w.err
@@ -265,9 +262,9 @@ func (w *walk) visit(depth int, key []byte, start, end int) {
 	span := valueSpan{start, end}
 	switch depth {
 	case 1:
-		switch is, ambiguous := keyIs(key, "result"); {
-		case ambiguous:
-			w.err = fmt.Errorf("%w: key %q is ambiguous with \"result\"", ErrUnexpectedShape, key)
+		switch is, err := resultKey(key); {
+		case err != nil:
+			w.err = err
 		case is:
 			w.result = span
 			w.list = w.pendingList
@@ -395,13 +392,29 @@ func (w *walk) rebuild(body []byte, entries []entry, filtered bool, scope valueS
 	return bytes.Join(pieces, nil)
 }
 
+// walkObject reads msg in one strict pass (jsonrpc.WalkStrict to depth,
+// visiting fn) and refuses a message that is not a JSON object: the
+// reading FilterList and ListMethodOf share.
+func walkObject(msg []byte, depth int, fn jsonrpc.Visit) error {
+	if err := jsonrpc.WalkStrict(msg, depth, fn); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	if msg[jsonrpc.SkipSpace(msg, 0)] != '{' {
+		return fmt.Errorf("%w: not an object", ErrUnexpectedShape)
+	}
+	return nil
+}
+
+// resultKey reports whether a member of the message (depth 1) is its
+// result; a key equal to "result" only under case folding is an error.
+func resultKey(key []byte) (bool, error) {
+	is, ambiguous := keyIs(key, "result")
+	if ambiguous {
+		return false, fmt.Errorf("%w: key %q is ambiguous with \"result\"", ErrUnexpectedShape, key)
+	}
+	return is, nil
+}
+
 // keyIs is jsonrpc.KeyIs: a key equal to one the filter reads only under
 // case folding is refused.
 func keyIs(key []byte, want string) (is, ambiguous bool) { return jsonrpc.KeyIs(key, want) }
-
-func skipWS(d []byte, i int) int {
-	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
-		i++
-	}
-	return i
-}

@@ -11,14 +11,18 @@ import (
 // Last-Event-ID), or sent on a session's standalone stream, answers a
 // request the stream's own request does not name.
 
-// shapeMethods are the list methods by the result member holding their
-// entries, in listShapes' order of kinds.
-var shapeMethods = [...]struct{ array, method string }{
-	{"tools", "tools/list"},
-	{"prompts", "prompts/list"},
-	{"resources", "resources/list"},
-	{"resourceTemplates", "resources/templates/list"},
-}
+// shapeMethods are the list methods, bit i of a shapeWalk's sets standing
+// for shapeMethods[i]; shapeArrays are the members of result holding
+// their entries, as listShapes says.
+var (
+	shapeMethods = [...]string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+	shapeArrays  = func() (a [len(shapeMethods)]string) {
+		for i, m := range shapeMethods {
+			a[i] = listShapes[m].array
+		}
+		return a
+	}()
+)
 
 // shapeWalk reads, in one strict pass, which list members a message's
 // result holds. One serves one stream (SSEListFilter); its visit function
@@ -43,9 +47,9 @@ func newShapeWalk() *shapeWalk {
 func (w *shapeWalk) visit(depth int, key []byte, _, _ int) {
 	switch depth {
 	case 1:
-		switch is, ambiguous := keyIs(key, "result"); {
-		case ambiguous:
-			w.err = fmt.Errorf("%w: key %q is ambiguous with \"result\"", ErrUnexpectedShape, key)
+		switch is, err := resultKey(key); {
+		case err != nil:
+			w.err = err
 		case is:
 			w.result = true
 			w.found, w.ambiguous = w.pending, w.pendingAmbiguous
@@ -55,8 +59,8 @@ func (w *shapeWalk) visit(depth int, key []byte, _, _ int) {
 		if key == nil {
 			return // an element of an array
 		}
-		for i, s := range shapeMethods {
-			switch is, ambiguous := keyIs(key, s.array); {
+		for i, array := range shapeArrays {
+			switch is, ambiguous := keyIs(key, array); {
 			case is:
 				w.pending |= 1 << i
 			case ambiguous:
@@ -75,11 +79,8 @@ func (w *shapeWalk) visit(depth int, key []byte, _, _ int) {
 // ErrUnexpectedShape: clients could read it as a list the filter did not.
 func (w *shapeWalk) listMethod(msg []byte) (string, error) {
 	*w = shapeWalk{fn: w.fn}
-	if err := jsonrpc.WalkStrict(msg, 2, w.fn); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrUnreadable, err)
-	}
-	if msg[skipWS(msg, 0)] != '{' {
-		return "", fmt.Errorf("%w: not an object", ErrUnexpectedShape)
+	if err := walkObject(msg, 2, w.fn); err != nil {
+		return "", err
 	}
 	switch {
 	case w.err != nil:
@@ -91,9 +92,9 @@ func (w *shapeWalk) listMethod(msg []byte) (string, error) {
 	case w.found&(w.found-1) != 0:
 		return "", fmt.Errorf("%w: result holds more than one list", ErrUnexpectedShape)
 	}
-	for i, s := range shapeMethods {
+	for i, method := range shapeMethods {
 		if w.found == 1<<i {
-			return s.method, nil
+			return method, nil
 		}
 	}
 	return "", nil // unreachable: found has one bit of shapeMethods

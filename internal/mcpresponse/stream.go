@@ -42,7 +42,7 @@ func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, chan
 	if f.shapes == nil {
 		return filterEvent(f.method, event, f.keep)
 	}
-	data := EventData(event)
+	data, eol := eventData(event)
 	if len(data) == 0 {
 		return event, 0, false, nil // not dispatched (filterEvent)
 	}
@@ -53,7 +53,7 @@ func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, chan
 	case f.keep == nil:
 		return nil, 0, false, fmt.Errorf("%w: %s", ErrListRefused, method)
 	}
-	return filterEvent(method, event, f.keep)
+	return filterEventData(method, event, data, eol, f.keep)
 }
 
 // Chunk takes the next chunk of the body and returns the bytes to send on
