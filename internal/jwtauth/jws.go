@@ -8,7 +8,6 @@ import (
 	"crypto/hmac"
 	"crypto/rsa"
 	"encoding/base64"
-	"encoding/json"
 	"hash"
 	"strings"
 	"sync"
@@ -98,20 +97,8 @@ type joseHeader struct {
 // disagree, so it is refused) and picks out its members.
 func parseHeader(doc []byte) (joseHeader, error) {
 	var h joseHeader
-	if err := walkStrict(doc); err != nil {
-		return h, err
-	}
-	folded := false
-	err := eachMember(doc, func(m member) {
+	err := readObject(doc, headerMembers, func(m member, name []byte) bool {
 		v := doc[m.valStart:m.valEnd]
-		name := doc[m.keyStart+1 : m.keyEnd-1]
-		if m.escapedKey {
-			var k string
-			if json.Unmarshal(doc[m.keyStart:m.keyEnd], &k) != nil {
-				return
-			}
-			name = []byte(k)
-		}
 		switch string(name) {
 		case "alg":
 			h.alg = v
@@ -122,12 +109,10 @@ func parseHeader(doc []byte) (joseHeader, error) {
 		case "crit":
 			h.crit = true
 		default:
-			folded = folded || foldsTo(name, headerMembers)
+			return false
 		}
+		return true
 	})
-	if err == nil && folded {
-		err = ErrMalformed // see foldsTo
-	}
 	return h, err
 }
 
