@@ -156,7 +156,11 @@ func init() {
 
 // digest hashes input with h into s.sum.
 func (s *scratch) digest(h crypto.Hash, input string) []byte {
-	pool := &hashPools[hashIndex(h)]
+	return s.sumPooled(&hashPools[hashIndex(h)], input)
+}
+
+// sumPooled hashes input into s.sum with a digester from pool.
+func (s *scratch) sumPooled(pool *sync.Pool, input string) []byte {
 	d := pool.Get().(*digester)
 	d.h.Reset()
 	d.writeString(input)
@@ -180,13 +184,7 @@ func newHMACPools(secret []byte) *hmacPools {
 
 // verifyHMAC checks an HS* signature in constant time.
 func (s *scratch) verifyHMAC(p *hmacPools, h crypto.Hash, input string, sig []byte) bool {
-	pool := &p[hashIndex(h)]
-	d := pool.Get().(*digester)
-	d.h.Reset()
-	d.writeString(input)
-	mac := d.h.Sum(s.sum[:0])
-	pool.Put(d)
-	return hmac.Equal(mac, sig)
+	return hmac.Equal(s.sumPooled(&p[hashIndex(h)], input), sig)
 }
 
 // pssVerify is what golang-jwt accepts for PS*: any salt length, since
