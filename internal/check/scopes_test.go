@@ -39,3 +39,37 @@ func TestScopes(t *testing.T) {
 		})
 	}
 }
+
+// TestInternListKeepsElementsApart: a claim element holding the byte a
+// separator would use must not be taken for the list that byte would
+// separate (a one-scope list "read\x00admin" is not read and admin).
+func TestInternListKeepsElementsApart(t *testing.T) {
+	tests := []struct {
+		name        string
+		first, then []string
+	}{
+		{name: "NUL inside an element", first: []string{"read", "admin"}, then: []string{"read\x00admin"}},
+		{name: "NUL inside an element, interned first", first: []string{"write\x00admin"}, then: []string{"write", "admin"}},
+		{name: "empty elements", first: []string{"", ""}, then: []string{""}},
+		{name: "element holding a length byte", first: []string{"\x01a", "b"}, then: []string{"\x01a\x01b"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			internList(tc.first)
+			if got := internList(tc.then); !slices.Equal(got, tc.then) {
+				t.Errorf("internList(%q) = %q after internList(%q)", tc.then, got, tc.first)
+			}
+		})
+	}
+}
+
+// TestScopesNULInsideAScope: a scope holding NUL, sent by a token with
+// both scope and scp, stays one scope however other tokens' scopes were
+// interned.
+func TestScopesNULInsideAScope(t *testing.T) {
+	scopes(&jwtauth.Claims{Raw: map[string]any{"scope": "mail", "scp": []any{"admin"}}})
+	got := scopes(&jwtauth.Claims{Raw: map[string]any{"scope": "mail\x00admin", "scp": []any{}}})
+	if !slices.Equal(got, []string{"mail\x00admin"}) {
+		t.Errorf("scopes() = %q, want the one scope sent", got)
+	}
+}
