@@ -28,8 +28,11 @@ import (
 // the cached answer depends on (route, audience, ...), see NewKey.
 type Key = [sha256.Size]byte
 
-// NewKey hashes parts in order, each followed by a separator byte so that
-// ("ab","c") and ("a","bc") differ. Parts up to a couple of kilobytes in
+// NewKey hashes parts in order, each followed by a separator byte (NUL) so
+// that ("ab","c") and ("a","bc") differ. The separator only frames parts
+// that hold no NUL: ("a\x00","b") and ("a","\x00b") are the same key, so
+// a part an attacker chooses (a token, a claim) goes last, after parts
+// that cannot hold NUL (route names, header values). Parts up to a couple of kilobytes in
 // all (a route and a typical token) are hashed from a stack buffer without
 // allocating: this runs on every check.
 func NewKey(parts ...string) Key {

@@ -133,8 +133,23 @@ func BenchmarkNewKey(b *testing.B) {
 }
 
 func TestNewKeySeparatesParts(t *testing.T) {
-	if NewKey("ab", "c") == NewKey("a", "bc") {
-		t.Fatal("keys of different part splits collide")
+	tests := []struct {
+		name string
+		a, b []string
+	}{
+		{name: "split moved between parts", a: []string{"ab", "c"}, b: []string{"a", "bc"}},
+		{name: "empty last part", a: []string{"a", ""}, b: []string{"a"}},
+		{name: "empty first part", a: []string{"", "a"}, b: []string{"a", ""}},
+		{name: "route and token swapped", a: []string{"route", "token"}, b: []string{"token", "route"}},
+		{name: "token ending in NUL", a: []string{"route", "tok\x00"}, b: []string{"route", "tok"}},
+		{name: "token holding the route", a: []string{"route\x00tok"}, b: []string{"route", "tok\x00"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if NewKey(tc.a...) == NewKey(tc.b...) {
+				t.Fatalf("NewKey(%q) == NewKey(%q)", tc.a, tc.b)
+			}
+		})
 	}
 	if a, b := NewKey("a", "b"), NewKey("a", "b"); a != b {
 		t.Fatal("key is not deterministic")

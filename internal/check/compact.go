@@ -103,12 +103,13 @@ func internList(list []string) []string {
 	if len(list) == 0 {
 		return nil
 	}
+	// Each element is length-prefixed: with a separator byte instead, a
+	// claim holding that byte ("read\u0000admin") would find the list
+	// of two scopes ("read", "admin") another token had interned.
 	var buf [256]byte
 	key := buf[:0]
-	for i, v := range list {
-		if i > 0 {
-			key = append(key, 0)
-		}
+	for _, v := range list {
+		key = binary.AppendUvarint(key, uint64(len(v)))
 		key = append(key, v...)
 	}
 	if got, ok := internedLists.lookup(key); ok {

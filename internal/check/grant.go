@@ -385,13 +385,20 @@ func actChain(c *jwtauth.Claims) []string {
 // "scp" (a list or a string). The list is shared (interned): callers must
 // never modify it.
 func scopes(c *jwtauth.Claims) []string {
-	s, ok := c.ClaimString("scope")
-	if _, scp := c.Claim("scp"); ok && !scp {
+	s, isString := c.ClaimString("scope")
+	scp, hasSCP := c.Claim("scp")
+	if isString && !hasSCP {
 		return internFields(s) // the usual case: no copy at all
 	}
+	// Each claim is decoded once: scp was above, scope too when a string.
+	var scope any
+	if isString {
+		scope = s
+	} else {
+		scope, _ = c.Claim("scope")
+	}
 	var out []string
-	for _, name := range [...]string{"scope", "scp"} {
-		v, _ := c.Claim(name)
+	for _, v := range [...]any{scope, scp} {
 		switch v := v.(type) {
 		case string:
 			out = append(out, strings.Fields(v)...)

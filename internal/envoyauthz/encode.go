@@ -86,30 +86,23 @@ func allowSize(resp *authv3.CheckResponse, ok *authv3.OkHttpResponse) int {
 }
 
 func appendAllow(b []byte, resp *authv3.CheckResponse, ok *authv3.OkHttpResponse) []byte {
-	b = protowire.AppendTag(b, fieldResponseStatus, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(statusSize(resp)))
+	b = appendLen(b, fieldResponseStatus, statusSize(resp))
 	if c := resp.GetStatus().GetCode(); c != 0 {
 		b = protowire.AppendTag(b, fieldStatusCode, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(int64(c)))
 	}
 	if m := resp.GetStatus().GetMessage(); m != "" {
-		b = protowire.AppendTag(b, fieldStatusMessage, protowire.BytesType)
-		b = protowire.AppendString(b, m)
+		b = appendString(b, fieldStatusMessage, m)
 	}
-	b = protowire.AppendTag(b, fieldResponseOK, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(okSize(ok)))
+	b = appendLen(b, fieldResponseOK, okSize(ok))
 	for _, h := range ok.Headers {
-		b = protowire.AppendTag(b, fieldOKHeaders, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(optionSize(h)))
-		b = protowire.AppendTag(b, fieldOptionHeader, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(headerSize(h.Header)))
+		b = appendLen(b, fieldOKHeaders, optionSize(h))
+		b = appendLen(b, fieldOptionHeader, headerSize(h.Header))
 		if h.Header.Key != "" {
-			b = protowire.AppendTag(b, fieldHeaderKey, protowire.BytesType)
-			b = protowire.AppendString(b, h.Header.Key)
+			b = appendString(b, fieldHeaderKey, h.Header.Key)
 		}
 		if h.Header.Value != "" {
-			b = protowire.AppendTag(b, fieldHeaderValue, protowire.BytesType)
-			b = protowire.AppendString(b, h.Header.Value)
+			b = appendString(b, fieldHeaderValue, h.Header.Value)
 		}
 		//lint:ignore SA1019 append false is what every Envoy release reads (see headerOptions)
 		if h.Append != nil {
@@ -118,15 +111,26 @@ func appendAllow(b []byte, resp *authv3.CheckResponse, ok *authv3.OkHttpResponse
 		}
 	}
 	for _, name := range ok.HeadersToRemove {
-		b = protowire.AppendTag(b, fieldOKRemove, protowire.BytesType)
-		b = protowire.AppendString(b, name)
+		b = appendString(b, fieldOKRemove, name)
 	}
 	if md := resp.DynamicMetadata; md != nil {
-		b = protowire.AppendTag(b, fieldResponseMetadata, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(structSize(md)))
+		b = appendLen(b, fieldResponseMetadata, structSize(md))
 		b = appendStruct(b, md)
 	}
 	return b
+}
+
+// appendLen writes the tag of field num, length-delimited, and the
+// length n of what follows.
+func appendLen(b []byte, num protowire.Number, n int) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(n))
+}
+
+// appendString writes field num holding s.
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
 }
 
 // messageSize is the size of a length-delimited field of n bytes.
@@ -187,12 +191,9 @@ func entrySize(k string, v *structpb.Value) int {
 
 func appendStruct(b []byte, s *structpb.Struct) []byte {
 	for k, v := range s.Fields {
-		b = protowire.AppendTag(b, fieldStructFields, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(entrySize(k, v)))
-		b = protowire.AppendTag(b, fieldEntryKey, protowire.BytesType)
-		b = protowire.AppendString(b, k)
-		b = protowire.AppendTag(b, fieldEntryValue, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(valueSize(v)))
+		b = appendLen(b, fieldStructFields, entrySize(k, v))
+		b = appendString(b, fieldEntryKey, k)
+		b = appendLen(b, fieldEntryValue, valueSize(v))
 		b = appendValue(b, v)
 	}
 	return b
@@ -235,21 +236,17 @@ func appendValue(b []byte, v *structpb.Value) []byte {
 		b = protowire.AppendTag(b, fieldValueNumber, protowire.Fixed64Type)
 		return protowire.AppendFixed64(b, math.Float64bits(k.NumberValue))
 	case *structpb.Value_StringValue:
-		b = protowire.AppendTag(b, fieldValueString, protowire.BytesType)
-		return protowire.AppendString(b, k.StringValue)
+		return appendString(b, fieldValueString, k.StringValue)
 	case *structpb.Value_BoolValue:
 		b = protowire.AppendTag(b, fieldValueBool, protowire.VarintType)
 		return protowire.AppendVarint(b, protowire.EncodeBool(k.BoolValue))
 	case *structpb.Value_StructValue:
-		b = protowire.AppendTag(b, fieldValueStruct, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(structSize(k.StructValue)))
+		b = appendLen(b, fieldValueStruct, structSize(k.StructValue))
 		return appendStruct(b, k.StructValue)
 	case *structpb.Value_ListValue:
-		b = protowire.AppendTag(b, fieldValueList, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(listSize(k.ListValue)))
+		b = appendLen(b, fieldValueList, listSize(k.ListValue))
 		for _, e := range k.ListValue.GetValues() {
-			b = protowire.AppendTag(b, fieldListValues, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(valueSize(e)))
+			b = appendLen(b, fieldListValues, valueSize(e))
 			b = appendValue(b, e)
 		}
 	}

@@ -96,7 +96,32 @@ func TestVerifyAdversarial(t *testing.T) {
 				t.Errorf("Claim(act) = %v", act)
 			}
 		}},
-		{name: "sub not a string", token: hsToken(hs, body(`,"jti":7`)), want: ErrMalformed},
+		{name: "jti not a string", token: hsToken(hs, body(`,"jti":7`)), want: ErrMalformed},
+		{name: "sub not a string", token: hsToken(hs, fmt.Sprintf(`{"iss":%q,"sub":7,"exp":%d}`, hmacIss, exp)), want: ErrMalformed},
+		{name: "registered claim spelled with an escape", token: hsToken(hs, fmt.Sprintf(`{"iss":%q,"\u0073ub":"alice","exp":%d}`, hmacIss, exp)), check: func(t *testing.T, c *Claims) {
+			if s, ok := c.ClaimString("sub"); c.Subject != "alice" || !ok || s != "alice" {
+				t.Errorf("Subject %q, ClaimString(sub) = %q, %v", c.Subject, s, ok)
+			}
+		}},
+		{name: "other claim spelled with an escape", token: hsToken(hs, body(`,"r\u006fle":"admin"`)), check: func(t *testing.T, c *Claims) {
+			if s, ok := c.ClaimString("role"); !ok || s != "admin" {
+				t.Errorf("ClaimString(role) = %q, %v", s, ok)
+			}
+			if v, ok := c.Claim("role"); !ok || v != "admin" {
+				t.Errorf("Claim(role) = %v, %v", v, ok)
+			}
+		}},
+		{name: "claim folding onto a read claim through an escape", token: hsToken(hs, body(`,"\u0053cope":"admin"`)), want: ErrMalformed, refDiff: true},
+		{name: "escaped quote in a claim", token: hsToken(hs, body(`,"name":"a\"b"`)), check: func(t *testing.T, c *Claims) {
+			if s, ok := c.ClaimString("name"); !ok || s != `a"b` {
+				t.Errorf("ClaimString(name) = %q, %v", s, ok)
+			}
+		}},
+		{name: "empty claim name", token: hsToken(hs, body(`,"":"x"`)), check: func(t *testing.T, c *Claims) {
+			if v, ok := c.Claim(""); !ok || v != "x" {
+				t.Errorf(`Claim("") = %v, %v`, v, ok)
+			}
+		}},
 		{name: "iss not a string", token: hsToken(hs, fmt.Sprintf(`{"iss":[%q],"exp":%d}`, hmacIss, exp)), want: ErrMalformed},
 		{name: "unicode escapes in iss and sub", token: hsToken(hs, fmt.Sprintf(`{"iss":"\u0068ttps:\/\/hmac.example","sub":"\u00e9l\u00e8ve \ud83d\ude00","exp":%d}`, exp)), check: func(t *testing.T, c *Claims) {
 			if c.Issuer != hmacIss || c.Subject != "élève 😀" {
@@ -107,6 +132,8 @@ func TestVerifyAdversarial(t *testing.T) {
 		{name: "alg none", token: hsToken(`{"alg":"none"}`, body("")), want: ErrAlgorithm},
 		{name: "alg not a string", token: hsToken(`{"alg":["HS256"]}`, body("")), want: ErrMalformed},
 		{name: "crit header", token: hsToken(`{"alg":"HS256","crit":null}`, body("")), want: ErrMalformed},
+		{name: "crit header spelled with an escape", token: hsToken(`{"alg":"HS256","\u0063rit":["exp"]}`, body("")), want: ErrMalformed},
+		{name: "header member differing in case through an escape", token: hsToken(`{"alg":"HS256","\u0041LG":"none"}`, body("")), want: ErrMalformed, refDiff: true},
 		{name: "header not an object", token: hsToken(`["HS256"]`, body("")), want: ErrMalformed},
 		{name: "payload null", token: hsToken(hs, `null`), want: ErrMalformed, refDiff: false},
 		{name: "payload an array", token: hsToken(hs, `[]`), want: ErrMalformed},

@@ -255,32 +255,47 @@ type payloadClaims struct {
 // float64 (as encoding/json requires).
 func parsePayload(c *Claims, payload []byte) (payloadClaims, error) {
 	var pc payloadClaims
-	if err := walkStrict(payload); err != nil {
+	c.members = c.inline[:0]
+	err := readObject(payload, readClaims, func(m member, name []byte) bool {
+		c.members = append(c.members, m)
+		return pc.set(name, payload[m.valStart:m.valEnd])
+	})
+	if err != nil {
 		return pc, err
 	}
 	c.payload = payload
-	c.members = c.inline[:0]
+	return pc, nil
+}
+
+// readObject validates doc (walkStrict) and calls fn with each top-level
+// member and its name, unescaped: an escaped name ("\u0073ub") is that
+// member, as encoding/json reads it. fn reports whether it reads the
+// member; a member it does not read whose name folds to one of known
+// (foldsTo) makes the document ErrMalformed. The header and the payload
+// are both read this way.
+func readObject(doc []byte, known []string, fn func(m member, name []byte) bool) error {
+	if err := walkStrict(doc); err != nil {
+		return err
+	}
 	folded := false
-	err := eachMember(payload, func(m member) {
-		c.members = append(c.members, m)
-		name := payload[m.keyStart+1 : m.keyEnd-1]
+	err := eachMember(doc, func(m member) {
+		name := doc[m.keyStart+1 : m.keyEnd-1]
 		if m.escapedKey {
-			// An escaped registered name ("\u0073ub") is still that claim:
-			// encoding/json reads it so.
-			k, ok := c.key(m)
-			if !ok {
-				return
+			var k string
+			if json.Unmarshal(doc[m.keyStart:m.keyEnd], &k) != nil {
+				name = nil // cannot happen once walkStrict accepted doc
+			} else {
+				name = []byte(k)
 			}
-			name = []byte(k)
 		}
-		if !pc.set(name, payload[m.valStart:m.valEnd]) && foldsTo(name, readClaims) {
+		if !fn(m, name) && foldsTo(name, known) {
 			folded = true
 		}
 	})
 	if err == nil && folded {
 		err = ErrMalformed
 	}
-	return pc, err
+	return err
 }
 
 // readClaims are the claims the verifier and the pipeline read by name.

@@ -8,7 +8,6 @@ import (
 	"crypto/hmac"
 	"crypto/rsa"
 	"encoding/base64"
-	"encoding/json"
 	"hash"
 	"strings"
 	"sync"
@@ -98,20 +97,8 @@ type joseHeader struct {
 // disagree, so it is refused) and picks out its members.
 func parseHeader(doc []byte) (joseHeader, error) {
 	var h joseHeader
-	if err := walkStrict(doc); err != nil {
-		return h, err
-	}
-	folded := false
-	err := eachMember(doc, func(m member) {
+	err := readObject(doc, headerMembers, func(m member, name []byte) bool {
 		v := doc[m.valStart:m.valEnd]
-		name := doc[m.keyStart+1 : m.keyEnd-1]
-		if m.escapedKey {
-			var k string
-			if json.Unmarshal(doc[m.keyStart:m.keyEnd], &k) != nil {
-				return
-			}
-			name = []byte(k)
-		}
 		switch string(name) {
 		case "alg":
 			h.alg = v
@@ -122,12 +109,10 @@ func parseHeader(doc []byte) (joseHeader, error) {
 		case "crit":
 			h.crit = true
 		default:
-			folded = folded || foldsTo(name, headerMembers)
+			return false
 		}
+		return true
 	})
-	if err == nil && folded {
-		err = ErrMalformed // see foldsTo
-	}
 	return h, err
 }
 
@@ -171,7 +156,11 @@ func init() {
 
 // digest hashes input with h into s.sum.
 func (s *scratch) digest(h crypto.Hash, input string) []byte {
-	pool := &hashPools[hashIndex(h)]
+	return s.sumPooled(&hashPools[hashIndex(h)], input)
+}
+
+// sumPooled hashes input into s.sum with a digester from pool.
+func (s *scratch) sumPooled(pool *sync.Pool, input string) []byte {
 	d := pool.Get().(*digester)
 	d.h.Reset()
 	d.writeString(input)
@@ -195,13 +184,7 @@ func newHMACPools(secret []byte) *hmacPools {
 
 // verifyHMAC checks an HS* signature in constant time.
 func (s *scratch) verifyHMAC(p *hmacPools, h crypto.Hash, input string, sig []byte) bool {
-	pool := &p[hashIndex(h)]
-	d := pool.Get().(*digester)
-	d.h.Reset()
-	d.writeString(input)
-	mac := d.h.Sum(s.sum[:0])
-	pool.Put(d)
-	return hmac.Equal(mac, sig)
+	return hmac.Equal(s.sumPooled(&p[hashIndex(h)], input), sig)
 }
 
 // pssVerify is what golang-jwt accepts for PS*: any salt length, since

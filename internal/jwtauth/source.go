@@ -265,29 +265,21 @@ func fetchDiscovered(client *http.Client, issuer string) fetchFunc {
 // refetching the key set (rate-limited) when the current one has none or
 // never loaded.
 func (s *keySource) lookupAll(ctx context.Context, kid []byte, hasKID bool, alg *algorithm) ([]verificationKey, error) {
-	if set := s.current(); set != nil {
-		keys, err := set.candidates(kid, hasKID, alg)
-		if !errors.Is(err, errNoSuchKey) {
-			return keys, err
-		}
-	}
-	s.refetch(ctx)
-	set := s.current()
-	if set == nil {
-		return nil, ErrKeysUnavailable
-	}
-	keys, err := set.candidates(kid, hasKID, alg)
-	if errors.Is(err, errNoSuchKey) {
-		return nil, ErrUnknownKey
-	}
-	return keys, err
+	return lookupIn(ctx, s, func(set *keySet) ([]verificationKey, error) { return set.candidates(kid, hasKID, alg) })
 }
 
-// lookup returns the key for a token, refetching the key set (rate-limited)
-// when the current one has no key for it or never loaded.
+// lookup returns the key for a token (keySet.find), refetching as
+// lookupAll does.
 func (s *keySource) lookup(ctx context.Context, kid string, hasKID bool, alg *algorithm) (any, error) {
+	return lookupIn(ctx, s, func(set *keySet) (any, error) { return set.find(kid, hasKID, alg) })
+}
+
+// lookupIn asks the current key set with get, and when it has no key for
+// the token (errNoSuchKey) or never loaded, refetches (rate-limited) and
+// asks again: a key still missing then is ErrUnknownKey.
+func lookupIn[T any](ctx context.Context, s *keySource, get func(*keySet) (T, error)) (T, error) {
 	if set := s.current(); set != nil {
-		key, err := set.find(kid, hasKID, alg)
+		key, err := get(set)
 		if !errors.Is(err, errNoSuchKey) {
 			return key, err
 		}
@@ -295,11 +287,13 @@ func (s *keySource) lookup(ctx context.Context, kid string, hasKID bool, alg *al
 	s.refetch(ctx)
 	set := s.current()
 	if set == nil {
-		return nil, ErrKeysUnavailable
+		var none T
+		return none, ErrKeysUnavailable
 	}
-	key, err := set.find(kid, hasKID, alg)
+	key, err := get(set)
 	if errors.Is(err, errNoSuchKey) {
-		return nil, ErrUnknownKey
+		var none T
+		return none, ErrUnknownKey
 	}
 	return key, err
 }
