@@ -7,15 +7,18 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/extauthz/extauthz/internal/check"
 )
 
-// An allow that is not memoized (a cache miss: a token seen for the first
-// time) is answered on the wire path in its encoded form, written here
+// Allows are answered on the wire path in their encoded form, written here
 // field by field: the generic protobuf marshaler walks the metadata map by
 // reflection, at one or two allocations per entry, several times what the
-// rest of a miss costs. Only the messages okResponse builds are encoded
-// here (encodeAllow); the test decodes the bytes with the protobuf library
-// and compares them with the message (encode_test.go).
+// rest of a miss costs. The allow of a grant is written from the verdict
+// without building a message (encodeGrantAllow); any other allow from the
+// message okResponse builds (encodeAllow). The tests decode the bytes with
+// the protobuf library and compare them with the message the protobuf API
+// answers (encode_test.go).
 
 // Field numbers of the messages written here.
 const (
@@ -191,10 +194,29 @@ func entrySize(k string, v *structpb.Value) int {
 
 func appendStruct(b []byte, s *structpb.Struct) []byte {
 	for k, v := range s.Fields {
-		b = appendLen(b, fieldStructFields, entrySize(k, v))
-		b = appendString(b, fieldEntryKey, k)
-		b = appendLen(b, fieldEntryValue, valueSize(v))
-		b = appendValue(b, v)
+		b = appendField(b, k, v)
+	}
+	return b
+}
+
+// appendField writes one entry of a Struct's fields.
+func appendField(b []byte, k string, v *structpb.Value) []byte {
+	b = appendLen(b, fieldStructFields, entrySize(k, v))
+	b = appendString(b, fieldEntryKey, k)
+	b = appendLen(b, fieldEntryValue, valueSize(v))
+	return appendValue(b, v)
+}
+
+// encodeFields is fs as the fields of a Struct: what a shape's grants all
+// show, written once and copied into each answer.
+func encodeFields(fs []field) []byte {
+	n := 0
+	for _, f := range fs {
+		n += messageSize(fieldStructFields, entrySize(f.key, f.val))
+	}
+	b := make([]byte, 0, n)
+	for _, f := range fs {
+		b = appendField(b, f.key, f.val)
 	}
 	return b
 }
@@ -251,4 +273,88 @@ func appendValue(b []byte, v *structpb.Value) []byte {
 		}
 	}
 	return b
+}
+
+// encodeGrantAllow writes the allow of v, a verdict of its grant's route,
+// as the message Response(v) builds would be written, in one allocation
+// of exactly its size: the headers the verdict sets (append false, see
+// headerOptions) and strips, and the metadata, whose shape's part comes
+// encoded (shapeFields.encoded).
+func encodeGrantAllow(v *check.Verdict, shape []byte) []byte {
+	var buf [maxEntries]entry
+	es := requestEntries(ownEntries(buf[:0], v.Grant), v)
+	ok := 0
+	for _, h := range v.Set {
+		ok += messageSize(fieldOKHeaders, setOptionSize(h))
+	}
+	for _, name := range v.Remove {
+		ok += messageSize(fieldOKRemove, len(name))
+	}
+	md := len(shape)
+	for i := range es {
+		md += messageSize(fieldStructFields, es[i].size())
+	}
+	n := messageSize(fieldResponseStatus, 0) + messageSize(fieldResponseOK, ok) + messageSize(fieldResponseMetadata, md)
+	b := make([]byte, 0, n)
+	b = appendLen(b, fieldResponseStatus, 0) // okStatus: code 0, no message
+	b = appendLen(b, fieldResponseOK, ok)
+	for _, h := range v.Set {
+		b = appendLen(b, fieldOKHeaders, setOptionSize(h))
+		b = appendLen(b, fieldOptionHeader, stringSize(fieldHeaderKey, h.Name)+stringSize(fieldHeaderValue, h.Value))
+		if h.Name != "" {
+			b = appendString(b, fieldHeaderKey, h.Name)
+		}
+		if h.Value != "" {
+			b = appendString(b, fieldHeaderValue, h.Value)
+		}
+		b = appendLen(b, fieldOptionAppend, 0) // false: an empty BoolValue
+	}
+	for _, name := range v.Remove {
+		b = appendString(b, fieldOKRemove, name)
+	}
+	b = appendLen(b, fieldResponseMetadata, md)
+	b = append(b, shape...)
+	for i := range es {
+		b = es[i].append(b)
+	}
+	return b
+}
+
+// setOptionSize is the size of the HeaderValueOption headerOptions makes
+// of h.
+func setOptionSize(h check.Header) int {
+	return messageSize(fieldOptionHeader, stringSize(fieldHeaderKey, h.Name)+stringSize(fieldHeaderValue, h.Value)) +
+		messageSize(fieldOptionAppend, 0)
+}
+
+// valueSize is the size of e's Value.
+func (e *entry) valueSize() int {
+	switch e.kind {
+	case entryNumber:
+		return protowire.SizeTag(fieldValueNumber) + protowire.SizeFixed64()
+	case entryTrue, entryFalse:
+		return protowire.SizeTag(fieldValueBool) + 1
+	}
+	return messageSize(fieldValueString, len(e.str))
+}
+
+// size is the size of e as a Struct's map entry.
+func (e *entry) size() int {
+	return messageSize(fieldEntryKey, len(e.key)) + messageSize(fieldEntryValue, e.valueSize())
+}
+
+// append writes e as a Struct's field.
+func (e *entry) append(b []byte) []byte {
+	b = appendLen(b, fieldStructFields, e.size())
+	b = appendString(b, fieldEntryKey, e.key)
+	b = appendLen(b, fieldEntryValue, e.valueSize())
+	switch e.kind {
+	case entryNumber:
+		b = protowire.AppendTag(b, fieldValueNumber, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, math.Float64bits(e.num))
+	case entryTrue, entryFalse:
+		b = protowire.AppendTag(b, fieldValueBool, protowire.VarintType)
+		return protowire.AppendVarint(b, protowire.EncodeBool(e.kind == entryTrue))
+	}
+	return appendString(b, fieldValueString, e.str)
 }

@@ -1,8 +1,12 @@
 package envoyauthz
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -10,7 +14,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // TestEncodeAllow: the hand-written encoding of an allow decodes, with
@@ -91,5 +99,94 @@ func TestEncodeAllow(t *testing.T) {
 				t.Fatalf("%d bytes, the protobuf library writes %d (%v)", len(b), len(lib), err)
 			}
 		})
+	}
+}
+
+// TestWireAllowIsTheResponse: for the same verdict, the allow the wire
+// path writes without a message (wireAllow) decodes, with the protobuf
+// library, to the message the protobuf API answers (Response), first seen,
+// repeated and memoized; and the cases between them show every metadata
+// field either form writes.
+func TestWireAllowIsTheResponse(t *testing.T) {
+	doc := fmt.Sprintf(`issuers:
+  - {name: corp, issuer: https://login.example.com, algorithms: [HS256], secret: %s}
+routes:
+  - name: tools
+    default: true
+    issuers: [corp]
+    audiences: [https://mcp.example.com]
+    claim_headers: [{claim: email, header: x-user-email}, {claim: nickname, header: x-user-nickname}]
+    rules:
+      - {name: search, methods: [tools/call], names: [search], claims: {department: [eng]}}
+      - {name: others, methods: ["*"]}
+lineage: {max_depth: 64}
+`, secret)
+	pl := pipelinetest.New(t, doc, check.Deps{}, check.Options{})
+	now := time.Now()
+	claims := func(sub string, extra jwt.MapClaims) jwt.MapClaims {
+		c := jwt.MapClaims{"sub": sub, "iss": "https://login.example.com", "aud": "https://mcp.example.com", "exp": now.Add(time.Hour).Unix()}
+		maps.Copy(c, extra)
+		return c
+	}
+	a2a := `{"jsonrpc":"2.0","id":"a1","method":"message/send","params":{"message":{"messageId":"m","contextId":"ctx-9","taskId":"task-4","role":"user","parts":[]}}}`
+	tests := []struct {
+		name    string
+		claims  jwt.MapClaims
+		headers map[string]string
+		body    string // none: a GET, no call
+	}{
+		{"typical tool call", claims("alice", jwt.MapClaims{"session_id": "s-1", "iat": now.Unix(), "scope": "openid mcp:tools", "department": "eng", "email": "alice@example.com", "azp": "desktop"}),
+			map[string]string{"mcp-session-id": "mcp-1"}, toolsCallBody},
+		{"bare token, no call", claims("bob", nil), nil, ""},
+		{"empty header value", claims("carol", jwt.MapClaims{"nickname": ""}), nil, ""},
+		{"a2a message with lineage", claims("dave", jwt.MapClaims{"act": map[string]any{"sub": "agent-a", "act": map[string]any{"sub": "agent-b"}}}),
+			map[string]string{"x-root-context-id": "root-1", "x-parent-context-id": "parent-2", "x-lineage-depth": "40"}, a2a},
+		{"shallow lineage", claims("erin", nil), map[string]string{"x-root-context-id": "root-2"}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
+	}
+	seen := map[string]bool{}
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := map[string]string{"authorization": "Bearer " + testtoken.HMAC(t, "HS256", secret, tt.claims)}
+			maps.Copy(h, tt.headers)
+			req := checkRequest(h)
+			if http := req.Attributes.Request.Http; tt.body == "" {
+				http.Method, http.Headers[":method"] = "GET", "GET"
+			} else {
+				http.Body = tt.body
+			}
+			for _, round := range []string{"miss", "hit", "memoized"} {
+				in := Input(req)
+				v := pl.Check(ctx, &in)
+				if v.Outcome != check.Allowed || v.CacheHit != (round != "miss") {
+					t.Fatalf("%s: outcome %v, cached %v", round, v.Outcome, v.CacheHit)
+				}
+				e := wireAllow(&v)
+				if e == nil {
+					t.Fatalf("%s: no wire allow for a grant's verdict", round)
+				}
+				want := Response(&v)
+				var got authv3.CheckResponse
+				if err := proto.Unmarshal(e.b, &got); err != nil {
+					t.Fatal(err)
+				}
+				if !proto.Equal(&got, want) {
+					t.Fatalf("%s: the wire path wrote\n%v\nthe protobuf API answers\n%v", round, &got, want)
+				}
+				if lib, err := proto.Marshal(want); err != nil || len(lib) != len(e.b) {
+					t.Fatalf("%s: %d bytes, the protobuf library writes %d (%v)", round, len(e.b), len(lib), err)
+				}
+				for k := range got.GetDynamicMetadata().GetFields() {
+					seen[k] = true
+				}
+			}
+		})
+	}
+	for _, k := range []string{"route", "outcome", "issuer", "client_id", "scope", "claims", "user", "session", "iat", "cached",
+		"protocol", "method", "name", "mcp_session", "a2a_context_id", "a2a_task_id",
+		"root_context_id", "parent_context_id", "lineage_depth", "actor_chain"} {
+		if !seen[k] {
+			t.Errorf("no case shows metadata %q", k)
+		}
 	}
 }

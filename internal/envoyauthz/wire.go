@@ -346,10 +346,31 @@ func (s *Server) handleWire(_ any, ctx context.Context, dec func(any) error, int
 // its encoded form.
 func (s *Server) checkWire(ctx context.Context, w *wireRequest) any {
 	v := s.pipeline.Check(ctx, w.request())
-	resp, last := respond(&v, true)
-	if last != nil {
-		return last.encoded
+	if e := wireAllow(&v); e != nil {
+		return e
 	}
-	// An allow not memoized (a miss) is encoded by the codec (encode.go).
-	return resp
+	// Denials and allows of no grant go to the codec as messages.
+	return respond(&v)
+}
+
+// wireAllow is the encoded allow of a grant (nil for any other verdict),
+// memoized from the grant's second use on as Response memoizes the
+// message.
+func wireAllow(v *check.Verdict) *encodedResponse {
+	g := v.Grant
+	if v.Outcome != check.Allowed || g == nil || v.Route != g.Route {
+		return nil
+	}
+	shape := check.RenderedShape(g, renderShape).encoded
+	if !v.CacheHit {
+		return &encodedResponse{b: encodeGrantAllow(v, shape)}
+	}
+	r := check.Rendered(g, renderWire)
+	if l := r.last.Load(); l != nil && l.matches(v) {
+		return l.encoded
+	}
+	l := newLast(v)
+	l.encoded = &encodedResponse{b: encodeGrantAllow(v, shape)}
+	r.last.Store(l)
+	return l.encoded
 }
