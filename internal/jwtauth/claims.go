@@ -42,13 +42,15 @@ type Claims struct {
 	// payload is a verified JWT's payload: one JSON object, checked by
 	// jsonrpc.WalkStrict (no duplicate member, no number out of float64
 	// range), never modified. members indexes its top level (inline holds
-	// the first few without a second allocation).
+	// the first few without a second allocation). aud holds a one-string
+	// Audience. The fields without pointers come last, so that the
+	// collector scans only the start of a Claims.
 	payload []byte
 	members []member
+	aud     [1]string
 	inline  [inlineMembers]member
-	// aud and buf hold a one-string Audience and a payload of up to
-	// inlinePayload bytes, the usual case, in the Claims' own allocation.
-	aud [1]string
+	// buf holds a payload of up to inlinePayload bytes, the usual case,
+	// in the Claims' own allocation.
 	buf [inlinePayload]byte
 }
 
@@ -60,13 +62,42 @@ const inlinePayload = 640
 // allocation of its own: a typical access token has 8 to 14.
 const inlineMembers = 16
 
-// member is one top-level member of a payload: payload[key] is its key
-// token (quotes included), payload[val] its raw value.
+// member is one top-level member of a document: doc[keyStart:keyEnd] is
+// its key token (quotes included), doc[valStart:valEnd] its raw value. The
+// offsets are 16 bits (a header or payload is shorter than MaxTokenSize,
+// below maxDocument), which keeps the index inline in a Claims of 1 KiB;
+// the key's top bit (escaped) marks a key holding an escape.
 type member struct {
-	keyStart, keyEnd int32
-	valStart, valEnd int32
-	escapedKey       bool
+	keyStart, keyEnd uint16
+	valStart, valEnd uint16
 }
+
+// maxDocument bounds the documents readObject indexes, so that every
+// offset fits a member's 16 bits below the escaped bit.
+const maxDocument = escaped - 1
+
+// escaped is set in member.keyEnd when the key holds an escape.
+const escaped = 1 << 15
+
+// A token's decoded header and payload must fit a member's offsets.
+var _ [maxDocument - MaxTokenSize]struct{}
+
+func newMember(keyStart, keyEnd, valStart, valEnd int, escapedKey bool) member {
+	m := member{uint16(keyStart), uint16(keyEnd), uint16(valStart), uint16(valEnd)}
+	if escapedKey {
+		m.keyEnd |= escaped
+	}
+	return m
+}
+
+// rawKey is m's key token in doc, quotes included.
+func (m member) rawKey(doc []byte) []byte { return doc[m.keyStart : m.keyEnd&^escaped] }
+
+// value is m's raw value in doc.
+func (m member) value(doc []byte) []byte { return doc[m.valStart:m.valEnd] }
+
+// escapedKey reports whether m's key holds an escape.
+func (m member) escapedKey() bool { return m.keyEnd&escaped != 0 }
 
 // Claim returns the claim name as encoding/json decodes it into an any:
 // string, float64, bool, nil for null, []any or map[string]any. ok is
@@ -96,7 +127,7 @@ func (c *Claims) Claim(name string) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	v, err := decodeValue(c.payload[m.valStart:m.valEnd])
+	v, err := decodeValue(m.value(c.payload))
 	if err != nil {
 		// The payload was validated as a whole: this cannot happen, and a
 		// claim that cannot be read is not there.
@@ -126,7 +157,7 @@ func (c *Claims) ClaimString(name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	s, isString, err := payloadString(c.payload[m.valStart:m.valEnd])
+	s, isString, err := payloadString(m.value(c.payload))
 	return s, isString && err == nil
 }
 
@@ -144,7 +175,7 @@ func (c *Claims) All() map[string]any {
 		if !ok {
 			continue
 		}
-		if v, err := decodeValue(c.payload[mem.valStart:mem.valEnd]); err == nil {
+		if v, err := decodeValue(mem.value(c.payload)); err == nil {
 			m[k] = v
 		}
 	}
@@ -154,8 +185,8 @@ func (c *Claims) All() map[string]any {
 // find returns the top-level member named name.
 func (c *Claims) find(name string) (member, bool) {
 	for _, m := range c.members {
-		if !m.escapedKey {
-			if string(c.payload[m.keyStart+1:m.keyEnd-1]) == name {
+		if !m.escapedKey() {
+			if k := m.rawKey(c.payload); string(k[1:len(k)-1]) == name {
 				return m, true
 			}
 			continue
@@ -169,8 +200,8 @@ func (c *Claims) find(name string) (member, bool) {
 
 // key is m's key, unescaped.
 func (c *Claims) key(m member) (string, bool) {
-	raw := c.payload[m.keyStart:m.keyEnd]
-	if !m.escapedKey {
+	raw := m.rawKey(c.payload)
+	if !m.escapedKey() {
 		return string(raw[1 : len(raw)-1]), true
 	}
 	var k string
@@ -258,7 +289,7 @@ func parsePayload(c *Claims, payload []byte) (payloadClaims, error) {
 	c.members = c.inline[:0]
 	err := readObject(payload, readClaims, func(m member, name []byte) bool {
 		c.members = append(c.members, m)
-		return pc.set(name, payload[m.valStart:m.valEnd])
+		return pc.set(name, m.value(payload))
 	})
 	if err != nil {
 		return pc, err
@@ -274,15 +305,19 @@ func parsePayload(c *Claims, payload []byte) (payloadClaims, error) {
 // (foldsTo) makes the document ErrMalformed. The header and the payload
 // are both read this way.
 func readObject(doc []byte, known []string, fn func(m member, name []byte) bool) error {
+	if len(doc) > maxDocument {
+		return ErrMalformed // longer than any token's: offsets would not fit
+	}
 	if err := walkStrict(doc); err != nil {
 		return err
 	}
 	folded := false
 	err := eachMember(doc, func(m member) {
-		name := doc[m.keyStart+1 : m.keyEnd-1]
-		if m.escapedKey {
+		raw := m.rawKey(doc)
+		name := raw[1 : len(raw)-1]
+		if m.escapedKey() {
 			var k string
-			if json.Unmarshal(doc[m.keyStart:m.keyEnd], &k) != nil {
+			if json.Unmarshal(raw, &k) != nil {
 				name = nil // cannot happen once walkStrict accepted doc
 			} else {
 				name = []byte(k)
@@ -404,8 +439,7 @@ func eachMember(doc []byte, fn func(member)) error {
 		if ke < 0 {
 			return ErrMalformed
 		}
-		m := member{keyStart: int32(i), keyEnd: int32(ke)}
-		m.escapedKey = bytes.IndexByte(doc[i:ke], '\\') >= 0
+		ks := i
 		i = jsonrpc.SkipSpace(doc, ke)
 		if i >= len(doc) || doc[i] != ':' {
 			return ErrMalformed
@@ -415,8 +449,7 @@ func eachMember(doc []byte, fn func(member)) error {
 		if ve < 0 {
 			return ErrMalformed
 		}
-		m.valStart, m.valEnd = int32(vs), int32(ve)
-		fn(m)
+		fn(newMember(ks, ke, vs, ve, bytes.IndexByte(doc[ks:ke], '\\') >= 0))
 		i = jsonrpc.SkipSpace(doc, ve)
 		if i >= len(doc) {
 			return ErrMalformed

@@ -125,7 +125,7 @@ type joseHeader struct {
 func parseHeader(doc []byte) (joseHeader, error) {
 	var h joseHeader
 	err := readObject(doc, headerMembers, func(m member, name []byte) bool {
-		v := doc[m.valStart:m.valEnd]
+		v := m.value(doc)
 		switch string(name) {
 		case "alg":
 			h.alg = v
