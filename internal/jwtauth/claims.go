@@ -284,41 +284,38 @@ type payloadClaims struct {
 // reads the same way (jsonrpc.WalkStrict: no member name twice at any
 // depth, valid UTF-8, bounded nesting) and whose numbers all fit a
 // float64 (as encoding/json requires).
-func parsePayload(c *Claims, payload []byte) (payloadClaims, error) {
+func parsePayload(r *objectReader, c *Claims, payload []byte) (payloadClaims, error) {
 	var pc payloadClaims
-	c.members = c.inline[:0]
-	err := readObject(payload, readClaims, func(m member, name []byte) bool {
-		c.members = append(c.members, m)
+	members, err := readObject(r, payload, c.inline[:0], readClaims, func(m member, name []byte) bool {
 		return pc.set(name, m.value(payload))
 	})
 	if err != nil {
 		return pc, err
 	}
-	c.payload = payload
+	c.payload, c.members = payload, members
 	return pc, nil
 }
 
-// readObject validates doc (walkStrict) and calls fn with each top-level
-// member and its name, unescaped: an escaped name ("\u0073ub") is that
-// member, as encoding/json reads it. fn reports whether it reads the
-// member; a member it does not read whose name folds to one of known
-// (foldsTo) makes the document ErrMalformed. The header and the payload
-// are both read this way.
-func readObject(doc []byte, known []string, fn func(m member, name []byte) bool) error {
-	if len(doc) > maxDocument {
-		return ErrMalformed // longer than any token's: offsets would not fit
-	}
-	if err := walkStrict(doc); err != nil {
-		return err
+// readObject validates doc (objectReader.read), appending its top-level
+// members to members, and calls fn with each of them and its name,
+// unescaped: an escaped name ("\u0073ub") is that member, as
+// encoding/json reads it. fn reports whether it reads the member; a member
+// it does not read whose name folds to one of known (foldsTo) makes the
+// document ErrMalformed. The header and the payload are both read this
+// way.
+func readObject(r *objectReader, doc []byte, members []member, known []string, fn func(m member, name []byte) bool) ([]member, error) {
+	members, err := r.read(doc, members)
+	if err != nil {
+		return nil, err
 	}
 	folded := false
-	err := eachMember(doc, func(m member) {
+	for _, m := range members {
 		raw := m.rawKey(doc)
 		name := raw[1 : len(raw)-1]
 		if m.escapedKey() {
 			var k string
 			if json.Unmarshal(raw, &k) != nil {
-				name = nil // cannot happen once walkStrict accepted doc
+				name = nil // cannot happen once WalkStrict accepted doc
 			} else {
 				name = []byte(k)
 			}
@@ -326,11 +323,11 @@ func readObject(doc []byte, known []string, fn func(m member, name []byte) bool)
 		if !fn(m, name) && foldsTo(name, known) {
 			folded = true
 		}
-	})
-	if err == nil && folded {
-		err = ErrMalformed
 	}
-	return err
+	if folded {
+		return nil, ErrMalformed
+	}
+	return members, nil
 }
 
 // readClaims are the claims the verifier and the pipeline read by name.
@@ -378,91 +375,81 @@ func (pc *payloadClaims) set(name, v []byte) bool {
 	return true
 }
 
-// walkStrict checks a JOSE header or payload: a JSON object as
-// jsonrpc.WalkStrict accepts it whose every number fits a float64.
-// Whatever it accepts, encoding/json decodes to the same values; what it
-// refuses and encoding/json would accept (a member twice, invalid UTF-8,
-// nesting deeper than jsonrpc.MaxDepth) is refused because parsers
+// objectReader checks a JOSE header or payload and indexes its top-level
+// members in one pass of jsonrpc.WalkStrict. A scratch holds one, so that
+// visit, which WalkStrict keeps (a func value made per document would be
+// an allocation), is made once.
+type objectReader struct {
+	doc     []byte
+	next    int      // where the next top-level key is looked for
+	members []member // the top-level members so far
+	bad     bool     // a number out of float64 range, or a key not found
+	visit   jsonrpc.Visit
+}
+
+// read checks that doc is a JSON object as jsonrpc.WalkStrict accepts it
+// whose every number fits a float64, and appends its top-level members to
+// members. Whatever it accepts, encoding/json decodes to the same values;
+// what it refuses and encoding/json would accept (a member twice, invalid
+// UTF-8, nesting deeper than jsonrpc.MaxDepth) is refused because parsers
 // disagree on it.
-func walkStrict(doc []byte) error {
+func (r *objectReader) read(doc []byte, members []member) ([]member, error) {
 	i := jsonrpc.SkipSpace(doc, 0)
-	if i >= len(doc) || doc[i] != '{' {
-		return ErrMalformed
+	if len(doc) > maxDocument || i >= len(doc) || doc[i] != '{' {
+		return nil, ErrMalformed // beyond maxDocument: offsets would not fit
 	}
-	if jsonrpc.WalkStrict(doc, 0, nil) != nil || !numbersFit(doc) {
-		return ErrMalformed
+	if r.visit == nil {
+		r.visit = r.member
 	}
-	return nil
+	r.doc, r.next, r.members, r.bad = doc, i+1, members, false
+	err := jsonrpc.WalkStrict(doc, jsonrpc.MaxDepth, r.visit)
+	members, bad := r.members, r.bad
+	r.doc, r.members = nil, nil // a pooled reader holds no document
+	if err != nil || bad {
+		return nil, ErrMalformed
+	}
+	return members, nil
 }
 
-// numbersFit reports whether every number in a valid JSON document fits a
-// float64, as encoding/json requires of a number decoded into an any.
-func numbersFit(doc []byte) bool {
-	// Each iteration consumes at least one byte: bounded by len(doc).
-	for i := 0; i < len(doc); {
-		switch c := doc[i]; {
-		case c == '"':
-			i = jsonrpc.SkipString(doc, i)
-			if i < 0 {
-				return false
-			}
-		case c == '-' || '0' <= c && c <= '9':
-			e := jsonrpc.SkipValue(doc, i)
-			if e < 0 {
-				return false
-			}
-			if _, err := strconv.ParseFloat(string(doc[i:e]), 64); err != nil {
-				return false
-			}
-			i = e
-		default:
-			i++
-		}
+// member is read's Visit: it sees every value nested in doc (MaxDepth
+// bounds the nesting WalkStrict accepts), checks the numbers, and indexes
+// the members of the top-level object. WalkStrict has validated doc up to
+// end: the key of a top-level member is the string after the previous
+// member (or the '{') and a comma.
+func (r *objectReader) member(depth int, _ []byte, start, end int) {
+	doc := r.doc
+	if c := doc[start]; (c == '-' || '0' <= c && c <= '9') && !numberFits(doc[start:end]) {
+		r.bad = true
 	}
-	return true
+	if depth != 1 {
+		return
+	}
+	ks := jsonrpc.SkipSpace(doc, r.next)
+	if ks < start && doc[ks] == ',' {
+		ks = jsonrpc.SkipSpace(doc, ks+1)
+	}
+	ke := -1
+	if ks < start && doc[ks] == '"' {
+		ke = jsonrpc.SkipString(doc, ks)
+	}
+	if ke < 0 || ke > start {
+		r.bad = true // cannot happen: WalkStrict found a key here
+		return
+	}
+	r.members = append(r.members, newMember(ks, ke, start, end, bytes.IndexByte(doc[ks:ke], '\\') >= 0))
+	r.next = end
 }
 
-// eachMember calls fn for each top-level member of an object walkStrict
-// accepted.
-func eachMember(doc []byte, fn func(member)) error {
-	i := jsonrpc.SkipSpace(doc, 0) + 1 // past '{'
-	i = jsonrpc.SkipSpace(doc, i)
-	if i < len(doc) && doc[i] == '}' {
-		return nil
+// numberFits reports whether a valid JSON number fits a float64, as
+// encoding/json requires of a number decoded into an any.
+func numberFits(raw []byte) bool {
+	// An integer of at most 300 digits is below 1e300: most numbers
+	// (dates) need no ParseFloat.
+	if len(raw) <= 300 && bytes.IndexAny(raw, ".eE") < 0 {
+		return true
 	}
-	// Each iteration consumes at least a key: bounded by len(doc).
-	for i < len(doc) {
-		if doc[i] != '"' {
-			return ErrMalformed
-		}
-		ke := jsonrpc.SkipString(doc, i)
-		if ke < 0 {
-			return ErrMalformed
-		}
-		ks := i
-		i = jsonrpc.SkipSpace(doc, ke)
-		if i >= len(doc) || doc[i] != ':' {
-			return ErrMalformed
-		}
-		vs := jsonrpc.SkipSpace(doc, i+1)
-		ve := jsonrpc.SkipValue(doc, vs)
-		if ve < 0 {
-			return ErrMalformed
-		}
-		fn(newMember(ks, ke, vs, ve, bytes.IndexByte(doc[ks:ke], '\\') >= 0))
-		i = jsonrpc.SkipSpace(doc, ve)
-		if i >= len(doc) {
-			return ErrMalformed
-		}
-		if doc[i] == '}' {
-			return nil
-		}
-		if doc[i] != ',' {
-			return ErrMalformed
-		}
-		i = jsonrpc.SkipSpace(doc, i+1)
-	}
-	return ErrMalformed
+	_, err := strconv.ParseFloat(string(raw), 64)
+	return err == nil
 }
 
 // maxNumericDate is 9999-12-31T23:59:59Z; larger dates are malformed rather

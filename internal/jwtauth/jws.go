@@ -84,6 +84,9 @@ type scratch struct {
 	out []byte // decoded header, then signature
 	sum [64]byte
 	der [2*(2+1+66) + 3]byte // an ECDSA signature in ASN.1, P-521 at most
+
+	objects objectReader
+	members []member // the header's
 }
 
 var scratches = sync.Pool{New: func() any { return new(scratch) }}
@@ -122,9 +125,9 @@ type joseHeader struct {
 // parseHeader validates a JOSE header (one JSON object, no member twice:
 // RFC 7515 section 4 asks to refuse or to take the last, and parsers
 // disagree, so it is refused) and picks out its members.
-func parseHeader(doc []byte) (joseHeader, error) {
+func (s *scratch) parseHeader(doc []byte) (joseHeader, error) {
 	var h joseHeader
-	err := readObject(doc, headerMembers, func(m member, name []byte) bool {
+	members, err := readObject(&s.objects, doc, s.members[:0], headerMembers, func(m member, name []byte) bool {
 		v := m.value(doc)
 		switch string(name) {
 		case "alg":
@@ -140,6 +143,9 @@ func parseHeader(doc []byte) (joseHeader, error) {
 		}
 		return true
 	})
+	if cap(members) > cap(s.members) {
+		s.members = members[:0] // kept for the next header
+	}
 	return h, err
 }
 
