@@ -445,7 +445,7 @@ func (r *objectReader) member(depth int, _ []byte, start, end int) {
 func numberFits(raw []byte) bool {
 	// An integer of at most 300 digits is below 1e300: most numbers
 	// (dates) need no ParseFloat.
-	if len(raw) <= 300 && bytes.IndexAny(raw, ".eE") < 0 {
+	if len(raw) <= 300 && isInteger(raw) {
 		return true
 	}
 	_, err := strconv.ParseFloat(string(raw), 64)
@@ -466,12 +466,47 @@ func numericDate(raw []byte) (time.Time, bool, error) {
 	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
 		return time.Time{}, false, ErrMalformed
 	}
+	if sec, ok := smallInteger(raw); ok {
+		// Nearly every date: whole seconds, exactly what ParseFloat
+		// would give.
+		if sec > maxNumericDate {
+			return time.Time{}, false, ErrMalformed
+		}
+		return time.Unix(sec, 0), true, nil
+	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || math.IsNaN(f) || f < 0 || f > maxNumericDate {
 		return time.Time{}, false, ErrMalformed
 	}
 	sec, frac := math.Modf(f)
 	return time.Unix(int64(sec), int64(frac*1e9)), true, nil
+}
+
+// isInteger reports whether a valid JSON number has no fraction or
+// exponent.
+func isInteger(raw []byte) bool {
+	for _, c := range raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// smallInteger reads a number of at most 15 decimal digits and no sign,
+// fraction or exponent: one that a float64 holds exactly.
+func smallInteger(raw []byte) (int64, bool) {
+	if len(raw) == 0 || len(raw) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // stringClaim decodes a string claim's raw value; absent is "", a present

@@ -3,10 +3,12 @@ package jwtauth
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
@@ -209,4 +211,56 @@ func refEachMember(doc []byte, fn func(member)) error {
 		i = jsonrpc.SkipSpace(doc, i+1)
 	}
 	return ErrMalformed
+}
+
+// TestNumericDate holds numericDate to the plain ParseFloat reading it
+// had before integers took a shorter way.
+func TestNumericDate(t *testing.T) {
+	for _, raw := range []string{
+		"0", "1", "-0", "-1", "1772366400", "1772366400.5", "1772366400e0", "1.7723664e9", "253402300799",
+		"253402300800", "253402300799.5", "999999999999999", "1000000000000000", "9007199254740993",
+		"1e400", "-1e400", "1e-400", "null", `"1"`, "true", "[1]",
+	} {
+		t.Run(raw, func(t *testing.T) {
+			got, gotOK, gotErr := numericDate([]byte(raw))
+			want, wantOK, wantErr := refNumericDate([]byte(raw))
+			if !got.Equal(want) || gotOK != wantOK || gotErr != wantErr {
+				t.Errorf("numericDate(%s) = %v, %v, %v; reference %v, %v, %v", raw, got, gotOK, gotErr, want, wantOK, wantErr)
+			}
+		})
+	}
+}
+
+// FuzzNumericDate holds numericDate to the reference on any valid JSON
+// number.
+func FuzzNumericDate(f *testing.F) {
+	for _, s := range []string{"0", "1772366400", "1772366400.25", "-5", "1e3", "253402300800"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		var v json.Number
+		if json.Unmarshal([]byte(raw), &v) != nil || string(v) != raw {
+			return // not exactly one valid number
+		}
+		got, gotOK, gotErr := numericDate([]byte(raw))
+		want, wantOK, wantErr := refNumericDate([]byte(raw))
+		if !got.Equal(want) || gotOK != wantOK || gotErr != wantErr {
+			t.Errorf("numericDate(%s) = %v, %v, %v; reference %v, %v, %v", raw, got, gotOK, gotErr, want, wantOK, wantErr)
+		}
+	})
+}
+
+func refNumericDate(raw []byte) (time.Time, bool, error) {
+	if raw == nil || raw[0] == 'n' {
+		return time.Time{}, false, nil
+	}
+	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+		return time.Time{}, false, ErrMalformed
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f > maxNumericDate {
+		return time.Time{}, false, ErrMalformed
+	}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)), true, nil
 }
