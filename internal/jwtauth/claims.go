@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
@@ -303,7 +305,7 @@ func parsePayload(r *objectReader, c *Claims, payload []byte) (payloadClaims, er
 // it does not read whose name folds to one of known (foldsTo) makes the
 // document ErrMalformed. The header and the payload are both read this
 // way.
-func readObject(r *objectReader, doc []byte, members []member, known []string, fn func(m member, name []byte) bool) ([]member, error) {
+func readObject(r *objectReader, doc []byte, members []member, known *foldSet, fn func(m member, name []byte) bool) ([]member, error) {
 	members, err := r.read(doc, members)
 	if err != nil {
 		return nil, err
@@ -331,18 +333,47 @@ func readObject(r *objectReader, doc []byte, members []member, known []string, f
 }
 
 // readClaims are the claims the verifier and the pipeline read by name.
-var readClaims = []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act"}
+var readClaims = newFoldSet("iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act")
+
+// foldSet is a list of names foldsTo compares with, and the bytes a name
+// that folds to one of them can start with: most names are told apart by
+// their first byte alone.
+type foldSet struct {
+	names []string
+	first [256]bool
+}
+
+func newFoldSet(names ...string) *foldSet {
+	s := &foldSet{names: names}
+	for _, n := range names {
+		r0, _ := utf8.DecodeRuneInString(n)
+		// Every rune r0 folds to, as bytes.EqualFold compares runes: a
+		// simple folding orbit has at most four runes.
+		for r, i := r0, 0; i < 8; i++ {
+			var b [utf8.UTFMax]byte
+			utf8.EncodeRune(b[:], r)
+			s.first[b[0]] = true
+			if r = unicode.SimpleFold(r); r == r0 {
+				break
+			}
+		}
+	}
+	return s
+}
 
 // foldsTo reports whether name differs from one of names only in case
 // ("SUB", "ſub" with U+017F). Go's encoding/json matches struct fields
 // that way, so a program behind the service decoding the token into a
 // struct could read {"sub":"alice","Sub":"admin"} as admin: such a token
 // is refused, as a JSON-RPC body with such a key is.
-func foldsTo(name []byte, names []string) bool {
+func foldsTo(name []byte, names *foldSet) bool {
 	if len(name) > 3*len("client_id") {
 		return false // folding at most triples a name's length
 	}
-	for _, n := range names {
+	if len(name) > 0 && !names.first[name[0]] {
+		return false
+	}
+	for _, n := range names.names {
 		if bytes.EqualFold(name, []byte(n)) {
 			return true
 		}
@@ -414,9 +445,9 @@ func (r *objectReader) read(doc []byte, members []member) ([]member, error) {
 // member is read's Visit: it sees every value nested in doc (MaxDepth
 // bounds the nesting WalkStrict accepts), checks the numbers, and indexes
 // the members of the top-level object. WalkStrict has validated doc up to
-// end: the key of a top-level member is the string after the previous
-// member (or the '{') and a comma.
-func (r *objectReader) member(depth int, _ []byte, start, end int) {
+// end, so the key of a top-level member starts after the previous member
+// (or the '{') and a comma, and ends before the colon before the value.
+func (r *objectReader) member(depth int, key []byte, start, end int) {
 	doc := r.doc
 	if c := doc[start]; (c == '-' || '0' <= c && c <= '9') && !numberFits(doc[start:end]) {
 		r.bad = true
@@ -428,16 +459,29 @@ func (r *objectReader) member(depth int, _ []byte, start, end int) {
 	if ks < start && doc[ks] == ',' {
 		ks = jsonrpc.SkipSpace(doc, ks+1)
 	}
-	ke := -1
-	if ks < start && doc[ks] == '"' {
-		ke = jsonrpc.SkipString(doc, ks)
+	ke := skipSpaceBack(doc, ks, start)
+	if ke > ks && doc[ke-1] == ':' {
+		ke = skipSpaceBack(doc, ks, ke-1)
+	} else {
+		ke = ks // no colon: refused below
 	}
-	if ke < 0 || ke > start {
+	if ke-ks < 2 || doc[ks] != '"' || doc[ke-1] != '"' {
 		r.bad = true // cannot happen: WalkStrict found a key here
 		return
 	}
-	r.members = append(r.members, newMember(ks, ke, start, end, bytes.IndexByte(doc[ks:ke], '\\') >= 0))
+	// key is the name unescaped, and every escape is longer than what it
+	// stands for: a key as long as its token's content holds none.
+	r.members = append(r.members, newMember(ks, ke, start, end, ke-ks-2 != len(key)))
 	r.next = end
+}
+
+// skipSpaceBack returns the index just past the last byte before end, and
+// not before start, that is not JSON whitespace.
+func skipSpaceBack(doc []byte, start, end int) int {
+	for end > start && (doc[end-1] == ' ' || doc[end-1] == '\t' || doc[end-1] == '\n' || doc[end-1] == '\r') {
+		end--
+	}
+	return end
 }
 
 // numberFits reports whether a valid JSON number fits a float64, as

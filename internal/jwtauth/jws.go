@@ -150,7 +150,7 @@ func (s *scratch) parseHeader(doc []byte) (joseHeader, error) {
 }
 
 // headerMembers are the header members the verifier reads.
-var headerMembers = []string{"alg", "kid", "typ", "crit"}
+var headerMembers = newFoldSet("alg", "kid", "typ", "crit")
 
 // hashIndex numbers the hashes JWS algorithms use, for the pools.
 func hashIndex(h crypto.Hash) int {

@@ -27,6 +27,8 @@ func TestObjectReader(t *testing.T) {
 		{"whitespace everywhere", " \t{ \"a\" :\n1 ,\r\n \"b\" : [ 1 , {\"c\" : 2} ] , \"d\":\"x\" } \n",
 			[]string{`"a"`, `1`, `"b"`, `[ 1 , {"c" : 2} ]`, `"d"`, `"x"`}},
 		{"escaped key", `{"s\u0075b":"x","q\"":true}`, []string{`"s\u0075b"`, `"x"`, `"q\""`, `true`}},
+		{"escaped surrogates in keys", `{"\ud800":1,"\ud83d\ude00":2,"\/":3,"\"":4}`, []string{`"\ud800"`, `1`, `"\ud83d\ude00"`, `2`, `"\/"`, `3`, `"\""`, `4`}},
+		{"keys holding colons and quotes", `{"a\":" : "b:" , "\\" : ":"}`, []string{`"a\":"`, `"b:"`, `"\\"`, `":"`}},
 		{"key holding a comma and a brace", `{"a,}":null,"b":{}}`, []string{`"a,}"`, `null`, `"b"`, `{}`}},
 		{"nested object values", `{"act":{"sub":"a","act":{"sub":"b"}},"n":-1.5e3}`, []string{`"act"`, `{"sub":"a","act":{"sub":"b"}}`, `"n"`, `-1.5e3`}},
 		{"number out of range", `{"a":1e400}`, nil},
@@ -94,7 +96,7 @@ func TestObjectReaderTooLarge(t *testing.T) {
 func FuzzObjectReader(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"a":1,"b":"x"}`, " { \"a\" : [1, {\"c\":2e5}] , \"b\":-0.5 } ",
-		`{"s\u0075b":"x","q\"":true}`, `{"a":1e400}`, `{"a":{"b":1,"b":2}}`, `{"a":1,}`, `[1]`,
+		`{"s\u0075b":"x","q\"":true}`, `{"\ud800" : 1 ,"\ud83d\ude00":2}`, `{"a":1e400}`, `{"a":{"b":1,"b":2}}`, `{"a":1,}`, `[1]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -263,4 +265,32 @@ func refNumericDate(raw []byte) (time.Time, bool, error) {
 	}
 	sec, frac := math.Modf(f)
 	return time.Unix(int64(sec), int64(frac*1e9)), true, nil
+}
+
+// TestFoldsTo holds foldsTo, which tells most names apart by their first
+// byte, to bytes.EqualFold with each name: every rune of the Basic
+// Multilingual Plane (no rune beyond it folds to ASCII) in place of the
+// first one of each read name, the rest in both cases.
+func TestFoldsTo(t *testing.T) {
+	for _, set := range []*foldSet{readClaims, headerMembers} {
+		for _, n := range set.names {
+			for _, rest := range []string{n[1:], strings.ToUpper(n[1:])} {
+				for r := rune(0); r <= 0xffff; r++ {
+					name := []byte(string(r) + rest)
+					want := slices.ContainsFunc(set.names, func(k string) bool { return bytes.EqualFold(name, []byte(k)) })
+					if got := foldsTo(name, set); got != want {
+						t.Fatalf("foldsTo(%q) = %v, bytes.EqualFold says %v", name, got, want)
+					}
+				}
+			}
+		}
+	}
+	for _, name := range []string{"", "SUB", "ſub", "Scope", "Kid", "\u212aid", "CLIENT_ID", "session_id", "client_id_", "ſcp"} {
+		want := slices.ContainsFunc(readClaims.names, func(k string) bool { return strings.EqualFold(name, k) }) ||
+			slices.ContainsFunc(headerMembers.names, func(k string) bool { return strings.EqualFold(name, k) })
+		got := foldsTo([]byte(name), readClaims) || foldsTo([]byte(name), headerMembers)
+		if got != want {
+			t.Errorf("foldsTo(%q) = %v, want %v", name, got, want)
+		}
+	}
 }
