@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/bits"
+	"slices"
 	"strconv"
 	"time"
 	"unicode"
@@ -335,24 +337,27 @@ func readObject(r *objectReader, doc []byte, members []member, known *foldSet, f
 // readClaims are the claims the verifier and the pipeline read by name.
 var readClaims = newFoldSet("iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act")
 
-// foldSet is a list of names foldsTo compares with, and the bytes a name
-// that folds to one of them can start with: most names are told apart by
-// their first byte alone.
+// foldSet is a list of names foldsTo compares with and, by a name's first
+// byte, the ones it may fold to: those whose first rune folds to a rune
+// starting with that byte. Most names are told apart by that byte alone.
 type foldSet struct {
 	names []string
-	first [256]bool
+	first [256]uint32 // bit i: names[i]
 }
 
 func newFoldSet(names ...string) *foldSet {
+	if len(names) > 32 {
+		panic("jwtauth: a foldSet holds at most 32 names")
+	}
 	s := &foldSet{names: names}
-	for _, n := range names {
+	for i, n := range names {
 		r0, _ := utf8.DecodeRuneInString(n)
 		// Every rune r0 folds to, as bytes.EqualFold compares runes: a
 		// simple folding orbit has at most four runes.
-		for r, i := r0, 0; i < 8; i++ {
+		for r, j := r0, 0; j < 8; j++ {
 			var b [utf8.UTFMax]byte
 			utf8.EncodeRune(b[:], r)
-			s.first[b[0]] = true
+			s.first[b[0]] |= 1 << i
 			if r = unicode.SimpleFold(r); r == r0 {
 				break
 			}
@@ -370,11 +375,12 @@ func foldsTo(name []byte, names *foldSet) bool {
 	if len(name) > 3*len("client_id") {
 		return false // folding at most triples a name's length
 	}
-	if len(name) > 0 && !names.first[name[0]] {
-		return false
+	if len(name) == 0 {
+		return slices.Contains(names.names, "")
 	}
-	for _, n := range names.names {
-		if bytes.EqualFold(name, []byte(n)) {
+	// One bit per name that may fold to name: bounded by 32.
+	for m := names.first[name[0]]; m != 0; m &= m - 1 {
+		if bytes.EqualFold(name, []byte(names.names[bits.TrailingZeros32(m)])) {
 			return true
 		}
 	}
