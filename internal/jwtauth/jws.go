@@ -86,10 +86,17 @@ type scratch struct {
 	der [2*(2+1+66) + 3]byte // an ECDSA signature in ASN.1, P-521 at most
 
 	objects objectReader
-	members []member // the header's
+	// members indexes the header: in headerInline, or in the largest
+	// array a header of more members needed, kept for the next one.
+	members      []member
+	headerInline [8]member
 }
 
-var scratches = sync.Pool{New: func() any { return new(scratch) }}
+var scratches = sync.Pool{New: func() any {
+	s := new(scratch)
+	s.members = s.headerInline[:0]
+	return s
+}}
 
 // decode decodes seg into s.out after what it holds; the result stays
 // valid until the scratch goes back to the pool.
@@ -144,7 +151,7 @@ func (s *scratch) parseHeader(doc []byte) (joseHeader, error) {
 		return true
 	})
 	if cap(members) > cap(s.members) {
-		s.members = members[:0] // kept for the next header
+		s.members = members[:0]
 	}
 	return h, err
 }
