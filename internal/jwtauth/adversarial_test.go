@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // hsToken signs a literal header and payload with the test HMAC secret.
@@ -152,6 +153,14 @@ func TestVerifyAdversarial(t *testing.T) {
 				t.Errorf("blob is %d bytes", len(s))
 			}
 		}},
+		{name: "escaped claim name after a large claim", token: hsToken(hs, body(`,"blob":"`+strings.Repeat("x", 9000)+`","r\u006fle":"admin"`)), check: func(t *testing.T, c *Claims) {
+			if s, ok := c.ClaimString("role"); !ok || s != "admin" {
+				t.Errorf("ClaimString(role) = %q, %v", s, ok)
+			}
+			if all := c.All(); all["role"] != "admin" || len(all["blob"].(string)) != 9000 {
+				t.Errorf("All() has role %v and a blob of %d bytes", all["role"], len(all["blob"].(string)))
+			}
+		}},
 		{name: "oversized token", token: hsToken(hs, body(`,"blob":"`+strings.Repeat("x", MaxTokenSize)+`"`)), want: ErrMalformed},
 		{name: "four segments", token: valid + ".x", want: ErrMalformed},
 		{name: "trailing dot", token: valid + ".", want: ErrMalformed},
@@ -212,5 +221,13 @@ func TestVerifyAllocations(t *testing.T) {
 		}
 	}); n > 2 {
 		t.Errorf("Verify() allocates %v times, want at most 2", n)
+	}
+}
+
+// TestClaimsSize holds a Claims, payload and member index inline, to the
+// 1 KiB allocation size class: a verification allocates one.
+func TestClaimsSize(t *testing.T) {
+	if n := unsafe.Sizeof(Claims{}); n > 1024 {
+		t.Errorf("Claims is %d bytes, want at most 1024", n)
 	}
 }

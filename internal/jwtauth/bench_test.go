@@ -2,6 +2,7 @@ package jwtauth
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -61,5 +62,44 @@ func BenchmarkVerifyReject(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkVerifyFresh measures what a cache miss costs: every call
+// verifies a token the loop has not verified in the last 999 calls
+// (distinct sub, session and jti), with the claims a typical access token
+// carries, so that neither the CPU's caches nor any memo of a previous
+// token flatter the number.
+func BenchmarkVerifyFresh(b *testing.B) {
+	v := newVerifier(b, newClock(), testSpecs(b)...)
+	aud := []string{"api"}
+	const n = 1000
+	tokens := make([]string, n)
+	for i := range tokens {
+		tokens[i] = sign(b, jwt.SigningMethodHS256, hmacSecret, nil, claimsAt(hmacIss, jwt.MapClaims{
+			"sub":        fmt.Sprintf("user-%06d", i),
+			"session_id": fmt.Sprintf("sess-%08x", i*7919),
+			"jti":        fmt.Sprintf("%016x", i*104729),
+			"aud":        "api",
+			"scope":      "openid profile read:tools write:tools",
+			"client_id":  "mcp-gateway",
+			"tenant":     "acme",
+		}))
+	}
+	ctx := context.Background()
+	for _, tok := range tokens {
+		if _, err := v.Verify(ctx, tok, nil, aud); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := v.Verify(ctx, tokens[i], nil, aud); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i == n {
+			i = 0
+		}
 	}
 }

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/bits"
+	"slices"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
@@ -42,13 +46,15 @@ type Claims struct {
 	// payload is a verified JWT's payload: one JSON object, checked by
 	// jsonrpc.WalkStrict (no duplicate member, no number out of float64
 	// range), never modified. members indexes its top level (inline holds
-	// the first few without a second allocation).
+	// the first few without a second allocation). aud holds a one-string
+	// Audience. The fields without pointers come last, so that the
+	// collector scans only the start of a Claims.
 	payload []byte
 	members []member
+	aud     [1]string
 	inline  [inlineMembers]member
-	// aud and buf hold a one-string Audience and a payload of up to
-	// inlinePayload bytes, the usual case, in the Claims' own allocation.
-	aud [1]string
+	// buf holds a payload of up to inlinePayload bytes, the usual case,
+	// in the Claims' own allocation.
 	buf [inlinePayload]byte
 }
 
@@ -60,13 +66,42 @@ const inlinePayload = 640
 // allocation of its own: a typical access token has 8 to 14.
 const inlineMembers = 16
 
-// member is one top-level member of a payload: payload[key] is its key
-// token (quotes included), payload[val] its raw value.
+// member is one top-level member of a document: doc[keyStart:keyEnd] is
+// its key token (quotes included), doc[valStart:valEnd] its raw value. The
+// offsets are 16 bits (a header or payload is shorter than MaxTokenSize,
+// below maxDocument), which keeps the index inline in a Claims of 1 KiB;
+// the key's top bit (escaped) marks a key holding an escape.
 type member struct {
-	keyStart, keyEnd int32
-	valStart, valEnd int32
-	escapedKey       bool
+	keyStart, keyEnd uint16
+	valStart, valEnd uint16
 }
+
+// maxDocument bounds the documents readObject indexes, so that every
+// offset fits a member's 16 bits below the escaped bit.
+const maxDocument = escaped - 1
+
+// escaped is set in member.keyEnd when the key holds an escape.
+const escaped = 1 << 15
+
+// A token's decoded header and payload must fit a member's offsets.
+var _ [maxDocument - MaxTokenSize]struct{}
+
+func newMember(keyStart, keyEnd, valStart, valEnd int, escapedKey bool) member {
+	m := member{uint16(keyStart), uint16(keyEnd), uint16(valStart), uint16(valEnd)}
+	if escapedKey {
+		m.keyEnd |= escaped
+	}
+	return m
+}
+
+// rawKey is m's key token in doc, quotes included.
+func (m member) rawKey(doc []byte) []byte { return doc[m.keyStart : m.keyEnd&^escaped] }
+
+// value is m's raw value in doc.
+func (m member) value(doc []byte) []byte { return doc[m.valStart:m.valEnd] }
+
+// escapedKey reports whether m's key holds an escape.
+func (m member) escapedKey() bool { return m.keyEnd&escaped != 0 }
 
 // Claim returns the claim name as encoding/json decodes it into an any:
 // string, float64, bool, nil for null, []any or map[string]any. ok is
@@ -96,7 +131,7 @@ func (c *Claims) Claim(name string) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	v, err := decodeValue(c.payload[m.valStart:m.valEnd])
+	v, err := decodeValue(m.value(c.payload))
 	if err != nil {
 		// The payload was validated as a whole: this cannot happen, and a
 		// claim that cannot be read is not there.
@@ -126,7 +161,7 @@ func (c *Claims) ClaimString(name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	s, isString, err := payloadString(c.payload[m.valStart:m.valEnd])
+	s, isString, err := payloadString(m.value(c.payload))
 	return s, isString && err == nil
 }
 
@@ -144,7 +179,7 @@ func (c *Claims) All() map[string]any {
 		if !ok {
 			continue
 		}
-		if v, err := decodeValue(c.payload[mem.valStart:mem.valEnd]); err == nil {
+		if v, err := decodeValue(mem.value(c.payload)); err == nil {
 			m[k] = v
 		}
 	}
@@ -154,8 +189,8 @@ func (c *Claims) All() map[string]any {
 // find returns the top-level member named name.
 func (c *Claims) find(name string) (member, bool) {
 	for _, m := range c.members {
-		if !m.escapedKey {
-			if string(c.payload[m.keyStart+1:m.keyEnd-1]) == name {
+		if !m.escapedKey() {
+			if k := m.rawKey(c.payload); string(k[1:len(k)-1]) == name {
 				return m, true
 			}
 			continue
@@ -169,8 +204,8 @@ func (c *Claims) find(name string) (member, bool) {
 
 // key is m's key, unescaped.
 func (c *Claims) key(m member) (string, bool) {
-	raw := c.payload[m.keyStart:m.keyEnd]
-	if !m.escapedKey {
+	raw := m.rawKey(c.payload)
+	if !m.escapedKey() {
 		return string(raw[1 : len(raw)-1]), true
 	}
 	var k string
@@ -253,37 +288,38 @@ type payloadClaims struct {
 // reads the same way (jsonrpc.WalkStrict: no member name twice at any
 // depth, valid UTF-8, bounded nesting) and whose numbers all fit a
 // float64 (as encoding/json requires).
-func parsePayload(c *Claims, payload []byte) (payloadClaims, error) {
+func parsePayload(r *objectReader, c *Claims, payload []byte) (payloadClaims, error) {
 	var pc payloadClaims
-	c.members = c.inline[:0]
-	err := readObject(payload, readClaims, func(m member, name []byte) bool {
-		c.members = append(c.members, m)
-		return pc.set(name, payload[m.valStart:m.valEnd])
+	members, err := readObject(r, payload, c.inline[:0], readClaims, func(m member, name []byte) bool {
+		return pc.set(name, m.value(payload))
 	})
 	if err != nil {
 		return pc, err
 	}
-	c.payload = payload
+	c.payload, c.members = payload, members
 	return pc, nil
 }
 
-// readObject validates doc (walkStrict) and calls fn with each top-level
-// member and its name, unescaped: an escaped name ("\u0073ub") is that
-// member, as encoding/json reads it. fn reports whether it reads the
-// member; a member it does not read whose name folds to one of known
-// (foldsTo) makes the document ErrMalformed. The header and the payload
-// are both read this way.
-func readObject(doc []byte, known []string, fn func(m member, name []byte) bool) error {
-	if err := walkStrict(doc); err != nil {
-		return err
+// readObject validates doc (objectReader.read), appending its top-level
+// members to members, and calls fn with each of them and its name,
+// unescaped: an escaped name ("\u0073ub") is that member, as
+// encoding/json reads it. fn reports whether it reads the member; a member
+// it does not read whose name folds to one of known (foldsTo) makes the
+// document ErrMalformed. The header and the payload are both read this
+// way.
+func readObject(r *objectReader, doc []byte, members []member, known *foldSet, fn func(m member, name []byte) bool) ([]member, error) {
+	members, err := r.read(doc, members)
+	if err != nil {
+		return nil, err
 	}
 	folded := false
-	err := eachMember(doc, func(m member) {
-		name := doc[m.keyStart+1 : m.keyEnd-1]
-		if m.escapedKey {
+	for _, m := range members {
+		raw := m.rawKey(doc)
+		name := raw[1 : len(raw)-1]
+		if m.escapedKey() {
 			var k string
-			if json.Unmarshal(doc[m.keyStart:m.keyEnd], &k) != nil {
-				name = nil // cannot happen once walkStrict accepted doc
+			if json.Unmarshal(raw, &k) != nil {
+				name = nil // cannot happen once WalkStrict accepted doc
 			} else {
 				name = []byte(k)
 			}
@@ -291,27 +327,60 @@ func readObject(doc []byte, known []string, fn func(m member, name []byte) bool)
 		if !fn(m, name) && foldsTo(name, known) {
 			folded = true
 		}
-	})
-	if err == nil && folded {
-		err = ErrMalformed
 	}
-	return err
+	if folded {
+		return nil, ErrMalformed
+	}
+	return members, nil
 }
 
 // readClaims are the claims the verifier and the pipeline read by name.
-var readClaims = []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act"}
+var readClaims = newFoldSet("iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act")
+
+// foldSet is a list of names foldsTo compares with and, by a name's first
+// byte, the ones it may fold to: those whose first rune folds to a rune
+// starting with that byte. Most names are told apart by that byte alone.
+type foldSet struct {
+	names []string
+	first [256]uint32 // bit i: names[i]
+}
+
+func newFoldSet(names ...string) *foldSet {
+	if len(names) > 32 {
+		panic("jwtauth: a foldSet holds at most 32 names")
+	}
+	s := &foldSet{names: names}
+	for i, n := range names {
+		r0, _ := utf8.DecodeRuneInString(n)
+		// Every rune r0 folds to, as bytes.EqualFold compares runes: a
+		// simple folding orbit has at most four runes.
+		for r, j := r0, 0; j < 8; j++ {
+			var b [utf8.UTFMax]byte
+			utf8.EncodeRune(b[:], r)
+			s.first[b[0]] |= 1 << i
+			if r = unicode.SimpleFold(r); r == r0 {
+				break
+			}
+		}
+	}
+	return s
+}
 
 // foldsTo reports whether name differs from one of names only in case
 // ("SUB", "ſub" with U+017F). Go's encoding/json matches struct fields
 // that way, so a program behind the service decoding the token into a
 // struct could read {"sub":"alice","Sub":"admin"} as admin: such a token
 // is refused, as a JSON-RPC body with such a key is.
-func foldsTo(name []byte, names []string) bool {
+func foldsTo(name []byte, names *foldSet) bool {
 	if len(name) > 3*len("client_id") {
 		return false // folding at most triples a name's length
 	}
-	for _, n := range names {
-		if bytes.EqualFold(name, []byte(n)) {
+	if len(name) == 0 {
+		return slices.Contains(names.names, "")
+	}
+	// One bit per name that may fold to name: bounded by 32.
+	for m := names.first[name[0]]; m != 0; m &= m - 1 {
+		if bytes.EqualFold(name, []byte(names.names[bits.TrailingZeros32(m)])) {
 			return true
 		}
 	}
@@ -343,93 +412,94 @@ func (pc *payloadClaims) set(name, v []byte) bool {
 	return true
 }
 
-// walkStrict checks a JOSE header or payload: a JSON object as
-// jsonrpc.WalkStrict accepts it whose every number fits a float64.
-// Whatever it accepts, encoding/json decodes to the same values; what it
-// refuses and encoding/json would accept (a member twice, invalid UTF-8,
-// nesting deeper than jsonrpc.MaxDepth) is refused because parsers
+// objectReader checks a JOSE header or payload and indexes its top-level
+// members in one pass of jsonrpc.WalkStrict. A scratch holds one, so that
+// visit, which WalkStrict keeps (a func value made per document would be
+// an allocation), is made once.
+type objectReader struct {
+	doc     []byte
+	next    int      // where the next top-level key is looked for
+	members []member // the top-level members so far
+	bad     bool     // a number out of float64 range, or a key not found
+	visit   jsonrpc.Visit
+}
+
+// read checks that doc is a JSON object as jsonrpc.WalkStrict accepts it
+// whose every number fits a float64, and appends its top-level members to
+// members. Whatever it accepts, encoding/json decodes to the same values;
+// what it refuses and encoding/json would accept (a member twice, invalid
+// UTF-8, nesting deeper than jsonrpc.MaxDepth) is refused because parsers
 // disagree on it.
-func walkStrict(doc []byte) error {
+func (r *objectReader) read(doc []byte, members []member) ([]member, error) {
 	i := jsonrpc.SkipSpace(doc, 0)
-	if i >= len(doc) || doc[i] != '{' {
-		return ErrMalformed
+	if len(doc) > maxDocument || i >= len(doc) || doc[i] != '{' {
+		return nil, ErrMalformed // beyond maxDocument: offsets would not fit
 	}
-	if jsonrpc.WalkStrict(doc, 0, nil) != nil || !numbersFit(doc) {
-		return ErrMalformed
+	if r.visit == nil {
+		r.visit = r.member
 	}
-	return nil
+	r.doc, r.next, r.members, r.bad = doc, i+1, members, false
+	err := jsonrpc.WalkStrict(doc, jsonrpc.MaxDepth, r.visit)
+	members, bad := r.members, r.bad
+	r.doc, r.members = nil, nil // a pooled reader holds no document
+	if err != nil || bad {
+		return nil, ErrMalformed
+	}
+	return members, nil
 }
 
-// numbersFit reports whether every number in a valid JSON document fits a
-// float64, as encoding/json requires of a number decoded into an any.
-func numbersFit(doc []byte) bool {
-	// Each iteration consumes at least one byte: bounded by len(doc).
-	for i := 0; i < len(doc); {
-		switch c := doc[i]; {
-		case c == '"':
-			i = jsonrpc.SkipString(doc, i)
-			if i < 0 {
-				return false
-			}
-		case c == '-' || '0' <= c && c <= '9':
-			e := jsonrpc.SkipValue(doc, i)
-			if e < 0 {
-				return false
-			}
-			if _, err := strconv.ParseFloat(string(doc[i:e]), 64); err != nil {
-				return false
-			}
-			i = e
-		default:
-			i++
-		}
+// member is read's Visit: it sees every value nested in doc (MaxDepth
+// bounds the nesting WalkStrict accepts), checks the numbers, and indexes
+// the members of the top-level object. WalkStrict has validated doc up to
+// end, so the key of a top-level member starts after the previous member
+// (or the '{') and a comma, and ends before the colon before the value.
+func (r *objectReader) member(depth int, key []byte, start, end int) {
+	doc := r.doc
+	if c := doc[start]; (c == '-' || '0' <= c && c <= '9') && !numberFits(doc[start:end]) {
+		r.bad = true
 	}
-	return true
+	if depth != 1 {
+		return
+	}
+	ks := jsonrpc.SkipSpace(doc, r.next)
+	if ks < start && doc[ks] == ',' {
+		ks = jsonrpc.SkipSpace(doc, ks+1)
+	}
+	ke := skipSpaceBack(doc, ks, start)
+	if ke > ks && doc[ke-1] == ':' {
+		ke = skipSpaceBack(doc, ks, ke-1)
+	} else {
+		ke = ks // no colon: refused below
+	}
+	if ke-ks < 2 || doc[ks] != '"' || doc[ke-1] != '"' {
+		r.bad = true // cannot happen: WalkStrict found a key here
+		return
+	}
+	// key is the name unescaped, and every escape is longer than what it
+	// stands for: a key as long as its token's content holds none.
+	r.members = append(r.members, newMember(ks, ke, start, end, ke-ks-2 != len(key)))
+	r.next = end
 }
 
-// eachMember calls fn for each top-level member of an object walkStrict
-// accepted.
-func eachMember(doc []byte, fn func(member)) error {
-	i := jsonrpc.SkipSpace(doc, 0) + 1 // past '{'
-	i = jsonrpc.SkipSpace(doc, i)
-	if i < len(doc) && doc[i] == '}' {
-		return nil
+// skipSpaceBack returns the index just past the last byte before end, and
+// not before start, that is not JSON whitespace.
+func skipSpaceBack(doc []byte, start, end int) int {
+	for end > start && (doc[end-1] == ' ' || doc[end-1] == '\t' || doc[end-1] == '\n' || doc[end-1] == '\r') {
+		end--
 	}
-	// Each iteration consumes at least a key: bounded by len(doc).
-	for i < len(doc) {
-		if doc[i] != '"' {
-			return ErrMalformed
-		}
-		ke := jsonrpc.SkipString(doc, i)
-		if ke < 0 {
-			return ErrMalformed
-		}
-		m := member{keyStart: int32(i), keyEnd: int32(ke)}
-		m.escapedKey = bytes.IndexByte(doc[i:ke], '\\') >= 0
-		i = jsonrpc.SkipSpace(doc, ke)
-		if i >= len(doc) || doc[i] != ':' {
-			return ErrMalformed
-		}
-		vs := jsonrpc.SkipSpace(doc, i+1)
-		ve := jsonrpc.SkipValue(doc, vs)
-		if ve < 0 {
-			return ErrMalformed
-		}
-		m.valStart, m.valEnd = int32(vs), int32(ve)
-		fn(m)
-		i = jsonrpc.SkipSpace(doc, ve)
-		if i >= len(doc) {
-			return ErrMalformed
-		}
-		if doc[i] == '}' {
-			return nil
-		}
-		if doc[i] != ',' {
-			return ErrMalformed
-		}
-		i = jsonrpc.SkipSpace(doc, i+1)
+	return end
+}
+
+// numberFits reports whether a valid JSON number fits a float64, as
+// encoding/json requires of a number decoded into an any.
+func numberFits(raw []byte) bool {
+	// An integer of at most 300 digits is below 1e300: most numbers
+	// (dates) need no ParseFloat.
+	if len(raw) <= 300 && isInteger(raw) {
+		return true
 	}
-	return ErrMalformed
+	_, err := strconv.ParseFloat(string(raw), 64)
+	return err == nil
 }
 
 // maxNumericDate is 9999-12-31T23:59:59Z; larger dates are malformed rather
@@ -446,12 +516,47 @@ func numericDate(raw []byte) (time.Time, bool, error) {
 	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
 		return time.Time{}, false, ErrMalformed
 	}
+	if sec, ok := smallInteger(raw); ok {
+		// Nearly every date: whole seconds, exactly what ParseFloat
+		// would give.
+		if sec > maxNumericDate {
+			return time.Time{}, false, ErrMalformed
+		}
+		return time.Unix(sec, 0), true, nil
+	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || math.IsNaN(f) || f < 0 || f > maxNumericDate {
 		return time.Time{}, false, ErrMalformed
 	}
 	sec, frac := math.Modf(f)
 	return time.Unix(int64(sec), int64(frac*1e9)), true, nil
+}
+
+// isInteger reports whether a valid JSON number has no fraction or
+// exponent.
+func isInteger(raw []byte) bool {
+	for _, c := range raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// smallInteger reads a number of at most 15 decimal digits and no sign,
+// fraction or exponent: one that a float64 holds exactly.
+func smallInteger(raw []byte) (int64, bool) {
+	if len(raw) == 0 || len(raw) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // stringClaim decodes a string claim's raw value; absent is "", a present

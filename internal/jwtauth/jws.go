@@ -28,26 +28,53 @@ var b64 = base64.RawURLEncoding.Strict()
 // splitToken splits a compact JWS into its three segments. Every byte must
 // be of the base64url alphabet or one of exactly two dots: the base64
 // decoder would skip CR and LF, which would give one signed token several
-// spellings.
+// spellings. A token longer than MaxTokenSize is not one.
 func splitToken(token string) (header, payload, sig string, ok bool) {
-	dots := 0
-	for i := 0; i < len(token); i++ {
-		c := token[i]
+	if len(token) > MaxTokenSize {
+		return "", "", "", false
+	}
+	// One pass without branches, four bytes at a time on independent
+	// sums: each sum counts dots and gains badByte for any byte outside
+	// the alphabet. A token is at most MaxTokenSize bytes, so dots never
+	// add up to badByte and the sums cannot wrap.
+	var s0, s1, s2, s3 uint32
+	i := 0
+	for ; i+4 <= len(token); i += 4 {
+		b := token[i : i+4]
+		s0 += tokenBytes[b[0]]
+		s1 += tokenBytes[b[1]]
+		s2 += tokenBytes[b[2]]
+		s3 += tokenBytes[b[3]]
+	}
+	for ; i < len(token); i++ {
+		s0 += tokenBytes[token[i]]
+	}
+	if s0+s1+s2+s3 != 2 {
+		return "", "", "", false
+	}
+	h := strings.IndexByte(token, '.')
+	p := h + 1 + strings.IndexByte(token[h+1:], '.')
+	return token[:h], token[h+1 : p], token[p+1:], true
+}
+
+// badByte is what a byte outside the base64url alphabet and the dot adds
+// to splitToken's sum: more than any count of dots in a token.
+const badByte = MaxTokenSize + 1
+
+// tokenBytes classifies the bytes of a compact JWS for splitToken: 0 for
+// the base64url alphabet (no padding), 1 for a dot, badByte for the rest.
+var tokenBytes = func() (t [256]uint32) {
+	for c := range t {
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
 		case c == '.':
-			dots++
+			t[c] = 1
 		default:
-			return "", "", "", false
+			t[c] = badByte
 		}
 	}
-	if dots != 2 {
-		return "", "", "", false
-	}
-	header, rest, _ := strings.Cut(token, ".")
-	payload, sig, _ = strings.Cut(rest, ".")
-	return header, payload, sig, true
-}
+	return t
+}()
 
 // scratch is one verification's reusable memory (pooled): the header and
 // signature are decoded into it, and the signing input is copied into it
@@ -57,9 +84,19 @@ type scratch struct {
 	out []byte // decoded header, then signature
 	sum [64]byte
 	der [2*(2+1+66) + 3]byte // an ECDSA signature in ASN.1, P-521 at most
+
+	objects objectReader
+	// members indexes the header: in headerInline, or in the largest
+	// array a header of more members needed, kept for the next one.
+	members      []member
+	headerInline [8]member
 }
 
-var scratches = sync.Pool{New: func() any { return new(scratch) }}
+var scratches = sync.Pool{New: func() any {
+	s := new(scratch)
+	s.members = s.headerInline[:0]
+	return s
+}}
 
 // decode decodes seg into s.out after what it holds; the result stays
 // valid until the scratch goes back to the pool.
@@ -95,10 +132,10 @@ type joseHeader struct {
 // parseHeader validates a JOSE header (one JSON object, no member twice:
 // RFC 7515 section 4 asks to refuse or to take the last, and parsers
 // disagree, so it is refused) and picks out its members.
-func parseHeader(doc []byte) (joseHeader, error) {
+func (s *scratch) parseHeader(doc []byte) (joseHeader, error) {
 	var h joseHeader
-	err := readObject(doc, headerMembers, func(m member, name []byte) bool {
-		v := doc[m.valStart:m.valEnd]
+	members, err := readObject(&s.objects, doc, s.members[:0], headerMembers, func(m member, name []byte) bool {
+		v := m.value(doc)
 		switch string(name) {
 		case "alg":
 			h.alg = v
@@ -113,11 +150,14 @@ func parseHeader(doc []byte) (joseHeader, error) {
 		}
 		return true
 	})
+	if cap(members) > cap(s.members) {
+		s.members = members[:0]
+	}
 	return h, err
 }
 
 // headerMembers are the header members the verifier reads.
-var headerMembers = []string{"alg", "kid", "typ", "crit"}
+var headerMembers = newFoldSet("alg", "kid", "typ", "crit")
 
 // hashIndex numbers the hashes JWS algorithms use, for the pools.
 func hashIndex(h crypto.Hash) int {

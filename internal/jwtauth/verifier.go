@@ -162,7 +162,7 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	if !ok {
 		return nil, ErrMalformed
 	}
-	h, err := parseHeader(headerDoc)
+	h, err := sc.parseHeader(headerDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	if err != nil {
 		return nil, ErrMalformed
 	}
-	pc, err := parsePayload(c, payload[:n:n])
+	pc, err := parsePayload(&sc.objects, c, payload[:n:n])
 	if err != nil {
 		return nil, err
 	}
