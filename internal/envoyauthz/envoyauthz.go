@@ -133,14 +133,15 @@ func Response(v *check.Verdict) *authv3.CheckResponse {
 	// per request) then costs no memo at all.
 	if v.Outcome == check.Allowed && v.Grant != nil && v.Route == v.Grant.Route && v.CacheHit {
 		r := check.Rendered(v.Grant, renderGrant)
-		if l := r.last.Load(); l != nil && l.matches(v) {
+		if l := r.last.Load(); l != nil && l.matches(v, false) {
 			return l.resp
 		}
+		p := r.messageParts(v.Grant)
 		var buf [maxEntries]entry
 		es := requestEntries(buf[:0], v)
 		vals := newValues(ownedValues(es))
-		resp, md := okResponse(withExtra(r.headers, v.Set), v.Remove)
-		md.Fields = metadataFields(r.shape.fields, r.own, es, &vals)
+		resp, md := okResponse(withExtra(p.headers, v.Set), v.Remove)
+		md.Fields = metadataFields(p.shape.fields, p.own, es, &vals)
 		l := newLast(v)
 		l.resp = resp
 		r.last.Store(l)

@@ -84,3 +84,45 @@ func TestMemoIsPerUser(t *testing.T) {
 		}
 	}
 }
+
+// TestWireMemo: from a grant's second use on, the wire path answers with
+// the bytes it memoized, and a check through the protobuf API in between
+// replaces the memo without changing the answer.
+func TestWireMemo(t *testing.T) {
+	srv := verdictFixture(t, 16)
+	ctx := context.Background()
+	req := typicalRequest(typicalToken(t, 1))
+	enc, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := func() *encodedResponse {
+		w := wirePool.Get().(*wireRequest)
+		if err := w.decode(enc); err != nil {
+			t.Fatal(err)
+		}
+		defer w.release()
+		e, ok := srv.checkWire(ctx, w).(*encodedResponse)
+		if !ok {
+			t.Fatal("the wire path did not answer an allow encoded")
+		}
+		return e
+	}
+	first := wire() // the miss
+	second, third := wire(), wire()
+	if second != third {
+		t.Fatal("a repeated check was not answered from the memo")
+	}
+	if first == second {
+		t.Fatal("the miss's answer (cached false) was memoized")
+	}
+	msg, _ := srv.Check(ctx, req)
+	fourth, fifth := wire(), wire()
+	if fourth == third || fifth != fourth {
+		t.Fatal("the memo was not rebuilt once after the protobuf API's")
+	}
+	var got authv3.CheckResponse
+	if err := proto.Unmarshal(fourth.b, &got); err != nil || !proto.Equal(&got, msg) {
+		t.Fatalf("the wire answer %v (%v) differs from the protobuf API's %v", &got, err, msg)
+	}
+}

@@ -23,23 +23,24 @@ import (
 // Values (metadataFields), the wire path writes them as bytes
 // (encodeGrantAllow). Both read the same entries, so both show the same.
 
-// rendering is the protobuf API's form of a grant's response pieces, built
-// once per grant in use so that a cache hit rebuilds only what varies per
-// request.
+// rendering is what a grant in use keeps for its answers: its last one,
+// so that repeated requests of one conversation get the same answer,
+// shared (read-only) between them. The protobuf API also keeps the
+// message form of the grant's own pieces (messageParts), built at its
+// first memo; the wire path writes everything else from the verdict, so a
+// grant it answers keeps nothing more.
 type rendering struct {
+	last  atomic.Pointer[lastResponse]
+	parts atomic.Pointer[messageParts]
+}
+
+// messageParts are a grant's response pieces as messages, built once per
+// grant so that a cache hit through the protobuf API rebuilds only what
+// varies per request.
+type messageParts struct {
 	headers []*corev3.HeaderValueOption
 	shape   *shapeFields
 	own     []field // the grant's own fields (ownEntries)
-	// last is the grant's last response: repeated requests of one
-	// conversation get the same answer, shared (read-only) between them.
-	last atomic.Pointer[lastResponse]
-}
-
-// wireRendering is the wire path's: its last answer, encoded. The wire
-// path writes everything else from the verdict, so a grant keeps nothing
-// more for it.
-type wireRendering struct {
-	last atomic.Pointer[lastResponse]
 }
 
 // field is one metadata entry in the protobuf form.
@@ -59,7 +60,8 @@ type shapeFields struct {
 // lastResponse is a response with what it was built from: the verdict's
 // HeadersID names its headers. The protobuf API keeps the message
 // (resp), the wire path only its encoded form (encoded): each memoizes
-// what it answers with, nothing more.
+// what it answers with, nothing more, and a memo of the other path's is
+// replaced.
 type lastResponse struct {
 	headersID uint64
 	cacheHit  bool
@@ -68,8 +70,9 @@ type lastResponse struct {
 	encoded   *encodedResponse
 }
 
-func (l *lastResponse) matches(v *check.Verdict) bool {
-	return v.HeadersID != 0 && l.headersID == v.HeadersID && l.cacheHit == v.CacheHit && sameCall(&l.call, &v.Call)
+func (l *lastResponse) matches(v *check.Verdict, wire bool) bool {
+	return v.HeadersID != 0 && l.headersID == v.HeadersID && l.cacheHit == v.CacheHit && sameCall(&l.call, &v.Call) &&
+		(l.encoded != nil) == wire
 }
 
 // newLast is the record of v's response: what it was built from, without
@@ -86,9 +89,16 @@ func sameCall(a, b *check.Call) bool {
 		a.MCPSession == b.MCPSession && a.ContextID == b.ContextID && a.TaskID == b.TaskID
 }
 
-// renderGrant builds a grant's rendering once. The grant's own headers are
-// always a verdict's first headers (see check.Grant.Headers).
-func renderGrant(g *check.Grant) *rendering {
+// renderGrant makes a grant's rendering, once per grant in use.
+func renderGrant(*check.Grant) *rendering { return new(rendering) }
+
+// messageParts returns the grant's pieces as messages, built at the first
+// call. The grant's own headers are always a verdict's first headers (see
+// check.Grant.Headers).
+func (r *rendering) messageParts(g *check.Grant) *messageParts {
+	if p := r.parts.Load(); p != nil {
+		return p
+	}
 	var buf [maxOwnEntries]entry
 	es := ownEntries(buf[:0], g)
 	vals := newValues(ownedValues(es))
@@ -96,10 +106,12 @@ func renderGrant(g *check.Grant) *rendering {
 	for i := range es {
 		own[i] = field{es[i].key, es[i].value(&vals)}
 	}
-	return &rendering{headers: headerOptions(g.Headers()), shape: check.RenderedShape(g, renderShape), own: own}
+	p := &messageParts{headers: headerOptions(g.Headers()), shape: check.RenderedShape(g, renderShape), own: own}
+	if !r.parts.CompareAndSwap(nil, p) {
+		return r.parts.Load()
+	}
+	return p
 }
-
-func renderWire(*check.Grant) *wireRendering { return new(wireRendering) }
 
 // renderShape renders what every grant of g's shape shows, reading only
 // what they share (check.RenderedShape).

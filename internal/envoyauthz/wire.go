@@ -365,8 +365,8 @@ func wireAllow(v *check.Verdict) *encodedResponse {
 	if !v.CacheHit {
 		return &encodedResponse{b: encodeGrantAllow(v, shape)}
 	}
-	r := check.Rendered(g, renderWire)
-	if l := r.last.Load(); l != nil && l.matches(v) {
+	r := check.Rendered(g, renderGrant)
+	if l := r.last.Load(); l != nil && l.matches(v, true) {
 		return l.encoded
 	}
 	l := newLast(v)
