@@ -69,14 +69,20 @@ func TestCacheAgainstModel(t *testing.T) {
 		name        string
 		size, keys  int
 		ops, resize int
+		hashBits    uint32 // the hash bits kept: few make keys share hashes
 	}{
 		{name: "below a slab", size: 7, keys: 40, ops: 20_000, resize: 0},
 		{name: "several slabs", size: 2100, keys: 2600, ops: 25_000, resize: 0},
 		{name: "grows past its first slab", size: 5, keys: 1500, ops: 20_000, resize: 1200},
 		{name: "shrinks", size: 1200, keys: 1500, ops: 20_000, resize: 10},
+		{name: "keys sharing hashes", size: 300, keys: 400, ops: 20_000, resize: 0, hashBits: 0x7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.hashBits != 0 {
+				defer func(b uint32) { hashBits = b }(hashBits)
+				hashBits = tt.hashBits
+			}
 			rng := rand.New(rand.NewPCG(1, uint64(tt.size)))
 			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			clk := &fakeClock{t: start}
@@ -239,9 +245,13 @@ func TestGroundKeysSpread(t *testing.T) {
 	}
 	mask := uint64(len(c.table) - 1)
 	longest := uint64(0)
-	for i, r := range c.table {
-		if r != 0 {
-			longest = max(longest, (uint64(i)-c.home(&c.at(r).key, mask))&mask)
+	for i, p := range c.table {
+		if p != 0 {
+			h := c.hash(&c.at(p.ref()).key)
+			if p.hash() != h {
+				t.Fatalf("position %d holds hash %#x for a key of hash %#x", i, p.hash(), h)
+			}
+			longest = max(longest, (uint64(i)-home(h, mask))&mask)
 		}
 	}
 	if longest > 200 {
