@@ -383,10 +383,12 @@ func sameLineage(a, b *lineage.Result) bool {
 		a.Trusted == b.Trusted && a.FromSigned == b.FromSigned && a.Signed == b.Signed && slices.Equal(a.ActorChain, b.ActorChain)
 }
 
-// verify runs the expensive part: signature and claims, then the grant.
+// verify runs the expensive part: signature and claims, then the grant,
+// written to dst (the caller's, so that a miss allocates no entry: the
+// cache keeps the grant, never the entry).
 // actor, when set, is the workload presenting the token for its user.
 // readOnly (Explain) verifies without caching an introspection answer.
-func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, actor string, readOnly bool) *cached {
+func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, actor string, readOnly bool, dst *cached) {
 	verify := p.verifier.Verify
 	if readOnly {
 		verify = p.verifier.VerifyNoStore
@@ -397,20 +399,23 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 		var broken *dependencyError
 		switch {
 		case errors.As(err, &broken):
-			return &cached{outcome: Unavailable, description: broken.desc, retryAfter: broken.retryAfter}
+			*dst = cached{outcome: Unavailable, description: broken.desc, retryAfter: broken.retryAfter}
 		case errors.Is(err, jwtauth.ErrKeysUnavailable):
-			return &cached{outcome: Unavailable, description: "signing keys are not available yet"}
+			*dst = cached{outcome: Unavailable, description: "signing keys are not available yet"}
+		default:
+			*dst = cached{outcome: InvalidToken, description: err.Error()}
 		}
-		return &cached{outcome: InvalidToken, description: err.Error()}
+		return
 	}
 	if actor != "" {
 		claims = withActor(claims, actor)
 	}
 	g, err := p.newGrant(r, claims)
 	if err != nil {
-		return &cached{outcome: InvalidToken, description: err.Error()}
+		*dst = cached{outcome: InvalidToken, description: err.Error()}
+		return
 	}
-	return &cached{grant: g, outcome: Allowed}
+	*dst = cached{grant: g, outcome: Allowed}
 }
 
 // expiry bounds a cache entry: a grant never outlives its token, a denial
