@@ -200,10 +200,17 @@ func utf8Charset(contentType string) bool {
 }
 
 // containsFold reports whether s contains the lower-case ASCII word sub,
-// in any case, without allocating.
+// in any case, without allocating. A window of len(sub) bytes holding a
+// multi-byte rune has fewer runes than sub and never folds onto it, so
+// only a window starting with sub's first letter in either case can match:
+// the others are passed over without calling EqualFold.
 func containsFold(s, sub string) bool {
+	if sub == "" {
+		return true
+	}
+	first := sub[0]
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
+		if c := s[i]; (c == first || c|0x20 == first && 'a' <= first && first <= 'z') && strings.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}
