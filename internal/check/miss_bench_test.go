@@ -96,9 +96,10 @@ func TestCheckMissAllocations(t *testing.T) {
 		}
 		i++
 	})
-	const want = 100
+	// The verifier's claims, the call's id and strings, the budget, the
+	// grant with its headers and their packed values, the lineage headers.
+	const want = 8
 	if got > want {
 		t.Errorf("a miss allocates %v times, want at most %v", got, want)
 	}
-	t.Logf("%v allocations", got)
 }

@@ -325,8 +325,16 @@ func routeReason(req *Request) string {
 // whoever asks first.
 func (e *evaluation) deriveLineage(noMint bool) (lineage.Result, error) {
 	p, r, g, req, call := e.p, e.route, e.grant, e.req, &e.call
-	in := p.lineageNames.Inbound(req.Headers)
 	trusted := r.trust.Trusted(lineage.Caller{IssuerName: g.Issuer, ClientID: g.ClientID, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal})
+	// Derive reads inbound headers only from a trusted caller, and a
+	// signed token only once verified: most requests look up none.
+	var in lineage.Inbound
+	switch {
+	case trusted:
+		in = p.lineageNames.Inbound(req.Headers)
+	case p.signedVerifier != nil && p.lineageNames.Signed != "":
+		in.Signed = req.Headers[p.lineageNames.Signed]
+	}
 	if in.Signed != "" && p.signedVerifier != nil && !e.signedChecked {
 		e.signedChecked = true
 		c, err := p.signedVerifier.Verify(e.ctx, in.Signed, g.Subject)
