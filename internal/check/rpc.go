@@ -65,7 +65,8 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	c.Protocol = r.protocol
 	h := req.Headers
 	c.MCPSession = h.Get("mcp-session-id")
-	c.ProtocolVersion = h.Get("mcp-protocol-version")
+	headerVersion := h.Get("mcp-protocol-version")
+	c.ProtocolVersion = headerVersion
 	headerMethod := h.Get("mcp-method")
 	rawName, hasName := h["mcp-name"]
 	var headerName string
@@ -137,7 +138,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		if hasName && headerName != name {
 			return c, &rpcDenial{jsonrpc.CodeHeaderMismatch, "Mcp-Name header does not match the body"}
 		}
-		if hv := h.Get("mcp-protocol-version"); hv != "" && rpc.ProtocolVersion != "" && hv != rpc.ProtocolVersion {
+		if headerVersion != "" && rpc.ProtocolVersion != "" && headerVersion != rpc.ProtocolVersion {
 			return c, &rpcDenial{jsonrpc.CodeHeaderMismatch, "MCP-Protocol-Version header does not match the body"}
 		}
 		if c.ProtocolVersion >= mcpHeaderVersion {
