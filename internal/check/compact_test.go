@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -248,5 +249,49 @@ func TestGrantValuesPacked(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWithLineageRemoved: a grant strips its own headers, then the lineage
+// headers of the request, whatever the requests of its shape stripped
+// before; a shared shape hands out one list for requests that strip the
+// same ones.
+func TestWithLineageRemoved(t *testing.T) {
+	shared := &grantShape{remove: []string{"authorization"}, shared: true}
+	alone := &grantShape{remove: []string{"authorization"}}
+	tests := []struct {
+		name  string
+		shape *grantShape
+		extra []string
+		want  []string
+	}{
+		{"nothing stripped", shared, nil, []string{"authorization"}},
+		{"parent", shared, []string{"x-parent"}, []string{"authorization", "x-parent"}},
+		{"parent again", shared, []string{"x-parent"}, []string{"authorization", "x-parent"}},
+		{"parent and chain", shared, []string{"x-parent", "x-chain"}, []string{"authorization", "x-parent", "x-chain"}},
+		{"chain", shared, []string{"x-chain"}, []string{"authorization", "x-chain"}},
+		{"unshared", alone, []string{"x-parent"}, []string{"authorization", "x-parent"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &Grant{grantShape: tt.shape}
+			extra := append([]string(nil), tt.extra...)
+			got := g.withLineageRemoved(extra)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("%q, want %q", got, tt.want)
+			}
+			if len(extra) > 0 {
+				extra[0] = "changed" // the caller's list is its own
+				if again := g.withLineageRemoved(tt.extra); !slices.Equal(again, tt.want) {
+					t.Fatalf("%q after the caller's list changed, want %q", again, tt.want)
+				}
+				if tt.shape.shared && &got[0] != &g.withLineageRemoved(tt.extra)[0] {
+					t.Fatal("a shared shape made the list again")
+				}
+			}
+		})
+	}
+	if alone.lineageRemove.Load() != nil {
+		t.Fatal("an unshared shape keeps a list")
 	}
 }

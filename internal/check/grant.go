@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +90,37 @@ type grantShape struct {
 	// of one grant renders into the grant's memos, which are bounded.
 	rendered atomic.Pointer[any]
 	shared   bool
+	// lineageRemove is remove followed by the lineage headers a request
+	// strips, as the last request of the shape made it (withLineageRemoved);
+	// kept only on a shared shape.
+	lineageRemove atomic.Pointer[lineageRemoveMemo]
+}
+
+// lineageRemoveMemo is one list withLineageRemoved made.
+type lineageRemoveMemo struct {
+	extra []string // the lineage headers stripped
+	list  []string // remove, then extra
+}
+
+// withLineageRemoved returns the headers g strips followed by extra, the
+// lineage headers a request strips. Requests of a shape nearly always
+// strip the same ones: a shared shape keeps the list, so that a miss does
+// not make it again. The list is shared: callers must never modify it.
+func (g *Grant) withLineageRemoved(extra []string) []string {
+	if len(extra) == 0 {
+		return g.remove
+	}
+	if g.shared {
+		if m := g.lineageRemove.Load(); m != nil && slices.Equal(m.extra, extra) {
+			return m.list
+		}
+	}
+	list := make([]string, 0, len(g.remove)+len(extra))
+	list = append(append(list, g.remove...), extra...)
+	if g.shared {
+		g.lineageRemove.Store(&lineageRemoveMemo{extra: list[len(g.remove):], list: list})
+	}
+	return list
 }
 
 // Expires is when the token expires (to the second).

@@ -376,7 +376,11 @@ func (e *evaluation) applyLineage() *denial {
 	}
 	// The grant's slices are shared by every request: full slice
 	// expressions make the appends copy.
-	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
+	// A request strips at most the five lineage headers: they are listed
+	// on the stack and joined to the grant's (withLineageRemoved).
+	var removed [5]string
+	set, extra := res.AppendHeaders(g.set[:len(g.set):len(g.set)], removed[:0], p.lineageNames)
+	v.Set, v.Remove = set, g.withLineageRemoved(extra)
 	v.HeadersID = 0
 	if res.Signed == "" && v.CacheHit { // a signed token is new on every request; a grant used once needs no memo
 		v.HeadersID = nextMemoID()
