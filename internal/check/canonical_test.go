@@ -1,6 +1,7 @@
 package check
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -156,6 +157,47 @@ func BenchmarkRequestStages(b *testing.B) {
 		}
 		if d := p.ambiguousHeader(r, req); d != nil {
 			b.Fatal(d.desc)
+		}
+	}
+}
+
+// TestAmbiguousHeaderScan: the one pass over a request's headers lets
+// through only requests that checking each header by name lets through,
+// and any other request gets the same denial: random sets of the headers
+// it checks and others, each with a plain value, a joined one or one
+// outside visible ASCII, on a route with a credential header and cookie
+// and on one without.
+func TestAmbiguousHeaderScan(t *testing.T) {
+	f := newFixture(t, "")
+	p := f.pl.Policy()
+	names := []string{"mcp-method", "x-root-context-id", "x-lineage-token", "x-api-token", hMCPSession, hPartialBody, hCookie, "accept", "authorization"}
+	values := []string{"a", "a,b", "a b", "true", "false", "at=1; at=2", "x=1; at=2"}
+	for _, route := range []string{"agent", "files"} {
+		r, ok := p.routes.ByName(route)
+		if !ok {
+			t.Fatalf("no route %s", route)
+		}
+		n := 0
+		rnd := rand.New(rand.NewPCG(1, 2)) // the same cases every run
+		const cases = 20000
+		for range cases {
+			h := Headers{":authority": "agent.example.com", ":path": "/a2a", ":method": "POST"}
+			for _, name := range names {
+				if k := rnd.IntN(2 * len(values)); k < len(values) {
+					h[name] = values[k]
+				}
+			}
+			req := &Request{Method: "POST", Host: "agent.example.com", Path: "/a2a", Headers: h}
+			got, want := p.ambiguousHeader(r, req), p.ambiguousHeaderByName(r, req)
+			if (got == nil) != (want == nil) || got != nil && got.desc != want.desc {
+				t.Fatalf("%s %v: %v, want %v", route, h, got, want)
+			}
+			if want != nil {
+				n++
+			}
+		}
+		if n == 0 || n == cases {
+			t.Fatalf("%s: %d of the requests refused: the cases do not vary", route, n)
 		}
 	}
 }

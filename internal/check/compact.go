@@ -160,52 +160,117 @@ func internClaimString(s string) any {
 	return internedValues.put(key, strings.Clone(s))
 }
 
-// share returns the grant g drafts, made for keeps: its own strings packed
-// in one allocation and its shape replaced by an equal shared one (or a
-// copy of its own). newGrant calls it last, on a draft that may live on
-// its stack and that nobody else has seen.
+// share returns the grant g drafts, made for keeps (pack made its strings
+// its own): its headers copied into the grant's own allocation and its
+// shape replaced by an equal shared one (or a copy of its own). newGrant
+// calls it last, on a draft that may live on its stack and that nobody
+// else has seen.
 func (g *Grant) share() *Grant {
-	g.pack()
-	return &Grant{grantShape: shapes.get(g.grantShape), Subject: g.Subject, Session: g.Session,
-		exp: g.exp, iat: g.iat, set: g.set}
+	own, set := allocGrant(len(g.set))
+	copy(set, g.set)
+	own.grantShape = shapes.get(g.grantShape)
+	own.Subject, own.Session = g.Subject, g.Session
+	own.exp, own.iat = g.exp, g.iat
+	own.set = set
+	return own
 }
 
-// pack copies Subject, Session and the values of the identity headers into
-// one string and points them into it. The values may be substrings of
-// something much larger (a decoded token) that must not stay alive for as
-// long as the grant is cached; a header repeating the subject or the
-// session keeps pointing to the same bytes.
-func (g *Grant) pack() {
-	n := len(g.Subject) + len(g.Session)
-	for _, h := range g.set {
-		if h.Value != g.Subject && h.Value != g.Session {
+// maxInlineHeaders is the most identity headers a grant keeps in its own
+// allocation (allocGrant); nearly every route sets fewer.
+const maxInlineHeaders = 4
+
+// allocGrant returns a new grant with room for n headers, in one
+// allocation when n is at most maxInlineHeaders: a cached grant then costs
+// one object less, and never more bytes than two would.
+func allocGrant(n int) (*Grant, []Header) {
+	switch n {
+	case 0:
+		return new(Grant), nil
+	case 1:
+		a := new(struct {
+			g Grant
+			h [1]Header
+		})
+		return &a.g, a.h[:]
+	case 2:
+		a := new(struct {
+			g Grant
+			h [2]Header
+		})
+		return &a.g, a.h[:]
+	case 3:
+		a := new(struct {
+			g Grant
+			h [3]Header
+		})
+		return &a.g, a.h[:]
+	case 4:
+		a := new(struct {
+			g Grant
+			h [maxInlineHeaders]Header
+		})
+		return &a.g, a.h[:]
+	}
+	return new(Grant), make([]Header, n)
+}
+
+// pack sets the grant's Subject to ns followed by sub and the user header
+// (the first of set) to ns followed by userValue, and copies Subject,
+// Session and the values of the identity headers into one string, pointing
+// them into it. The values may be substrings of something much larger (a
+// decoded token) that must not stay alive for as long as the grant is
+// cached; a header repeating the subject or the session keeps pointing to
+// the same bytes.
+func (g *Grant) pack(ns, sub, userValue string) {
+	isSubject := func(v string) bool {
+		return len(v) == len(ns)+len(sub) && v[:len(ns)] == ns && v[len(ns):] == sub
+	}
+	ownUser := userValue != sub // else the user header is the subject
+	n := len(ns) + len(sub) + len(g.Session)
+	if ownUser {
+		n += len(ns) + len(userValue)
+	}
+	for _, h := range g.set[1:] {
+		if h.Value != g.Session && !isSubject(h.Value) {
 			n += len(h.Value)
 		}
 	}
 	var b strings.Builder
 	b.Grow(n)
-	b.WriteString(g.Subject)
+	b.WriteString(ns)
+	b.WriteString(sub)
 	b.WriteString(g.Session)
-	for _, h := range g.set {
-		if h.Value != g.Subject && h.Value != g.Session {
+	if ownUser {
+		b.WriteString(ns)
+		b.WriteString(userValue)
+	}
+	for _, h := range g.set[1:] {
+		if h.Value != g.Session && !isSubject(h.Value) {
 			b.WriteString(h.Value)
 		}
 	}
 	s := b.String()
-	sub, ses := s[:len(g.Subject)], s[len(g.Subject):len(g.Subject)+len(g.Session)]
-	off := len(g.Subject) + len(g.Session)
-	for i := range g.set {
-		switch v := g.set[i].Value; v {
-		case g.Subject:
-			g.set[i].Value = sub
-		case g.Session:
+	subject := s[:len(ns)+len(sub)]
+	off := len(subject)
+	ses := s[off : off+len(g.Session)]
+	off += len(g.Session)
+	g.set[0].Value = subject
+	if ownUser {
+		g.set[0].Value = s[off : off+len(ns)+len(userValue)]
+		off += len(ns) + len(userValue)
+	}
+	for i := 1; i < len(g.set); i++ {
+		switch v := g.set[i].Value; {
+		case v == g.Session:
 			g.set[i].Value = ses
+		case isSubject(v):
+			g.set[i].Value = subject
 		default:
 			g.set[i].Value = s[off : off+len(v)]
 			off += len(v)
 		}
 	}
-	g.Subject, g.Session = sub, ses
+	g.Subject, g.Session = subject, ses
 }
 
 // maxShapes bounds the shape table. Shapes come from tokens (clients, keys,

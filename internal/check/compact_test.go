@@ -3,10 +3,14 @@ package check
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/segment"
 )
 
 // shapeDoc is a route whose rules read department and groups, with e-mail
@@ -167,5 +171,127 @@ func TestShapeKeysDiffer(t *testing.T) {
 			t.Fatalf("%s and %s have the same key", name, other)
 		}
 		seen[string(k)] = name
+	}
+}
+
+// TestGrantValuesPacked: whatever the user is made of (a namespace, an
+// encoded header value) and however many headers a route sets, the grant's
+// strings are one allocation holding the user once, and its headers say
+// what they did before they were packed.
+func TestGrantValuesPacked(t *testing.T) {
+	const twoIssuers = `issuers:
+  - {name: dev, issuer: https://dev.example.com, algorithms: [HS256], secret: ` + secret + `}
+  - {name: other, issuer: https://other.example.com, algorithms: [HS256], secret: ` + secret + `}
+`
+	const oneIssuer = `issuers: [{name: dev, issuer: https://dev.example.com, algorithms: [HS256], secret: ` + secret + `}]
+`
+	route := func(headers string) string {
+		return "routes: [{name: agent, default: true, issuers: [dev], claim_headers: [" + headers + "]}]\n"
+	}
+	tests := []struct {
+		name, doc string
+		sub       string
+		// want are the headers' values in order; sameAsUser those (by
+		// index) that must share the subject's bytes.
+		want       []string
+		subject    string
+		sameAsUser []int
+	}{
+		{name: "namespaced user", doc: twoIssuers + route("{claim: email, header: x-user-email}"), sub: "alice",
+			subject: "dev:alice", want: []string{"dev:alice", "sess-42", "alice@example.com"}, sameAsUser: []int{0}},
+		{name: "encoded user", doc: twoIssuers + route("{claim: email, header: x-user-email}") +
+			"identity: {safe_values: path-segment, unsafe_values: encode}\n", sub: "a/b",
+			subject: "dev:a/b", want: []string{"dev:" + segment.Encode("a/b"), "sess-42", "alice@example.com"}},
+		{name: "headers repeating user and session", doc: oneIssuer + route("{claim: sub, header: x-sub}, {claim: session_id, header: x-sess}"),
+			sub: "alice", subject: "alice", want: []string{"alice", "sess-42", "alice", "sess-42"}, sameAsUser: []int{0, 2}},
+		{name: "more headers than fit inline", doc: oneIssuer + route(`{claim: email, header: x-1}, {claim: department, header: x-2},
+      {claim: team, header: x-3}, {claim: sub, header: x-4}, {claim: email, header: x-5}`),
+			sub: "bob", subject: "bob", want: []string{"bob", "sess-42", "alice@example.com", "eng", "core", "bob", "alice@example.com"}, sameAsUser: []int{0, 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl := newPipeline(t, tt.doc, Deps{}, Options{})
+			tok := testHS(t, jwt.MapClaims{"iss": "https://dev.example.com", "sub": tt.sub, "session_id": "sess-42",
+				"email": "alice@example.com", "department": "eng", "team": "core", "exp": t0.Add(24 * 365 * time.Hour).Unix()})
+			v := pl.Check(context.Background(), agentReq(Headers{"authorization": "Bearer " + tok}))
+			g := v.Grant
+			if g == nil {
+				t.Fatalf("no grant: %v %s", v.Outcome, v.Description)
+			}
+			if g.Subject != tt.subject || g.Session != "sess-42" {
+				t.Fatalf("grant is %q session %q", g.Subject, g.Session)
+			}
+			h := g.Headers()
+			size := len(g.Subject) + len(g.Session)
+			for i, w := range tt.want {
+				if i >= len(h) || h[i].Value != w {
+					t.Fatalf("headers %v, want values %q", h, tt.want)
+				}
+				size += len(w)
+			}
+			if len(h) != len(tt.want) {
+				t.Fatalf("headers %v, want values %q", h, tt.want)
+			}
+			start := uintptr(unsafe.Pointer(unsafe.StringData(g.Subject)))
+			values := []string{g.Session}
+			for _, x := range h {
+				values = append(values, x.Value)
+			}
+			for _, s := range values {
+				p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+				if s != "" && (p < start || p+uintptr(len(s)) > start+uintptr(size)) {
+					t.Fatalf("%q is not in the grant's packed string", s)
+				}
+			}
+			for _, i := range tt.sameAsUser {
+				if unsafe.StringData(h[i].Value) != unsafe.StringData(g.Subject) {
+					t.Fatalf("header %d holds a second copy of the subject", i)
+				}
+			}
+		})
+	}
+}
+
+// TestWithLineageRemoved: a grant strips its own headers, then the lineage
+// headers of the request, whatever the requests of its shape stripped
+// before; a shared shape hands out one list for requests that strip the
+// same ones.
+func TestWithLineageRemoved(t *testing.T) {
+	shared := &grantShape{remove: []string{"authorization"}, shared: true}
+	alone := &grantShape{remove: []string{"authorization"}}
+	tests := []struct {
+		name  string
+		shape *grantShape
+		extra []string
+		want  []string
+	}{
+		{"nothing stripped", shared, nil, []string{"authorization"}},
+		{"parent", shared, []string{"x-parent"}, []string{"authorization", "x-parent"}},
+		{"parent again", shared, []string{"x-parent"}, []string{"authorization", "x-parent"}},
+		{"parent and chain", shared, []string{"x-parent", "x-chain"}, []string{"authorization", "x-parent", "x-chain"}},
+		{"chain", shared, []string{"x-chain"}, []string{"authorization", "x-chain"}},
+		{"unshared", alone, []string{"x-parent"}, []string{"authorization", "x-parent"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &Grant{grantShape: tt.shape}
+			extra := append([]string(nil), tt.extra...)
+			got := g.withLineageRemoved(extra)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("%q, want %q", got, tt.want)
+			}
+			if len(extra) > 0 {
+				extra[0] = "changed" // the caller's list is its own
+				if again := g.withLineageRemoved(tt.extra); !slices.Equal(again, tt.want) {
+					t.Fatalf("%q after the caller's list changed, want %q", again, tt.want)
+				}
+				if tt.shape.shared && &got[0] != &g.withLineageRemoved(tt.extra)[0] {
+					t.Fatal("a shared shape made the list again")
+				}
+			}
+		})
+	}
+	if alone.lineageRemove.Load() != nil {
+		t.Fatal("an unshared shape keeps a list")
 	}
 }

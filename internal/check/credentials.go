@@ -93,7 +93,8 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route,
 		claims, err := c.apiKey(ctx, token, issuers, r.Name)
 		return "api_keys", claims, err
 	}
-	if !looksLikeJWT(token) {
+	isJWT := looksLikeJWT(token)
+	if !isJWT {
 		// A key without the prefix (a human-chosen <id>.<secret>, a plain
 		// key kept from before): the route's key issuers know it, and it
 		// must never go on to an introspection endpoint.
@@ -123,7 +124,7 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route,
 			}
 		}
 	}
-	if looksLikeJWT(token) && !always && len(jwtIssuers) > 0 && c.jwt != nil {
+	if isJWT && !always && len(jwtIssuers) > 0 && c.jwt != nil {
 		claims, err := c.jwt.Verify(ctx, token, jwtIssuers, audiences)
 		return "jwt", claims, err
 	}

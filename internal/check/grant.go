@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +90,37 @@ type grantShape struct {
 	// of one grant renders into the grant's memos, which are bounded.
 	rendered atomic.Pointer[any]
 	shared   bool
+	// lineageRemove is remove followed by the lineage headers a request
+	// strips, as the last request of the shape made it (withLineageRemoved);
+	// kept only on a shared shape.
+	lineageRemove atomic.Pointer[lineageRemoveMemo]
+}
+
+// lineageRemoveMemo is one list withLineageRemoved made.
+type lineageRemoveMemo struct {
+	extra []string // the lineage headers stripped
+	list  []string // remove, then extra
+}
+
+// withLineageRemoved returns the headers g strips followed by extra, the
+// lineage headers a request strips. Requests of a shape nearly always
+// strip the same ones: a shared shape keeps the list, so that a miss does
+// not make it again. The list is shared: callers must never modify it.
+func (g *Grant) withLineageRemoved(extra []string) []string {
+	if len(extra) == 0 {
+		return g.remove
+	}
+	if g.shared {
+		if m := g.lineageRemove.Load(); m != nil && slices.Equal(m.extra, extra) {
+			return m.list
+		}
+	}
+	list := make([]string, 0, len(g.remove)+len(extra))
+	list = append(append(list, g.remove...), extra...)
+	if g.shared {
+		g.lineageRemove.Store(&lineageRemoveMemo{extra: list[len(g.remove):], list: list})
+	}
+	return list
 }
 
 // Expires is when the token expires (to the second).
@@ -208,7 +240,10 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if !ok || sub == "" {
 		return nil, &claimError{fmt.Sprintf("token has no %s claim", id.UserClaim)}
 	}
-	if g.Subject, err = p.ident.user(c.IssuerName, sub); err != nil {
+	// The user is the namespace followed by sub: pack makes that one
+	// string, with the other values the grant keeps.
+	ns, err := p.ident.namespace(c.IssuerName, sub)
+	if err != nil {
 		return nil, err
 	}
 	if err = p.grantSession(g, c); err != nil {
@@ -220,11 +255,6 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	if err != nil {
 		return nil, err
 	}
-	if userValue == sub {
-		userValue = g.Subject // the same bytes: no second copy
-	} else {
-		userValue = g.Subject[:len(g.Subject)-len(sub)] + userValue
-	}
 	sessionValue := g.Session
 	if g.sessionSource >= 0 && p.sessionSources[g.sessionSource].kind == srcDefault {
 		sessionValue = p.defaultSession
@@ -233,6 +263,30 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 			return nil, err
 		}
 	}
+	if len(ns)+len(userValue) > id.MaxHeaderValue || len(sessionValue) > id.MaxHeaderValue {
+		return nil, &claimError{"the user or session is too long for a header"}
+	}
+	// The headers are drafted in the pooled draft too: share copies them
+	// into the grant's own allocation. The user header's value is pack's.
+	g.set = d.set[:0]
+	if n := 2 + len(r.claimHeaders); n > len(d.set) {
+		g.set = make([]Header, 0, n)
+	}
+	g.set = append(g.set, Header{Name: id.UserHeader})
+	if g.sessionSource >= 0 {
+		g.set = append(g.set, Header{Name: id.SessionHeader, Value: sessionValue})
+	}
+	for _, ch := range r.claimHeaders {
+		v, ok, err := p.claimValue(c, ch.Claim)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			g.set = append(g.set, Header{Name: ch.Header, Value: v})
+		}
+	}
+	g.pack(ns, sub, userValue)
+
 	g.ClientID = stringClaim(c, "azp")
 	if g.ClientID == "" {
 		g.ClientID = stringClaim(c, "client_id")
@@ -257,23 +311,6 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		p.grantPolicy(g, r, c)
 	}
 
-	if len(userValue) > id.MaxHeaderValue || len(sessionValue) > id.MaxHeaderValue {
-		return nil, &claimError{"the user or session is too long for a header"}
-	}
-	g.set = make([]Header, 0, 2+len(r.claimHeaders))
-	g.set = append(g.set, Header{Name: id.UserHeader, Value: userValue})
-	if g.sessionSource >= 0 {
-		g.set = append(g.set, Header{Name: id.SessionHeader, Value: sessionValue})
-	}
-	for _, ch := range r.claimHeaders {
-		v, ok, err := p.claimValue(c, ch.Claim)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			g.set = append(g.set, Header{Name: ch.Header, Value: v})
-		}
-	}
 	// Grants of a route almost always strip the same headers: the list is
 	// built on the stack and shared (internList copies it when it is new).
 	var removeBuf [8]string
@@ -293,6 +330,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 type grantDraft struct {
 	shape  grantShape
 	claims [4]RuleClaim
+	set    [maxInlineHeaders]Header
 }
 
 var drafts = sync.Pool{New: func() any { return new(grantDraft) }}
@@ -301,6 +339,7 @@ var drafts = sync.Pool{New: func() any { return new(grantDraft) }}
 func (d *grantDraft) release() {
 	d.shape = grantShape{}
 	d.claims = [4]RuleClaim{}
+	d.set = [maxInlineHeaders]Header{}
 	drafts.Put(d)
 }
 

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/credential"
@@ -42,9 +43,18 @@ func singleValuedHeaders(n lineage.Names) []string {
 // looked at only when no token can be read from it (ambiguousAuthorization):
 // a token read and verified before holds no comma.
 func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
+	if len(req.Headers) <= maxScannedHeaders && !p.mayBeAmbiguous(r, req.Headers) {
+		return nil
+	}
+	return p.ambiguousHeaderByName(r, req)
+}
+
+// ambiguousHeaderByName is ambiguousHeader looking up each header it
+// checks by name, in a fixed order: the first found is the denial.
+func (p *Policy) ambiguousHeaderByName(r *Route, req *Request) *denial {
 	h := req.Headers
-	// Looking up a few names is cheaper than scanning every value: most of
-	// them are absent.
+	// Looking up a few names is cheaper than scanning every value of a
+	// large request: most of them are absent.
 	for _, name := range p.singleValued {
 		if v, ok := h[name]; ok && strings.IndexByte(v, ',') >= 0 {
 			return headerDenial(name + " has more than one value")
@@ -76,6 +86,40 @@ func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
 		}
 	}
 	return nil
+}
+
+// maxScannedHeaders is the most headers mayBeAmbiguous goes through: a
+// request with more is checked by name alone.
+const maxScannedHeaders = 16
+
+// mayBeAmbiguous goes once through a request's few headers and reports
+// whether ambiguousHeader could refuse one: false only when none of the
+// headers it looks up by name holds what it refuses. Nearly every request
+// passes here without a lookup of the dozen names ambiguousHeader checks,
+// most of them absent; one that does not is checked by name, so the denial
+// (which header, in which order) stays the same.
+func (p *Policy) mayBeAmbiguous(r *Route, h Headers) bool {
+	for name, v := range h {
+		switch {
+		case strings.IndexByte(v, ',') >= 0 && (name == r.credentials.Header || name == hMCPSession || slices.Contains(p.singleValued, name)):
+			return true
+		case name == hMCPSession:
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; c < 0x21 || c > 0x7e {
+					return true
+				}
+			}
+		case name == hPartialBody:
+			if v != "true" && v != "false" {
+				return true
+			}
+		case name == hCookie:
+			if c := r.credentials.Cookie; c != "" && strings.Contains(v, c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ambiguousAuthorization refuses an Authorization header that holds more

@@ -48,6 +48,17 @@ func compileIdentity(f *config.File) identityPolicy {
 
 // user is the service's user for subject sub of the issuer named issuer.
 func (ip *identityPolicy) user(issuer, sub string) (string, error) {
+	ns, err := ip.namespace(issuer, sub)
+	if err != nil {
+		return "", err
+	}
+	return ns + sub, nil
+}
+
+// namespace is the namespace the user of subject sub of the issuer named
+// issuer starts with (user without building the user: a new grant packs
+// it with its other values).
+func (ip *identityPolicy) namespace(issuer, sub string) (string, error) {
 	ns, ok := ip.namespaces[issuer]
 	if !ok {
 		return "", &claimError{"the token's issuer is not configured"}
@@ -59,7 +70,7 @@ func (ip *identityPolicy) user(issuer, sub string) (string, error) {
 			}
 		}
 	}
-	return ns + sub, nil
+	return ns, nil
 }
 
 // User is the service's user for subject of the issuer named issuer (its

@@ -325,8 +325,16 @@ func routeReason(req *Request) string {
 // whoever asks first.
 func (e *evaluation) deriveLineage(noMint bool) (lineage.Result, error) {
 	p, r, g, req, call := e.p, e.route, e.grant, e.req, &e.call
-	in := p.lineageNames.Inbound(req.Headers)
 	trusted := r.trust.Trusted(lineage.Caller{IssuerName: g.Issuer, ClientID: g.ClientID, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal})
+	// Derive reads inbound headers only from a trusted caller, and a
+	// signed token only once verified: most requests look up none.
+	var in lineage.Inbound
+	switch {
+	case trusted:
+		in = p.lineageNames.Inbound(req.Headers)
+	case p.signedVerifier != nil && p.lineageNames.Signed != "":
+		in.Signed = req.Headers[p.lineageNames.Signed]
+	}
 	if in.Signed != "" && p.signedVerifier != nil && !e.signedChecked {
 		e.signedChecked = true
 		c, err := p.signedVerifier.Verify(e.ctx, in.Signed, g.Subject)
@@ -368,7 +376,11 @@ func (e *evaluation) applyLineage() *denial {
 	}
 	// The grant's slices are shared by every request: full slice
 	// expressions make the appends copy.
-	v.Set, v.Remove = res.AppendHeaders(g.set[:len(g.set):len(g.set)], g.remove[:len(g.remove):len(g.remove)], p.lineageNames)
+	// A request strips at most the five lineage headers: they are listed
+	// on the stack and joined to the grant's (withLineageRemoved).
+	var removed [5]string
+	set, extra := res.AppendHeaders(g.set[:len(g.set):len(g.set)], removed[:0], p.lineageNames)
+	v.Set, v.Remove = set, g.withLineageRemoved(extra)
 	v.HeadersID = 0
 	if res.Signed == "" && v.CacheHit { // a signed token is new on every request; a grant used once needs no memo
 		v.HeadersID = nextMemoID()
@@ -383,10 +395,12 @@ func sameLineage(a, b *lineage.Result) bool {
 		a.Trusted == b.Trusted && a.FromSigned == b.FromSigned && a.Signed == b.Signed && slices.Equal(a.ActorChain, b.ActorChain)
 }
 
-// verify runs the expensive part: signature and claims, then the grant.
+// verify runs the expensive part: signature and claims, then the grant,
+// written to dst (the caller's, so that a miss allocates no entry: the
+// cache keeps the grant, never the entry).
 // actor, when set, is the workload presenting the token for its user.
 // readOnly (Explain) verifies without caching an introspection answer.
-func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, actor string, readOnly bool) *cached {
+func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, actor string, readOnly bool, dst *cached) {
 	verify := p.verifier.Verify
 	if readOnly {
 		verify = p.verifier.VerifyNoStore
@@ -397,20 +411,23 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 		var broken *dependencyError
 		switch {
 		case errors.As(err, &broken):
-			return &cached{outcome: Unavailable, description: broken.desc, retryAfter: broken.retryAfter}
+			*dst = cached{outcome: Unavailable, description: broken.desc, retryAfter: broken.retryAfter}
 		case errors.Is(err, jwtauth.ErrKeysUnavailable):
-			return &cached{outcome: Unavailable, description: "signing keys are not available yet"}
+			*dst = cached{outcome: Unavailable, description: "signing keys are not available yet"}
+		default:
+			*dst = cached{outcome: InvalidToken, description: err.Error()}
 		}
-		return &cached{outcome: InvalidToken, description: err.Error()}
+		return
 	}
 	if actor != "" {
 		claims = withActor(claims, actor)
 	}
 	g, err := p.newGrant(r, claims)
 	if err != nil {
-		return &cached{outcome: InvalidToken, description: err.Error()}
+		*dst = cached{outcome: InvalidToken, description: err.Error()}
+		return
 	}
-	return &cached{grant: g, outcome: Allowed}
+	*dst = cached{grant: g, outcome: Allowed}
 }
 
 // expiry bounds a cache entry: a grant never outlives its token, a denial

@@ -65,7 +65,8 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	c.Protocol = r.protocol
 	h := req.Headers
 	c.MCPSession = h.Get("mcp-session-id")
-	c.ProtocolVersion = h.Get("mcp-protocol-version")
+	headerVersion := h.Get("mcp-protocol-version")
+	c.ProtocolVersion = headerVersion
 	headerMethod := h.Get("mcp-method")
 	rawName, hasName := h["mcp-name"]
 	var headerName string
@@ -137,7 +138,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		if hasName && headerName != name {
 			return c, &rpcDenial{jsonrpc.CodeHeaderMismatch, "Mcp-Name header does not match the body"}
 		}
-		if hv := h.Get("mcp-protocol-version"); hv != "" && rpc.ProtocolVersion != "" && hv != rpc.ProtocolVersion {
+		if headerVersion != "" && rpc.ProtocolVersion != "" && headerVersion != rpc.ProtocolVersion {
 			return c, &rpcDenial{jsonrpc.CodeHeaderMismatch, "MCP-Protocol-Version header does not match the body"}
 		}
 		if c.ProtocolVersion >= mcpHeaderVersion {
@@ -200,10 +201,17 @@ func utf8Charset(contentType string) bool {
 }
 
 // containsFold reports whether s contains the lower-case ASCII word sub,
-// in any case, without allocating.
+// in any case, without allocating. A window of len(sub) bytes holding a
+// multi-byte rune has fewer runes than sub and never folds onto it, so
+// only a window starting with sub's first letter in either case can match:
+// the others are passed over without calling EqualFold.
 func containsFold(s, sub string) bool {
+	if sub == "" {
+		return true
+	}
+	first := sub[0]
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
+		if c := s[i]; (c == first || c|0x20 == first && 'a' <= first && first <= 'z') && strings.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}

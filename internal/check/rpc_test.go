@@ -309,3 +309,39 @@ func TestRulesOnHTTPRouteAreAConfigError(t *testing.T) {
 		t.Fatalf("error %v, want one naming line 5 and protocol", err)
 	}
 }
+
+// TestContainsFold: containsFold finds a word in any ASCII case and
+// agrees with EqualFold over every window, Unicode folds included (a
+// Kelvin sign or a long s is not the letter it folds to).
+func TestContainsFold(t *testing.T) {
+	windows := func(s, sub string) bool {
+		for i := 0; i+len(sub) <= len(s); i++ {
+			if strings.EqualFold(s[i:i+len(sub)], sub) {
+				return true
+			}
+		}
+		return false
+	}
+	tests := []struct {
+		name, s, sub string
+		want         bool
+	}{
+		{"lower", "text/plain; charset=utf-8", "charset", true},
+		{"upper", "TEXT/PLAIN; CHARSET=UTF-8", "charset", true},
+		{"mixed", "application/Json", "json", true},
+		{"at the end", "Bearer a,bearer", "bearer", true},
+		{"absent", "application/xml", "json", false},
+		{"cut short", "application/jso", "json", false},
+		{"long s", "application/j\u017fon", "json", false},
+		{"kelvin sign", "bearer \u212a", "k", false},
+		{"empty word", "x", "", true},
+		{"empty text", "", "json", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := containsFold(tt.s, tt.sub); got != tt.want || got != windows(tt.s, tt.sub) {
+				t.Fatalf("containsFold(%q, %q) = %v, want %v", tt.s, tt.sub, got, tt.want)
+			}
+		})
+	}
+}

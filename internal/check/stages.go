@@ -272,7 +272,8 @@ func (e *evaluation) identify() *denial {
 			return e.badCredential(err)
 		}
 		e.ctx, e.budget = e.withBudget(e.ctx) // see budget.go
-		entry = e.pl.verify(e.ctx, e.p, r, e.token, e.actor, e.st.readOnly)
+		entry = &found
+		e.pl.verify(e.ctx, e.p, r, e.token, e.actor, e.st.readOnly, entry)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.

@@ -474,6 +474,11 @@ const MaxSkillLen = 256
 // were checked by typesValid). ok is false for a name over MaxSkillLen,
 // with control characters, or escaping an unpaired surrogate.
 func (s *scanner) skill(method string) (string, bool) {
+	if s.spans[fSkillID].kind != str && s.spans[fSkill].kind != str {
+		// Nothing to read, whatever the method (typesValid refused a skill
+		// of another type): most calls are not message sends.
+		return "", true
+	}
 	if canonical, _ := ClassifyA2A(method); canonical != "SendMessage" && canonical != "SendStreamingMessage" {
 		return "", true
 	}

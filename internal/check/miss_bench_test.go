@@ -1,0 +1,109 @@
+package check
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
+)
+
+// missFixture is a pipeline over the configuration of a typical MCP route
+// (three issuers, a claim header, one rule) and a source of requests, each
+// with an HS256 token never seen before: what a cache miss costs in this
+// package, beside the signature.
+func missFixture(tb testing.TB) (*Pipeline, func(i int) *Request) {
+	rs, es := testtoken.RSA(tb, "rs1"), testtoken.EC(tb, "es1")
+	jwks := testtoken.WriteJWKS(tb, tb.TempDir(), rs, es)
+	doc := fmt.Sprintf(`issuers:
+  - {name: dev, issuer: https://login.example.com, algorithms: [HS256], secret: %s}
+  - {name: rsa, issuer: https://idp.example.com/rsa, algorithms: [RS256], jwks_file: %s}
+  - {name: ec, issuer: https://idp.example.com/ec, algorithms: [ES256], jwks_file: %s}
+routes:
+  - name: tools
+    default: true
+    issuers: [dev, rsa, ec]
+    audiences: [https://mcp.example.com]
+    claim_headers: [{claim: email, header: x-user-email}]
+    rules:
+      - {name: search, methods: [tools/call], names: [search], claims: {department: [eng]}}
+cache: {max_entries: 1000000}
+`, secret, jwks, jwks)
+	pl := newPipeline(tb, doc, Deps{}, Options{})
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"q":"x"}}}`)
+	req := func(i int) *Request {
+		now := time.Now()
+		tok := testtoken.HMAC(tb, "HS256", secret, jwt.MapClaims{
+			"sub": fmt.Sprintf("user-%07d", i), "session_id": fmt.Sprintf("3f6c1a9e-5d2b-4c8f-a1e7-%012d", i),
+			"iss": "https://login.example.com", "aud": "https://mcp.example.com",
+			"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": "openid profile mcp:tools",
+			"department": "eng", "email": fmt.Sprintf("user-%07d@example.com", i),
+		})
+		return &Request{Method: "POST", Scheme: "https", Host: "mcp.example.com", Path: "/mcp", Protocol: "HTTP/1.1",
+			Headers: Headers{":authority": "mcp.example.com", ":method": "POST", ":path": "/mcp", ":scheme": "https",
+				"content-type": "application/json", "x-request-id": "8f2d7a4e-1b2c-4d3e-9f00-123456789abc", "x-forwarded-proto": "https",
+				"authorization": "Bearer " + tok, "accept": "application/json, text/event-stream"},
+			Body: body, RequestID: "8f2d7a4e-1b2c-4d3e-9f00-123456789abc"}
+	}
+	return pl, req
+}
+
+// BenchmarkCheckMiss measures Check on tokens it has not seen: signature,
+// claims, grant, the call and every later stage.
+func BenchmarkCheckMiss(b *testing.B) {
+	pl, newReq := missFixture(b)
+	seq := int(time.Now().UnixNano() % 1_000_000_000)
+	const n = 1000
+	reqs := make([]*Request, n)
+	fresh := func() {
+		for i := range reqs {
+			seq++
+			reqs[i] = newReq(seq)
+		}
+	}
+	fresh()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i == n {
+			b.StopTimer()
+			fresh()
+			i = 0
+			b.StartTimer()
+		}
+		if v := pl.Check(b.Context(), reqs[i]); v.Outcome != Allowed || v.CacheHit {
+			b.Fatalf("%v (%s), cached %v", v.Outcome, v.Description, v.CacheHit)
+		}
+		i++
+	}
+}
+
+// TestCheckMissAllocations guards the allocations of a cache miss on a
+// typical MCP route, signature verification included.
+func TestCheckMissAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector")
+	}
+	pl, newReq := missFixture(t)
+	const n = 200
+	reqs := make([]*Request, n)
+	for i := range reqs {
+		reqs[i] = newReq(i)
+	}
+	i := 0
+	got := testing.AllocsPerRun(n-1, func() {
+		if v := pl.Check(t.Context(), reqs[i]); v.Outcome != Allowed || v.CacheHit {
+			t.Fatalf("%v (%s), cached %v", v.Outcome, v.Description, v.CacheHit)
+		}
+		i++
+	})
+	// The verifier's claims, the call's id and strings, the budget, the
+	// grant with its headers and their packed values, the lineage headers
+	// set (those stripped are shared: withLineageRemoved).
+	const want = 7
+	if got > want {
+		t.Errorf("a miss allocates %v times, want at most %v", got, want)
+	}
+}
