@@ -126,19 +126,35 @@ func appendAllow(b []byte, resp *authv3.CheckResponse, ok *authv3.OkHttpResponse
 // appendLen writes the tag of field num, length-delimited, and the
 // length n of what follows.
 func appendLen(b []byte, num protowire.Number, n int) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendVarint(b, uint64(n))
+	b = appendVarint(b, uint64(protowire.EncodeTag(num, protowire.BytesType)))
+	return appendVarint(b, uint64(n))
 }
 
 // appendString writes field num holding s.
 func appendString(b []byte, num protowire.Number, s string) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	return append(appendLen(b, num, len(s)), s...)
+}
+
+// appendVarint is protowire.AppendVarint, inlined for what nearly every
+// tag and length is: a value below 128, one byte.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
+// sizeVarint is protowire.SizeVarint, likewise.
+func sizeVarint(v uint64) int {
+	if v < 0x80 {
+		return 1
+	}
+	return protowire.SizeVarint(v)
 }
 
 // messageSize is the size of a length-delimited field of n bytes.
 func messageSize(num protowire.Number, n int) int {
-	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+	return sizeVarint(uint64(protowire.EncodeTag(num, protowire.BytesType))) + sizeVarint(uint64(n)) + n
 }
 
 func stringSize(num protowire.Number, s string) int {
@@ -292,7 +308,8 @@ func encodeGrantAllow(v *check.Verdict, shape []byte) []byte {
 	}
 	md := len(shape)
 	for i := range es {
-		md += messageSize(fieldStructFields, es[i].size())
+		es[i].n = es[i].size()
+		md += messageSize(fieldStructFields, es[i].n)
 	}
 	n := messageSize(fieldResponseStatus, 0) + messageSize(fieldResponseOK, ok) + messageSize(fieldResponseMetadata, md)
 	b := make([]byte, 0, n)
@@ -343,9 +360,9 @@ func (e *entry) size() int {
 	return messageSize(fieldEntryKey, len(e.key)) + messageSize(fieldEntryValue, e.valueSize())
 }
 
-// append writes e as a Struct's field.
+// append writes e as a Struct's field; e.n holds its size.
 func (e *entry) append(b []byte) []byte {
-	b = appendLen(b, fieldStructFields, e.size())
+	b = appendLen(b, fieldStructFields, e.n)
 	b = appendString(b, fieldEntryKey, e.key)
 	b = appendLen(b, fieldEntryValue, e.valueSize())
 	switch e.kind {

@@ -167,6 +167,7 @@ type entry struct {
 	// shared marks a value many responses repeat (protocol, method, tool
 	// name, small depths): the protobuf form takes a shared Value for it.
 	shared bool
+	n      int // the encoded size, once encodeGrantAllow has sized it
 }
 
 type entryKind uint8
