@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // A cached grant can live as long as its token, and a replica holds one per
@@ -164,11 +165,11 @@ func internClaimString(s string) any {
 // its own): its headers copied into the grant's own allocation and its
 // shape replaced by an equal shared one (or a copy of its own). newGrant
 // calls it last, on a draft that may live on its stack and that nobody
-// else has seen.
-func (g *Grant) share() *Grant {
+// else has seen. r is the route the grant is made on.
+func (g *Grant) share(r *Route) *Grant {
 	own, set := allocGrant(len(g.set))
 	copy(set, g.set)
-	own.grantShape = shapes.get(g.grantShape)
+	own.grantShape = shapes.get(g.grantShape, &r.lastShape)
 	own.Subject, own.Session = g.Subject, g.Session
 	own.exp, own.iat = g.exp, g.iat
 	own.set = set
@@ -293,19 +294,31 @@ var shapes = shapeTable{m: map[string]*grantShape{}}
 const maxShapeKey = 2048
 
 // get returns the shared shape equal to s, storing a copy of s first when
-// there is none; or a copy of s alone when it cannot be shared.
-func (t *shapeTable) get(s *grantShape) *grantShape {
+// there is none; or a copy of s alone when it cannot be shared. last is the
+// route's shape of its last grant, tried before the table and set to what
+// get returns from it: equal keys, equal shapes, so the answer is the same.
+func (t *shapeTable) get(s *grantShape, last *atomic.Pointer[grantShape]) *grantShape {
 	var buf [512]byte
 	key, ok := s.appendKey(buf[:0])
 	if !ok || len(key) > maxShapeKey {
 		return s.own()
 	}
+	if l := last.Load(); l != nil && l.key == string(key) {
+		return l
+	}
 	t.mu.RLock()
 	got := t.m[string(key)]
 	t.mu.RUnlock()
-	if got != nil {
-		return got
+	if got == nil {
+		got = t.put(key, s)
 	}
+	last.Store(got)
+	return got
+}
+
+// put stores a copy of s under key, unless an equal shape got there
+// first, and returns the shape under key.
+func (t *shapeTable) put(key []byte, s *grantShape) *grantShape {
 	own := s.own()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -316,7 +329,8 @@ func (t *shapeTable) get(s *grantShape) *grantShape {
 		t.m = make(map[string]*grantShape, maxShapes)
 	}
 	own.shared = true
-	t.m[string(key)] = own
+	own.key = string(key)
+	t.m[own.key] = own
 	return own
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -107,20 +108,21 @@ func TestGrantStringsPacked(t *testing.T) {
 func TestShapeTableStartsOver(t *testing.T) {
 	var tab shapeTable
 	tab.m = map[string]*grantShape{}
+	get := func(s *grantShape) *grantShape { return tab.get(s, new(atomic.Pointer[grantShape])) } // the table alone
 	for i := range maxShapes {
-		tab.get(&grantShape{Route: fmt.Sprint(i)})
+		get(&grantShape{Route: fmt.Sprint(i)})
 	}
 	if len(tab.m) != maxShapes {
 		t.Fatalf("%d shapes, want %d", len(tab.m), maxShapes)
 	}
-	a := tab.get(&grantShape{Route: "new"})
+	a := get(&grantShape{Route: "new"})
 	if len(tab.m) != 1 {
 		t.Fatalf("a full table kept %d shapes", len(tab.m))
 	}
-	if b := tab.get(&grantShape{Route: "new"}); a != b {
+	if b := get(&grantShape{Route: "new"}); a != b {
 		t.Fatal("an equal shape is not shared after starting over")
 	}
-	c := tab.get(&grantShape{Route: "new", Claims: RuleClaims{{Name: "x", Value: map[string]any{}}}})
+	c := get(&grantShape{Route: "new", Claims: RuleClaims{{Name: "x", Value: map[string]any{}}}})
 	if c == a || c.shared || !a.shared {
 		t.Fatal("a shape with a claim it cannot compare was shared")
 	}
@@ -132,6 +134,51 @@ func TestShapeTableStartsOver(t *testing.T) {
 	}
 	if n != 3 {
 		t.Fatalf("%d renderings, want 1 for the shared shape and 2 for the other", n)
+	}
+}
+
+// TestShapeTableLast: a route's last shape answers for an equal shape and
+// only for one; a shape the table cannot share leaves it alone.
+func TestShapeTableLast(t *testing.T) {
+	var tab shapeTable
+	tab.m = map[string]*grantShape{}
+	var last atomic.Pointer[grantShape]
+	eng := func() *grantShape {
+		return &grantShape{Route: "r", Issuer: "dev", Claims: RuleClaims{{Name: "department", Value: "eng"}}}
+	}
+	a := tab.get(eng(), &last)
+	if last.Load() != a || !a.shared {
+		t.Fatal("the shape made is not the route's last")
+	}
+	tab.m = map[string]*grantShape{} // found without the table
+	if b := tab.get(eng(), &last); b != a {
+		t.Fatal("an equal shape is not the route's last")
+	}
+	tests := []struct {
+		name string
+		s    *grantShape
+	}{
+		{"other claim value", &grantShape{Route: "r", Issuer: "dev", Claims: RuleClaims{{Name: "department", Value: "ops"}}}},
+		{"claim value of another type", &grantShape{Route: "r", Issuer: "dev", Claims: RuleClaims{{Name: "department", Value: []any{"eng"}}}}},
+		{"other issuer", &grantShape{Route: "r", Issuer: "ops", Claims: RuleClaims{{Name: "department", Value: "eng"}}}},
+		{"no claims", &grantShape{Route: "r", Issuer: "dev"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			last.Store(a)
+			got := tab.get(tt.s, &last)
+			if got == a || got.Issuer != tt.s.Issuer || len(got.Claims) != len(tt.s.Claims) {
+				t.Fatalf("got the last shape %+v for %+v", got, tt.s)
+			}
+			if last.Load() != got {
+				t.Fatal("the route's last shape did not move")
+			}
+		})
+	}
+	last.Store(a)
+	c := tab.get(&grantShape{Route: "r", Claims: RuleClaims{{Name: "x", Value: map[string]any{}}}}, &last)
+	if c.shared || last.Load() != a {
+		t.Fatal("a shape the table cannot share moved the route's last")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/extauthz/extauthz/internal/apikey"
@@ -136,6 +137,11 @@ type Route struct {
 	responsePath, filterLists bool
 	// tools is the signed tools header (toolsheader.go); nil: none.
 	tools *routeTools
+
+	// lastShape is the shared shape the route's last new grant was given
+	// (shapeTable.get): the grants of a route nearly always have the same
+	// one, which is then found without the table's lock and hash.
+	lastShape atomic.Pointer[grantShape]
 }
 
 // Deps are the outside world a policy is compiled against.

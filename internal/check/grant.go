@@ -90,6 +90,9 @@ type grantShape struct {
 	// of one grant renders into the grant's memos, which are bounded.
 	rendered atomic.Pointer[any]
 	shared   bool
+	// key is the shape's encoding (appendKey), on a shared shape: its key
+	// in the shape table.
+	key string
 	// lineageRemove is remove followed by the lineage headers a request
 	// strips, as the last request of the shape made it (withLineageRemoved);
 	// kept only on a shared shape.
@@ -322,7 +325,7 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 	}
 	remove = append(remove, r.credentialRemove...)
 	g.remove = internList(remove)
-	return g.share(), nil
+	return g.share(r), nil
 }
 
 // grantDraft is the shape of a grant being made, with room for its rule
