@@ -3,6 +3,7 @@ package check
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,16 +296,17 @@ const maxShapeKey = 2048
 
 // get returns the shared shape equal to s, storing a copy of s first when
 // there is none; or a copy of s alone when it cannot be shared. last is the
-// route's shape of its last grant, tried before the table and set to what
-// get returns from it: equal keys, equal shapes, so the answer is the same.
+// route's shape of its last grant, compared field by field before any key
+// is encoded (sameKey) and set to what get returns from the table: the
+// answer is the one the table would give.
 func (t *shapeTable) get(s *grantShape, last *atomic.Pointer[grantShape]) *grantShape {
+	if l := last.Load(); l != nil && s.sameKey(l) {
+		return l
+	}
 	var buf [512]byte
 	key, ok := s.appendKey(buf[:0])
 	if !ok || len(key) > maxShapeKey {
 		return s.own()
-	}
-	if l := last.Load(); l != nil && l.key == string(key) {
-		return l
 	}
 	t.mu.RLock()
 	got := t.m[string(key)]
@@ -329,8 +331,7 @@ func (t *shapeTable) put(key []byte, s *grantShape) *grantShape {
 		t.m = make(map[string]*grantShape, maxShapes)
 	}
 	own.shared = true
-	own.key = string(key)
-	t.m[own.key] = own
+	t.m[string(key)] = own
 	return own
 }
 
@@ -370,6 +371,63 @@ func (s *grantShape) appendKey(b []byte) ([]byte, bool) {
 		}
 	}
 	return b, true
+}
+
+// sameKey reports whether s has the key of o, a shape in the table
+// (appendKey encoded it): field by field, as appendKey encodes them, which
+// costs less than encoding s. Every field appendKey encodes is compared
+// here; TestShapeSameKey holds the two together.
+func (s *grantShape) sameKey(o *grantShape) bool {
+	return s.Route == o.Route && s.routeKey == o.routeKey && s.Issuer == o.Issuer &&
+		s.ClientID == o.ClientID && s.KeyID == o.KeyID && s.APIKeyID == o.APIKeyID &&
+		slices.Equal(s.Scopes, o.Scopes) && slices.Equal(s.Actors, o.Actors) && slices.Equal(s.remove, o.remove) &&
+		slices.Equal(s.whenResults, o.whenResults) &&
+		s.sessionSource == o.sessionSource && s.sessionClaimIdx == o.sessionClaimIdx &&
+		s.sessionPerRequest == o.sessionPerRequest && s.scopeOK == o.scopeOK && (s.jwt != nil) == (o.jwt != nil) &&
+		sameClaims(s.Claims, o.Claims)
+}
+
+// sameClaims compares claim lists as appendKey encodes them.
+func sameClaims(a, b RuleClaims) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || !sameValue(a[i].Value, b[i].Value, true) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameValue reports whether a and b have the same encoding (appendValue),
+// false when a has none.
+func sameValue(a, b any, lists bool) bool {
+	switch a := a.(type) {
+	case nil:
+		return b == nil
+	case string:
+		v, ok := b.(string)
+		return ok && a == v
+	case float64:
+		v, ok := b.(float64)
+		return ok && math.Float64bits(a) == math.Float64bits(v)
+	case bool:
+		v, ok := b.(bool)
+		return ok && a == v
+	case []any:
+		v, ok := b.([]any)
+		if !lists || !ok || len(a) != len(v) {
+			return false
+		}
+		for i := range a {
+			if !sameValue(a[i], v[i], false) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 func flag(v bool) byte {

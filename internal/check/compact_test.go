@@ -3,6 +3,8 @@ package check
 import (
 	"context"
 	"fmt"
+	"math"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -221,6 +223,54 @@ func TestShapeKeysDiffer(t *testing.T) {
 	}
 }
 
+// TestShapeSameKey: sameKey says two shapes are the same exactly when
+// their keys are, for every pair of shapes differing in one field (and of
+// equal ones built apart), and never for a shape without a key.
+func TestShapeSameKey(t *testing.T) {
+	// appendKey and sameKey must cover every field but the memos: a field
+	// added to grantShape is added to both, and counted here.
+	if n := reflect.TypeFor[grantShape]().NumField(); n != 19 {
+		t.Fatalf("grantShape has %d fields: add the new ones to appendKey and sameKey, then count them here", n)
+	}
+	shapes := []*grantShape{
+		{}, {Route: "r"}, {routeKey: "r"}, {Issuer: "r"}, {ClientID: "r"}, {KeyID: "r"}, {APIKeyID: "r"},
+		{Scopes: []string{"r"}}, {Scopes: []string{"r", ""}}, {Scopes: []string{"r", "s"}}, {Scopes: []string{}},
+		{Actors: []string{"r"}}, {remove: []string{"r"}}, {whenResults: []uint8{1}}, {whenResults: []uint8{2}},
+		{sessionSource: 1}, {sessionSource: -1}, {sessionClaimIdx: 1}, {sessionPerRequest: true}, {scopeOK: true},
+		{jwt: map[string]any{}},
+		{Claims: RuleClaims{{Name: "r", Value: "1"}}}, {Claims: RuleClaims{{Name: "s", Value: "1"}}},
+		{Claims: RuleClaims{{Name: "r", Value: 1.0}}}, {Claims: RuleClaims{{Name: "r", Value: 2.0}}},
+		{Claims: RuleClaims{{Name: "r", Value: math.Copysign(0, -1)}}}, {Claims: RuleClaims{{Name: "r", Value: 0.0}}},
+		{Claims: RuleClaims{{Name: "r", Value: true}}}, {Claims: RuleClaims{{Name: "r", Value: false}}},
+		{Claims: RuleClaims{{Name: "r"}}}, {Claims: RuleClaims{{Name: "r", Value: []any{}}}},
+		{Claims: RuleClaims{{Name: "r", Value: []any{"1"}}}}, {Claims: RuleClaims{{Name: "r", Value: []any{"1", 1.0}}}},
+		{Claims: RuleClaims{{Name: "r", Value: []any{1.0}}}},
+		{Claims: RuleClaims{{Name: "r", Value: "1"}, {Name: "s", Value: true}}},
+		// No key: a nested list, a map, an int.
+		{Claims: RuleClaims{{Name: "r", Value: []any{[]any{"1"}}}}},
+		{Claims: RuleClaims{{Name: "r", Value: map[string]any{}}}},
+		{Claims: RuleClaims{{Name: "r", Value: 1}}},
+	}
+	// Each shape again, built apart: equal shapes share no memory.
+	clone := func(s *grantShape) *grantShape {
+		c := s.own()
+		c.Scopes, c.remove, c.whenResults = slices.Clone(s.Scopes), slices.Clone(s.remove), slices.Clone(s.whenResults)
+		return c
+	}
+	for _, a := range shapes {
+		for _, b := range append(slices.Clone(shapes), clone(a)) {
+			ka, okA := a.appendKey(nil)
+			kb, okB := b.appendKey(nil)
+			if !okB {
+				continue // never in the table
+			}
+			if got, want := a.sameKey(b), okA && string(ka) == string(kb); got != want {
+				t.Errorf("sameKey(%+v, %+v) = %v, keys equal %v", a, b, got, want)
+			}
+		}
+	}
+}
+
 // TestGrantValuesPacked: whatever the user is made of (a namespace, an
 // encoded header value) and however many headers a route sets, the grant's
 // strings are one allocation holding the user once, and its headers say
@@ -341,4 +391,39 @@ func TestWithLineageRemoved(t *testing.T) {
 	if alone.lineageRemove.Load() != nil {
 		t.Fatal("an unshared shape keeps a list")
 	}
+}
+
+// BenchmarkShapeTableGet measures finding the shared shape of a new grant
+// of a typical route: through the table (the route's last shape is another
+// one) and as the route's last shape.
+func BenchmarkShapeTableGet(b *testing.B) {
+	var tab shapeTable
+	tab.m = map[string]*grantShape{}
+	shape := func(dept string) *grantShape {
+		return &grantShape{Route: "tools", routeKey: "tools\x00c0ffee", Issuer: "dev", ClientID: "mcp-client",
+			Scopes: []string{"openid", "profile", "mcp:tools"}, remove: []string{"x-user-email", "authorization"},
+			sessionSource: 0, scopeOK: true, Claims: RuleClaims{{Name: "department", Value: dept}}}
+	}
+	eng, ops := shape("eng"), shape("ops")
+	var other atomic.Pointer[grantShape]
+	opsShared := tab.get(ops, &other)
+	b.Run("table", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			other.Store(opsShared) // the route's last shape is always ops
+			if tab.get(eng, &other) == nil {
+				b.Fatal("no shape")
+			}
+		}
+	})
+	b.Run("last", func(b *testing.B) {
+		var last atomic.Pointer[grantShape]
+		tab.get(eng, &last)
+		b.ReportAllocs()
+		for b.Loop() {
+			if tab.get(eng, &last) == nil {
+				b.Fatal("no shape")
+			}
+		}
+	})
 }

@@ -140,7 +140,8 @@ type Route struct {
 
 	// lastShape is the shared shape the route's last new grant was given
 	// (shapeTable.get): the grants of a route nearly always have the same
-	// one, which is then found without the table's lock and hash.
+	// one, which is then found by comparing fields, without encoding a key
+	// or taking the table's lock.
 	lastShape atomic.Pointer[grantShape]
 }
 

@@ -90,9 +90,6 @@ type grantShape struct {
 	// of one grant renders into the grant's memos, which are bounded.
 	rendered atomic.Pointer[any]
 	shared   bool
-	// key is the shape's encoding (appendKey), on a shared shape: its key
-	// in the shape table.
-	key string
 	// lineageRemove is remove followed by the lineage headers a request
 	// strips, as the last request of the shape made it (withLineageRemoved);
 	// kept only on a shared shape.
