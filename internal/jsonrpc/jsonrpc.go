@@ -201,7 +201,8 @@ func Parse(body []byte) (Request, error) {
 	if len(body) > MaxBodySize {
 		return Request{}, ErrTooLarge
 	}
-	s := scanner{data: body}
+	var s scanner // not a composite literal: see WalkStrict
+	s.data = body
 	s.ws()
 	first := s.peek()
 	var err error
