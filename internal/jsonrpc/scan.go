@@ -278,6 +278,8 @@ func (s *scanner) object(n *node, depth int) error {
 		var err error
 		if m := s.match(n, key); m != nil {
 			err = s.record(m, depth)
+		} else if s.peek() == '"' {
+			err = s.str() // most values: one call fewer
 		} else {
 			_, err = s.value(depth)
 		}
@@ -403,7 +405,16 @@ func (k *keySet) add(data []byte, start int, key []byte, escaped bool) bool {
 // match returns the member of n that key (unescaped) names, nil when none
 // does. A key that names one only under case folding is marked unsure.
 func (s *scanner) match(n *node, key []byte) *member {
-	if n == nil || len(key) > maxKeyLen {
+	if n == nil {
+		return nil
+	}
+	return s.matchNode(n, key)
+}
+
+// matchNode is match for a node: apart, so that match is inlined and an
+// object without one costs no call.
+func (s *scanner) matchNode(n *node, key []byte) *member {
+	if len(key) > maxKeyLen {
 		return nil
 	}
 	for i := range n.members {
