@@ -220,7 +220,12 @@ func Parse(body []byte) (Request, error) {
 	}
 	switch first {
 	case '{':
-		return s.request()
+		// Filled in place: a Request is large, and copies of it add up.
+		var r Request
+		if err := s.request(&r); err != nil {
+			return Request{ID: r.ID}, err
+		}
+		return r, nil
 	case '[':
 		return Request{}, ErrBatch
 	default:
@@ -229,28 +234,31 @@ func Parse(body []byte) (Request, error) {
 }
 
 // request checks the recorded members of a syntactically valid object and
-// decodes those the method needs.
-func (s *scanner) request() (Request, error) {
+// decodes those the method needs into r, which is zero. With an error, r's
+// ID is the id to echo in the refusal, nil when some reader may read
+// another (then the body is refused as ambiguous), and the rest of r is to
+// be dropped.
+func (s *scanner) request(r *Request) error {
 	sp := &s.spans
 	switch sp[fID].kind {
 	case absent, null, str, num:
 	default:
-		return Request{}, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	id := s.raw(fID)
 	if sp[fID].kind == num && !integerID(id) {
-		return Request{}, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	if id != nil {
 		id = append([]byte(nil), id...)
 	}
-	// Refusals echo the id when every upstream reads the same one.
-	invalid := Request{}
+	// Refusals echo the id when every upstream reads the same one; an
+	// accepted body has but one.
 	if !s.unsure[fID] {
-		invalid.ID = id
+		r.ID = id
 	}
 	if s.ambiguous || !s.isString(fJSONRPC, "2.0") {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	hasResult, hasError := sp[fResult].kind != absent, sp[fError].kind != absent
 	if sp[fMethod].kind == absent {
@@ -258,37 +266,37 @@ func (s *scanner) request() (Request, error) {
 		// response may lack the id (it answers a message whose id could
 		// not be read).
 		if hasResult == hasError || hasError && sp[fError].kind != object || hasResult && id == nil {
-			return invalid, ErrInvalidRequest
+			return ErrInvalidRequest
 		}
-		return Request{ID: id, IsResponse: true}, nil
+		r.IsResponse = true
+		return nil
 	}
 	if sp[fMethod].kind != str || hasResult || hasError {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	switch sp[fParams].kind {
 	case absent, null, object, array:
 	default:
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 
-	r, ok := s.decode()
-	if !ok || r.Method == "" || !s.typesValid(r.Method) ||
+	if !s.decode(r) || r.Method == "" || !s.typesValid(r.Method) ||
 		hasControl(r.Method) || hasControl(r.Name) || hasControl(r.URI) {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
-	r.ID = id
+	var ok bool
 	if r.ProtocolVersion == "" && r.Method == "initialize" {
 		if r.ProtocolVersion, ok = s.text(fProtocolVersion); !ok {
-			return invalid, ErrInvalidRequest
+			return ErrInvalidRequest
 		}
 	}
 	r.ElicitationURL = s.spans[fMetaElicitationURL].kind == object ||
 		r.Method == "initialize" && s.spans[fCapsElicitationURL].kind == object
 	if r.MetaAuthorization, ok = s.text(fMetaAuthorization); !ok {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	if r.Skill, ok = s.skill(r.Method); !ok {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	if sp := s.spans[fArguments]; sp.kind == object {
 		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
@@ -297,10 +305,10 @@ func (s *scanner) request() (Request, error) {
 		// Tool arguments are the tool's own: a _metadata member of another
 		// shape is not ours to refuse.
 		if r.MetaAuthorization, ok = s.text(fMetadataAuthorization); !ok {
-			return invalid, ErrInvalidRequest
+			return ErrInvalidRequest
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // maxIDDigits bounds a numeric id: every integer of up to 15 digits is exact
@@ -372,12 +380,12 @@ func (r *Request) setString(f field, v string) {
 	}
 }
 
-// decode unescapes the string members listed in decoded. To keep the hot
-// path to one allocation, they share one backing array, and a known method
-// or protocol version is not copied at all. (Secrets are decoded apart, so
+// decode unescapes the string members listed in decoded into r. To keep
+// the hot path to one allocation, they share one backing array, and a
+// known method or protocol version is not copied at all. (Secrets are decoded apart, so
 // that keeping a name does not keep a token alive.) ok is false when a
 // string escapes an unpaired surrogate.
-func (s *scanner) decode() (r Request, ok bool) {
+func (s *scanner) decode(r *Request) (ok bool) {
 	var copied [len(decoded)]bool
 	size := 0
 	for i, f := range decoded {
@@ -395,7 +403,7 @@ func (s *scanner) decode() (r Request, ok bool) {
 		size += int(sp.end - sp.start)
 	}
 	if size == 0 {
-		return r, true
+		return true
 	}
 	var stack [512]byte
 	buf := stack[:0]
@@ -413,7 +421,7 @@ func (s *scanner) decode() (r Request, ok bool) {
 		ends[i] = len(buf)
 	}
 	if !ok {
-		return Request{}, false
+		return false
 	}
 	all := string(buf)
 	start := 0
@@ -423,7 +431,7 @@ func (s *scanner) decode() (r Request, ok bool) {
 		}
 		start = ends[i]
 	}
-	return r, true
+	return true
 }
 
 // typesValid checks the types of the members the method's schema defines.
