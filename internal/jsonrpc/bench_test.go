@@ -102,3 +102,20 @@ func TestParseAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkStrictAllocations: walking a token's header or payload allocates
+// nothing.
+func TestWalkStrictAllocations(t *testing.T) {
+	visit := func(int, []byte, int, int) {}
+	for _, bd := range benchDocuments {
+		doc := []byte(bd.doc)
+		got := testing.AllocsPerRun(100, func() {
+			if err := WalkStrict(doc, MaxDepth, visit); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if got != 0 {
+			t.Errorf("%s: %v allocations, want none", bd.name, got)
+		}
+	}
+}
