@@ -250,7 +250,9 @@ func (s *scanner) request(r *Request) error {
 		return ErrInvalidRequest
 	}
 	if id != nil {
-		id = append([]byte(nil), id...)
+		// Exactly its length: an append to nil would round it up to a
+		// size class (8 bytes for a one-digit id).
+		id = append(make([]byte, 0, len(id)), id...)
 	}
 	// Refusals echo the id when every upstream reads the same one; an
 	// accepted body has but one.
