@@ -388,23 +388,26 @@ func (r *Request) setString(f field, v string) {
 // that keeping a name does not keep a token alive.) ok is false when a
 // string escapes an unpaired surrogate.
 func (s *scanner) decode(r *Request) (ok bool) {
-	var copied [len(decoded)]bool
-	size := 0
+	// copied lists, by index in decoded, the members to copy: most bodies
+	// have one or two.
+	var copied [len(decoded)]uint8
+	n, size := 0, 0
 	for i, f := range decoded {
 		sp := s.spans[f]
 		if sp.kind != str {
 			continue
 		}
-		if f == fMethod || f == fMetaProtocolVersion {
-			if known, found := interned[string(s.content(f))]; found && !sp.escaped {
+		if (f == fMethod || f == fMetaProtocolVersion) && !sp.escaped {
+			if known, found := interned[string(s.content(f))]; found {
 				r.setString(f, known)
 				continue
 			}
 		}
-		copied[i] = true
+		copied[n] = uint8(i)
+		n++
 		size += int(sp.end - sp.start)
 	}
-	if size == 0 {
+	if n == 0 {
 		return true
 	}
 	var stack [512]byte
@@ -412,26 +415,22 @@ func (s *scanner) decode(r *Request) (ok bool) {
 	if size > len(stack) {
 		buf = make([]byte, 0, size)
 	}
-	var ends [len(decoded)]int // ends[i]: where decoded[i] ends in buf
+	var ends [len(decoded)]int // ends[j]: where the copy of copied[j] ends in buf
 	ok = true
-	for i, f := range decoded {
-		if copied[i] {
-			var good bool
-			buf, good = unescape(buf, s.content(f))
-			ok = ok && good
-		}
-		ends[i] = len(buf)
+	for j, i := range copied[:n] {
+		var good bool
+		buf, good = unescape(buf, s.content(decoded[i]))
+		ok = ok && good
+		ends[j] = len(buf)
 	}
 	if !ok {
 		return false
 	}
 	all := string(buf)
 	start := 0
-	for i, f := range decoded {
-		if copied[i] {
-			r.setString(f, all[start:ends[i]])
-		}
-		start = ends[i]
+	for j, i := range copied[:n] {
+		r.setString(decoded[i], all[start:ends[j]])
+		start = ends[j]
 	}
 	return true
 }
