@@ -201,7 +201,8 @@ func Parse(body []byte) (Request, error) {
 	if len(body) > MaxBodySize {
 		return Request{}, ErrTooLarge
 	}
-	s := scanner{data: body}
+	var s scanner // not a composite literal: see WalkStrict
+	s.data = body
 	s.ws()
 	first := s.peek()
 	var err error
@@ -219,7 +220,12 @@ func Parse(body []byte) (Request, error) {
 	}
 	switch first {
 	case '{':
-		return s.request()
+		// Filled in place: a Request is large, and copies of it add up.
+		var r Request
+		if err := s.request(&r); err != nil {
+			return Request{ID: r.ID}, err
+		}
+		return r, nil
 	case '[':
 		return Request{}, ErrBatch
 	default:
@@ -228,28 +234,33 @@ func Parse(body []byte) (Request, error) {
 }
 
 // request checks the recorded members of a syntactically valid object and
-// decodes those the method needs.
-func (s *scanner) request() (Request, error) {
+// decodes those the method needs into r, which is zero. With an error, r's
+// ID is the id to echo in the refusal, nil when some reader may read
+// another (then the body is refused as ambiguous), and the rest of r is to
+// be dropped.
+func (s *scanner) request(r *Request) error {
 	sp := &s.spans
 	switch sp[fID].kind {
 	case absent, null, str, num:
 	default:
-		return Request{}, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	id := s.raw(fID)
 	if sp[fID].kind == num && !integerID(id) {
-		return Request{}, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	if id != nil {
-		id = append([]byte(nil), id...)
+		// Exactly its length: an append to nil would round it up to a
+		// size class (8 bytes for a one-digit id).
+		id = append(make([]byte, 0, len(id)), id...)
 	}
-	// Refusals echo the id when every upstream reads the same one.
-	invalid := Request{}
+	// Refusals echo the id when every upstream reads the same one; an
+	// accepted body has but one.
 	if !s.unsure[fID] {
-		invalid.ID = id
+		r.ID = id
 	}
 	if s.ambiguous || !s.isString(fJSONRPC, "2.0") {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	hasResult, hasError := sp[fResult].kind != absent, sp[fError].kind != absent
 	if sp[fMethod].kind == absent {
@@ -257,37 +268,37 @@ func (s *scanner) request() (Request, error) {
 		// response may lack the id (it answers a message whose id could
 		// not be read).
 		if hasResult == hasError || hasError && sp[fError].kind != object || hasResult && id == nil {
-			return invalid, ErrInvalidRequest
+			return ErrInvalidRequest
 		}
-		return Request{ID: id, IsResponse: true}, nil
+		r.IsResponse = true
+		return nil
 	}
 	if sp[fMethod].kind != str || hasResult || hasError {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	switch sp[fParams].kind {
 	case absent, null, object, array:
 	default:
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 
-	r, ok := s.decode()
-	if !ok || r.Method == "" || !s.typesValid(r.Method) ||
+	if !s.decode(r) || r.Method == "" || !s.typesValid(r.Method) ||
 		hasControl(r.Method) || hasControl(r.Name) || hasControl(r.URI) {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
-	r.ID = id
+	var ok bool
 	if r.ProtocolVersion == "" && r.Method == "initialize" {
 		if r.ProtocolVersion, ok = s.text(fProtocolVersion); !ok {
-			return invalid, ErrInvalidRequest
+			return ErrInvalidRequest
 		}
 	}
 	r.ElicitationURL = s.spans[fMetaElicitationURL].kind == object ||
 		r.Method == "initialize" && s.spans[fCapsElicitationURL].kind == object
 	if r.MetaAuthorization, ok = s.text(fMetaAuthorization); !ok {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	if r.Skill, ok = s.skill(r.Method); !ok {
-		return invalid, ErrInvalidRequest
+		return ErrInvalidRequest
 	}
 	if sp := s.spans[fArguments]; sp.kind == object {
 		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
@@ -296,10 +307,10 @@ func (s *scanner) request() (Request, error) {
 		// Tool arguments are the tool's own: a _metadata member of another
 		// shape is not ours to refuse.
 		if r.MetaAuthorization, ok = s.text(fMetadataAuthorization); !ok {
-			return invalid, ErrInvalidRequest
+			return ErrInvalidRequest
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // maxIDDigits bounds a numeric id: every integer of up to 15 digits is exact
@@ -371,58 +382,57 @@ func (r *Request) setString(f field, v string) {
 	}
 }
 
-// decode unescapes the string members listed in decoded. To keep the hot
-// path to one allocation, they share one backing array, and a known method
-// or protocol version is not copied at all. (Secrets are decoded apart, so
+// decode unescapes the string members listed in decoded into r. To keep
+// the hot path to one allocation, they share one backing array, and a
+// known method or protocol version is not copied at all. (Secrets are decoded apart, so
 // that keeping a name does not keep a token alive.) ok is false when a
 // string escapes an unpaired surrogate.
-func (s *scanner) decode() (r Request, ok bool) {
-	var copied [len(decoded)]bool
-	size := 0
+func (s *scanner) decode(r *Request) (ok bool) {
+	// copied lists, by index in decoded, the members to copy: most bodies
+	// have one or two.
+	var copied [len(decoded)]uint8
+	n, size := 0, 0
 	for i, f := range decoded {
 		sp := s.spans[f]
 		if sp.kind != str {
 			continue
 		}
-		if f == fMethod || f == fMetaProtocolVersion {
-			if known, found := interned[string(s.content(f))]; found && !sp.escaped {
+		if (f == fMethod || f == fMetaProtocolVersion) && !sp.escaped {
+			if known, found := interned[string(s.content(f))]; found {
 				r.setString(f, known)
 				continue
 			}
 		}
-		copied[i] = true
+		copied[n] = uint8(i)
+		n++
 		size += int(sp.end - sp.start)
 	}
-	if size == 0 {
-		return r, true
+	if n == 0 {
+		return true
 	}
 	var stack [512]byte
 	buf := stack[:0]
 	if size > len(stack) {
 		buf = make([]byte, 0, size)
 	}
-	var ends [len(decoded)]int // ends[i]: where decoded[i] ends in buf
+	var ends [len(decoded)]int // ends[j]: where the copy of copied[j] ends in buf
 	ok = true
-	for i, f := range decoded {
-		if copied[i] {
-			var good bool
-			buf, good = unescape(buf, s.content(f))
-			ok = ok && good
-		}
-		ends[i] = len(buf)
+	for j, i := range copied[:n] {
+		var good bool
+		buf, good = unescape(buf, s.content(decoded[i]))
+		ok = ok && good
+		ends[j] = len(buf)
 	}
 	if !ok {
-		return Request{}, false
+		return false
 	}
 	all := string(buf)
 	start := 0
-	for i, f := range decoded {
-		if copied[i] {
-			r.setString(f, all[start:ends[i]])
-		}
-		start = ends[i]
+	for j, i := range copied[:n] {
+		r.setString(decoded[i], all[start:ends[j]])
+		start = ends[j]
 	}
-	return r, true
+	return true
 }
 
 // typesValid checks the types of the members the method's schema defines.

@@ -265,7 +265,7 @@ func (s *scanner) object(n *node, depth int) error {
 		if s.escaped {
 			key = unescapeKey(key)
 		}
-		if !seen.add(s.data, keyStart, keyEnd, key, s.escaped) {
+		if !seen.add(s.data, keyStart, key, s.escaped) {
 			s.ambiguous = true
 		}
 		s.ws()
@@ -278,6 +278,8 @@ func (s *scanner) object(n *node, depth int) error {
 		var err error
 		if m := s.match(n, key); m != nil {
 			err = s.record(m, depth)
+		} else if s.peek() == '"' {
+			err = s.str() // most values: one call fewer
 		} else {
 			_, err = s.value(depth)
 		}
@@ -317,10 +319,12 @@ var keySeed = maphash.MakeSeed()
 const smallKeys = 16
 
 // keySet remembers the keys of one object. Most objects have a few keys:
-// those are remembered by place in the document and a new key is compared
-// with each (cheaper than hashing them). From the smallKeys+1-th key on,
-// every key is remembered by hash in a map, so that a large object costs
-// linear time.
+// those are remembered by their length, their first eight bytes and their
+// place in the document, and a new key is compared with each (cheaper than
+// hashing them): two integer comparisons tell most keys apart, and only
+// keys longer than eight bytes that share length and head are compared
+// byte by byte. From the smallKeys+1-th key on, every key is remembered by
+// hash in a map, so that a large object costs linear time.
 type keySet struct {
 	n     int
 	small [smallKeys]keyRef
@@ -329,30 +333,55 @@ type keySet struct {
 	decoded [][]byte
 }
 
-// keyRef is a remembered key: data[start:end], or decoded[-start-1] when
-// start < 0.
-type keyRef struct{ start, end int32 }
+// keyRef is a remembered key of n bytes (unescaped), whose first eight
+// bytes (zero-padded) are head: data[start:start+n], or decoded[-start-1]
+// when start < 0.
+type keyRef struct {
+	head     uint64
+	start, n int32
+}
 
 func (k *keySet) bytes(data []byte, r keyRef) []byte {
 	if r.start < 0 {
 		return k.decoded[-r.start-1]
 	}
-	return data[r.start:r.end]
+	return data[r.start : r.start+r.n]
 }
 
-// add records key, found at data[start:end] (unescaped into key when
+// keyHead returns the first eight bytes of key, zero-padded, as one word.
+// A key that is data[start:start+len(key)] with eight bytes of data from
+// start is read in one load.
+func keyHead(data []byte, start int, key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.LittleEndian.Uint64(key)
+	}
+	if start >= 0 && start+8 <= len(data) {
+		return binary.LittleEndian.Uint64(data[start:]) & (1<<(8*uint(len(key))) - 1)
+	}
+	var h uint64
+	for i := len(key) - 1; i >= 0; i-- {
+		h = h<<8 | uint64(key[i])
+	}
+	return h
+}
+
+// add records key, found at data[start:] (unescaped into key when
 // escaped), and reports whether it is new.
-func (k *keySet) add(data []byte, start, end int, key []byte, escaped bool) bool {
+func (k *keySet) add(data []byte, start int, key []byte, escaped bool) bool {
 	if k.n < smallKeys {
-		for _, r := range k.small[:k.n] {
-			if string(k.bytes(data, r)) == string(key) {
+		at := start
+		if escaped {
+			at = -1 // key is not data[start:]
+		}
+		r := keyRef{head: keyHead(data, at, key), start: int32(start), n: int32(len(key))}
+		for _, o := range k.small[:k.n] {
+			if o.head == r.head && o.n == r.n && (r.n <= 8 || string(k.bytes(data, o)[8:]) == string(key[8:])) {
 				return false
 			}
 		}
-		r := keyRef{int32(start), int32(end)}
 		if escaped {
 			k.decoded = append(k.decoded, key)
-			r = keyRef{start: -int32(len(k.decoded))}
+			r.start = -int32(len(k.decoded))
 		}
 		k.small[k.n] = r
 		k.n++
@@ -376,7 +405,16 @@ func (k *keySet) add(data []byte, start, end int, key []byte, escaped bool) bool
 // match returns the member of n that key (unescaped) names, nil when none
 // does. A key that names one only under case folding is marked unsure.
 func (s *scanner) match(n *node, key []byte) *member {
-	if n == nil || len(key) > maxKeyLen {
+	if n == nil {
+		return nil
+	}
+	return s.matchNode(n, key)
+}
+
+// matchNode is match for a node: apart, so that match is inlined and an
+// object without one costs no call.
+func (s *scanner) matchNode(n *node, key []byte) *member {
+	if len(key) > maxKeyLen {
 		return nil
 	}
 	for i := range n.members {

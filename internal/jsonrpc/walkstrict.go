@@ -27,7 +27,10 @@ func WalkStrict(data []byte, maxDepth int, visit Visit) error {
 	if len(data) > MaxBodySize {
 		return ErrTooLarge
 	}
-	s := scanner{data: data, visit: visit, visitDepth: maxDepth}
+	// Set field by field: a composite literal of this large a struct is
+	// built in a temporary and copied.
+	var s scanner
+	s.data, s.visit, s.visitDepth = data, visit, maxDepth
 	s.ws()
 	if _, err := s.value(0); err != nil {
 		return err
