@@ -77,20 +77,7 @@ func FuzzSSEListStream(f *testing.F) {
 		}
 		chunks := [][]byte{body[:i], body[i:j], body[j:]}
 		msgs := benchStream(t, "text/event-stream", chunks)
-		st := &exchange{s: s, ctx: t.Context(), req: check.Request{Headers: check.Headers{}}}
-		var out []byte
-		for _, m := range msgs {
-			reply, err := st.handle(m)
-			if err != nil || reply == nil {
-				t.Fatalf("%v %v", reply, err)
-			}
-			if want, got := kind(m), replyKind(reply); want != got {
-				t.Fatalf("reply %s to %s", got, want)
-			}
-			if rb := reply.GetResponseBody(); rb != nil {
-				out = append(out, rb.GetResponse().GetBodyMutation().GetBody()...)
-			}
-		}
+		out := sentBody(t, s, msgs)
 		if name, ok := hiddenListed(out); ok {
 			t.Fatalf("hidden tool %q left in %q", name, out)
 		}
@@ -112,24 +99,31 @@ func FuzzSSEResumedStream(f *testing.F) {
 			i, j = j, i
 		}
 		msgs := benchExchange(t, true, "text/event-stream", [][]byte{body[:i], body[i:j], body[j:]})
-		st := &exchange{s: s, ctx: t.Context(), req: check.Request{Headers: check.Headers{}}}
-		var out []byte
-		for _, m := range msgs {
-			reply, err := st.handle(m)
-			if err != nil || reply == nil {
-				t.Fatalf("%v %v", reply, err)
-			}
-			if want, got := kind(m), replyKind(reply); want != got {
-				t.Fatalf("reply %s to %s", got, want)
-			}
-			if rb := reply.GetResponseBody(); rb != nil {
-				out = append(out, rb.GetResponse().GetBodyMutation().GetBody()...)
-			}
-		}
+		out := sentBody(t, s, msgs)
 		if name, ok := hiddenListed(out); ok {
 			t.Fatalf("hidden tool %q left in %q", name, out)
 		}
 	})
+}
+
+// sentBody runs msgs through one exchange of s, checking that each gets a
+// reply of its kind, and returns the body the replies send on.
+func sentBody(t *testing.T, s *Server, msgs []*extprocv3.ProcessingRequest) []byte {
+	st := &exchange{s: s, ctx: t.Context(), req: check.Request{Headers: check.Headers{}}}
+	var out []byte
+	for _, m := range msgs {
+		reply, err := st.handle(m)
+		if err != nil || reply == nil {
+			t.Fatalf("%v %v", reply, err)
+		}
+		if want, got := kind(m), replyKind(reply); want != got {
+			t.Fatalf("reply %s to %s", got, want)
+		}
+		if rb := reply.GetResponseBody(); rb != nil {
+			out = append(out, rb.GetResponse().GetBodyMutation().GetBody()...)
+		}
+	}
+	return out
 }
 
 // hiddenListed reads the stream as a client does (events, their data
