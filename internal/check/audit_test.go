@@ -20,7 +20,6 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/extauthz/extauthz/internal/audit"
-	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/ratelimit"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
@@ -60,15 +59,7 @@ func auditSchema(t *testing.T) *jsonschema.Resolved {
 // its decision id; the records hold no token, secret or argument value.
 func TestAuditRecords(t *testing.T) {
 	clk := newClock()
-	cfg, err := config.Parse([]byte(limitedConfig(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := compileLimited(t, clk, 1)
 	out := &lockedBuffer{}
 	w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 1}, audit.Options{Stdout: out})
 	if err != nil {
@@ -189,15 +180,7 @@ func (s *stuckWriter) Write(p []byte) (int, error) {
 func TestAuditSinkStuck(t *testing.T) {
 	const queue, n = 16, 10000
 	clk := newClock()
-	cfg, err := config.Parse([]byte(limitedConfig(n + 1))) // a burst no check reaches
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := compileLimited(t, clk, n + 1) // a burst no check reaches
 	sw := &stuckWriter{entered: make(chan struct{}), release: make(chan struct{})}
 	w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 1, QueueSize: queue}, audit.Options{Stdout: sw})
 	if err != nil {
@@ -228,15 +211,7 @@ func TestAuditSinkStuck(t *testing.T) {
 // the first one's memoized headers.
 func TestDecisionIDHeaderOwned(t *testing.T) {
 	clk := newClock()
-	cfg, err := config.Parse([]byte(limitedConfig(1000)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := compileLimited(t, clk, 1000)
 	w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 1}, audit.Options{Stdout: &lockedBuffer{}})
 	if err != nil {
 		t.Fatal(err)
@@ -394,15 +369,7 @@ func elicitationURL(t *testing.T, body []byte) string {
 // _meta the record never reads).
 func TestAuditCopiesOnlyKeptArguments(t *testing.T) {
 	clk := newClock()
-	cfg, err := config.Parse([]byte(limitedConfig(100)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := compileLimited(t, clk, 100)
 	keep := false
 	w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 0.5, QueueSize: 1},
 		audit.Options{Stdout: io.Discard, Rand: func() float64 {

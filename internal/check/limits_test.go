@@ -234,10 +234,11 @@ func TestRateLimitsRedisKilled(t *testing.T) {
 	}
 }
 
-// newLimitedWith is newLimited with a given limiter.
-func newLimitedWith(t *testing.T, clk *clock, l *ratelimit.Limiter) (*Pipeline, func(string) *Policy) {
+// compileLimited compiles limitedConfig(burst) on clk's time, closed when
+// the test ends.
+func compileLimited(t *testing.T, clk *clock, burst int) *Policy {
 	t.Helper()
-	cfg, err := config.Parse([]byte(limitedConfig(3)))
+	cfg, err := config.Parse([]byte(limitedConfig(burst)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +247,13 @@ func newLimitedWith(t *testing.T, clk *clock, l *ratelimit.Limiter) (*Pipeline, 
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
+	return p
+}
+
+// newLimitedWith is newLimited with a given limiter.
+func newLimitedWith(t *testing.T, clk *clock, l *ratelimit.Limiter) (*Pipeline, func(string) *Policy) {
+	t.Helper()
+	p := compileLimited(t, clk, 3)
 	pl, err := New(p, Options{Now: clk.Now, RateLimiter: l})
 	if err != nil {
 		t.Fatal(err)
