@@ -180,7 +180,7 @@ func (s *stuckWriter) Write(p []byte) (int, error) {
 func TestAuditSinkStuck(t *testing.T) {
 	const queue, n = 16, 10000
 	clk := newClock()
-	p := compileLimited(t, clk, n + 1) // a burst no check reaches
+	p := compileLimited(t, clk, n+1) // a burst no check reaches
 	sw := &stuckWriter{entered: make(chan struct{}), release: make(chan struct{})}
 	w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 1, QueueSize: queue}, audit.Options{Stdout: sw})
 	if err != nil {
