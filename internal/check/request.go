@@ -42,6 +42,11 @@ type Headers map[string]string
 // Get returns the value of the lower-case header name.
 func (h Headers) Get(name string) string { return h[name] }
 
+// Mentions reports whether the value of the lower-case header name holds
+// word, a lower-case ASCII word, in any case ("Text/Event-Stream"),
+// without allocating.
+func (h Headers) Mentions(name, word string) bool { return containsFold(h[name], word) }
+
 // Add adds one entry of a proxy's header list as Envoy merges a header
 // map: the name lower-cased, a repeated header joined to the earlier value
 // with "," ("; " for Cookie, RFC 6265 section 5.4), invalid UTF-8 replaced

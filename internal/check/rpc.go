@@ -232,7 +232,7 @@ func mayBeJSONRPC(req *Request) bool {
 	if jsonrpc.LooksLikeJSON(req.Body) {
 		return true
 	}
-	if containsFold(req.Headers.Get("content-type"), "json") {
+	if req.Headers.Mentions("content-type", "json") {
 		return true
 	}
 	for _, name := range protocolHeaders {

@@ -219,7 +219,7 @@ const (
 // streamRequest reports whether a GET is an MCP client's stream request:
 // it names its session or asks for an event stream.
 func streamRequest(h check.Headers) bool {
-	return h["mcp-session-id"] != "" || strings.Contains(strings.ToLower(h["accept"]), "text/event-stream")
+	return h["mcp-session-id"] != "" || h.Mentions("accept", "text/event-stream")
 }
 
 func failure(reason string) check.ResponseAction {
