@@ -110,10 +110,11 @@ func Syntax(tok string) error {
 	for i < len(tok) && b64token[tok[i]] != 0 {
 		i++
 	}
+	body := i // the grammar asks for at least one character before "="
 	for i < len(tok) && tok[i] == '=' {
 		i++
 	}
-	if i != len(tok) || tok == "" {
+	if i != len(tok) || body == 0 {
 		return ErrMalformed
 	}
 	return nil

@@ -7,9 +7,8 @@ import (
 )
 
 // b64tokenRE is what Syntax accepts, and nothing else: RFC 6750's
-// b64token, except that a token of padding alone ("==") passes too, as it
-// always has (no verifier accepts one).
-var b64tokenRE = regexp.MustCompile(`\A[A-Za-z0-9\-._~+/]*=*\z`)
+// b64token, at least one character before any padding.
+var b64tokenRE = regexp.MustCompile(`\A[A-Za-z0-9\-._~+/]+=*\z`)
 
 func TestSyntax(t *testing.T) {
 	jwt := "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTEifQ.c2lnbmF0dXJlLWJ5dGVzLWhlcmU"
@@ -20,7 +19,9 @@ func TestSyntax(t *testing.T) {
 	}{
 		{"empty", "", false},
 		{"one char", "a", true},
-		{"only padding", "==", true},
+		{"only padding", "==", false},
+		{"one padding", "=", false},
+		{"a block of padding", "=========", false},
 		{"jwt", jwt, true},
 		{"padded", "abcdefghij==", true},
 		{"padding inside", "abcd=efgh", false},
