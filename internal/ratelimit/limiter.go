@@ -134,6 +134,12 @@ func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
 // stay short whatever a subject or tool name looks like, and Redis holds no
 // user names. It runs once per local bucket (the bucket keeps the name),
 // not once per check.
+//
+// Value and Tool are joined with a NUL, which keeps two keys apart only
+// because a Value with a Tool never holds one: that is a subject, and
+// grants refuse control bytes in a subject. The name stays as every
+// release has made it (TestRedisKeyStable), so that replicas of two
+// releases share their counts.
 func (l *Limiter) redisKey(lim *Limit, key Key) string {
 	var buf [256]byte
 	in := append(append(append(buf[:0], key.Value...), 0), key.Tool...)
