@@ -76,6 +76,12 @@ type wireRequest struct {
 type rawHeader struct{ key, value string }
 
 // decode reads b, which it keeps: the strings of the request point into it.
+//
+// It does not check that strings are UTF-8, as the generated code does.
+// Envoy never sends anything else (it writes invalid bytes of a header as
+// "!"); a client that does gets the decision its bytes earn, read as the
+// upstream reads them, where the generated code would fail the call and
+// leave the answer to the proxy's failure mode.
 func (w *wireRequest) decode(b []byte) error {
 	s := unsafe.String(unsafe.SliceData(b), len(b))
 	if w.in.Headers == nil {
