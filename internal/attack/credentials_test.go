@@ -89,6 +89,7 @@ func TestCredentialConfusion(t *testing.T) {
 		{"key A on route B", "b.example.test", map[string]string{"authorization": "Bearer " + keyA}, false, ""},
 		{"key A on the introspection route: never sent to the server", "opaque.example.test", map[string]string{"authorization": "Bearer " + keyA}, false, ""},
 		{"key A on a JWT route", host, map[string]string{"authorization": "Bearer " + keyA}, false, ""},
+		{"padding alone on the introspection route: malformed, never sent to the server", "opaque.example.test", map[string]string{"authorization": "Bearer =="}, false, ""},
 		{"opaque token on an API-key route: never a key, never introspected", "a.example.test", map[string]string{"authorization": "Bearer opaque-alice"}, false, ""},
 		{"opaque token in the API-key header", "a.example.test", map[string]string{"x-api-key": "opaque-alice"}, false, ""},
 		{"opaque token on a JWT route: never introspected", host, map[string]string{"authorization": "Bearer opaque-alice"}, false, ""},
