@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
-
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/typical"
 )
 
 // missFixture is a pipeline over the configuration of a typical MCP route
@@ -21,26 +20,12 @@ func missFixture(tb testing.TB) (*Pipeline, func(i int) *Request) {
   - {name: dev, issuer: https://login.example.com, algorithms: [HS256], secret: %s}
   - {name: rsa, issuer: https://idp.example.com/rsa, algorithms: [RS256], jwks_file: %s}
   - {name: ec, issuer: https://idp.example.com/ec, algorithms: [ES256], jwks_file: %s}
-routes:
-  - name: tools
-    default: true
-    issuers: [dev, rsa, ec]
-    audiences: [https://mcp.example.com]
-    claim_headers: [{claim: email, header: x-user-email}]
-    rules:
-      - {name: search, methods: [tools/call], names: [search], claims: {department: [eng]}}
-cache: {max_entries: 1000000}
-`, secret, jwks, jwks)
+%scache: {max_entries: 1000000}
+`, secret, jwks, jwks, typical.Route("dev", "rsa", "ec"))
 	pl := newPipeline(tb, doc, Deps{}, Options{})
-	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"q":"x"}}}`)
+	body := []byte(typical.ToolsCall)
 	req := func(i int) *Request {
-		now := time.Now()
-		tok := testtoken.HMAC(tb, "HS256", secret, jwt.MapClaims{
-			"sub": fmt.Sprintf("user-%07d", i), "session_id": fmt.Sprintf("3f6c1a9e-5d2b-4c8f-a1e7-%012d", i),
-			"iss": "https://login.example.com", "aud": "https://mcp.example.com",
-			"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": "openid profile mcp:tools",
-			"department": "eng", "email": fmt.Sprintf("user-%07d@example.com", i),
-		})
+		tok := testtoken.HMAC(tb, "HS256", secret, typical.Claims("https://login.example.com", i, time.Now()))
 		return &Request{Method: "POST", Scheme: "https", Host: "mcp.example.com", Path: "/mcp", Protocol: "HTTP/1.1",
 			Headers: Headers{":authority": "mcp.example.com", ":method": "POST", ":path": "/mcp", ":scheme": "https",
 				"content-type": "application/json", "x-request-id": "8f2d7a4e-1b2c-4d3e-9f00-123456789abc", "x-forwarded-proto": "https",

@@ -2,11 +2,12 @@ package envoyauthz
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/extauthz/extauthz/internal/testing/typical"
 )
 
 // TestMemoIsPerUser: users whose grants share a shape (same route, issuer,
@@ -48,12 +49,12 @@ func TestMemoIsPerUser(t *testing.T) {
 	}
 	want := func(t *testing.T, i int, resp *authv3.CheckResponse) {
 		t.Helper()
-		user := fmt.Sprintf("user-%07d", i)
+		user := typical.Subject(i)
 		md := resp.GetDynamicMetadata().GetFields()
 		if got := md["user"].GetStringValue(); got != user {
 			t.Fatalf("metadata user %q, want %q", got, user)
 		}
-		if got := md["session"].GetStringValue(); got != fmt.Sprintf("3f6c1a9e-5d2b-4c8f-a1e7-%012d", i) {
+		if got := md["session"].GetStringValue(); got != typical.Session(i) {
 			t.Fatalf("metadata session %q", got)
 		}
 		hs := map[string]string{}

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/typical"
 )
 
 // verdictFixture is a route as a typical deployment has it: one issuer with
@@ -22,33 +22,18 @@ import (
 func verdictFixture(tb testing.TB, n int) *Server {
 	doc := fmt.Sprintf(`issuers:
   - {name: corp, issuer: https://login.example.com, algorithms: [HS256], secret: %s}
-routes:
-  - name: tools
-    default: true
-    issuers: [corp]
-    audiences: [https://mcp.example.com]
-    claim_headers: [{claim: email, header: x-user-email}]
-    rules:
-      - {name: search, methods: [tools/call], names: [search], claims: {department: [eng]}}
-cache: {max_entries: %d}
-`, secret, n)
+%scache: {max_entries: %d}
+`, secret, typical.Route("corp"), n)
 	pl := pipelinetest.New(tb, doc, check.Deps{}, check.Options{})
 	return NewServer(pl)
 }
 
-// typicalToken is user i's token: sub, session, iss, aud, exp, iat, scope,
-// one extra claim the rules read and one carried in a header.
+// typicalToken is user i's typical token, signed by verdictFixture's issuer.
 func typicalToken(tb testing.TB, i int) string {
-	now := time.Now()
-	return testtoken.HMAC(tb, "HS256", secret, jwt.MapClaims{
-		"sub": fmt.Sprintf("user-%07d", i), "session_id": fmt.Sprintf("3f6c1a9e-5d2b-4c8f-a1e7-%012d", i),
-		"iss": "https://login.example.com", "aud": "https://mcp.example.com",
-		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": "openid profile mcp:tools",
-		"department": "eng", "email": fmt.Sprintf("user-%07d@example.com", i),
-	})
+	return testtoken.HMAC(tb, "HS256", secret, typical.Claims("https://login.example.com", i, time.Now()))
 }
 
-const toolsCallBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"q":"x"}}}`
+const toolsCallBody = typical.ToolsCall
 
 func typicalRequest(token string) *authv3.CheckRequest {
 	req := checkRequest(map[string]string{"authorization": "Bearer " + token, "accept": "application/json, text/event-stream"})

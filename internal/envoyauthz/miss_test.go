@@ -17,7 +17,6 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -25,6 +24,7 @@ import (
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
+	"github.com/extauthz/extauthz/internal/testing/typical"
 )
 
 // bareVerify is signature verification alone, the floor of a miss: the
@@ -127,28 +127,14 @@ func benchmarkMiss(b *testing.B, wire bool) {
   - {name: dev, issuer: https://login.example.com, algorithms: [HS256], secret: %s}
   - {name: rsa, issuer: https://idp.example.com/rsa, algorithms: [RS256], jwks_file: %s}
   - {name: ec, issuer: https://idp.example.com/ec, algorithms: [ES256], jwks_file: %s}
-routes:
-  - name: tools
-    default: true
-    issuers: [dev, rsa, ec]
-    audiences: [https://mcp.example.com]
-    claim_headers: [{claim: email, header: x-user-email}]
-    rules:
-      - {name: search, methods: [tools/call], names: [search], claims: {department: [eng]}}
-cache: {max_entries: 1000000}
-`, secret, jwks, jwks)
+%scache: {max_entries: 1000000}
+`, secret, jwks, jwks, typical.Route("dev", "rsa", "ec"))
 	pl := pipelinetest.New(b, doc, check.Deps{}, check.Options{})
 	srv := NewServer(pl)
 	ctx := context.Background()
 	issuers := map[string]string{"HS256": "https://login.example.com", "RS256": "https://idp.example.com/rsa", "ES256": "https://idp.example.com/ec"}
 	mint := func(alg string, i int) string {
-		now := time.Now()
-		c := jwt.MapClaims{
-			"sub": fmt.Sprintf("user-%07d", i), "session_id": fmt.Sprintf("3f6c1a9e-5d2b-4c8f-a1e7-%012d", i),
-			"iss": issuers[alg], "aud": "https://mcp.example.com",
-			"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": "openid profile mcp:tools",
-			"department": "eng", "email": fmt.Sprintf("user-%07d@example.com", i),
-		}
+		c := typical.Claims(issuers[alg], i, time.Now())
 		switch alg {
 		case "RS256":
 			return rs.Sign(b, c)

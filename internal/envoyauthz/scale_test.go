@@ -6,7 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
+	"encoding/json"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -16,6 +16,8 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/extauthz/extauthz/internal/testing/typical"
 )
 
 // TestScale fills the verdict cache with EXTAUTHZ_SCALE distinct tokens
@@ -39,7 +41,7 @@ func TestScale(t *testing.T) {
 	srv := verdictFixture(t, n+small)
 	ctx := context.Background()
 	iat := time.Now().Unix()
-	token := scaleTokens(iat)
+	token := scaleTokens(t, iat)
 	check := func(i int) {
 		if r, _ := srv.Check(ctx, typicalRequest(token(i))); r.GetStatus().GetCode() != 0 {
 			t.Fatalf("token %d denied: %v", i, r)
@@ -135,15 +137,17 @@ func TestScale(t *testing.T) {
 	}
 }
 
-// scaleTokens mints user i's token (the same string every time for the
-// same i) without a JWT library: a million are needed.
-func scaleTokens(iat int64) func(i int) string {
+// scaleTokens mints user i's typical token (the same string every time for
+// the same i) without a JWT library: a million are needed.
+func scaleTokens(tb testing.TB, iat int64) func(i int) string {
 	enc := base64.RawURLEncoding
 	header := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 	return func(i int) string {
-		payload := fmt.Sprintf(`{"sub":"user-%07d","session_id":"3f6c1a9e-5d2b-4c8f-a1e7-%012d","iss":"https://login.example.com","aud":"https://mcp.example.com","exp":%d,"iat":%d,"scope":"openid profile mcp:tools","department":"eng","email":"user-%07d@example.com"}`,
-			i, i, iat+3600, iat, i)
-		input := header + "." + enc.EncodeToString([]byte(payload))
+		payload, err := json.Marshal(typical.Claims("https://login.example.com", i, time.Unix(iat, 0)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		input := header + "." + enc.EncodeToString(payload)
 		m := hmac.New(sha256.New, []byte(secret))
 		m.Write([]byte(input))
 		return input + "." + enc.EncodeToString(m.Sum(nil))
