@@ -1,11 +1,9 @@
 package check
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/testing/testtoken"
 	"github.com/extauthz/extauthz/internal/testing/typical"
 )
 
@@ -14,18 +12,11 @@ import (
 // with an HS256 token never seen before: what a cache miss costs in this
 // package, beside the signature.
 func missFixture(tb testing.TB) (*Pipeline, func(i int) *Request) {
-	rs, es := testtoken.RSA(tb, "rs1"), testtoken.EC(tb, "es1")
-	jwks := testtoken.WriteJWKS(tb, tb.TempDir(), rs, es)
-	doc := fmt.Sprintf(`issuers:
-  - {name: dev, issuer: https://login.example.com, algorithms: [HS256], secret: %s}
-  - {name: rsa, issuer: https://idp.example.com/rsa, algorithms: [RS256], jwks_file: %s}
-  - {name: ec, issuer: https://idp.example.com/ec, algorithms: [ES256], jwks_file: %s}
-%scache: {max_entries: 1000000}
-`, secret, jwks, jwks, typical.Route("dev", "rsa", "ec"))
-	pl := newPipeline(tb, doc, Deps{}, Options{})
+	issuers := typical.NewIssuers(tb, secret)
+	pl := newPipeline(tb, issuers.Config(), Deps{}, Options{})
 	body := []byte(typical.ToolsCall)
 	req := func(i int) *Request {
-		tok := testtoken.HMAC(tb, "HS256", secret, typical.Claims("https://login.example.com", i, time.Now()))
+		tok := issuers.Token(tb, "HS256", i)
 		return &Request{Method: "POST", Scheme: "https", Host: "mcp.example.com", Path: "/mcp", Protocol: "HTTP/1.1",
 			Headers: Headers{":authority": "mcp.example.com", ":method": "POST", ":path": "/mcp", ":scheme": "https",
 				"content-type": "application/json", "x-request-id": "8f2d7a4e-1b2c-4d3e-9f00-123456789abc", "x-forwarded-proto": "https",

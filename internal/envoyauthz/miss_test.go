@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/asn1"
 	"encoding/base64"
-	"fmt"
 	"math/big"
 	"runtime"
 	"strings"
@@ -121,28 +120,11 @@ func BenchmarkMissOverhead(b *testing.B) { benchmarkMiss(b, false) }
 func BenchmarkMissOverheadWire(b *testing.B) { benchmarkMiss(b, true) }
 
 func benchmarkMiss(b *testing.B, wire bool) {
-	rs, es := testtoken.RSA(b, "rs1"), testtoken.EC(b, "es1")
-	jwks := testtoken.WriteJWKS(b, b.TempDir(), rs, es)
-	doc := fmt.Sprintf(`issuers:
-  - {name: dev, issuer: https://login.example.com, algorithms: [HS256], secret: %s}
-  - {name: rsa, issuer: https://idp.example.com/rsa, algorithms: [RS256], jwks_file: %s}
-  - {name: ec, issuer: https://idp.example.com/ec, algorithms: [ES256], jwks_file: %s}
-%scache: {max_entries: 1000000}
-`, secret, jwks, jwks, typical.Route("dev", "rsa", "ec"))
-	pl := pipelinetest.New(b, doc, check.Deps{}, check.Options{})
+	issuers := typical.NewIssuers(b, secret)
+	rs, es := issuers.RSA, issuers.EC
+	pl := pipelinetest.New(b, issuers.Config(), check.Deps{}, check.Options{})
 	srv := NewServer(pl)
 	ctx := context.Background()
-	issuers := map[string]string{"HS256": "https://login.example.com", "RS256": "https://idp.example.com/rsa", "ES256": "https://idp.example.com/ec"}
-	mint := func(alg string, i int) string {
-		c := typical.Claims(issuers[alg], i, time.Now())
-		switch alg {
-		case "RS256":
-			return rs.Sign(b, c)
-		case "ES256":
-			return es.Sign(b, c)
-		}
-		return testtoken.HMAC(b, alg, secret, c)
-	}
 	seq := int(time.Now().UnixNano() % 1_000_000_000)
 	if wire {
 		seq += 1_000_000_000 // tokens the other benchmark did not cache
@@ -159,7 +141,7 @@ func benchmarkMiss(b *testing.B, wire bool) {
 				msgs = msgs[:0]
 				for i := range reqs {
 					seq++
-					toks[i] = mint(alg, seq)
+					toks[i] = issuers.Token(b, alg, seq)
 					reqs[i] = typicalRequest(toks[i])
 					if wire {
 						m, err := proto.Marshal(reqs[i])

@@ -11,9 +11,12 @@ package typical
 import (
 	"fmt"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // Audience is the route's audience, every typical token's aud.
@@ -53,4 +56,55 @@ func Claims(iss string, i int, now time.Time) jwt.MapClaims {
 		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "scope": "openid profile mcp:tools",
 		"department": "eng", "email": Email(i),
 	}
+}
+
+// Issuers are the miss benchmarks' three issuers of typical tokens, one
+// per algorithm they measure: HS256 with a shared secret, RS256 and ES256
+// with keys published in a JWK set file.
+type Issuers struct {
+	Secret  string
+	RSA, EC testtoken.Key
+	jwks    string
+}
+
+// issuerOf names each algorithm's issuer.
+var issuerOf = map[string]string{
+	"HS256": "https://login.example.com",
+	"RS256": "https://idp.example.com/rsa",
+	"ES256": "https://idp.example.com/ec",
+}
+
+// NewIssuers makes the keys and writes their JWK set under tb's temporary
+// directory.
+func NewIssuers(tb testing.TB, secret string) *Issuers {
+	is := &Issuers{Secret: secret, RSA: testtoken.RSA(tb, "rs1"), EC: testtoken.EC(tb, "es1")}
+	is.jwks = testtoken.WriteJWKS(tb, tb.TempDir(), is.RSA, is.EC)
+	return is
+}
+
+// Config is a configuration of the three issuers and the typical route
+// accepting them all, with room for a million verdicts.
+func (is *Issuers) Config() string {
+	return fmt.Sprintf(`issuers:
+  - {name: dev, issuer: %s, algorithms: [HS256], secret: %s}
+  - {name: rsa, issuer: %s, algorithms: [RS256], jwks_file: %s}
+  - {name: ec, issuer: %s, algorithms: [ES256], jwks_file: %s}
+%scache: {max_entries: 1000000}
+`, issuerOf["HS256"], is.Secret, issuerOf["RS256"], is.jwks, issuerOf["ES256"], is.jwks, Route("dev", "rsa", "ec"))
+}
+
+// Token is user i's typical token, signed with alg by its issuer.
+func (is *Issuers) Token(tb testing.TB, alg string, i int) string {
+	iss, ok := issuerOf[alg]
+	if !ok {
+		tb.Fatalf("no typical issuer for %s", alg)
+	}
+	c := Claims(iss, i, time.Now())
+	switch alg {
+	case "RS256":
+		return is.RSA.Sign(tb, c)
+	case "ES256":
+		return is.EC.Sign(tb, c)
+	}
+	return testtoken.HMAC(tb, alg, is.Secret, c)
 }
