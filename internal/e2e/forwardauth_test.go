@@ -144,6 +144,12 @@ func (e *feEnv) testInsufficientScope(t *testing.T) {
 		!strings.Contains(ch[0], `resource_metadata="`+e.base+`/.well-known/oauth-protected-resource/scoped"`) {
 		t.Errorf("challenge %q", ch)
 	}
+	// The client's query never names the route (Caddy keeps it on the
+	// check URL unless told otherwise): /scoped stays scoped.
+	status, _, body = rawMCP(t, e.base+"/scoped?route=open", tok, initializeBody, nil)
+	if status != http.StatusForbidden {
+		t.Errorf("route named in the query: status %d, want 403: %s", status, body)
+	}
 	for _, sdk := range sdks {
 		out := nodeClient(t, map[string]any{"sdk": sdk, "url": e.base + "/scoped", "token": tok, "scenario": "discover"}, nil)
 		last := out[len(out)-1]

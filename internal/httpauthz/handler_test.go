@@ -382,6 +382,33 @@ func TestConventions(t *testing.T) {
 			status: 403,
 			body:   "insufficient_scope",
 		},
+		{
+			// Caddy's forward_auth (and the documented Caddyfile before it
+			// cleared the query) keeps the client's query on the check URL:
+			// the client would pick a route without files' scope and rules.
+			name: "caddy: a route named in the client's own query is refused",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/check?route=agent", header: http.Header{"X-Forwarded-Uri": {"/mcp?route=agent"}, "X-Forwarded-Method": {"POST"},
+				"X-Forwarded-Host": {"files.example.com"}, "Authorization": {bearer(noScope)}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"delete_file"}}},
+			status: 400,
+			body:   "route",
+		},
+		{
+			name: "the client's query cannot add a route behind a proxy that names none",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/check?x=1&route=agent", header: http.Header{"X-Forwarded-Uri": {"/mcp?x=1&route=agent"},
+				"X-Forwarded-Host": {"files.example.com"}, "Authorization": {bearer(noScope)}}},
+			status: 400,
+			body:   "route",
+		},
+		{
+			name: "the proxy's route stands when the client's query names none",
+			opts: Options{Convention: Nginx},
+			ask: ask{path: "/check?route=files", header: http.Header{"X-Original-Uri": {"/elsewhere?x=1"}, "X-Forwarded-Host": {"other.example.com"},
+				"Authorization": {bearer(noScope)}}},
+			status: 403,
+			body:   "insufficient_scope",
+		},
 
 		// Protected resource metadata.
 		{

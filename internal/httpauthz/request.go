@@ -422,6 +422,24 @@ func routeParam(rawQuery string) string {
 	return ""
 }
 
+// hasRouteParam reports whether the query of uri has a "route" parameter,
+// however routeParam would read it: a proxy that copies the client's query
+// to the check URL (Caddy forward_auth) would let the client name the route.
+func hasRouteParam(uri string) bool {
+	_, q, ok := strings.Cut(uri, "?")
+	if !ok {
+		return false
+	}
+	for q != "" {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		if strings.HasPrefix(kv, "route=") {
+			return true
+		}
+	}
+	return false
+}
+
 // headerMap converts the request headers to the pipeline's form: lower-case
 // names, repeated values joined with ",".
 func headerMap(hdr http.Header) check.Headers {
