@@ -36,6 +36,7 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("URL elicitation", e.testElicitation)
 			t.Run("a session deleted with 405 stays its owner's", e.testDelete405)
 			t.Run("the signed tools header reaches the server, a client's never", e.testToolsHeader)
+			t.Run("the client's address is the one the proxy saw", e.testClientAddress)
 		})
 	}
 }
@@ -159,6 +160,23 @@ func (e *feEnv) testInsufficientScope(t *testing.T) {
 		}
 		if scope := u.Query().Get("scope"); !slices.Contains(strings.Fields(scope), "files:write") {
 			t.Errorf("TypeScript SDK %s stepped up to scope %q, want files:write", sdk, scope)
+		}
+	}
+}
+
+// testClientAddress: a rule on request.source.address sees the address the
+// proxy took the request from, never the client's own X-Forwarded-For (nginx
+// passes it on to the auth subrequest as it is unless told otherwise).
+func (e *feEnv) testClientAddress(t *testing.T) {
+	tok := e.token(t, nil)
+	for _, xff := range [][]string{nil, {"192.0.2.1"}, {"198.51.100.7, 192.0.2.1"}, {"not-an-address"}} {
+		hdr := http.Header{"Mcp-Method": {"initialize"}}
+		if xff != nil {
+			hdr["X-Forwarded-For"] = xff
+		}
+		status, _, body := rawMCP(t, e.base+"/addressed", tok, initializeBody, hdr)
+		if status != http.StatusForbidden {
+			t.Errorf("X-Forwarded-For %q: status %d, want 403: %s", xff, status, body)
 		}
 	}
 }
