@@ -331,6 +331,25 @@ func TestConventions(t *testing.T) {
 			body:   "different hosts",
 		},
 		{
+			// nginx and Caddy accept a Host with a comma and pass it on
+			// whole (nginx then picks its default server, the upstream gets
+			// all of it): the first element is not the host it serves.
+			name: "nginx: a client's Host with a comma is refused, not cut",
+			opts: Options{Convention: Nginx},
+			ask: ask{path: "/check", header: http.Header{"X-Original-Uri": {"/mcp"}, "X-Forwarded-Host": {"agent.example.com,files.example.com"},
+				"Authorization": {bearer(noScope)}}},
+			status: 400,
+			body:   "host is malformed",
+		},
+		{
+			name: "forwarded: X-Forwarded-Host repeated with different values is refused",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"agent.example.com", "files.example.com"},
+				"Authorization": {bearer(noScope)}}},
+			status: 400,
+			body:   "X-Forwarded-Host is repeated",
+		},
+		{
 			name:   "nginx convention ignores X-Forwarded-Uri",
 			opts:   Options{Convention: Nginx},
 			ask:    ask{path: "/check", header: http.Header{"X-Original-Uri": {"/a2a"}, "X-Forwarded-Uri": {"/public/x"}}},

@@ -255,7 +255,16 @@ func (h *handler) fromHeaders(hdr http.Header, base original) (o original, found
 	if !ok {
 		return o, false, "the forwarding headers name different methods"
 	}
-	host, ok := agree(firstElement(hdr.Get(hForwardedHost)), urlHost)
+	// One host, whole: the proxies set X-Forwarded-Host to the Host they
+	// serve, and nginx and Caddy accept a client's Host with a comma in it
+	// and pass it on as it is. Its first element is not the host nginx
+	// chose a server for nor the one the upstream reads; canon.Host refuses
+	// it.
+	fHost, bad := single(hdr, hForwardedHost)
+	if bad != "" {
+		return o, false, bad
+	}
+	host, ok := agree(fHost, urlHost)
 	if !ok {
 		return o, false, "the forwarding headers name different hosts"
 	}
