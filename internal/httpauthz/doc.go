@@ -41,7 +41,10 @@
 // by default); from any other peer the request is taken as itself. The
 // answer goes to whoever asked, so a client that reaches the service
 // directly gains nothing by asking about another request; the risk is a
-// proxy that relays a client's headers. Traefik, Caddy and nginx pass every
+// proxy that relays a client's headers. With the Nginx and Forwarded
+// conventions a request from another peer that carries the convention's URI
+// header is refused (400): it is a proxy missing from the list, and its
+// checks taken as themselves would all be of its own check path. Traefik, Caddy and nginx pass every
 // client header on to the authorization request, each overwriting only the
 // headers of its own convention. A client could therefore add the headers of
 // another convention (X-Original-URI behind Traefik, X-Forwarded-Uri behind

@@ -288,6 +288,26 @@ func TestConventions(t *testing.T) {
 			status: 401,
 		},
 		{
+			// A proxy missing from the trusted list: its checks would all be
+			// of GET /check, on whatever route that matches.
+			name: "forwarded: a check from a proxy that is not trusted is refused",
+			opts: Options{Convention: Forwarded, TrustedProxies: untrusted},
+			ask: ask{path: "/check", host: "files.example.com", header: http.Header{"X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Method": {"POST"},
+				"X-Forwarded-Host": {"files.example.com"}, "Authorization": {bearer(noScope)}}},
+			status:  400,
+			headers: map[string]string{AnswerHeader: ""},
+			body:    "not a trusted proxy",
+		},
+		{
+			name: "nginx: a check from a proxy that is not trusted is refused",
+			opts: Options{Convention: Nginx, TrustedProxies: untrusted},
+			ask: ask{path: "/check", host: "files.example.com", header: http.Header{"X-Original-Uri": {"/mcp"},
+				"Authorization": {bearer(noScope)}}},
+			status:  400,
+			headers: map[string]string{AnswerHeader: ""},
+			body:    "not a trusted proxy",
+		},
+		{
 			name:   "envoy convention ignores forwarding headers",
 			opts:   Options{Convention: Envoy},
 			ask:    ask{path: "/a2a", header: http.Header{"X-Forwarded-Uri": {"/public/x"}}},
@@ -516,7 +536,7 @@ func TestConventions(t *testing.T) {
 			if !strings.Contains(body, tt.body) {
 				t.Errorf("body %s does not contain %s", body, tt.body)
 			}
-			if (tt.opts.Convention == Nginx || tt.opts.Convention == Forwarded) && res.StatusCode >= 400 && res.Header.Get(AnswerHeader) == "" {
+			if (tt.opts.Convention == Nginx || tt.opts.Convention == Forwarded) && tt.opts.TrustedProxies == nil && res.StatusCode >= 400 && res.Header.Get(AnswerHeader) == "" {
 				t.Errorf("refusal without %s", AnswerHeader)
 			}
 			if res.StatusCode >= 400 && res.Header.Get("Content-Type") != "application/json" {

@@ -151,6 +151,13 @@ func (h *handler) originalRequest(r *http.Request, trusted bool) (original, badR
 			o.scheme = strings.ToLower(p)
 		}
 	}
+	if !trusted && (h.convention == Nginx || h.convention == Forwarded) && h.convention.describes(r.Header) {
+		// These proxies never ask about the authorization request itself:
+		// this is one missing from Options.TrustedProxies, and taking its
+		// check as the request itself would decide every request on the
+		// route of the check's own path.
+		return original{}, "forwarding headers from a peer that is not a trusted proxy"
+	}
 	if trusted && h.convention != Envoy {
 		fo, found, bad := h.fromHeaders(r.Header, o)
 		if bad != "" {
@@ -187,6 +194,15 @@ func (h *handler) originalRequest(r *http.Request, trusted bool) (original, badR
 		return original{}, bad
 	}
 	return o, ""
+}
+
+// describes reports whether hdr has the header the convention's proxies
+// describe the original request's URI in.
+func (c Convention) describes(hdr http.Header) bool {
+	if c == Nginx {
+		return len(hdr[hOriginalURI]) > 0 || len(hdr[hOriginalURL]) > 0
+	}
+	return len(hdr[hForwardedURI]) > 0
 }
 
 func (c Convention) requiredHeader() string {
