@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,6 +40,7 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("a session deleted with 405 stays its owner's", e.testDelete405)
 			t.Run("the signed tools header reaches the server, a client's never", e.testToolsHeader)
 			t.Run("the client's address is the one the proxy saw", e.testClientAddress)
+			t.Run("a request line and a Host naming different hosts never pass", e.testTwoHosts)
 		})
 	}
 }
@@ -178,6 +182,37 @@ func (e *feEnv) testClientAddress(t *testing.T) {
 		if status != http.StatusForbidden {
 			t.Errorf("X-Forwarded-For %q: status %d, want 403: %s", xff, status, body)
 		}
+	}
+}
+
+// testTwoHosts: nginx chooses its server by the host of a request line in
+// absolute form, while the check and the upstream read the Host header; the
+// request must not reach the upstream.
+func (e *feEnv) testTwoHosts(t *testing.T) {
+	tok := e.token(t, nil)
+	u, err := url.Parse(e.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = io.WriteString(conn, "POST http://other.e2e.test/mcp HTTP/1.1\r\nHost: "+u.Host+"\r\nAuthorization: Bearer "+tok+
+		"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n"+
+		"Content-Length: "+strconv.Itoa(len(initializeBody))+"\r\n\r\n"+initializeBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if strings.Contains(string(body), "serverInfo") {
+		t.Fatalf("the upstream answered: %d %s", res.StatusCode, body)
 	}
 }
 
