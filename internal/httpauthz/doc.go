@@ -44,9 +44,10 @@
 // proxy that relays a client's headers. With the Nginx and Forwarded
 // conventions a request from another peer that carries the convention's URI
 // header is refused (400): it is a proxy missing from the list, and its
-// checks taken as themselves would all be of its own check path. Traefik, Caddy and nginx pass every
-// client header on to the authorization request, each overwriting only the
-// headers of its own convention. A client could therefore add the headers of
+// checks taken as themselves would all be of its own check path.
+//
+// Traefik, Caddy and nginx pass every client header on to the authorization
+// request, each overwriting only the headers of its own convention. A client could therefore add the headers of
 // another convention (X-Original-URI behind Traefik, X-Forwarded-Uri behind
 // nginx) to have a public path checked instead of the real one. Auto refuses
 // (400) a request whose descriptions of the original request disagree, and a
