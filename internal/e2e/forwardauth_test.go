@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,6 +39,8 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("URL elicitation", e.testElicitation)
 			t.Run("a session deleted with 405 stays its owner's", e.testDelete405)
 			t.Run("the signed tools header reaches the server, a client's never", e.testToolsHeader)
+			t.Run("the client's address is the one the proxy saw", e.testClientAddress)
+			t.Run("a request line and a Host naming different hosts never pass", e.testTwoHosts)
 		})
 	}
 }
@@ -144,6 +149,12 @@ func (e *feEnv) testInsufficientScope(t *testing.T) {
 		!strings.Contains(ch[0], `resource_metadata="`+e.base+`/.well-known/oauth-protected-resource/scoped"`) {
 		t.Errorf("challenge %q", ch)
 	}
+	// The client's query never names the route (Caddy keeps it on the
+	// check URL unless told otherwise): /scoped stays scoped.
+	status, _, body = rawMCP(t, e.base+"/scoped?route=open", tok, initializeBody, nil)
+	if status != http.StatusForbidden {
+		t.Errorf("route named in the query: status %d, want 403: %s", status, body)
+	}
 	for _, sdk := range sdks {
 		out := nodeClient(t, map[string]any{"sdk": sdk, "url": e.base + "/scoped", "token": tok, "scenario": "discover"}, nil)
 		last := out[len(out)-1]
@@ -154,6 +165,54 @@ func (e *feEnv) testInsufficientScope(t *testing.T) {
 		if scope := u.Query().Get("scope"); !slices.Contains(strings.Fields(scope), "files:write") {
 			t.Errorf("TypeScript SDK %s stepped up to scope %q, want files:write", sdk, scope)
 		}
+	}
+}
+
+// testClientAddress: a rule on request.source.address sees the address the
+// proxy took the request from, never the client's own X-Forwarded-For (nginx
+// passes it on to the auth subrequest as it is unless told otherwise).
+func (e *feEnv) testClientAddress(t *testing.T) {
+	tok := e.token(t, nil)
+	for _, xff := range [][]string{nil, {"192.0.2.1"}, {"198.51.100.7, 192.0.2.1"}, {"not-an-address"}} {
+		hdr := http.Header{"Mcp-Method": {"initialize"}}
+		if xff != nil {
+			hdr["X-Forwarded-For"] = xff
+		}
+		status, _, body := rawMCP(t, e.base+"/addressed", tok, initializeBody, hdr)
+		if status != http.StatusForbidden {
+			t.Errorf("X-Forwarded-For %q: status %d, want 403: %s", xff, status, body)
+		}
+	}
+}
+
+// testTwoHosts: nginx chooses its server by the host of a request line in
+// absolute form, while the check and the upstream read the Host header; the
+// request must not reach the upstream.
+func (e *feEnv) testTwoHosts(t *testing.T) {
+	tok := e.token(t, nil)
+	u, err := url.Parse(e.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = io.WriteString(conn, "POST http://other.e2e.test/mcp HTTP/1.1\r\nHost: "+u.Host+"\r\nAuthorization: Bearer "+tok+
+		"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n"+
+		"Content-Length: "+strconv.Itoa(len(initializeBody))+"\r\n\r\n"+initializeBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if strings.Contains(string(body), "serverInfo") {
+		t.Fatalf("the upstream answered: %d %s", res.StatusCode, body)
 	}
 }
 

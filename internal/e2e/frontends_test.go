@@ -44,7 +44,8 @@ var frontEnds = []frontEnd{
 
 // feConfig: an open MCP route, one needing a scope tokens lack, one with a
 // rule, one exchanging for tool calls, one needing consent for a tool, one
-// with the signed tools header.
+// allowing only an address the clients do not have, one with the signed
+// tools header.
 // Routes go by path, so that every client can dial 127.0.0.1.
 const feConfig = `
 issuers:
@@ -87,6 +88,13 @@ routes:
       authorize_url: https://idp.e2e.test/authorize?client_id=e2e
       tools:
         - {names: [whoami], audience: [https://tools.e2e.test], consent: true}
+  - name: addressed
+    path_prefix: /addressed
+    protocol: mcp
+    issuers: [e2e]
+    upstream_validates_mcp_headers: true
+    rules:
+      - {name: office-only, methods: [initialize], when: 'request.source.address == "192.0.2.1"'}
   - name: tools
     path_prefix: /tools
     protocol: mcp

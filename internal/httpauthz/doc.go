@@ -30,6 +30,10 @@
 //
 // The handler's own query parameter "route" names the route, like Envoy's
 // context_extensions: "proxy_pass http://extauthz-http/check?route=files".
+// Caddy's forward_auth keeps the client's query on the check URL unless the
+// URI it sets has one ("rewrite /check?"), so a route parameter is refused
+// (400) when the original request's query has one too: the client could
+// have named it.
 //
 // # Trust
 //
@@ -37,9 +41,13 @@
 // by default); from any other peer the request is taken as itself. The
 // answer goes to whoever asked, so a client that reaches the service
 // directly gains nothing by asking about another request; the risk is a
-// proxy that relays a client's headers. Traefik, Caddy and nginx pass every
-// client header on to the authorization request, each overwriting only the
-// headers of its own convention. A client could therefore add the headers of
+// proxy that relays a client's headers. With the Nginx and Forwarded
+// conventions a request from another peer that carries the convention's URI
+// header is refused (400): it is a proxy missing from the list, and its
+// checks taken as themselves would all be of its own check path.
+//
+// Traefik, Caddy and nginx pass every client header on to the authorization
+// request, each overwriting only the headers of its own convention. A client could therefore add the headers of
 // another convention (X-Original-URI behind Traefik, X-Forwarded-Uri behind
 // nginx) to have a public path checked instead of the real one. Auto refuses
 // (400) a request whose descriptions of the original request disagree, and a

@@ -131,10 +131,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		in.PeerAddr = ap.Addr()
-		in.SourceAddress = clientAddress(r.Header, in.PeerAddr, trusted).String()
+		if a := clientAddress(r.Header, in.PeerAddr, trusted); a.IsValid() {
+			in.SourceAddress = a.String()
+		}
 	}
 	if o.forwarded && r.URL.RawQuery != "" {
 		if route := routeParam(r.URL.RawQuery); route != "" {
+			if hasRouteParam(o.uri) {
+				// Caddy's forward_auth keeps the client's query on the check
+				// URL: this route may be the client's choice, not the proxy's.
+				h.refuse(r.Context(), w, r, "the original request's query names a route: only the proxy's check URL may", trusted)
+				return
+			}
 			in.ContextExtensions = map[string]string{"route": route}
 		}
 	}
@@ -292,13 +300,19 @@ func (c *canonicalNames) canonical(name string) string {
 }
 
 // clientAddress is the address of the client the proxy serves: the last
-// X-Forwarded-For entry, which a trusted proxy appended (nginx, Traefik and
-// Caddy append the address they saw), else the peer itself. Entries
-// before the last are the client's own claim and never read.
+// X-Forwarded-For entry, which a trusted proxy appended (Traefik and Caddy
+// set the address they saw, the documented nginx files too), or the peer
+// itself when it is not a trusted proxy. Entries before the last are the
+// client's own claim and never read. A trusted proxy that names no address
+// leaves it unknown (the zero Addr): its own address is not the client's,
+// and would pass a rule meant for internal clients.
 func clientAddress(h http.Header, peer netip.Addr, trusted bool) netip.Addr {
-	xff := h.Values("X-Forwarded-For")
-	if !trusted || len(xff) == 0 {
+	if !trusted {
 		return peer
+	}
+	xff := h.Values("X-Forwarded-For")
+	if len(xff) == 0 {
+		return netip.Addr{}
 	}
 	last := xff[len(xff)-1]
 	if i := strings.LastIndexByte(last, ','); i >= 0 {
@@ -311,5 +325,5 @@ func clientAddress(h http.Header, peer netip.Addr, trusted bool) netip.Addr {
 	if ap, err := netip.ParseAddrPort(last); err == nil {
 		return ap.Addr().Unmap()
 	}
-	return peer
+	return netip.Addr{}
 }

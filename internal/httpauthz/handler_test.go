@@ -288,6 +288,26 @@ func TestConventions(t *testing.T) {
 			status: 401,
 		},
 		{
+			// A proxy missing from the trusted list: its checks would all be
+			// of GET /check, on whatever route that matches.
+			name: "forwarded: a check from a proxy that is not trusted is refused",
+			opts: Options{Convention: Forwarded, TrustedProxies: untrusted},
+			ask: ask{path: "/check", host: "files.example.com", header: http.Header{"X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Method": {"POST"},
+				"X-Forwarded-Host": {"files.example.com"}, "Authorization": {bearer(noScope)}}},
+			status:  400,
+			headers: map[string]string{AnswerHeader: ""},
+			body:    "not a trusted proxy",
+		},
+		{
+			name: "nginx: a check from a proxy that is not trusted is refused",
+			opts: Options{Convention: Nginx, TrustedProxies: untrusted},
+			ask: ask{path: "/check", host: "files.example.com", header: http.Header{"X-Original-Uri": {"/mcp"},
+				"Authorization": {bearer(noScope)}}},
+			status:  400,
+			headers: map[string]string{AnswerHeader: ""},
+			body:    "not a trusted proxy",
+		},
+		{
 			name:   "envoy convention ignores forwarding headers",
 			opts:   Options{Convention: Envoy},
 			ask:    ask{path: "/a2a", header: http.Header{"X-Forwarded-Uri": {"/public/x"}}},
@@ -329,6 +349,25 @@ func TestConventions(t *testing.T) {
 			ask:    ask{path: "/check", header: http.Header{"X-Original-Url": {"https://files.example.com/mcp"}, "X-Forwarded-Host": {"other.example.com"}}},
 			status: 400,
 			body:   "different hosts",
+		},
+		{
+			// nginx and Caddy accept a Host with a comma and pass it on
+			// whole (nginx then picks its default server, the upstream gets
+			// all of it): the first element is not the host it serves.
+			name: "nginx: a client's Host with a comma is refused, not cut",
+			opts: Options{Convention: Nginx},
+			ask: ask{path: "/check", header: http.Header{"X-Original-Uri": {"/mcp"}, "X-Forwarded-Host": {"agent.example.com,files.example.com"},
+				"Authorization": {bearer(noScope)}}},
+			status: 400,
+			body:   "host is malformed",
+		},
+		{
+			name: "forwarded: X-Forwarded-Host repeated with different values is refused",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/check", header: http.Header{"X-Forwarded-Uri": {"/mcp"}, "X-Forwarded-Host": {"agent.example.com", "files.example.com"},
+				"Authorization": {bearer(noScope)}}},
+			status: 400,
+			body:   "X-Forwarded-Host is repeated",
 		},
 		{
 			name:   "nginx convention ignores X-Forwarded-Uri",
@@ -378,6 +417,33 @@ func TestConventions(t *testing.T) {
 		{
 			name: "the route query parameter names the route",
 			ask: ask{path: "/check?route=files", header: http.Header{"X-Original-Uri": {"/elsewhere"}, "X-Forwarded-Host": {"other.example.com"},
+				"Authorization": {bearer(noScope)}}},
+			status: 403,
+			body:   "insufficient_scope",
+		},
+		{
+			// Caddy's forward_auth (and the documented Caddyfile before it
+			// cleared the query) keeps the client's query on the check URL:
+			// the client would pick a route without files' scope and rules.
+			name: "caddy: a route named in the client's own query is refused",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/check?route=agent", header: http.Header{"X-Forwarded-Uri": {"/mcp?route=agent"}, "X-Forwarded-Method": {"POST"},
+				"X-Forwarded-Host": {"files.example.com"}, "Authorization": {bearer(noScope)}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"delete_file"}}},
+			status: 400,
+			body:   "route",
+		},
+		{
+			name: "the client's query cannot add a route behind a proxy that names none",
+			opts: Options{Convention: Forwarded},
+			ask: ask{path: "/check?x=1&route=agent", header: http.Header{"X-Forwarded-Uri": {"/mcp?x=1&route=agent"},
+				"X-Forwarded-Host": {"files.example.com"}, "Authorization": {bearer(noScope)}}},
+			status: 400,
+			body:   "route",
+		},
+		{
+			name: "the proxy's route stands when the client's query names none",
+			opts: Options{Convention: Nginx},
+			ask: ask{path: "/check?route=files", header: http.Header{"X-Original-Uri": {"/elsewhere?x=1"}, "X-Forwarded-Host": {"other.example.com"},
 				"Authorization": {bearer(noScope)}}},
 			status: 403,
 			body:   "insufficient_scope",
@@ -470,7 +536,7 @@ func TestConventions(t *testing.T) {
 			if !strings.Contains(body, tt.body) {
 				t.Errorf("body %s does not contain %s", body, tt.body)
 			}
-			if (tt.opts.Convention == Nginx || tt.opts.Convention == Forwarded) && res.StatusCode >= 400 && res.Header.Get(AnswerHeader) == "" {
+			if (tt.opts.Convention == Nginx || tt.opts.Convention == Forwarded) && tt.opts.TrustedProxies == nil && res.StatusCode >= 400 && res.Header.Get(AnswerHeader) == "" {
 				t.Errorf("refusal without %s", AnswerHeader)
 			}
 			if res.StatusCode >= 400 && res.Header.Get("Content-Type") != "application/json" {

@@ -151,6 +151,13 @@ func (h *handler) originalRequest(r *http.Request, trusted bool) (original, badR
 			o.scheme = strings.ToLower(p)
 		}
 	}
+	if !trusted && (h.convention == Nginx || h.convention == Forwarded) && h.convention.describes(r.Header) {
+		// These proxies never ask about the authorization request itself:
+		// this is one missing from Options.TrustedProxies, and taking its
+		// check as the request itself would decide every request on the
+		// route of the check's own path.
+		return original{}, "forwarding headers from a peer that is not a trusted proxy"
+	}
 	if trusted && h.convention != Envoy {
 		fo, found, bad := h.fromHeaders(r.Header, o)
 		if bad != "" {
@@ -187,6 +194,15 @@ func (h *handler) originalRequest(r *http.Request, trusted bool) (original, badR
 		return original{}, bad
 	}
 	return o, ""
+}
+
+// describes reports whether hdr has the header the convention's proxies
+// describe the original request's URI in.
+func (c Convention) describes(hdr http.Header) bool {
+	if c == Nginx {
+		return len(hdr[hOriginalURI]) > 0 || len(hdr[hOriginalURL]) > 0
+	}
+	return len(hdr[hForwardedURI]) > 0
 }
 
 func (c Convention) requiredHeader() string {
@@ -255,7 +271,16 @@ func (h *handler) fromHeaders(hdr http.Header, base original) (o original, found
 	if !ok {
 		return o, false, "the forwarding headers name different methods"
 	}
-	host, ok := agree(firstElement(hdr.Get(hForwardedHost)), urlHost)
+	// One host, whole: the proxies set X-Forwarded-Host to the Host they
+	// serve, and nginx and Caddy accept a client's Host with a comma in it
+	// and pass it on as it is. Its first element is not the host nginx
+	// chose a server for nor the one the upstream reads; canon.Host refuses
+	// it.
+	fHost, bad := single(hdr, hForwardedHost)
+	if bad != "" {
+		return o, false, bad
+	}
+	host, ok := agree(fHost, urlHost)
 	if !ok {
 		return o, false, "the forwarding headers name different hosts"
 	}
@@ -420,6 +445,24 @@ func routeParam(rawQuery string) string {
 		}
 	}
 	return ""
+}
+
+// hasRouteParam reports whether the query of uri has a "route" parameter,
+// however routeParam would read it: a proxy that copies the client's query
+// to the check URL (Caddy forward_auth) would let the client name the route.
+func hasRouteParam(uri string) bool {
+	_, q, ok := strings.Cut(uri, "?")
+	if !ok {
+		return false
+	}
+	for q != "" {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		if strings.HasPrefix(kv, "route=") {
+			return true
+		}
+	}
+	return false
 }
 
 // headerMap converts the request headers to the pipeline's form: lower-case

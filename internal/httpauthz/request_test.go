@@ -236,7 +236,8 @@ func FuzzOriginalRequest(f *testing.F) {
 
 // TestClientAddress: the client's address is the last X-Forwarded-For
 // entry when a trusted proxy sent it, never an earlier one (the client's
-// own claim), and the peer otherwise.
+// own claim), unknown when a trusted proxy names none (never the proxy's own
+// address), and an untrusted peer's own address.
 func TestClientAddress(t *testing.T) {
 	peer := netip.MustParseAddr("10.0.0.2")
 	tests := []struct {
@@ -245,14 +246,16 @@ func TestClientAddress(t *testing.T) {
 		trusted bool
 		want    string
 	}{
-		{"no header", nil, true, "10.0.0.2"},
+		{"no header from a trusted proxy", nil, true, "invalid IP"},
 		{"the proxy's entry", []string{"203.0.113.7"}, true, "203.0.113.7"},
 		{"the last of a chain", []string{"198.51.100.1, 203.0.113.7"}, true, "203.0.113.7"},
 		{"the last of repeated headers", []string{"198.51.100.1", "203.0.113.8"}, true, "203.0.113.8"},
 		{"with a port", []string{"[2001:db8::1]:443"}, true, "2001:db8::1"},
 		{"mapped IPv4", []string{"::ffff:203.0.113.9"}, true, "203.0.113.9"},
-		{"garbage", []string{"203.0.113.7, not-an-ip"}, true, "10.0.0.2"},
+		{"garbage", []string{"203.0.113.7, not-an-ip"}, true, "invalid IP"},
+		{"an empty header", []string{""}, true, "invalid IP"},
 		{"an untrusted peer's claim", []string{"203.0.113.7"}, false, "10.0.0.2"},
+		{"an untrusted peer without the header", nil, false, "10.0.0.2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
