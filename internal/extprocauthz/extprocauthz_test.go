@@ -226,6 +226,10 @@ func sseResponse(chunks ...string) envoytest.ExtProcMessage {
 	return envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}}, chunks...)
 }
 
+// filterFailure is the error a list that cannot be filtered is replaced
+// by, for toolsList.
+const filterFailure = `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
+
 // TestListFiltering: a reader sees the tools it may call, an admin all of
 // them, in JSON and in an event stream split anywhere, with everything
 // else kept and content-length right.
@@ -261,6 +265,16 @@ func TestListFiltering(t *testing.T) {
 		{name: "compressed event stream fails closed", tok: admin,
 			response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}, "Content-Encoding": {"br"}}, event),
 			want:     `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
+		// Clients that strip a byte order mark at the start of the stream
+		// (WHATWG, the TypeScript SDK's TextDecoderStream) read the first
+		// line as data; a reader that does not sees an unknown field.
+		{name: "sse: a byte order mark before the list fails closed", tok: reader, response: sseResponse("\xEF\xBB\xBFdata: " + toolsResult + "\n\n"),
+			want: "event: message\ndata: " + filterFailure + "\n\n"},
+		// A lone CR ends a line for the WHATWG parser (so the filter saw
+		// empty data and an unknown field), not for the Go SDK's line
+		// scanner, which reads the list as the data.
+		{name: "sse: a lone CR hiding the list fails closed", tok: reader, response: sseResponse("data:\r" + toolsResult + "\n\n"),
+			want: "event: message\ndata: " + filterFailure + "\n\n"},
 		{name: "text/plain list fails closed", tok: reader, response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/plain"}}, toolsResult),
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
 	}

@@ -142,6 +142,11 @@ func TestResumedStreamFailsClosed(t *testing.T) {
 		{name: "not allowed, identity coding in capitals", md: dryRun, encoding: "IDENTITY", chunks: []string{note}, want: note},
 		{name: "an event over the limit", chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "an event over the limit, duplex", duplex: true, chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
+		// A list only some clients read (after a lone CR, or a byte
+		// order mark the stream starts with) ends the stream too.
+		{name: "a list behind a lone CR", chunks: []string{note, "data:\r" + toolsResult + "\n\n"}, want: note + "event: message\ndata: " + failure + "\n\n"},
+		{name: "a list behind a byte order mark", chunks: []string{"\xEF\xBB", "\xBFdata: " + toolsResult + "\n\n"}, want: "event: message\ndata: " + failure + "\n\n"},
+		{name: "not allowed: a list behind a lone CR", md: dryRun, chunks: []string{note, "data:\r" + toolsResult + "\n\n"}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "not allowed: other events pass", md: dryRun, chunks: []string{note}, want: note},
 		{name: "not allowed: a list ends the stream", md: dryRun, chunks: []string{note, replayed, note}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "not allowed, duplex: a list ends the stream", duplex: true, md: dryRun, chunks: []string{note, replayed, note}, want: note + "event: message\ndata: " + failure + "\n\n"},
