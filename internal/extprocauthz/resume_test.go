@@ -131,6 +131,7 @@ func TestResumedStreamFailsClosed(t *testing.T) {
 		duplex   bool
 		md       *corev3.Metadata // the reader's GET when nil
 		encoding string
+		charset  string
 		chunks   []string
 		want     string
 	}{
@@ -147,6 +148,8 @@ func TestResumedStreamFailsClosed(t *testing.T) {
 		{name: "a list behind a lone CR", chunks: []string{note, "data:\r" + toolsResult + "\n\n"}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "a list behind a byte order mark", chunks: []string{"\xEF\xBB", "\xBFdata: " + toolsResult + "\n\n"}, want: "event: message\ndata: " + failure + "\n\n"},
 		{name: "not allowed: a list behind a lone CR", md: dryRun, chunks: []string{note, "data:\r" + toolsResult + "\n\n"}, want: note + "event: message\ndata: " + failure + "\n\n"},
+		{name: "another charset", charset: "utf-16le", chunks: []string{replayed}, want: failure},
+		{name: "not allowed, another charset", md: dryRun, charset: "utf-16le", chunks: []string{note}, want: failure},
 		{name: "not allowed: other events pass", md: dryRun, chunks: []string{note}, want: note},
 		{name: "not allowed: a list ends the stream", md: dryRun, chunks: []string{note, replayed, note}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "not allowed, duplex: a list ends the stream", duplex: true, md: dryRun, chunks: []string{note, replayed, note}, want: note + "event: message\ndata: " + failure + "\n\n"},
@@ -165,6 +168,9 @@ func TestResumedStreamFailsClosed(t *testing.T) {
 			h := http.Header{"Content-Type": {"text/event-stream"}}
 			if tt.encoding != "" {
 				h.Set("Content-Encoding", tt.encoding)
+			}
+			if tt.charset != "" {
+				h.Set("Content-Type", "text/event-stream;charset="+tt.charset)
 			}
 			res := envoytest.ExtProc(t, f.conn, cfg, envoytest.ExtProcExchange{
 				Request:  envoytest.ExtProcRequest("GET", "mcp.example.com", "/mcp", resume),
