@@ -652,7 +652,8 @@ func (st *exchange) bodyOverride(mode filterv3.ProcessingMode_BodySendMode, c *e
 // A request without a body that is not a POST (the session's GET stream,
 // DELETE) carries no call to answer; but a GET event stream may replay a
 // list's answer (a resumed stream), so its events are read by their shape
-// and one that is a list ends the stream with the error.
+// and one that is a list ends the stream with the error, and the answer to
+// a GET stream request labelled otherwise is replaced.
 func (st *exchange) unallowedHeaders(status int, eos bool, contentType, media, encoding string) *extprocv3.ProcessingResponse {
 	if errors.Is(st.xerr, check.ErrNoRoute) || status < 200 || status > 299 || eos {
 		return responseHeadersReply(nil, nil)
@@ -666,6 +667,13 @@ func (st *exchange) unallowedHeaders(status int, eos bool, contentType, media, e
 		st.handling = filterSSE
 		st.sse = mcpresponse.NewSSEShapeFilter(nil, st.s.maxEvent)
 		return st.filterEvents()
+	}
+	if noBody && st.sawHeaders && st.req.Method == "GET" && streamRequest(st.req.Headers) {
+		// A client reads the answer to its stream request as an event
+		// stream whatever its label (responseHeaders): one labelled
+		// otherwise is not read by its shape, so it is replaced.
+		st.act(failure(reasonNotAllowed))
+		return st.replace(200, mcpresponse.FilterFailure(nil))
 	}
 	if noBody && st.sawHeaders && st.req.Method != "POST" {
 		return responseHeadersReply(nil, nil)

@@ -385,18 +385,28 @@ func TestStreamRequestAnswerMislabelled(t *testing.T) {
 		header      http.Header
 		contentType string
 		want        string
+		notAllowed  bool // the request of a dry run's would-be denial
 	}{
-		{"session stream labelled text/plain", http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-l"}}, "text/plain", failure},
-		{"session stream with no content type", http.Header{"Mcp-Session-Id": {"sess-l"}}, "", failure},
-		{"event-stream accept, labelled JSON", http.Header{"Accept": {"text/event-stream"}}, "application/json", failure},
-		{"event-stream accept in other case, labelled JSON", http.Header{"Accept": {"Text/Event-Stream"}}, "application/json", failure},
-		{"event-stream accept among others, labelled JSON", http.Header{"Accept": {"application/json, text/event-stream;q=0.5"}}, "application/json", failure},
-		{"stream named only in a parameter of the label", http.Header{"Mcp-Session-Id": {"sess-l"}}, "application/json; profile=text/event-stream", failure},
-		{"not a stream request", http.Header{"Accept": {"application/json"}}, "application/json", replayed},
+		{"session stream labelled text/plain", http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-l"}}, "text/plain", failure, false},
+		{"session stream with no content type", http.Header{"Mcp-Session-Id": {"sess-l"}}, "", failure, false},
+		{"event-stream accept, labelled JSON", http.Header{"Accept": {"text/event-stream"}}, "application/json", failure, false},
+		{"event-stream accept in other case, labelled JSON", http.Header{"Accept": {"Text/Event-Stream"}}, "application/json", failure, false},
+		{"event-stream accept among others, labelled JSON", http.Header{"Accept": {"application/json, text/event-stream;q=0.5"}}, "application/json", failure, false},
+		{"stream named only in a parameter of the label", http.Header{"Mcp-Session-Id": {"sess-l"}}, "application/json; profile=text/event-stream", failure, false},
+		{"not a stream request", http.Header{"Accept": {"application/json"}}, "application/json", replayed, false},
+		// The stream of a request not allowed (a dry run's would-be
+		// denial) may carry no list either.
+		{"not allowed: session stream labelled text/plain", http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-l"}}, "text/plain", failure, true},
+		{"not allowed: session stream with no content type", http.Header{"Mcp-Session-Id": {"sess-l"}}, "", failure, true},
+		{"not allowed: not a stream request", http.Header{"Accept": {"application/json"}}, "application/json", replayed, true},
 	}
+	dryRun := metadataFor(t, map[string]any{"outcome": "dry_run", "route": "files", "user": "mallory"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			md := getMetadata(t, f, reader, tt.header)
+			md := dryRun
+			if !tt.notAllowed {
+				md = getMetadata(t, f, reader, tt.header)
+			}
 			h := http.Header{}
 			if tt.contentType != "" {
 				h.Set("Content-Type", tt.contentType)
