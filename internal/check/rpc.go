@@ -90,7 +90,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 			// us, but some upstream may still read the body.
 			return c, &rpcDenial{jsonrpc.CodeInvalidRequest, "a JSON-RPC body needs an upper-case HTTP method"}
 		}
-		if !utf8Charset(req.Headers.Get("content-type")) {
+		if !UTF8Charset(req.Headers.Get("content-type")) {
 			// An upstream that honours the charset reads other characters.
 			return c, &rpcDenial{jsonrpc.CodeParseError, "a JSON-RPC body must be UTF-8: the content type names another charset"}
 		}
@@ -183,9 +183,9 @@ func carriesBody(req *Request) bool {
 	return req.Headers.Get("transfer-encoding") != ""
 }
 
-// utf8Charset reports whether a content type leaves the body UTF-8: it
+// UTF8Charset reports whether a content type leaves the body UTF-8: it
 // names no charset, or UTF-8.
-func utf8Charset(contentType string) bool {
+func UTF8Charset(contentType string) bool {
 	if !containsFold(contentType, "charset") {
 		return true
 	}

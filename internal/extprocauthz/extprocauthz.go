@@ -207,6 +207,7 @@ func (st *exchange) act(a check.ResponseAction) {
 const (
 	reasonUnreadCall  = "the call was not read from a complete request body: a list cannot be ruled out"
 	reasonCompressed  = "the list answer is compressed"
+	reasonCharset     = "the list answer names a charset other than UTF-8"
 	reasonMediaType   = "the list answer is neither JSON nor an event stream"
 	reasonNotStream   = "the answer to a stream request is not an event stream"
 	reasonPartialMode = "the filter is configured to see only part of the answer (BUFFERED_PARTIAL)"
@@ -497,7 +498,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	st.whole = st.respMode == filterv3.ProcessingMode_BUFFERED
 	media := mediaType(contentType)
 	if st.xerr != nil {
-		return st.unallowedHeaders(status, eos, media, encoding)
+		return st.unallowedHeaders(status, eos, contentType, media, encoding)
 	}
 	x := st.x
 	route := x.Route()
@@ -531,8 +532,8 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	// its events are filtered by their shape.
 	getStream := st.req.Method == "GET" && media == "text/event-stream"
 	shaped := getStream && x.FiltersLists()
-	if shaped && compressed(encoding) {
-		st.act(failure(reasonCompressed))
+	if reason := unreadable(encoding, contentType); shaped && reason != "" {
+		st.act(failure(reason))
 		return st.replace(200, mcpresponse.FilterFailure(nil))
 	}
 	if !getStream && st.req.Method == "GET" && x.FiltersLists() && streamRequest(st.req.Headers) {
@@ -563,9 +564,9 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		st.act(failure(reasonUnreadCall))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
 	}
-	if list && compressed(encoding) {
-		// Compressed: the filter reads only plain JSON. Fail closed.
-		st.act(failure(reasonCompressed))
+	if reason := unreadable(encoding, contentType); list && reason != "" {
+		// The filter reads only plain UTF-8. Fail closed.
+		st.act(failure(reason))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
 	}
 	switch {
@@ -590,6 +591,20 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, nil)
 	}
 	return responseHeadersReply(nil, nil)
+}
+
+// unreadable says why an answer's bytes are not what the filters read
+// ("" when they are): compressed, or in a charset other than UTF-8, which
+// a client that decodes by the charset (Python's httpx reads an event
+// stream so) reads as other characters, other lines included.
+func unreadable(encoding, contentType string) string {
+	switch {
+	case compressed(encoding):
+		return reasonCompressed
+	case !check.UTF8Charset(contentType):
+		return reasonCharset
+	}
+	return ""
 }
 
 // compressed reports whether a content-encoding says the body is not
@@ -637,20 +652,28 @@ func (st *exchange) bodyOverride(mode filterv3.ProcessingMode_BodySendMode, c *e
 // A request without a body that is not a POST (the session's GET stream,
 // DELETE) carries no call to answer; but a GET event stream may replay a
 // list's answer (a resumed stream), so its events are read by their shape
-// and one that is a list ends the stream with the error.
-func (st *exchange) unallowedHeaders(status int, eos bool, media, encoding string) *extprocv3.ProcessingResponse {
+// and one that is a list ends the stream with the error, and the answer to
+// a GET stream request labelled otherwise is replaced.
+func (st *exchange) unallowedHeaders(status int, eos bool, contentType, media, encoding string) *extprocv3.ProcessingResponse {
 	if errors.Is(st.xerr, check.ErrNoRoute) || status < 200 || status > 299 || eos {
 		return responseHeadersReply(nil, nil)
 	}
 	noBody := len(st.req.Body) == 0 && !st.bodyFull
 	if noBody && st.sawHeaders && st.req.Method == "GET" && media == "text/event-stream" {
-		if compressed(encoding) {
+		if unreadable(encoding, contentType) != "" {
 			st.act(failure(reasonNotAllowed))
 			return st.replace(200, mcpresponse.FilterFailure(nil))
 		}
 		st.handling = filterSSE
 		st.sse = mcpresponse.NewSSEShapeFilter(nil, st.s.maxEvent)
 		return st.filterEvents()
+	}
+	if noBody && st.sawHeaders && st.req.Method == "GET" && streamRequest(st.req.Headers) {
+		// A client reads the answer to its stream request as an event
+		// stream whatever its label (responseHeaders): one labelled
+		// otherwise is not read by its shape, so it is replaced.
+		st.act(failure(reasonNotAllowed))
+		return st.replace(200, mcpresponse.FilterFailure(nil))
 	}
 	if noBody && st.sawHeaders && st.req.Method != "POST" {
 		return responseHeadersReply(nil, nil)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -226,6 +227,19 @@ func sseResponse(chunks ...string) envoytest.ExtProcMessage {
 	return envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}}, chunks...)
 }
 
+// filterFailure is the error a list that cannot be filtered is replaced
+// by, for toolsList.
+const filterFailure = `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
+
+// utf16le is s encoded in UTF-16, little-endian.
+func utf16le(s string) string {
+	var b []byte
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = append(b, byte(u), byte(u>>8))
+	}
+	return string(b)
+}
+
 // TestListFiltering: a reader sees the tools it may call, an admin all of
 // them, in JSON and in an event stream split anywhere, with everything
 // else kept and content-length right.
@@ -261,6 +275,27 @@ func TestListFiltering(t *testing.T) {
 		{name: "compressed event stream fails closed", tok: admin,
 			response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream"}, "Content-Encoding": {"br"}}, event),
 			want:     `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
+		// Clients that strip a byte order mark at the start of the stream
+		// (WHATWG, the TypeScript SDK's TextDecoderStream) read the first
+		// line as data; a reader that does not sees an unknown field.
+		{name: "sse: a byte order mark before the list fails closed", tok: reader, response: sseResponse("\xEF\xBB\xBFdata: " + toolsResult + "\n\n"),
+			want: "event: message\ndata: " + filterFailure + "\n\n"},
+		// A lone CR ends a line for the WHATWG parser (so the filter saw
+		// empty data and an unknown field), not for the Go SDK's line
+		// scanner, which reads the list as the data.
+		{name: "sse: a lone CR hiding the list fails closed", tok: reader, response: sseResponse("data:\r" + toolsResult + "\n\n"),
+			want: "event: message\ndata: " + filterFailure + "\n\n"},
+		// A client that decodes the stream by its charset (Python's
+		// httpx) reads UTF-16 data lines where the filter, reading UTF-8,
+		// saw none.
+		{name: "sse: a UTF-16 event stream fails closed", tok: reader,
+			response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/event-stream; charset=UTF-16LE"}}, utf16le("data: "+toolsResult+"\n\n")),
+			want:     filterFailure},
+		{name: "sse: charset utf-8 is filtered", tok: reader,
+			response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {`text/event-stream; charset="utf-8"`}}, event),
+			want:     "event: message\ndata: " + toolsFiltered + "\n\n"},
+		{name: "json: another charset fails closed", tok: reader, response: jsonResponse(toolsResult, http.Header{"Content-Type": {"application/json; charset=iso-8859-1"}}),
+			want: filterFailure},
 		{name: "text/plain list fails closed", tok: reader, response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/plain"}}, toolsResult),
 			want: `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`},
 	}

@@ -131,6 +131,7 @@ func TestResumedStreamFailsClosed(t *testing.T) {
 		duplex   bool
 		md       *corev3.Metadata // the reader's GET when nil
 		encoding string
+		charset  string
 		chunks   []string
 		want     string
 	}{
@@ -142,6 +143,13 @@ func TestResumedStreamFailsClosed(t *testing.T) {
 		{name: "not allowed, identity coding in capitals", md: dryRun, encoding: "IDENTITY", chunks: []string{note}, want: note},
 		{name: "an event over the limit", chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "an event over the limit, duplex", duplex: true, chunks: []string{note, huge[:len(huge)/2], huge[len(huge)/2:], replayed}, want: note + "event: message\ndata: " + failure + "\n\n"},
+		// A list only some clients read (after a lone CR, or a byte
+		// order mark the stream starts with) ends the stream too.
+		{name: "a list behind a lone CR", chunks: []string{note, "data:\r" + toolsResult + "\n\n"}, want: note + "event: message\ndata: " + failure + "\n\n"},
+		{name: "a list behind a byte order mark", chunks: []string{"\xEF\xBB", "\xBFdata: " + toolsResult + "\n\n"}, want: "event: message\ndata: " + failure + "\n\n"},
+		{name: "not allowed: a list behind a lone CR", md: dryRun, chunks: []string{note, "data:\r" + toolsResult + "\n\n"}, want: note + "event: message\ndata: " + failure + "\n\n"},
+		{name: "another charset", charset: "utf-16le", chunks: []string{replayed}, want: failure},
+		{name: "not allowed, another charset", md: dryRun, charset: "utf-16le", chunks: []string{note}, want: failure},
 		{name: "not allowed: other events pass", md: dryRun, chunks: []string{note}, want: note},
 		{name: "not allowed: a list ends the stream", md: dryRun, chunks: []string{note, replayed, note}, want: note + "event: message\ndata: " + failure + "\n\n"},
 		{name: "not allowed, duplex: a list ends the stream", duplex: true, md: dryRun, chunks: []string{note, replayed, note}, want: note + "event: message\ndata: " + failure + "\n\n"},
@@ -160,6 +168,9 @@ func TestResumedStreamFailsClosed(t *testing.T) {
 			h := http.Header{"Content-Type": {"text/event-stream"}}
 			if tt.encoding != "" {
 				h.Set("Content-Encoding", tt.encoding)
+			}
+			if tt.charset != "" {
+				h.Set("Content-Type", "text/event-stream;charset="+tt.charset)
 			}
 			res := envoytest.ExtProc(t, f.conn, cfg, envoytest.ExtProcExchange{
 				Request:  envoytest.ExtProcRequest("GET", "mcp.example.com", "/mcp", resume),
@@ -374,18 +385,28 @@ func TestStreamRequestAnswerMislabelled(t *testing.T) {
 		header      http.Header
 		contentType string
 		want        string
+		notAllowed  bool // the request of a dry run's would-be denial
 	}{
-		{"session stream labelled text/plain", http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-l"}}, "text/plain", failure},
-		{"session stream with no content type", http.Header{"Mcp-Session-Id": {"sess-l"}}, "", failure},
-		{"event-stream accept, labelled JSON", http.Header{"Accept": {"text/event-stream"}}, "application/json", failure},
-		{"event-stream accept in other case, labelled JSON", http.Header{"Accept": {"Text/Event-Stream"}}, "application/json", failure},
-		{"event-stream accept among others, labelled JSON", http.Header{"Accept": {"application/json, text/event-stream;q=0.5"}}, "application/json", failure},
-		{"stream named only in a parameter of the label", http.Header{"Mcp-Session-Id": {"sess-l"}}, "application/json; profile=text/event-stream", failure},
-		{"not a stream request", http.Header{"Accept": {"application/json"}}, "application/json", replayed},
+		{"session stream labelled text/plain", http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-l"}}, "text/plain", failure, false},
+		{"session stream with no content type", http.Header{"Mcp-Session-Id": {"sess-l"}}, "", failure, false},
+		{"event-stream accept, labelled JSON", http.Header{"Accept": {"text/event-stream"}}, "application/json", failure, false},
+		{"event-stream accept in other case, labelled JSON", http.Header{"Accept": {"Text/Event-Stream"}}, "application/json", failure, false},
+		{"event-stream accept among others, labelled JSON", http.Header{"Accept": {"application/json, text/event-stream;q=0.5"}}, "application/json", failure, false},
+		{"stream named only in a parameter of the label", http.Header{"Mcp-Session-Id": {"sess-l"}}, "application/json; profile=text/event-stream", failure, false},
+		{"not a stream request", http.Header{"Accept": {"application/json"}}, "application/json", replayed, false},
+		// The stream of a request not allowed (a dry run's would-be
+		// denial) may carry no list either.
+		{"not allowed: session stream labelled text/plain", http.Header{"Accept": {"text/event-stream"}, "Mcp-Session-Id": {"sess-l"}}, "text/plain", failure, true},
+		{"not allowed: session stream with no content type", http.Header{"Mcp-Session-Id": {"sess-l"}}, "", failure, true},
+		{"not allowed: not a stream request", http.Header{"Accept": {"application/json"}}, "application/json", replayed, true},
 	}
+	dryRun := metadataFor(t, map[string]any{"outcome": "dry_run", "route": "files", "user": "mallory"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			md := getMetadata(t, f, reader, tt.header)
+			md := dryRun
+			if !tt.notAllowed {
+				md = getMetadata(t, f, reader, tt.header)
+			}
 			h := http.Header{}
 			if tt.contentType != "" {
 				h.Set("Content-Type", tt.contentType)

@@ -3,6 +3,7 @@ package mcpresponse
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 
 	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
@@ -23,6 +24,9 @@ func FilterEvent(method string, event []byte, keep Predicate) ([]byte, int, erro
 // filterEvent is FilterEvent, also reporting whether the event changed
 // (when it did not, out is event).
 func filterEvent(method string, event []byte, keep Predicate) (out []byte, removed int, changed bool, err error) {
+	if err := checkFraming(event); err != nil {
+		return nil, 0, false, err
+	}
 	data, eol := eventData(event)
 	if len(data) == 0 {
 		// No data, or empty data (a priming event): the SSE spec does not
@@ -30,6 +34,34 @@ func filterEvent(method string, event []byte, keep Predicate) (out []byte, remov
 		return event, 0, false, nil
 	}
 	return filterEventData(method, event, data, eol, keep)
+}
+
+// bom is the UTF-8 byte order mark.
+var bom = []byte("\xEF\xBB\xBF")
+
+// checkFraming refuses an event whose lines clients find in different
+// places (ErrAmbiguousEvent), since the filter reads only the data lines
+// it finds: one that starts with a byte order mark (at the start of a
+// stream the WHATWG parser, and the TypeScript SDK's TextDecoderStream,
+// drop it and read the line after it, where a reader of bytes sees an
+// unknown field), and one holding a CR not followed by LF (a line end for
+// the WHATWG parser, but not for a line scanner such as the Go SDK's
+// bufio.Scanner, which reads "data:\r{...}" as the message the filter saw
+// as empty data and an unknown field). No MCP server frames events so.
+func checkFraming(event []byte) error {
+	if bytes.HasPrefix(event, bom) {
+		return fmt.Errorf("%w: it starts with a byte order mark", ErrAmbiguousEvent)
+	}
+	for rest := event; ; {
+		i := bytes.IndexByte(rest, '\r')
+		if i < 0 {
+			return nil
+		}
+		if i+1 == len(rest) || rest[i+1] != '\n' {
+			return fmt.Errorf("%w: a CR ends a line without LF", ErrAmbiguousEvent)
+		}
+		rest = rest[i+2:]
+	}
 }
 
 // filterEventData is filterEvent for an event whose data and first line

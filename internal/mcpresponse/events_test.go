@@ -33,6 +33,15 @@ func TestFilterEvent(t *testing.T) {
 		{name: "nothing refused", event: "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[{\"name\":\"a\"}]}}\n\n"},
 		{name: "notification", event: "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"},
 		{name: "unparsable data", event: "data: {\"tools\":\n\n", wantErr: ErrUnreadable},
+		// Clients that drop a byte order mark at the start of the stream
+		// read a data line here; the filter saw an unknown field.
+		{name: "byte order mark before a list", event: "\xEF\xBB\xBFdata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[{\"name\":\"secret\"}]}}\n\n", wantErr: ErrAmbiguousEvent},
+		// Empty data and an unknown field to the filter, the list to a
+		// scanner that ends lines only at LF (the Go SDK's).
+		{name: "a lone CR hides a list", event: "data:\r{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[{\"name\":\"secret\"}]}}\n\n", wantErr: ErrAmbiguousEvent},
+		{name: "a lone CR ends the event", event: "data: {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\r\r", wantErr: ErrAmbiguousEvent},
+		{name: "a CR last", event: "data: {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n\r", wantErr: ErrAmbiguousEvent},
+		{name: "a byte order mark after the start is a field", event: "data: {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n\xEF\xBB\xBFdata: x\n\n"},
 	}
 	keep := func(kind, name string, _ json.RawMessage) bool { return name != "secret" }
 	for _, tt := range tests {

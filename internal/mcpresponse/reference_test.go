@@ -308,6 +308,11 @@ func FuzzFilterListReference(f *testing.F) {
 // referenceFilterEvent is FilterEvent as first written, with
 // referenceFilterList.
 func referenceFilterEvent(method string, event []byte, keep Predicate) ([]byte, int, error) {
+	// Framing clients read differently (checkFraming), written plainly: a
+	// byte order mark first, or a CR left once every CRLF is removed.
+	if bytes.HasPrefix(event, []byte("\xEF\xBB\xBF")) || bytes.Contains(bytes.ReplaceAll(event, []byte("\r\n"), nil), []byte("\r")) {
+		return nil, 0, ErrAmbiguousEvent
+	}
 	var data []byte
 	hasData := false // a second data line adds "\n" even after an empty first
 	eol := []byte("\n")

@@ -21,6 +21,11 @@ const DefaultMaxEvent = 1 << 20
 // stream on (fail closed).
 var ErrEventTooLarge = errors.New("mcpresponse: server-sent event over the size limit")
 
+// ErrAmbiguousEvent: an event that mainstream clients split into lines
+// differently, so that one may read a message where the filter read none
+// (or another). The caller fails closed, as for an unreadable list.
+var ErrAmbiguousEvent = errors.New("mcpresponse: server-sent event clients read differently")
+
 // Reassembler turns the chunks of a text/event-stream body, split at
 // arbitrary byte boundaries, into whole events. An event is every byte up
 // to and including the blank line that ends it; line ends are CRLF, LF or

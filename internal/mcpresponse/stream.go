@@ -42,6 +42,9 @@ func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, chan
 	if f.shapes == nil {
 		return filterEvent(f.method, event, f.keep)
 	}
+	if err := checkFraming(event); err != nil {
+		return nil, 0, false, err
+	}
 	data, eol := eventData(event)
 	if len(data) == 0 {
 		return event, 0, false, nil // not dispatched (filterEvent)
