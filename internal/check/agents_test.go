@@ -9,6 +9,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/extauthz/extauthz/internal/shared"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
@@ -21,16 +23,26 @@ import (
 // session_id), an MCP route and an A2A route.
 func agentPipeline(t testing.TB, extra string, obs Observer, routes ...string) (*Pipeline, func(jwt.MapClaims) string) {
 	t.Helper()
-	doc := `
+	clk := newClock()
+	pl := newPipeline(t, agentDoc(routes...)+extra, Deps{Now: clk.Now}, Options{Now: clk.Now, Observer: obs})
+	return pl, agentMint(t)
+}
+
+// agentDoc is agentPipeline's configuration with routes added.
+func agentDoc(routes ...string) string {
+	return `
 issuers: [{name: dex, issuer: https://dex.example.com, algorithms: [HS256], secret: ` + secret + `}]
 routes:
   - {name: mcp, hosts: [mcp.example.com], protocol: mcp, issuers: [dex]}
   - {name: a2a, hosts: [agent.example.com], protocol: a2a, issuers: [dex]}
   - {name: unbound, hosts: [unbound.example.com], protocol: mcp, issuers: [dex], mcp: {session_binding: false}}
-` + strings.Join(routes, "") + extra
-	clk := newClock()
-	pl := newPipeline(t, doc, Deps{Now: clk.Now}, Options{Now: clk.Now, Observer: obs})
-	mint := func(claims jwt.MapClaims) string {
+` + strings.Join(routes, "")
+}
+
+// agentMint mints agentPipeline's tokens: alice's, with claims set or
+// (nil values) removed.
+func agentMint(t testing.TB) func(jwt.MapClaims) string {
+	return func(claims jwt.MapClaims) string {
 		c := jwt.MapClaims{"iss": "https://dex.example.com", "sub": "alice", "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()}
 		for k, v := range claims {
 			if v == nil {
@@ -41,7 +53,6 @@ routes:
 		}
 		return testtoken.HMAC(t, "HS256", secret, c)
 	}
-	return pl, mint
 }
 
 // call is a request to host with tok, extra headers and a JSON-RPC body.
@@ -398,6 +409,59 @@ func TestTaskRulesNameTheTool(t *testing.T) {
 	v := pl.Check(ctx, call("files.example.com", admin, nil, `{"jsonrpc":"2.0","id":4,"method":"tasks/result","params":{"taskId":"T-del"}}`))
 	if v.Outcome != Forbidden || !strings.Contains(v.Description, "groups") {
 		t.Fatalf("a rule naming the task's tool was not applied: %v %s", v.Outcome, v.Description)
+	}
+}
+
+// TestTaskRulesNameTheToolAcrossReplicas: replicas share task bindings
+// through Redis, and with them the tool a task was created for. A task
+// created through one replica and polled through another is still matched
+// under its tool's name: a token without what delete needs gets no result
+// of a delete task from any replica.
+func TestTaskRulesNameTheToolAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	route := `  - name: files
+    hosts: [files.example.com]
+    protocol: mcp
+    issuers: [dex]
+    rules:
+      - {name: delete needs admin, methods: [tools/call], names: [delete_*], scopes: [files:admin]}
+`
+	replica := func() (*Pipeline, func(jwt.MapClaims) string) {
+		st, err := shared.New(ctx, shared.Config{Addrs: []string{srv.Addr}, OpTimeout: time.Second}, shared.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		p := compileDoc(t, agentDoc(route), Deps{Now: newClock().Now})
+		t.Cleanup(p.Close)
+		pl, err := New(p, Options{Now: newClock().Now, Shared: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl, agentMint(t)
+	}
+	a, mint := replica()
+	b, _ := replica()
+	if !a.TaskCreated(ctx, "files", "T-del", "alice", "delete_file") {
+		t.Fatal("TaskCreated refused")
+	}
+	reader := mint(jwt.MapClaims{"scope": "files:read"})
+	poll := `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"T-del"}}`
+	for _, tt := range []struct {
+		name string
+		pl   *Pipeline
+	}{
+		{"the replica that saw it created", a},
+		{"another replica", b},
+		{"another replica again", b},
+	} {
+		if v := tt.pl.Check(ctx, call("files.example.com", reader, nil, poll)); v.Outcome != InsufficientScope {
+			t.Errorf("%s: %v (%s), want insufficient_scope", tt.name, v.Outcome, v.Description)
+		}
+	}
+	if v := b.Check(ctx, call("files.example.com", mint(jwt.MapClaims{"sub": "bob", "scope": "files:admin"}), nil, poll)); v.Outcome != Forbidden {
+		t.Errorf("another user on another replica: %v (%s), want forbidden", v.Outcome, v.Description)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -495,6 +497,44 @@ func TestReloadKeepsOnlyUnchangedRoutes(t *testing.T) {
 	pl.Swap(compile(", scopes: [x]")).Close()
 	if v := pl.Check(context.Background(), req); v.CacheHit || v.Outcome != InsufficientScope {
 		t.Fatalf("changed route answered from the old cache: %v hit=%v", v.Outcome, v.CacheHit)
+	}
+}
+
+// TestReloadAfterSecretRotation: an HMAC secret read from a file is
+// rotated by replacing the file and reloading (a leaked secret). The
+// configuration did not change, but what the route's grants depend on
+// did: a token signed with the old secret is refused from then on, cached
+// or not, and one signed with the new secret is accepted.
+func TestReloadAfterSecretRotation(t *testing.T) {
+	const rotated = "another-secret-of-sufficient-length-0123456789"
+	clk := newClock()
+	file := filepath.Join(t.TempDir(), "hmac")
+	doc := "issuers: [{name: dev, algorithms: [HS256], secret_file: " + file + "}]\n" +
+		"routes:\n- {name: agent, default: true, issuers: [dev]}\n"
+	compile := func(secret string) *Policy {
+		if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return compileDoc(t, doc, Deps{Now: clk.Now})
+	}
+	pl, err := New(compile(secret), Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := jwt.MapClaims{"sub": "alice", "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()}
+	leaked := agentReq(Headers{"authorization": "Bearer " + testtoken.HMAC(t, "HS256", secret, claims)})
+	for range 2 {
+		if v := pl.Check(t.Context(), leaked); v.Outcome != Allowed {
+			t.Fatalf("before the rotation: %v %s", v.Outcome, v.Description)
+		}
+	}
+	pl.Swap(compile(rotated)).Close()
+	if v := pl.Check(t.Context(), leaked); v.Outcome != InvalidToken {
+		t.Fatalf("a token of the rotated-out secret: %v (cache hit %v), want invalid_token", v.Outcome, v.CacheHit)
+	}
+	fresh := agentReq(Headers{"authorization": "Bearer " + testtoken.HMAC(t, "HS256", rotated, claims)})
+	if v := pl.Check(t.Context(), fresh); v.Outcome != Allowed {
+		t.Fatalf("a token of the new secret: %v %s", v.Outcome, v.Description)
 	}
 }
 

@@ -3,6 +3,7 @@ package check
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -49,6 +50,10 @@ type Policy struct {
 	ident     identityPolicy
 	// issuerNames maps an issuer's iss to its configured name.
 	issuerNames map[string]string
+	// secretSums maps an HMAC issuer's name to a digest of its secret as
+	// read at compile time: a secret file or variable that changes under
+	// an unchanged configuration changes the routes' cache keys too.
+	secretSums  map[string]string
 	negativeTTL time.Duration
 	cacheSize   int
 	sessionsMax int
@@ -219,6 +224,7 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.secretSums = secretSums(specs)
 		v, err := jwtauth.New(ctx, specs, jwtauth.Options{HTTPClient: d.HTTPClient, Logger: d.Logger, Now: d.Now, OnFetch: d.OnJWKSFetch,
 			MaxWaiting: f.Limits.MaxWaitingPerDependency, Sources: d.KeySources})
 		if err != nil {
@@ -474,7 +480,7 @@ func routeTrust(rc config.Route, l config.Lineage) (*lineage.Trust, error) {
 func (p *Policy) keyPrefix(rc config.Route, f *config.File, issuers map[string]config.Issuer) string {
 	fp := []string{fingerprint(rc), fingerprint(f.Identity), fingerprint(f.Lineage)}
 	for _, name := range rc.Issuers {
-		fp = append(fp, fingerprint(issuers[name]), "namespace:"+p.ident.namespaces[name])
+		fp = append(fp, fingerprint(issuers[name]), "namespace:"+p.ident.namespaces[name], "secret:"+p.secretSums[name])
 	}
 	k := cache.NewKey(fp...)
 	return rc.Name + "/" + hex.EncodeToString(k[:8])
@@ -548,6 +554,20 @@ func (p *Policy) compileLineage(f *config.File, d Deps) error {
 // Signer is the lineage token signer, nil unless configured; its JWKS is
 // served on the admin listener.
 func (p *Policy) Signer() *lineage.Signer { return p.signer }
+
+// secretSums digests the HMAC secrets of specs by issuer name (see
+// Policy.secretSums); a digest is only ever hashed again into a route's
+// key prefix.
+func secretSums(specs []jwtauth.IssuerSpec) map[string]string {
+	out := make(map[string]string)
+	for _, s := range specs {
+		if len(s.Secret) > 0 {
+			sum := sha256.Sum256(s.Secret)
+			out[s.Name] = hex.EncodeToString(sum[:])
+		}
+	}
+	return out
+}
 
 // issuerSpecs resolves secrets and maps config issuers to verifier specs.
 func issuerSpecs(issuers []config.Issuer, getenv func(string) string) ([]jwtauth.IssuerSpec, error) {

@@ -139,7 +139,9 @@ func (s *state) bindShared(ctx context.Context, store *session.Store, key, subje
 	// Redis keeps the binding 1.5 idle: this replica goes back to it only
 	// after idle/2, and a use in between extends the local binding by a
 	// full idle, so the shared one must outlive both.
-	owner, owned, err := s.shared.Bind(ctx, key, subject, s.sessionIdle+s.sessionIdle/2, perSubject)
+	// A task's binding comes back with the tool it was created for,
+	// whichever replica saw that.
+	sb, owned, err := s.shared.BindTask(ctx, key, subject, "", s.sessionIdle+s.sessionIdle/2, perSubject)
 	switch {
 	case err != nil && s.shared.FailOpen():
 		s.log.LogAttrs(ctx, slog.LevelWarn, "session store unavailable: binding on this replica only", slog.String("error", err.Error()))
@@ -148,15 +150,15 @@ func (s *state) bindShared(ctx context.Context, store *session.Store, key, subje
 	case err != nil:
 		return "", session.Conflict, &denial{outcome: Unavailable, desc: "the session store is unavailable"}
 	case !owned:
-		store.Put(key, session.Binding{Subject: owner, Confirmed: now})
-		return owner, session.Conflict, nil
+		store.Put(key, session.Binding{Subject: sb.Subject, Confirmed: now, Tool: sb.Tool})
+		return sb.Subject, session.Conflict, nil
 	}
 	_, known := store.Lookup(key)
 	var url bool
 	if initKey != nil {
 		url, _ = s.initURL.Get(*initKey)
 	}
-	store.Put(key, session.Binding{Subject: subject, Confirmed: now, ElicitationURL: url})
+	store.Put(key, session.Binding{Subject: subject, Confirmed: now, ElicitationURL: url, Tool: sb.Tool})
 	if known {
 		return subject, session.Owned, nil
 	}
@@ -180,8 +182,24 @@ func (v view) sessionElicitsURL(key string) bool {
 }
 
 // taskTool is the tool the task under key was created for, "" if unknown.
-func (v view) taskTool(key string) string {
-	b, _ := v.s.tasks.Lookup(key)
+// The rules read it before the task's binding is checked (tasks stage):
+// a task this replica holds no binding of is looked up in the shared tier,
+// where the replica that saw it created recorded its tool, and remembered
+// here (unconfirmed: the binding stage still asks the shared tier).
+func (v view) taskTool(ctx context.Context, key string) string {
+	s := v.s
+	if b, ok := s.tasks.Lookup(key); ok || s.shared == nil {
+		return b.Tool
+	}
+	b, found, err := s.shared.Lookup(ctx, key)
+	if err != nil || !found {
+		// Unreachable: the binding stage fails closed, or binds here
+		// alone when configured to (redis.fail_open).
+		return ""
+	}
+	if !v.readOnly {
+		s.tasks.Put(key, session.Binding{Subject: b.Subject, Tool: b.Tool})
+	}
 	return b.Tool
 }
 
@@ -286,14 +304,14 @@ func consentID(subject, key string) string {
 // for (see Pipeline.TaskCreated).
 func (s *state) taskCreated(ctx context.Context, key, subject, tool string, perSubject int) bool {
 	if s.shared != nil {
-		owner, owned, err := s.shared.Bind(ctx, key, subject, s.sessionIdle+s.sessionIdle/2, perSubject)
+		b, owned, err := s.shared.BindTask(ctx, key, subject, tool, s.sessionIdle+s.sessionIdle/2, perSubject)
 		if err != nil || !owned {
 			if err == nil {
-				s.tasks.Put(key, session.Binding{Subject: owner, Confirmed: s.now()})
+				s.tasks.Put(key, session.Binding{Subject: b.Subject, Tool: b.Tool, Confirmed: s.now()})
 			}
 			return false
 		}
-		return s.tasks.Put(key, session.Binding{Subject: subject, Tool: tool, Confirmed: s.now()})
+		return s.tasks.Put(key, session.Binding{Subject: subject, Tool: b.Tool, Confirmed: s.now()})
 	}
 	owner, res := s.tasks.Bind(key, subject, func(b *session.Binding) { b.Tool = tool })
 	if res == session.Owned && owner == subject && tool != "" {

@@ -113,7 +113,7 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 // taskTool is the tool the call's task was created for, "" when unknown.
 func (e *evaluation) taskTool(r *Route, call *Call) string {
 	for _, id := range taskIDs(call) {
-		if tool := e.st.taskTool(bindingKey(r.Name, bindTask, id)); tool != "" {
+		if tool := e.st.taskTool(e.ctx, bindingKey(r.Name, bindTask, id)); tool != "" {
 			return tool
 		}
 	}

@@ -4,23 +4,45 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// A binding's value is its owner, followed for a task bound with the tool
+// it was created for by a NUL and the tool (a subject never holds a NUL:
+// grants refuse control bytes), so that the tool lives and ends with the
+// binding on every replica.
+
 // bindScript binds KEYS[1] to ARGV[1] for ARGV[2] milliseconds unless
-// someone else holds it, extends the owner's binding, and returns the owner
-// and whether the binding is new. Doing it in one script makes the first
-// binding win atomically across replicas and costs one round trip.
+// someone else holds it, extends the owner's binding, records the tool
+// ARGV[3] (when not empty) on a binding of the owner that has none, and
+// returns the binding's value and whether the binding is new. Doing it in
+// one script makes the first binding win atomically across replicas and
+// costs one round trip.
 var bindScript = redis.NewScript(`
 local owner = redis.call('GET', KEYS[1])
 if not owner then
-	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-	return {ARGV[1], 1}
+	local v = ARGV[1]
+	if ARGV[3] ~= '' then
+		v = v .. '\0' .. ARGV[3]
+	end
+	redis.call('SET', KEYS[1], v, 'PX', ARGV[2])
+	return {v, 1}
 end
-if owner == ARGV[1] then
-	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local cut = string.find(owner, '\0', 1, true)
+local subject = owner
+if cut then
+	subject = string.sub(owner, 1, cut - 1)
+end
+if subject == ARGV[1] then
+	if not cut and ARGV[3] ~= '' then
+		owner = owner .. '\0' .. ARGV[3]
+		redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
+	else
+		redis.call('PEXPIRE', KEYS[1], ARGV[2])
+	end
 end
 return {owner, 0}
 `)
@@ -53,10 +75,12 @@ end
 return out
 `)
 
-// dropOwnScript deletes binding KEYS[1] if ARGV[1] owns it: a user's
-// bound may push out only the user's own bindings.
+// dropOwnScript deletes binding KEYS[1] if ARGV[1] owns it (with or
+// without a tool): a user's bound may push out only the user's own
+// bindings.
 var dropOwnScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] or (v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0') then
 	return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -84,31 +108,54 @@ return 0
 // in use, so the shared binding does not lapse while one replica serves
 // the session from memory.
 func (s *Store) Bind(ctx context.Context, key, subject string, idle time.Duration, perSubject int) (owner string, owned bool, err error) {
+	b, owned, err := s.BindTask(ctx, key, subject, "", idle, perSubject)
+	return b.Subject, owned, err
+}
+
+// Binding is the owner of a binding and, for a task, the tool it was
+// created for ("" when unknown).
+type Binding struct {
+	Subject, Tool string
+}
+
+// parseBinding reads a binding's value: the owner, then a NUL and the tool
+// when the binding has one.
+func parseBinding(v string) Binding {
+	subject, tool, _ := strings.Cut(v, "\x00")
+	return Binding{Subject: subject, Tool: tool}
+}
+
+// BindTask is Bind for a task, which also records tool (when not empty) as
+// the tool the task was created for, if its binding has none yet. It
+// returns the binding with the tool recorded: the one another replica
+// learnt when the task was created comes back with any later Bind.
+func (s *Store) BindTask(ctx context.Context, key, subject, tool string, idle time.Duration, perSubject int) (b Binding, owned bool, err error) {
 	if subject == "" {
-		return "", false, nil
+		return Binding{}, false, nil
 	}
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
-	res, err := bindScript.Run(ctx, s.rdb, []string{s.pBind + key}, subject, millis(idle)).Slice()
+	res, err := bindScript.Run(ctx, s.rdb, []string{s.pBind + key}, subject, millis(idle), tool).Slice()
 	if err != nil {
-		return "", false, s.fail(OpBind, err)
+		return Binding{}, false, s.fail(OpBind, err)
 	}
 	if len(res) != 2 {
 		s.observe(OpBind, ResultInvalid)
-		return "", false, s.fail(OpBind, errors.New("unexpected answer to the bind script"))
+		return Binding{}, false, s.fail(OpBind, errors.New("unexpected answer to the bind script"))
 	}
-	owner, _ = res[0].(string)
-	if owner != subject {
+	v, _ := res[0].(string)
+	b = parseBinding(v)
+	if b.Subject != subject {
 		s.observe(OpBind, ResultConflict)
-		return owner, false, nil
+		return b, false, nil
 	}
 	if perSubject > 0 {
 		if err := s.index(ctx, key, subject, idle, perSubject); err != nil {
-			return "", false, err
+			return Binding{}, false, err
 		}
 	}
 	s.observe(OpBind, ResultOK)
-	return owner, true, nil
+	return b, true, nil
 }
 
 // index keeps subject's binding index current and enforces its bound.
@@ -142,6 +189,16 @@ func isMiss(err error) bool { return errors.Is(err, redis.Nil) }
 // when it sees them created asks this before accepting an id it does not
 // hold locally.
 func (s *Store) BindingOwner(ctx context.Context, key string) (owner string, found bool, err error) {
+	b, found, err := s.Lookup(ctx, key)
+	return b.Subject, found, err
+}
+
+// Lookup returns the binding key without binding it (found false when
+// nobody holds it): its owner and, for a task, its tool.
+func (s *Store) Lookup(ctx context.Context, key string) (b Binding, found bool, err error) {
 	v, found, err := s.get(ctx, OpBind, s.pBind+key)
-	return string(v), found, err
+	if !found {
+		return Binding{}, false, err
+	}
+	return parseBinding(string(v)), true, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -652,6 +653,75 @@ func TestBindPerSubjectBound(t *testing.T) {
 	}
 	if n, _ := a.countBindings(ctx, "alice"); n != 1 {
 		t.Fatalf("alice holds %d bindings, want 1", n)
+	}
+}
+
+// TestBindTaskTool: the tool a task was created for is recorded with its
+// binding, once, by its owner only, and every replica's later Bind and
+// Lookup return it; the binding is still the owner's to be refused to
+// others, kept alive and pushed out by the owner's own bound.
+func TestBindTaskTool(t *testing.T) {
+	r := sharedRedis(t)
+	// Each reading of the clock is a millisecond later, so that no two
+	// bindings share an index score.
+	base, ticks := time.Now(), new(atomic.Int64)
+	clock := func(_ *Config, o *Options) {
+		o.Now = func() time.Time { return base.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
+	}
+	a := newStore(t, r.Addr, clock)
+	b := newStore(t, r.Addr, clock)
+	ctx := t.Context()
+	const key, seen = "files\x00task\x00T-del", "files\x00task\x00T-seen"
+	const bound = 2
+	bind := func(s *Store, key, sub, tool string) (Binding, bool) {
+		t.Helper()
+		got, ok, err := s.BindTask(ctx, key, sub, tool, time.Minute, bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, ok
+	}
+	if got, ok := bind(a, key, "alice", "delete_file"); !ok || got != (Binding{"alice", "delete_file"}) {
+		t.Fatalf("created: %+v, %v", got, ok)
+	}
+	steps := []struct {
+		name      string
+		s         *Store
+		sub, tool string
+		want      Binding
+		owned     bool
+	}{
+		{"the owner's plain Bind on another replica learns the tool", b, "alice", "", Binding{"alice", "delete_file"}, true},
+		{"a second creation keeps the first tool", b, "alice", "read_file", Binding{"alice", "delete_file"}, true},
+		{"another user is refused and records nothing", b, "mallory", "read_file", Binding{"alice", "delete_file"}, false},
+	}
+	for _, st := range steps {
+		if got, ok := bind(st.s, key, st.sub, st.tool); ok != st.owned || got != st.want {
+			t.Fatalf("%s: %+v, %v; want %+v, %v", st.name, got, ok, st.want, st.owned)
+		}
+	}
+	if owner, ok, err := a.Bind(ctx, key, "alice", time.Minute, bound); !ok || err != nil || owner != "alice" {
+		t.Fatalf("Bind: owner %q, %v, %v", owner, ok, err)
+	}
+	if got, found, err := b.Lookup(ctx, key); !found || err != nil || got != (Binding{"alice", "delete_file"}) {
+		t.Fatalf("Lookup: %+v, %v, %v", got, found, err)
+	}
+	if owner, found, _ := b.BindingOwner(ctx, key); !found || owner != "alice" {
+		t.Fatalf("BindingOwner: %q, %v", owner, found)
+	}
+	// Bound on first sight, then reported created: the tool is learnt.
+	if got, ok := bind(a, seen, "alice", ""); !ok || got.Tool != "" {
+		t.Fatalf("first sight: %+v, %v", got, ok)
+	}
+	if got, _ := bind(b, seen, "alice", "rm"); got.Tool != "rm" {
+		t.Fatalf("creation after first sight: %+v", got)
+	}
+	// The owner's bound pushes out a binding with a tool like any other.
+	for i := range bound {
+		bind(a, fmt.Sprint("files\x00task\x00T-", i), "alice", "read_file")
+	}
+	if _, found, _ := a.Lookup(ctx, key); found {
+		t.Fatal("the owner's bound did not push out the oldest binding, which has a tool")
 	}
 }
 
