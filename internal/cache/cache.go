@@ -18,8 +18,10 @@ package cache
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"hash/maphash"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,31 +31,31 @@ import (
 // the cached answer depends on (route, audience, ...), see NewKey.
 type Key = [sha256.Size]byte
 
-// NewKey hashes parts in order, each followed by a separator byte (NUL) so
-// that ("ab","c") and ("a","bc") differ. The separator only frames parts
-// that hold no NUL: ("a\x00","b") and ("a","\x00b") are the same key, so
-// a part an attacker chooses (a token, a claim) goes last, after parts
-// that cannot hold NUL (route names, header values). Parts up to a couple of kilobytes in
-// all (a route and a typical token) are hashed from a stack buffer without
-// allocating: this runs on every check.
+// NewKey hashes parts in order, each preceded by its length (a uvarint),
+// so that no two different lists of parts make the same key, whatever
+// bytes they hold: a part an attacker chooses (a token, a claim) may sit
+// anywhere in the list. Parts up to a couple of kilobytes in all (a route
+// and a typical token) are hashed from a stack buffer without allocating:
+// this runs on every check.
 func NewKey(parts ...string) Key {
 	var buf [2048]byte
 	n := 0
 	for _, p := range parts {
-		n += len(p) + 1
+		n += binary.MaxVarintLen64 + len(p)
 	}
 	if n <= len(buf) {
 		b := buf[:0]
 		for _, p := range parts {
+			b = binary.AppendUvarint(b, uint64(len(p)))
 			b = append(b, p...)
-			b = append(b, 0)
 		}
 		return sha256.Sum256(b)
 	}
 	h := sha256.New()
+	var length [binary.MaxVarintLen64]byte
 	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
+		h.Write(binary.AppendUvarint(length[:0], uint64(len(p))))
+		io.WriteString(h, p)
 	}
 	var k Key
 	h.Sum(k[:0])

@@ -114,12 +114,13 @@ func TestCacheEvictsAtBound(t *testing.T) {
 
 func TestNewKeyLongInputs(t *testing.T) {
 	long := strings.Repeat("t", 4000)
-	// The streaming path (long input) and the stack path hash the same bytes.
-	want := sha256.Sum256([]byte("r\x00" + long + "\x00"))
+	// The streaming path (long input) and the stack path hash the same
+	// bytes: each part after its length (4000 is the uvarint a0 1f).
+	want := sha256.Sum256([]byte("\x01r\xa0\x1f" + long))
 	if NewKey("r", long) != want {
 		t.Fatal("long input hashed differently")
 	}
-	if NewKey("r", "abc") != sha256.Sum256([]byte("r\x00abc\x00")) {
+	if NewKey("r", "abc") != sha256.Sum256([]byte("\x01r\x03abc")) {
 		t.Fatal("short input hashed differently")
 	}
 }
@@ -143,6 +144,11 @@ func TestNewKeySeparatesParts(t *testing.T) {
 		{name: "route and token swapped", a: []string{"route", "token"}, b: []string{"token", "route"}},
 		{name: "token ending in NUL", a: []string{"route", "tok\x00"}, b: []string{"route", "tok"}},
 		{name: "token holding the route", a: []string{"route\x00tok"}, b: []string{"route", "tok\x00"}},
+		// A part that holds NUL before another part: the verdict key is
+		// (route, token, workload), and a NUL separator would make
+		// ("tok\x00w1", "") the key of ("tok", "w1\x00").
+		{name: "NUL moved across a later part", a: []string{"route", "tok\x00w1", ""}, b: []string{"route", "tok", "w1\x00"}},
+		{name: "NUL inside a middle part", a: []string{"route", "a\x00b", "c"}, b: []string{"route", "a", "b\x00c"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
