@@ -987,3 +987,41 @@ func TestSharedBeforeLocal(t *testing.T) {
 		t.Fatalf("after the exchange the token is not cached locally (dropped %d)", n)
 	}
 }
+
+// TestSharedTierKeepsSTSsApart: two configured STSs share the replicas'
+// shared tier. A token one of them issued must never be handed out for
+// the other, even for the same subject token, target and session: the
+// second may refuse the exchange (its own policy, its own client), issue
+// a token of another type, or name another client. Before the fix the
+// shared key left the STS out, so route B's exchanger took route A's
+// token from the shared tier and never asked its own STS.
+func TestSharedTierKeepsSTSsApart(t *testing.T) {
+	c := newClock()
+	lenient := newSTS(t, c, ststest.Options{})
+	strict := newSTS(t, c, ststest.Options{Failures: map[string]ststest.Failure{"docs-api": {Code: "access_denied"}}})
+	shared := &sharedHook{m: map[string][]byte{}, put: func(exchange.Owner) {}}
+	newEx := func(sts *ststest.Server) *exchange.Exchanger {
+		e, err := exchange.New(exchange.Config{
+			TokenEndpoint: sts.TokenURL,
+			Auth:          exchange.ClientAuth{Method: exchange.AuthClientSecretBasic, ClientID: ststest.DefaultClient.ID, ClientSecret: ststest.DefaultClient.Secret},
+		}, exchange.Options{HTTPClient: sts.Client(), Now: c.Now, Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Close)
+		return e
+	}
+	a, b := newEx(lenient), newEx(strict)
+	subject := subjectToken(t, c, "alice", nil)
+	owner := exchange.Owner{Subject: "alice", Session: "s1"}
+	if _, err := a.Exchange(context.Background(), subject, docsAPI, owner); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := b.Exchange(context.Background(), subject, docsAPI, owner)
+	if err == nil {
+		t.Fatalf("the strict STS's exchanger handed out the lenient STS's token (%v); its STS was asked %d times", tok, strict.Calls())
+	}
+	if exchange.KindOf(err) != exchange.Forbidden || strict.Calls() != 1 {
+		t.Errorf("err = %v (kind %v), strict STS calls = %d; want its refusal", err, exchange.KindOf(err), strict.Calls())
+	}
+}
