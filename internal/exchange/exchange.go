@@ -249,6 +249,9 @@ func (e *Exchanger) flight(k cache.Key, req *request, o Owner) *entry {
 	defer cancel()
 	e.calls.Add(1)
 	out := e.call(ctx, req)
+	if out.err != nil && out.err.Description != "" {
+		out.err.Description = req.scrub(out.err.Description)
+	}
 	now := e.now()
 	if out.err == nil && out.token.ExpiresAt.IsZero() {
 		out.token.ExpiresAt = now.Add(e.cfg.FallbackLifetime)

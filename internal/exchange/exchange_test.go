@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
@@ -801,6 +804,63 @@ func TestErrorTextsHoldNoToken(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), subject[:20]) {
 		t.Errorf("error text %q", err)
 	}
+}
+
+// TestLogsHoldNoToken: an STS that echoes the subject token in its
+// error_description (whole, or cut) must not put it in the service's
+// logs, nor in the Error's Description a caller may log or show.
+func TestLogsHoldNoToken(t *testing.T) {
+	const opaque = "at_Qm9ndXNUb2tlbkZvclRlc3RpbmdPbmx5MTIzNDU2Nzg5"
+	tests := []struct{ name, echo string }{
+		{"whole", opaque},
+		{"cut", opaque[:30]},
+		{"quoted", "'" + opaque + "'"},
+		{"as a parameter", "subject_token=" + opaque + "."},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClock()
+			sts := newSTS(t, c, ststest.Options{VerifySubject: func(string) (jwt.MapClaims, error) {
+				return nil, fmt.Errorf("token %s is not active", tc.echo)
+			}})
+			var logs strings.Builder
+			var mu sync.Mutex
+			e, err := exchange.New(exchange.Config{
+				TokenEndpoint: sts.TokenURL,
+				Auth:          exchange.ClientAuth{Method: exchange.AuthClientSecretBasic, ClientID: ststest.DefaultClient.ID, ClientSecret: ststest.DefaultClient.Secret},
+			}, exchange.Options{HTTPClient: sts.Client(), Now: c.Now, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(e.Close)
+			_, err = e.Exchange(context.Background(), opaque, docsAPI, alice)
+			if exchange.KindOf(err) != exchange.Unauthorized {
+				t.Fatalf("err = %v, want the STS's refusal", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !strings.Contains(logs.String(), "is not active") {
+				t.Fatalf("the refusal was not logged: %s", logs.String())
+			}
+			if strings.Contains(logs.String(), opaque[:20]) {
+				t.Errorf("the log holds the subject token: %s", logs.String())
+			}
+			if d := asError(t, err).Description; strings.Contains(d, opaque[:20]) {
+				t.Errorf("the Description holds the subject token: %s", d)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func TestClaimsOfExchangedToken(t *testing.T) {
