@@ -225,6 +225,12 @@ type compiled struct {
 	Config
 	endpoint *url.URL // nil when discovered
 	issuer   string
+	// sts names the STS and what it is asked for (endpoint, issuer,
+	// client, token types) in cache keys: the shared tier is one for
+	// every configured STS, and a token one of them issued must never
+	// stand for one another would have refused, issued for another client
+	// or of another type.
+	sts string
 }
 
 func compile(c Config) (compiled, error) {
@@ -259,6 +265,11 @@ func compile(c Config) (compiled, error) {
 		// The token goes upstream as a bearer token: only these two are that.
 		errs = append(errs, fmt.Errorf("exchange: requested token type %q is not usable as a bearer token (access_token, jwt)", cc.RequestedTokenType))
 	}
+	var sts []byte
+	for _, v := range []string{cc.TokenEndpoint, cc.issuer, cc.Auth.ClientID, cc.SubjectTokenType, cc.RequestedTokenType, cc.ActorTokenType} {
+		sts = appendPart(sts, v)
+	}
+	cc.sts = string(sts)
 	positive(&cc.Timeout, DefaultTimeout)
 	positive(&cc.Budget, cc.Timeout)
 	if cc.MaxWaiting == 0 {

@@ -62,8 +62,9 @@ type Error struct {
 	// "" when there was none (network failure, breaker open, bad response).
 	Code string
 	// Description is the STS's error_description, cut to the characters
-	// RFC 6749 allows and to 256 bytes. It is the STS's text, not ours: log
-	// it; show it to clients only if the STS is trusted to word it for them.
+	// RFC 6749 allows and to 256 bytes, any echo of the subject or actor
+	// token replaced by "[token]". It is the STS's text, not ours: log it;
+	// show it to clients only if the STS is trusted to word it for them.
 	Description string
 	// Status is the HTTP status the STS answered, 0 when it did not.
 	Status int
@@ -179,6 +180,52 @@ func cleanDescription(d string) string {
 		}
 	}
 	return d
+}
+
+// minEcho is the shortest run of token characters scrub takes for a
+// piece of a token: shorter ones are words.
+const minEcho = 12
+
+// scrub replaces with "[token]" every run of token characters (RFC 6750
+// b64token) in an STS's error description that holds at least minEcho
+// bytes of the request's subject or actor token: some STSs echo the token
+// they refuse, whole or cut, and the description is logged.
+func (r *request) scrub(desc string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(desc); {
+		if !tokenChar(desc[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(desc) && tokenChar(desc[j]) {
+			j++
+		}
+		// A sentence's period or an ellipsis may stick to the echo.
+		if run := strings.Trim(desc[i:j], "."); len(run) >= minEcho && r.holds(run) {
+			b.WriteString(desc[last:i])
+			b.WriteString("[token]")
+			last = j
+		}
+		i = j
+	}
+	if last == 0 {
+		return desc
+	}
+	b.WriteString(desc[last:])
+	return b.String()
+}
+
+// holds reports whether piece is part of the subject or actor token.
+func (r *request) holds(piece string) bool {
+	return strings.Contains(r.subject, piece) || (r.actor != nil && strings.Contains(r.actor.value, piece))
+}
+
+// tokenChar: the characters of RFC 6750's b64token but its trailing "=",
+// which would join "subject_token=" to the token echoed after it.
+func tokenChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0
 }
 
 // errorChar: %x20-21 / %x23-5B / %x5D-7E (RFC 6749 section 5.2).

@@ -12,12 +12,12 @@
 // MCP tool's override.
 //
 // Exchanged tokens are cached under a SHA-256 digest of the subject token
-// with the target, the actor and the MCP session, until they expire minus a
-// safety margin; the raw subject token is never stored. Concurrent misses
-// for one key make one STS call. A request that finds a token close to the
-// end of its use starts a background exchange with its own subject token and
-// goes on with the cached one, so under steady traffic no request waits on
-// the STS.
+// with the STS, the target, the actor and the MCP session, until they
+// expire minus a safety margin; the raw subject token is never stored.
+// Concurrent misses for one key make one STS call. A request that finds a
+// token close to the end of its use starts a background exchange with its
+// own subject token and goes on with the cached one, so under steady
+// traffic no request waits on the STS.
 //
 // Every failure is an *Error whose Kind maps to what the client can act on:
 // Unauthorized (401), Forbidden (403), InteractionRequired (the user must
@@ -162,7 +162,7 @@ func (e *Exchanger) Exchange(ctx context.Context, subjectToken string, t Target,
 		act = e.actor.get()
 		actKey = act.key
 	}
-	k := cacheKey(subjectToken, t, o.Session, actKey)
+	k := cacheKey(e.cfg.sts, subjectToken, t, o.Session, actKey)
 	if ent, ok := e.cache.Get(k); ok {
 		e.hits.Add(1)
 		if ent.err != nil {
@@ -249,6 +249,9 @@ func (e *Exchanger) flight(k cache.Key, req *request, o Owner) *entry {
 	defer cancel()
 	e.calls.Add(1)
 	out := e.call(ctx, req)
+	if out.err != nil && out.err.Description != "" {
+		out.err.Description = req.scrub(out.err.Description)
+	}
 	now := e.now()
 	if out.err == nil && out.token.ExpiresAt.IsZero() {
 		out.token.ExpiresAt = now.Add(e.cfg.FallbackLifetime)
@@ -485,11 +488,13 @@ var keyBuf = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }
 // maxPooledKey keeps oversized buffers out of the pool.
 const maxPooledKey = 64 << 10
 
-// cacheKey digests everything an exchanged token depends on, each part
-// length-prefixed so no two inputs share an encoding.
-func cacheKey(subject string, t Target, session, actor string) cache.Key {
+// cacheKey digests everything an exchanged token depends on, the STS
+// (compiled.sts) first, each part length-prefixed so no two inputs share
+// an encoding.
+func cacheKey(sts, subject string, t Target, session, actor string) cache.Key {
 	bp := keyBuf.Get().(*[]byte)
 	b := (*bp)[:0]
+	b = appendPart(b, sts)
 	b = appendPart(b, subject)
 	b = appendPart(b, session)
 	b = appendPart(b, actor)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
@@ -803,6 +806,63 @@ func TestErrorTextsHoldNoToken(t *testing.T) {
 	}
 }
 
+// TestLogsHoldNoToken: an STS that echoes the subject token in its
+// error_description (whole, or cut) must not put it in the service's
+// logs, nor in the Error's Description a caller may log or show.
+func TestLogsHoldNoToken(t *testing.T) {
+	const opaque = "at_Qm9ndXNUb2tlbkZvclRlc3RpbmdPbmx5MTIzNDU2Nzg5"
+	tests := []struct{ name, echo string }{
+		{"whole", opaque},
+		{"cut", opaque[:30]},
+		{"quoted", "'" + opaque + "'"},
+		{"as a parameter", "subject_token=" + opaque + "."},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClock()
+			sts := newSTS(t, c, ststest.Options{VerifySubject: func(string) (jwt.MapClaims, error) {
+				return nil, fmt.Errorf("token %s is not active", tc.echo)
+			}})
+			var logs strings.Builder
+			var mu sync.Mutex
+			e, err := exchange.New(exchange.Config{
+				TokenEndpoint: sts.TokenURL,
+				Auth:          exchange.ClientAuth{Method: exchange.AuthClientSecretBasic, ClientID: ststest.DefaultClient.ID, ClientSecret: ststest.DefaultClient.Secret},
+			}, exchange.Options{HTTPClient: sts.Client(), Now: c.Now, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(e.Close)
+			_, err = e.Exchange(context.Background(), opaque, docsAPI, alice)
+			if exchange.KindOf(err) != exchange.Unauthorized {
+				t.Fatalf("err = %v, want the STS's refusal", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !strings.Contains(logs.String(), "is not active") {
+				t.Fatalf("the refusal was not logged: %s", logs.String())
+			}
+			if strings.Contains(logs.String(), opaque[:20]) {
+				t.Errorf("the log holds the subject token: %s", logs.String())
+			}
+			if d := asError(t, err).Description; strings.Contains(d, opaque[:20]) {
+				t.Errorf("the Description holds the subject token: %s", d)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 func TestClaimsOfExchangedToken(t *testing.T) {
 	c := newClock()
 	sts := newSTS(t, c, ststest.Options{})
@@ -985,5 +1045,43 @@ func TestSharedBeforeLocal(t *testing.T) {
 	}
 	if n := e.DropOwnSession("alice", "a1"); n != 1 {
 		t.Fatalf("after the exchange the token is not cached locally (dropped %d)", n)
+	}
+}
+
+// TestSharedTierKeepsSTSsApart: two configured STSs share the replicas'
+// shared tier. A token one of them issued must never be handed out for
+// the other, even for the same subject token, target and session: the
+// second may refuse the exchange (its own policy, its own client), issue
+// a token of another type, or name another client. Before the fix the
+// shared key left the STS out, so route B's exchanger took route A's
+// token from the shared tier and never asked its own STS.
+func TestSharedTierKeepsSTSsApart(t *testing.T) {
+	c := newClock()
+	lenient := newSTS(t, c, ststest.Options{})
+	strict := newSTS(t, c, ststest.Options{Failures: map[string]ststest.Failure{"docs-api": {Code: "access_denied"}}})
+	shared := &sharedHook{m: map[string][]byte{}, put: func(exchange.Owner) {}}
+	newEx := func(sts *ststest.Server) *exchange.Exchanger {
+		e, err := exchange.New(exchange.Config{
+			TokenEndpoint: sts.TokenURL,
+			Auth:          exchange.ClientAuth{Method: exchange.AuthClientSecretBasic, ClientID: ststest.DefaultClient.ID, ClientSecret: ststest.DefaultClient.Secret},
+		}, exchange.Options{HTTPClient: sts.Client(), Now: c.Now, Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Close)
+		return e
+	}
+	a, b := newEx(lenient), newEx(strict)
+	subject := subjectToken(t, c, "alice", nil)
+	owner := exchange.Owner{Subject: "alice", Session: "s1"}
+	if _, err := a.Exchange(context.Background(), subject, docsAPI, owner); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := b.Exchange(context.Background(), subject, docsAPI, owner)
+	if err == nil {
+		t.Fatalf("the strict STS's exchanger handed out the lenient STS's token (%v); its STS was asked %d times", tok, strict.Calls())
+	}
+	if exchange.KindOf(err) != exchange.Forbidden || strict.Calls() != 1 {
+		t.Errorf("err = %v (kind %v), strict STS calls = %d; want its refusal", err, exchange.KindOf(err), strict.Calls())
 	}
 }

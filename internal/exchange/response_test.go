@@ -85,7 +85,7 @@ func TestParseResponseGolden(t *testing.T) {
 func TestCacheKeyDistinct(t *testing.T) {
 	keys := map[[32]byte]string{}
 	add := func(name, subject string, tg Target, session, actor string) {
-		k := cacheKey(subject, tg, session, actor)
+		k := cacheKey("sts", subject, tg, session, actor)
 		if prev, dup := keys[k]; dup {
 			t.Errorf("%s and %s share a cache key", name, prev)
 		}
@@ -98,7 +98,10 @@ func TestCacheKeyDistinct(t *testing.T) {
 	add("audience as scope", "tok", Target{Scope: "a"}, "s", "")
 	add("split audience", "tok", Target{Audience: []string{"", "a"}}, "s", "")
 	add("long subject", string(bytes.Repeat([]byte("x"), 100_000)), Target{}, "", "")
-	if k1, k2 := cacheKey("tok", Target{Audience: []string{"a"}}, "s", ""), cacheKey("tok", Target{Audience: []string{"a"}}, "s", ""); k1 != k2 {
+	if k := cacheKey("other sts", "tok", Target{Audience: []string{"a"}}, "s", ""); keys[k] != "" {
+		t.Errorf("another STS shares the cache key of %s", keys[k])
+	}
+	if k1, k2 := cacheKey("sts", "tok", Target{Audience: []string{"a"}}, "s", ""), cacheKey("sts", "tok", Target{Audience: []string{"a"}}, "s", ""); k1 != k2 {
 		t.Error("cache key is not deterministic")
 	}
 }
