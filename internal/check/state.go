@@ -320,15 +320,8 @@ func (s *state) taskCreated(ctx context.Context, key, subject, tool string, perS
 	return res.Accepted()
 }
 
-// revoke refuses subject's tokens issued until at, here and (published) on
-// every replica.
-func (s *state) revoke(ctx context.Context, subject string, at time.Time) {
-	s.revokeLocal(subject, at)
-	if s.shared != nil {
-		_ = s.shared.Revoke(ctx, subject, at)
-	}
-}
-
+// revokeLocal refuses subject's tokens issued until at on this replica
+// (Pipeline.RevokeSubject shares it with the others).
 func (s *state) revokeLocal(subject string, at time.Time) {
 	now := s.now()
 	s.revokeMu.Lock()
