@@ -31,11 +31,14 @@ func (b *adminBackend) RevokeSubject(ctx context.Context, issuer, subject string
 	if err != nil {
 		return adminapi.Counts{}, status.Error(codes.InvalidArgument, err.Error())
 	}
-	c := counts(b.pipeline.RevokeSubject(ctx, user))
+	d, err := b.pipeline.RevokeSubject(ctx, user)
 	// Cached introspections of the subject's opaque tokens go too: the
 	// next use asks the authorization server again.
 	b.pipeline.Policy().DropIntrospections(subject)
-	return c, nil
+	if err != nil {
+		return adminapi.Counts{}, status.Error(codes.Unavailable, "the user is revoked on this replica only: the shared store is unavailable; revoke again")
+	}
+	return counts(d), nil
 }
 
 func (b *adminBackend) RevokeAPIKey(ctx context.Context, issuer, id string) (adminapi.KeyRevocation, error) {

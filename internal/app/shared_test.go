@@ -213,6 +213,16 @@ func TestReplicasShareState(t *testing.T) {
 				t.Fatalf("a request without a session must not depend on Redis: %d", got)
 			}
 		}
+		// A revocation B cannot hear of (neither stored nor published) is
+		// not reported done: the operator must learn to revoke again.
+		carol := mint("carol")
+		code, out := runCmd3(t, nil, "admin", "--addr", r.a.adminAddr, "revoke-subject", "--issuer", "idp", "carol")
+		if code == 0 || !strings.Contains(out, "Unavailable") {
+			t.Fatalf("revoke-subject with Redis down: exit %d, %s; want Unavailable", code, out)
+		}
+		if got := httpStatus(r.a.call(t, carol, "", "tools/list", `{}`)); got != 401 {
+			t.Fatalf("carol on A, whose admin API revoked her: %d, want 401", got)
+		}
 		if err := r.redis.Restart(); err != nil {
 			t.Fatal(err)
 		}

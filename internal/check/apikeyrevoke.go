@@ -10,9 +10,10 @@ import (
 	"github.com/extauthz/extauthz/internal/shared"
 )
 
-// ErrSharedUnavailable wraps the error of a revocation that was applied on
-// this replica but could not be stored in the shared tier or published: the
-// other replicas do not know of it. Revoking again is safe.
+// ErrSharedUnavailable wraps the error of a revocation (of an API key or a
+// subject) that was applied on this replica but could not be stored in the
+// shared tier or published: the other replicas do not know of it. Revoking
+// again is safe.
 var ErrSharedUnavailable = errors.New("revoked on this replica only: the shared tier is unavailable")
 
 // APIKeyRevoked is what RevokeAPIKey did.

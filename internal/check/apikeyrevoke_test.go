@@ -272,6 +272,61 @@ func TestRevokeAPIKeyAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestResyncRetriesUntilRedisAnswers: a replica that comes back to the bus
+// catches up with the revocations made meanwhile even when Redis does not
+// answer its first reads (a restarted or failing-over server, a moment of
+// overload): the catch-up is retried until it succeeds, never skipped,
+// which would leave the revoked user and key accepted here until they
+// expire.
+func TestResyncRetriesUntilRedisAnswers(t *testing.T) {
+	srv := redistest.Start(t)
+	f := newRevokeFixture(t)
+	ctx := t.Context()
+	store := func() *shared.Store {
+		st, err := shared.New(ctx, shared.Config{Addrs: []string{srv.Addr}, OpTimeout: 50 * time.Millisecond}, shared.Options{Now: f.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	stA, stB := store(), store()
+	b := f.replica(t, stB)
+	alice := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "iat": t0.Add(-time.Minute).Unix(), "exp": t0.Add(time.Hour).Unix()})
+	user, err := b.Policy().User("dev", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{alice, f.backup} {
+		if v := b.Check(ctx, bearerReq(tok)); v.Outcome != Allowed {
+			t.Fatalf("before: %v %s", v.Outcome, v.Description)
+		}
+	}
+	// Revocations made through another replica while b was not listening.
+	if err := stA.Revoke(ctx, user, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := stA.RevokeAPIKey(ctx, shared.APIKey{Issuer: "keys", ID: "backup"}, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	// b resubscribes while Redis answers no command for a moment.
+	const pause = 400 * time.Millisecond
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer raw.Close()
+	if err := raw.Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now().Add(pause)
+	b.HandleEvent(ctx, shared.Event{Kind: shared.EventResync})
+	time.Sleep(time.Until(resumed.Add(100 * time.Millisecond))) // Redis answers again
+	for name, tok := range map[string]string{"alice's token": alice, "the backup key": f.backup} {
+		if v := b.Check(ctx, bearerReq(tok)); v.Outcome != InvalidToken {
+			t.Errorf("%s, revoked while b was away, once Redis answers: %v %s", name, v.Outcome, v.Description)
+		}
+	}
+}
+
 // BenchmarkCheckAPIKeyRevocations: a cached API-key check with no key
 // revoked and with 1,000 other keys revoked (the revocation check's cost on
 // the hot path).

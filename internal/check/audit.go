@@ -3,6 +3,7 @@ package check
 import (
 	"bytes"
 	"context"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,9 +64,7 @@ func (pl *Pipeline) audit(ctx context.Context, req *Request, v *Verdict, start t
 	if g := v.Grant; g != nil {
 		r.Issuer, r.Subject, r.Session, r.ClientID = g.Issuer, g.Subject, g.Session, g.ClientID
 	}
-	if r.Target != "" {
-		r.TargetKind = targetKind(r.Method)
-	}
+	r.Target, r.TargetKind = auditTarget(r.Method, r.Target)
 	if l := &v.Lineage; l.Root != "" {
 		r.Lineage = audit.Lineage{Root: l.Root, Parent: l.Parent, Depth: l.Depth, ActorChain: l.ActorChain, Trusted: l.Trusted}
 	}
@@ -96,6 +95,20 @@ func protocolName(p jsonrpc.Protocol) string {
 		return p.String()
 	}
 	return ""
+}
+
+// auditTarget is what a record names as the call's target, and its kind.
+// A resource URI goes without its query: a presigned URL carries its
+// credential there, and query strings never reach a log.
+func auditTarget(method, name string) (string, string) {
+	if name == "" {
+		return "", ""
+	}
+	kind := targetKind(method)
+	if kind == "resource" {
+		name, _, _ = strings.Cut(name, "?")
+	}
+	return name, kind
 }
 
 // targetKind says what a call's name is: a tool, a prompt or a resource.

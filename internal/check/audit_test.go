@@ -73,7 +73,10 @@ func TestAuditRecords(t *testing.T) {
 	const argSecret = "sk-live-ARGUMENT-SECRET-123"
 	alice := f.hs(t, map[string]any{"azp": "agent-app"})
 	expired := f.hs(t, map[string]any{"exp": t0.Add(-2 * time.Hour).Unix()})
-	secrets := []string{secret, alice, expired, argSecret, "cookie-secret-value"}
+	// A presigned URL as a resource URI: its query is a bearer credential.
+	const uriSecret = "presigned-URI-SECRET-456"
+	bob := f.hs(t, map[string]any{"sub": "bob"})
+	secrets := []string{secret, alice, expired, argSecret, "cookie-secret-value", bob, uriSecret}
 
 	withArgs := call("mcp.example.com", alice, Headers{"x-request-id": "req-1", "cookie": "at=cookie-secret-value"},
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"`+argSecret+`","limit":3}}}`)
@@ -116,6 +119,13 @@ func TestAuditRecords(t *testing.T) {
 				t.Errorf("record %+v", r)
 			}
 		}, true},
+		{"resource read, the URI's query left out", call("mcp.example.com", bob, nil,
+			`{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"https://files.example.com/report.pdf?X-Amz-Signature=`+uriSecret+`"}}`),
+			Allowed, func(t *testing.T, r audit.Record) {
+				if r.Target != "https://files.example.com/report.pdf" || r.TargetKind != "resource" || r.Method != "resources/read" {
+					t.Errorf("record %+v", r)
+				}
+			}, false},
 	}
 	for _, c := range cases {
 		v := pl.Check(context.Background(), c.req)

@@ -209,17 +209,27 @@ func (pl *Pipeline) invalidateSessionLocal(id string) Invalidated {
 // here and (with a shared tier) on every replica. subject is the user as
 // Policy.User names it (issuer-qualified). The user's session bindings
 // stay: they keep the sessions from anybody else, and the user's later
-// tokens still own them.
-func (pl *Pipeline) RevokeSubject(ctx context.Context, subject string) Invalidated {
+// tokens still own them. A revocation the shared tier could not store or
+// publish is applied here only and wrapped in ErrSharedUnavailable: the
+// other replicas keep accepting the user's tokens until it is made again.
+func (pl *Pipeline) RevokeSubject(ctx context.Context, subject string) (Invalidated, error) {
 	now := pl.now()
-	pl.state.revoke(ctx, subject, now)
+	pl.state.revokeLocal(subject, now)
 	d := pl.invalidateSubjectLocal(subject)
-	if sh := pl.state.shared; sh != nil {
-		n, _ := sh.DropSubject(ctx, subject)
-		d.ExchangedTokens += n
-		_ = sh.Publish(ctx, shared.Event{Kind: shared.EventRevoke, ID: subject, At: now})
+	sh := pl.state.shared
+	if sh == nil {
+		return d, nil
 	}
-	return d
+	n, _ := sh.DropSubject(ctx, subject)
+	d.ExchangedTokens += n
+	err := sh.Revoke(ctx, subject, now)
+	if err == nil {
+		err = sh.Publish(ctx, shared.Event{Kind: shared.EventRevoke, ID: subject, At: now})
+	}
+	if err != nil {
+		return d, fmt.Errorf("%w: %w", ErrSharedUnavailable, err)
+	}
+	return d, nil
 }
 
 func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {

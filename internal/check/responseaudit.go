@@ -53,10 +53,8 @@ func (pl *Pipeline) AuditResponse(ctx context.Context, req *Request, x *Exchange
 		g, c := x.grant, &x.Call
 		r.Route = x.route.Name
 		r.Issuer, r.Subject, r.Session, r.ClientID = g.Issuer, g.Subject, g.Session, g.ClientID
-		r.Protocol, r.Method, r.Target = protocolName(c.Protocol), c.Method, c.Name
-		if r.Target != "" {
-			r.TargetKind = targetKind(r.Method)
-		}
+		r.Protocol, r.Method = protocolName(c.Protocol), c.Method
+		r.Target, r.TargetKind = auditTarget(c.Method, c.Name)
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		r.TraceID = sc.TraceID().String()

@@ -320,15 +320,8 @@ func (s *state) taskCreated(ctx context.Context, key, subject, tool string, perS
 	return res.Accepted()
 }
 
-// revoke refuses subject's tokens issued until at, here and (published) on
-// every replica.
-func (s *state) revoke(ctx context.Context, subject string, at time.Time) {
-	s.revokeLocal(subject, at)
-	if s.shared != nil {
-		_ = s.shared.Revoke(ctx, subject, at)
-	}
-}
-
+// revokeLocal refuses subject's tokens issued until at on this replica
+// (Pipeline.RevokeSubject shares it with the others).
 func (s *state) revokeLocal(subject string, at time.Time) {
 	now := s.now()
 	s.revokeMu.Lock()
@@ -362,20 +355,52 @@ func (s *state) isRevoked(g *Grant) bool {
 	return ok && !g.IssuedAt().After(at) && s.now().Sub(at) < RevocationTTL
 }
 
+// Retries of a catch-up Redis did not answer: from resyncRetryMin,
+// doubling up to resyncRetryMax.
+const (
+	resyncRetryMin = 50 * time.Millisecond
+	resyncRetryMax = time.Second
+)
+
 // resync catches up with the revocations another replica made while this
-// one was not listening.
+// one was not listening. A read Redis does not answer is retried until it
+// succeeds or ctx ends: the bus replays nothing, so a skipped catch-up
+// would accept the revoked users and keys here until their tokens expire.
+// Events that follow wait meanwhile, as they must.
 func (s *state) resync(ctx context.Context) {
 	if s.shared == nil {
 		return
 	}
-	if revs, err := s.shared.Revocations(ctx); err == nil {
-		for sub, at := range revs {
-			s.revokeLocal(sub, at)
+	subjects, keys := false, false
+	for wait := resyncRetryMin; ; wait = min(2*wait, resyncRetryMax) {
+		if !subjects {
+			if revs, err := s.shared.Revocations(ctx); err == nil {
+				for sub, at := range revs {
+					s.revokeLocal(sub, at)
+				}
+				subjects = true
+			}
 		}
-	}
-	if keys, err := s.shared.APIKeyRevocations(ctx); err == nil {
-		for k, until := range keys {
-			s.apiKeys.Revoke(apikey.Ref{Issuer: k.Issuer, ID: k.ID}, until)
+		if !keys {
+			if revoked, err := s.shared.APIKeyRevocations(ctx); err == nil {
+				for k, until := range revoked {
+					s.apiKeys.Revoke(apikey.Ref{Issuer: k.Issuer, ID: k.ID}, until)
+				}
+				keys = true
+			}
+		}
+		if subjects && keys {
+			return
+		}
+		if wait == resyncRetryMin {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "redis bus: revocations made while away not read yet; retrying")
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
 }
