@@ -90,7 +90,7 @@ func outcomeOf(err error) string {
 func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route, noStore bool) (string, *jwtauth.Claims, error) {
 	issuers, audiences := r.issuers, r.audiences
 	if strings.HasPrefix(token, apikey.Prefix) {
-		claims, err := c.apiKey(ctx, token, issuers, r.Name)
+		claims, err := c.apiKey(ctx, token, issuers, r.Name, audiences)
 		return "api_keys", claims, err
 	}
 	isJWT := looksLikeJWT(token)
@@ -98,7 +98,7 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route,
 		// A key without the prefix (a human-chosen <id>.<secret>, a plain
 		// key kept from before): the route's key issuers know it, and it
 		// must never go on to an introspection endpoint.
-		claims, err := c.apiKey(ctx, token, issuers, r.Name)
+		claims, err := c.apiKey(ctx, token, issuers, r.Name, audiences)
 		if !errors.Is(err, apikey.ErrUnknownKey) && !errors.Is(err, apikey.ErrMalformed) {
 			return "api_keys", claims, err
 		}
@@ -147,8 +147,12 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route,
 	return "introspection", claims, err
 }
 
-// apiKey looks the key up in the route's API-key issuers.
-func (c *credentialVerifier) apiKey(ctx context.Context, key string, issuers []string, route string) (*jwtauth.Claims, error) {
+// apiKey looks the key up in the route's API-key issuers. A key whose
+// entry names an audience (claims.aud) is held to the route's audiences
+// as a token is: a key meant for another resource does not work here. A
+// key naming none is the operator's own grant to the routes listing its
+// issuer (and its routes, when the entry names them).
+func (c *credentialVerifier) apiKey(ctx context.Context, key string, issuers []string, route string, audiences []string) (*jwtauth.Claims, error) {
 	err := apikey.ErrUnknownKey
 	for _, n := range issuers {
 		s := c.keys[n]
@@ -158,6 +162,10 @@ func (c *credentialVerifier) apiKey(ctx context.Context, key string, issuers []s
 		claims, lerr := s.Lookup(ctx, key, route)
 		switch {
 		case lerr == nil:
+			if len(audiences) > 0 && len(claims.Audience) > 0 &&
+				!slices.ContainsFunc(claims.Audience, func(a string) bool { return slices.Contains(audiences, a) }) {
+				return nil, jwtauth.ErrAudience
+			}
 			return claims, nil
 		case errors.Is(lerr, apikey.ErrBusy):
 			return nil, &dependencyError{desc: lerr.Error(), err: lerr}

@@ -25,6 +25,8 @@ type credFixture struct {
 	as                  *introspecttest.Server
 	clock               *clock
 	key, routedKey, bad string
+	// audKey names the audienced route's audience, otherAudKey another.
+	audKey, otherAudKey string
 }
 
 func newCredFixture(t testing.TB) *credFixture {
@@ -32,13 +34,16 @@ func newCredFixture(t testing.TB) *credFixture {
 	clk := newClock()
 	as := introspecttest.New(t, introspecttest.Options{Now: clk.Now})
 	key, routedKey, bad := mustGenerate(t), mustGenerate(t), mustGenerate(t)
+	audKey, otherAudKey := mustGenerate(t), mustGenerate(t)
 	keys := filepath.Join(t.TempDir(), "keys.yaml")
 	human, err := apikey.Argon2idHash(humanSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := fmt.Sprintf("keys:\n  - {id: billing, subject: billing-agent, scopes: [tools.call], hash: %s}\n  - {id: routed, subject: routed-agent, hash: %s, routes: [tools]}\n  - {id: alice-cli, subject: alice, hash: '%s'}\n",
-		apikey.SHA256Hash(key), apikey.SHA256Hash(routedKey), human)
+	doc := fmt.Sprintf("keys:\n  - {id: billing, subject: billing-agent, scopes: [tools.call], hash: %s}\n  - {id: routed, subject: routed-agent, hash: %s, routes: [tools]}\n  - {id: alice-cli, subject: alice, hash: '%s'}\n"+
+		"  - {id: files-agent, subject: files-agent, hash: %s, claims: {aud: https://files.example.com/mcp}}\n"+
+		"  - {id: billing-only, subject: billing-agent, hash: %s, claims: {aud: [https://billing.example.com/mcp]}}\n",
+		apikey.SHA256Hash(key), apikey.SHA256Hash(routedKey), human, apikey.SHA256Hash(audKey), apikey.SHA256Hash(otherAudKey))
 	if err := os.WriteFile(keys, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +66,10 @@ routes:
   - name: keyed
     hosts: [keyed.example.com]
     issuers: [keys]
+  - name: audienced
+    hosts: [files.example.com]
+    issuers: [keys]
+    audiences: [https://files.example.com/mcp]
   - name: jwt-only
     default: true
     issuers: [dev]
@@ -84,7 +93,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &credFixture{pl: pl, p: p, as: as, clock: clk, key: key, routedKey: routedKey, bad: bad}
+	return &credFixture{pl: pl, p: p, as: as, clock: clk, key: key, routedKey: routedKey, bad: bad, audKey: audKey, otherAudKey: otherAudKey}
 }
 
 // humanSecret is the human-chosen secret of key alice-cli, presented as
@@ -148,6 +157,11 @@ func TestCredentialKinds(t *testing.T) {
 		{"API key on a route without API-key issuers", hostReq("jwt.example.com", bearer(f.key)), InvalidToken, "", "API key is not valid", 2},
 		{"API key limited to another route", hostReq("keyed.example.com", bearer(f.routedKey)), InvalidToken, "", "not accepted on this route", 2},
 		{"API key limited to this route", hostReq("tools.example.com", bearer(f.routedKey)), Allowed, "keys:routed-agent", "", 2},
+		{"API key naming the route's audience", hostReq("files.example.com", bearer(f.audKey)), Allowed, "keys:files-agent", "", 2},
+		{"API key naming another audience: refused as a token would be", hostReq("files.example.com", bearer(f.otherAudKey)), InvalidToken, "", "audience", 2},
+		{"API key naming another audience, in its header", hostReq("files.example.com", Headers{"x-api-key": f.otherAudKey}), InvalidToken, "", "audience", 2},
+		{"API key naming no audience on a route with audiences: the operator's grant", hostReq("files.example.com", bearer(f.key)), Allowed, "keys:billing-agent", "", 2},
+		{"API key naming an audience on a route with none", hostReq("keyed.example.com", bearer(f.otherAudKey)), Allowed, "keys:billing-agent", "", 2},
 		{"opaque token on an API-key route: never introspected, never a key", hostReq("keyed.example.com", bearer("opaque-2")), InvalidToken, "", "malformed", 2},
 		{"opaque token on a JWT route: never introspected", hostReq("jwt.example.com", bearer("opaque-2")), InvalidToken, "", "malformed", 2},
 	}
