@@ -1,8 +1,12 @@
 package attack
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -101,6 +105,56 @@ func TestTasksAnotherUsersTask(t *testing.T) {
 			t.Fatalf("alice: %d %s", v.Status, v.Body)
 		}
 	})
+}
+
+// TestTasksBodyWithheldByAnUpgrade: Envoy's ext_authz does not buffer the
+// body of a WebSocket upgrade, whatever the method (ext_authz.cc,
+// isWebSocketUpgradeRequest), yet forwards it once the check allows. Where
+// the connection manager accepts WebSocket upgrades (Istio and Envoy
+// Gateway do by default), a POST that merely asks to upgrade reaches the
+// upstream with a call the service never saw: here another user's task.
+func TestTasksBodyWithheldByAnUpgrade(t *testing.T) {
+	var mu sync.Mutex
+	var reached []string
+	record := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			reached = append(reached, string(b))
+			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			next.ServeHTTP(w, r)
+		})
+	}
+	s := start(t, tasksYAML, options{Upstream: record})
+	alice, bob := token(t, issuerHS, "alice"), token(t, issuerHS, "bob")
+	const task = "task-of-alice"
+	// The MCP server has no tasks: alice's poll is its to refuse, once
+	// the service let it through.
+	s.viaEnvoy(t, http.MethodPost, "/mcp", bearer(alice), taskOp(1, "tasks/get", "taskId", task))
+	if len(reached) != 1 {
+		t.Fatalf("alice's poll reached the upstream %d times", len(reached))
+	}
+	for _, tc := range []struct{ name, connection, upgrade string }{
+		{"websocket", "Upgrade", "websocket"},
+		{"any case, among other tokens", "keep-alive, upgrade", "WebSocket"},
+		{"another protocol", "Upgrade", "h2c-not-really"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := bearer(bob)
+			h.Set("Connection", tc.connection)
+			h.Set("Upgrade", tc.upgrade)
+			status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", h, taskOp(2, "tasks/get", "taskId", task))
+			if status != http.StatusBadRequest || !strings.Contains(body, "upgrade") {
+				t.Fatalf("bob's upgrade: %d %s, want 400 saying why", status, body)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range reached[1:] {
+		t.Errorf("reached the upstream unchecked: %s", b)
+	}
 }
 
 // TestTasksFlood: creating tasks never drops another user's binding; a

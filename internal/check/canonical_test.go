@@ -131,6 +131,10 @@ func TestPublicPathWithCall(t *testing.T) {
 		{"call on a public path", &Request{Method: "POST", Path: "/public/x", Headers: Headers{}, Body: call}, MissingToken},
 		{"session header on a public path", &Request{Method: "GET", Path: "/public/x", Headers: Headers{"mcp-session-id": "s"}}, MissingToken},
 		{"JSON on a plain HTTP route's public path", &Request{Method: "POST", Path: "/hook", Headers: Headers{}, Body: call, ContextExtensions: map[string]string{"route": "hooks"}}, Public},
+		// Envoy sends no body of a WebSocket upgrade; the upgraded
+		// connection then carries what the client sends next, unseen.
+		{"a WebSocket upgrade of the agent card", &Request{Method: "GET", Path: "/.well-known/agent-card.json", Headers: Headers{"connection": "Upgrade", "upgrade": "websocket"}}, Malformed},
+		{"a WebSocket upgrade on a plain HTTP route's public path", &Request{Method: "GET", Path: "/hook", Headers: Headers{"connection": "Upgrade", "upgrade": "websocket"}, ContextExtensions: map[string]string{"route": "hooks"}}, Public},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,14 +169,18 @@ func BenchmarkRequestStages(b *testing.B) {
 // through only requests that checking each header by name lets through,
 // and any other request gets the same denial: random sets of the headers
 // it checks and others, each with a plain value, a joined one or one
-// outside visible ASCII, on a route with a credential header and cookie
-// and on one without.
+// outside visible ASCII, on a route with a credential header and cookie,
+// on one without and on a plain HTTP one.
 func TestAmbiguousHeaderScan(t *testing.T) {
-	f := newFixture(t, "")
+	f := newFixture(t, `  - name: hooks
+    hosts: [hooks.example.com]
+    issuers: [dev]
+    protocol: http
+`)
 	p := f.pl.Policy()
-	names := []string{"mcp-method", "x-root-context-id", "x-lineage-token", "x-api-token", hMCPSession, hPartialBody, hCookie, "accept", "authorization"}
-	values := []string{"a", "a,b", "a b", "true", "false", "at=1; at=2", "x=1; at=2"}
-	for _, route := range []string{"agent", "files"} {
+	names := []string{"mcp-method", "x-root-context-id", "x-lineage-token", "x-api-token", hMCPSession, hPartialBody, hCookie, hUpgrade, "accept", "authorization"}
+	values := []string{"a", "a,b", "a b", "true", "false", "at=1; at=2", "x=1; at=2", "websocket"}
+	for _, route := range []string{"agent", "files", "hooks"} {
 		r, ok := p.routes.ByName(route)
 		if !ok {
 			t.Fatalf("no route %s", route)

@@ -19,7 +19,16 @@ const (
 	hMCPSession    = "mcp-session-id"
 	hPartialBody   = "x-envoy-auth-partial-body"
 	hCookie        = "cookie"
+	hUpgrade       = "upgrade"
 )
+
+// errUpgrade refuses a request asking to switch protocols on a route that
+// reads JSON-RPC. Envoy's ext_authz does not buffer the body of a WebSocket
+// upgrade, whatever the method, yet forwards it once allowed (and an
+// upgraded connection carries whatever the client sends next): the service
+// would decide without the call the upstream executes. MCP and A2A never
+// upgrade; a route serving WebSockets declares protocol: http.
+const errUpgrade = "a protocol upgrade is refused on a JSON-RPC route: the proxy does not send its body to the service (declare protocol: http for WebSockets)"
 
 // singleValuedHeaders are the headers every route reads as one value, by
 // name, besides Authorization, Mcp-Session-Id, the partial-body flag and the
@@ -39,7 +48,8 @@ func singleValuedHeaders(n lineage.Names) []string {
 // ambiguousHeader reports the first header of req that does not have the
 // one value the service reads, as a denial: a joined single-valued header,
 // a session id outside visible ASCII, a partial-body flag other than "true"
-// or "false", the route's credential cookie sent twice. Authorization is
+// or "false", the route's credential cookie sent twice, a protocol upgrade
+// on a JSON-RPC route (whose body the proxy withholds). Authorization is
 // looked at only when no token can be read from it (ambiguousAuthorization):
 // a token read and verified before holds no comma.
 func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
@@ -85,6 +95,9 @@ func (p *Policy) ambiguousHeaderByName(r *Route, req *Request) *denial {
 			return headerDenial("the " + name + " cookie is sent more than once")
 		}
 	}
+	if _, ok := h[hUpgrade]; ok && r.protocol != jsonrpc.ProtocolHTTP {
+		return headerDenial(errUpgrade)
+	}
 	return nil
 }
 
@@ -115,6 +128,10 @@ func (p *Policy) mayBeAmbiguous(r *Route, h Headers) bool {
 			}
 		case name == hCookie:
 			if c := r.credentials.Cookie; c != "" && strings.Contains(v, c) {
+				return true
+			}
+		case name == hUpgrade:
+			if r.protocol != jsonrpc.ProtocolHTTP {
 				return true
 			}
 		}

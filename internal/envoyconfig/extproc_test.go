@@ -7,6 +7,7 @@ import (
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // TestShippedExtProc: a shipped configuration with the response path
@@ -75,10 +76,41 @@ func TestShippedExtProc(t *testing.T) {
 				if ep.GetMessageTimeout().AsDuration() <= 0 {
 					t.Error("message_timeout unset: Envoy's 200ms default is too short for a large list")
 				}
+				// A route that reaches an upstream may carry any call to it
+				// (a server may serve one on every path, the well-known ones
+				// included): its answer is the processor's to filter.
+				for _, vh := range hcm.GetRouteConfig().GetVirtualHosts() {
+					if extProcDisabled(t, vh.GetTypedPerFilterConfig()) {
+						t.Errorf("%s: ext_proc disabled on the whole virtual host", vh.GetName())
+					}
+					for _, r := range vh.GetRoutes() {
+						if r.GetRoute() != nil && extProcDisabled(t, r.GetTypedPerFilterConfig()) {
+							t.Errorf("%s: route %s reaches an upstream without the response path", vh.GetName(), r.GetName())
+						}
+					}
+				}
 			})
 		}
 	}
 	if !seen {
 		t.Fatal("envoy/extproc.yaml has no ext_proc filter")
 	}
+}
+
+// extProcDisabled reports whether the per-filter configs disable ext_proc.
+func extProcDisabled(t *testing.T, configs map[string]*anypb.Any) bool {
+	t.Helper()
+	for _, c := range configs {
+		var pr extprocv3.ExtProcPerRoute
+		if !c.MessageIs(&pr) {
+			continue
+		}
+		if err := c.UnmarshalTo(&pr); err != nil {
+			t.Fatal(err)
+		}
+		if pr.GetDisabled() {
+			return true
+		}
+	}
+	return false
 }

@@ -106,9 +106,10 @@ type BuildOptions struct {
 
 // BuildCheckRequest returns the CheckRequest Envoy sends for r, with body as
 // the request body Envoy buffered (nil when the request has none). Envoy
-// buffers only a request that has a body, so with WithBody and an empty body
-// there are no body fields and no x-envoy-auth-partial-body; size is the
-// number of bytes buffered, 0 without a buffered body.
+// buffers only a request that has a body and is not a WebSocket upgrade, so
+// with WithBody and an empty body, or an upgrade, there are no body fields
+// and no x-envoy-auth-partial-body; size is the number of bytes buffered, 0
+// without a buffered body.
 //
 // It returns nil when Envoy would not call the server at all: the body is too
 // large and partial messages are not allowed (Envoy replies 413; see
@@ -158,6 +159,8 @@ type downstream struct {
 	source, destination                       netip.AddrPort
 	streamID                                  uint64
 	now                                       time.Time
+	// websocket: a WebSocket upgrade, whose body ext_authz never buffers.
+	websocket bool
 }
 
 // hopByHop are the connection-specific headers Envoy's connection manager
@@ -226,6 +229,7 @@ func newDownstream(r *http.Request, opts *BuildOptions) downstream {
 		return strings.Compare(a.orig, b.orig)
 	})
 	upgrade := isUpgrade(r.Header)
+	d.websocket = upgrade && strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 	for _, k := range keys {
 		if k.lower == "host" || (slices.Contains(hopByHop, k.lower) && !(upgrade && (k.lower == "connection" || k.lower == "upgrade"))) {
 			continue
@@ -320,8 +324,11 @@ func (d *downstream) checkRequest(body []byte, opts *BuildOptions) (*authv3.Chec
 
 	// Envoy buffers only when the request has a body (no end_stream on the
 	// headers); a GET under with_request_body arrives without body fields.
+	// Nor does it buffer a WebSocket upgrade, whatever its method and body
+	// (ext_authz.cc: isWebSocketUpgradeRequest): the check goes out with
+	// the headers alone, and the body follows upstream once allowed.
 	partial := ""
-	if opts.WithBody && len(body) > 0 {
+	if opts.WithBody && len(body) > 0 && !d.websocket {
 		n := len(body)
 		if n > opts.MaxRequestBytes {
 			if !opts.AllowPartial {

@@ -259,6 +259,26 @@ func TestBuildCheckRequest(t *testing.T) {
 			},
 		},
 		{
+			name: "a WebSocket upgrade is not buffered, whatever its method and body",
+			req: func() *http.Request {
+				return newRequest("POST", "/", map[string][]string{"Connection": {"keep-alive, Upgrade"}, "Upgrade": {"WebSocket"}}, `{"a":1}`)
+			},
+			body: `{"a":1}`,
+			opts: BuildOptions{WithBody: true, MaxRequestBytes: 1024},
+			check: func(t *testing.T, got *authv3.CheckRequest) {
+				h := httpOf(got)
+				if h.GetBody() != "" || h.GetRawBody() != nil || h.GetSize() != 0 {
+					t.Errorf("body %q raw %q size %d", h.GetBody(), h.GetRawBody(), h.GetSize())
+				}
+				if _, ok := h.GetHeaders()[headerPartialBody]; ok {
+					t.Error("partial-body header without buffering")
+				}
+				if h.GetHeaders()["upgrade"] != "WebSocket" || h.GetHeaders()["content-length"] != "7" {
+					t.Errorf("upgrade %q content-length %q", h.GetHeaders()["upgrade"], h.GetHeaders()["content-length"])
+				}
+			},
+		},
+		{
 			name: "partial body is cut at the limit, partial true, client copy of the header ignored",
 			req: func() *http.Request {
 				return newRequest("POST", "/", map[string][]string{"X-Envoy-Auth-Partial-Body": {"false"}}, "0123456789")

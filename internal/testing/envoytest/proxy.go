@@ -221,7 +221,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var body []byte
-	if opts.WithBody && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	if opts.WithBody && !d.websocket && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		// Envoy buffers up to the limit; one byte more tells whether the
 		// body is longer. The rest streams upstream behind what was read.
 		b, err := io.ReadAll(io.LimitReader(r.Body, int64(opts.MaxRequestBytes)+1))
