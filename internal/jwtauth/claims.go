@@ -30,10 +30,8 @@ type Claims struct {
 	Subject    string // sub, "" if absent
 	ID         string // jti, "" if absent
 	Audience   []string
-	// KeyID is the kid of the key that verified the token (the kid its
-	// header named, or the one found by trying every key when it named
-	// none), "" for a secret or a key without kid: a key set refresh that
-	// drops or replaces that key ends what was granted on the token.
+	// KeyID is the token's kid header, "" if absent: a key set refresh
+	// that drops it ends what was granted on the token.
 	KeyID string
 	// ExpiresAt is always set; NotBefore and IssuedAt are zero when absent.
 	ExpiresAt, NotBefore, IssuedAt time.Time

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // newPool returns Sources for the test, ended with it.
@@ -128,55 +126,6 @@ func TestRemovedKIDsReported(t *testing.T) {
 	}
 	if err := verify(v, rsToken(t, "b")); !errors.Is(err, ErrUnknownKey) {
 		t.Fatalf("token of the dropped key: %v, want ErrUnknownKey", err)
-	}
-}
-
-// TestReplacedKeyReported: the kid a grant is dropped by is the key
-// that verified the token, and a refresh that takes that key away reports
-// its kid even when the kid stays: a token naming no kid carries the kid of
-// the key that verified it, and a kid kept for another key (or for fewer
-// algorithms) counts as removed.
-func TestReplacedKeyReported(t *testing.T) {
-	b := keyB()
-	tests := []struct {
-		name  string
-		token func(t *testing.T) string
-		after []testKey
-		kid   string // Claims.KeyID before the refresh
-		gone  []string
-	}{
-		{"no kid header, key dropped", func(t *testing.T) string {
-			return sign(t, jwt.SigningMethodRS256, rsaPrivate(), nil, claimsAt(keysIss, nil))
-		}, []testKey{keyA()}, "b", []string{"b"}},
-		{"kid kept for a new key", func(t *testing.T) string { return rsToken(t, "b") },
-			[]testKey{keyA(), {kid: "b", private: rsaOther()}}, "b", []string{"b"}},
-		{"kid kept for fewer algorithms", func(t *testing.T) string { return rsToken(t, "b") },
-			[]testKey{keyA(), {kid: "b", alg: "PS256", private: rsaPrivate()}}, "b", []string{"b"}},
-		{"same key republished", func(t *testing.T) string { return rsToken(t, "b") },
-			[]testKey{b, keyA()}, "b", nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			before, _, err := parseKeySet(jwksDoc(t, keyA(), b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			after, _, err := parseKeySet(jwksDoc(t, tc.after...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			v := newVerifier(t, newClock(), IssuerSpec{Name: "keys", Issuer: keysIss, JWKSFile: writeJWKS(t, jwksDoc(t, keyA(), b)), Algorithms: []string{"RS256", "ES256"}})
-			c, err := v.Verify(context.Background(), tc.token(t), nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.KeyID != tc.kid {
-				t.Errorf("KeyID = %q, want %q", c.KeyID, tc.kid)
-			}
-			if got := removedKIDs(before, after); !slices.Equal(got, tc.gone) {
-				t.Errorf("removed = %v, want %v", got, tc.gone)
-			}
-		})
 	}
 }
 

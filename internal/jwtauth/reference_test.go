@@ -107,16 +107,6 @@ func refVerify(v *Verifier, ctx context.Context, token string, allowed, audience
 		}
 		return nil, ErrMalformed
 	}
-	if _, hasKID := t.Header["kid"]; !hasKID && chosen.secret == nil {
-		// The kid of the key that verifies, in the key set's order.
-		input := token[:strings.LastIndexByte(token, '.')]
-		for _, k := range chosen.keys.current().all {
-			if k.algs&algorithmsByName[t.Method.Alg()].bit != 0 && t.Method.Verify(input, t.Signature, k.key) == nil {
-				kid = k.kid
-				break
-			}
-		}
-	}
 	r := &refResult{claims: claims, issuer: chosen, kid: kid}
 	now := v.now()
 	var ok bool

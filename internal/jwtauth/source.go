@@ -2,7 +2,6 @@ package jwtauth
 
 import (
 	"context"
-	"crypto"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -186,36 +185,19 @@ func (s *keySource) refetch(ctx context.Context) {
 	}
 }
 
-// removedKIDs lists the kids of old that next no longer has for every
-// key old had under them: a kid gone, or kept for another key (an issuer
-// that replaces a compromised key under the same kid) or for fewer
-// algorithms. A token old verified under such a kid may not verify now.
+// removedKIDs lists the kids of old that next no longer has.
 func removedKIDs(old, next *keySet) []string {
 	if old == nil {
 		return nil
 	}
 	var gone []string
-	for kid, keys := range old.byKID {
-		if kid != "" && !allKept(keys, next.byKID[kid]) {
+	for kid := range old.byKID {
+		if _, ok := next.byKID[kid]; !ok && kid != "" {
 			gone = append(gone, kid)
 		}
 	}
 	slices.Sort(gone)
 	return gone
-}
-
-// allKept reports whether every key of old is in next, for at least the
-// algorithms it had.
-func allKept(old, next []verificationKey) bool {
-	for _, o := range old {
-		if !slices.ContainsFunc(next, func(n verificationKey) bool {
-			eq, ok := o.key.(interface{ Equal(crypto.PublicKey) bool })
-			return ok && o.algs&^n.algs == 0 && eq.Equal(n.key)
-		}) {
-			return false
-		}
-	}
-	return true
 }
 
 // close stops on-demand loads from starting.

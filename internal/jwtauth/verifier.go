@@ -192,13 +192,12 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	if !ok {
 		return nil, ErrMalformed
 	}
-	is, keys, err := v.key(ctx, &h, &pc, alg, allowed)
+	is, keys, kid, err := v.key(ctx, &h, &pc, alg, allowed)
 	if err != nil {
 		return nil, err
 	}
 	input := token[:len(headerSeg)+1+len(payloadSeg)]
-	kid, ok := sc.verify(is, alg, keys, input, sig)
-	if !ok {
+	if !sc.verify(is, alg, keys, input, sig) {
 		return nil, ErrSignature
 	}
 	if err := v.checkClaims(c, is, &pc, audiences); err != nil {
@@ -226,18 +225,18 @@ func algorithmOf(raw []byte) (*algorithm, error) {
 
 // key picks the issuer from the unverified claims, checks the header
 // against it and returns the candidate verification keys (none for an
-// HMAC issuer).
-func (v *Verifier) key(ctx context.Context, h *joseHeader, pc *payloadClaims, alg *algorithm, allowed []string) (*issuer, []verificationKey, error) {
+// HMAC issuer) and the kid.
+func (v *Verifier) key(ctx context.Context, h *joseHeader, pc *payloadClaims, alg *algorithm, allowed []string) (*issuer, []verificationKey, string, error) {
 	// No critical header extension is understood here, so RFC 7515 section
 	// 4.1.11 requires refusing any token that lists one.
 	if h.crit {
-		return nil, nil, ErrMalformed
+		return nil, nil, "", ErrMalformed
 	}
 	var exact []*issuer
 	switch {
 	case pc.iss == nil:
 	case pc.iss[0] != '"':
-		return nil, nil, ErrMalformed
+		return nil, nil, "", ErrMalformed
 	default:
 		if body, plain := plainBody(pc.iss); plain {
 			exact = v.byIss[string(body)] // a lookup: no copy
@@ -245,35 +244,40 @@ func (v *Verifier) key(ctx context.Context, h *joseHeader, pc *payloadClaims, al
 		}
 		iss, _, err := stringClaim(pc.iss)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 		exact = v.byIss[iss]
 	}
 	is, err := v.pick(exact, pc.iss != nil, allowed)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	if is.algs&alg.bit == 0 {
-		return nil, nil, ErrAlgorithm
+		return nil, nil, "", ErrAlgorithm
 	}
 	if is.typ != "" {
 		typ, _, _ := stringClaim(h.typ) // a non-string typ is no typ
 		if !typeMatches(typ, is.typ) {
-			return nil, nil, ErrType
+			return nil, nil, "", ErrType
 		}
 	}
 	if is.hmacs != nil {
-		return is, nil, nil
+		return is, nil, "", nil
 	}
 	kid, hasKID, err := kidOf(h.kid)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	keys, err := is.keys.lookupAll(ctx, kid, hasKID, alg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return is, keys, nil
+	if !hasKID {
+		return is, keys, "", nil
+	}
+	// The key set's own copy of the kid, which the grant keeps: no copy
+	// per token.
+	return is, keys, keys[0].kid, nil
 }
 
 // kidOf is the raw kid header decoded, in the header's own bytes when it
@@ -296,14 +300,10 @@ func kidOf(raw []byte) ([]byte, bool, error) {
 }
 
 // verify checks sig over input: with the issuer's secret, or with each
-// candidate key of alg until one verifies. kid is the kid of the key that
-// verified, whatever the token's header named (nothing, when the key set
-// was tried key by key): what a key set refresh that drops or replaces
-// that key must find in the grants it ends. It is the key set's own
-// string, which the grant keeps: no copy per token.
-func (s *scratch) verify(is *issuer, alg *algorithm, keys []verificationKey, input string, sig []byte) (kid string, ok bool) {
+// candidate key of alg until one verifies.
+func (s *scratch) verify(is *issuer, alg *algorithm, keys []verificationKey, input string, sig []byte) bool {
 	if alg.family == familyHMAC {
-		return "", is.hmacs != nil && s.verifyHMAC(is.hmacs, alg.hash, input, sig)
+		return is.hmacs != nil && s.verifyHMAC(is.hmacs, alg.hash, input, sig)
 	}
 	var digest []byte
 	if alg.family != familyEdDSA {
@@ -311,10 +311,10 @@ func (s *scratch) verify(is *issuer, alg *algorithm, keys []verificationKey, inp
 	}
 	for _, k := range keys {
 		if k.algs&alg.bit != 0 && s.verifyWith(alg, k.key, input, digest, sig) {
-			return k.kid, true
+			return true
 		}
 	}
-	return "", false
+	return false
 }
 
 // pick chooses the issuer for a token: the first configured issuer with
