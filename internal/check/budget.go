@@ -112,14 +112,16 @@ func (b *budget) release() {
 }
 
 // DropKeys drops the cached verdicts of tokens the issuer (by configured
-// name) signed with one of kids, after a key set refresh no longer lists
-// them: a key removed after a compromise ends what it granted at once, as a
-// revocation does. It returns how many were dropped.
-func (pl *Pipeline) DropKeys(issuer string, kids []string) int {
-	if len(kids) == 0 {
+// name) signed with one of the keys keyIDs names (jwtauth.Claims.KeyID: the
+// key that verified the token, whether or not the token named a kid), after
+// a key set refresh no longer lists them: a key removed after a compromise
+// ends what it granted at once, as a revocation does. It returns how many
+// were dropped.
+func (pl *Pipeline) DropKeys(issuer string, keyIDs []string) int {
+	if len(keyIDs) == 0 {
 		return 0
 	}
 	return pl.cache.RemoveFunc(func(g *Grant) bool {
-		return g.Issuer == issuer && g.KeyID != "" && slices.Contains(kids, g.KeyID)
+		return g.Issuer == issuer && g.KeyID != "" && slices.Contains(keyIDs, g.KeyID)
 	})
 }

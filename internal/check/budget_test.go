@@ -28,9 +28,9 @@ limits: {check_deadline: 100ms}
 		pl      atomic.Pointer[Pipeline]
 		dropped atomic.Int64
 	)
-	sources := jwtauth.NewSources(t.Context(), jwtauth.Options{OnKeysRemoved: func(issuer string, kids []string) {
+	sources := jwtauth.NewSources(t.Context(), jwtauth.Options{OnKeysRemoved: func(issuer string, keyIDs []string) {
 		if p := pl.Load(); p != nil {
-			dropped.Add(int64(p.DropKeys(issuer, kids)))
+			dropped.Add(int64(p.DropKeys(issuer, keyIDs)))
 		}
 	}})
 	p := compileDoc(t, doc, Deps{KeySources: sources})
@@ -143,5 +143,72 @@ limits: {check_deadline: 100ms}
 	}
 	if ra, _ := header(v.ResponseHeaders, "retry-after"); ra == "" {
 		t.Fatal("503 without Retry-After")
+	}
+}
+
+// signedNoKID signs like signed but names no kid: the verifier tries the
+// issuer's keys.
+func signedNoKID(t *testing.T, k testtoken.Key) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.GetSigningMethod(k.Alg), jwt.MapClaims{"sub": "alice", "iss": "https://idp.example.com", "exp": time.Now().Add(time.Hour).Unix()})
+	s, err := tok.SignedString(k.Private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRemovedKeyDropsVerdictsWhateverTheKID: the verdict of a token goes
+// with the key that verified it, not with the kid the token names: a token
+// naming no kid (its key published with a kid or without), and a token
+// naming a kid the set now gives to other key material, lose their cached
+// verdicts when their key leaves the set, and are refused from then on.
+func TestRemovedKeyDropsVerdictsWhateverTheKID(t *testing.T) {
+	tests := []struct {
+		name       string
+		publishKID bool // the keys are published with their kids
+		sign       func(t *testing.T, k testtoken.Key) string
+		// after is the key set once the issuer removed k2, which signed
+		// the revoked token.
+		after func(t *testing.T, k1, k2 testtoken.Key) []testtoken.Key
+	}{
+		{"token names no kid", true, signedNoKID, func(_ *testing.T, k1, _ testtoken.Key) []testtoken.Key { return []testtoken.Key{k1} }},
+		{"keys published without kids", false, signedNoKID, func(_ *testing.T, k1, _ testtoken.Key) []testtoken.Key { return []testtoken.Key{k1} }},
+		{"kid now names another key", true, signed, func(t *testing.T, k1, k2 testtoken.Key) []testtoken.Key {
+			return []testtoken.Key{k1, testtoken.RSA(t, k2.KID)}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k1, k2 := testtoken.RSA(t, "k1"), testtoken.RSA(t, "k2")
+			if !tt.publishKID {
+				k1.KID, k2.KID = "", ""
+			}
+			jw := testjwks.New(t, k1, k2)
+			pl, dropped := keysPipeline(t, jw.URL, "")
+			keep, revoke := tt.sign(t, k1), tt.sign(t, k2)
+			for _, tok := range []string{keep, revoke, revoke} {
+				if v := checkWithin(t, pl, tok, 5*time.Second); v.Outcome != Allowed {
+					t.Fatalf("before rotation: %v %s", v.Outcome, v.Description)
+				}
+			}
+			jw.SetKeys(tt.after(t, k1, k2)...) // k2 compromised: the issuer drops it
+			deadline := time.Now().Add(5 * time.Second)
+			for dropped.Load() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the removal of k2 never dropped its cached verdict")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if n := dropped.Load(); n != 1 {
+				t.Fatalf("%d verdicts dropped, want 1 (only k2's)", n)
+			}
+			if v := checkWithin(t, pl, revoke, 5*time.Second); v.Outcome != InvalidToken || v.CacheHit {
+				t.Fatalf("token of the removed key: %v hit=%v, want a fresh 401", v.Outcome, v.CacheHit)
+			}
+			if v := checkWithin(t, pl, keep, 5*time.Second); v.Outcome != Allowed || !v.CacheHit {
+				t.Fatalf("token of the kept key: %v hit=%v, want a cached allow", v.Outcome, v.CacheHit)
+			}
+		})
 	}
 }

@@ -52,8 +52,9 @@ type grantShape struct {
 	Issuer   string // the configured issuer's name
 	ClientID string // azp or client_id
 	Scopes   []string
-	// KeyID is the kid the token was signed with ("" if none named): when
-	// the issuer drops that key, the grant is dropped with it.
+	// KeyID identifies the key the token was verified with (its
+	// thumbprint, whether or not the token named a kid; "" for a secret):
+	// when the issuer drops that key, the grant is dropped with it.
 	KeyID string
 	// APIKeyID is the id of the API key the grant was made from, "" when
 	// the credential was not an API key: revoking the key (RevokeAPIKey)

@@ -472,3 +472,109 @@ func TestForResponseRequestRules(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskToolSurvivesItsBinding: on a route whose response path records
+// the tool each MCP task was created for, a task whose tool is not known
+// (its binding idled out, or was pushed out by the user's own newer tasks,
+// or its creation was never seen) is judged as a task of any tool: its
+// operations pass only what every tool's would. A token that may not call
+// delete_* gets no result of a delete_* task by having the binding
+// forgotten first; a token that may call every tool, and a route with no
+// rule on tools, still reach such tasks, and A2A tasks (never recorded
+// with a tool) are not affected.
+func TestTaskToolSurvivesItsBinding(t *testing.T) {
+	doc := responseConfig + `
+  - name: open
+    hosts: [open.example.com]
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+  - name: agent
+    hosts: [agent.example.com]
+    protocol: a2a
+    issuers: [a]
+    response_path: true
+    rules:
+      - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: [files:write]}
+  - name: cel
+    hosts: [cel.example.com]
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+    rules:
+      - {name: no rm, methods: [tools/call], names: ["*"], action: deny, when: 'mcp.name == "rm"'}
+  - name: results
+    hosts: [results.example.com]
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+    rules:
+      - {name: audited results, methods: [tasks/result], names: ["delete_*"], claims: {groups: [audit]}}
+sessions: {max_per_subject: 3, idle_timeout: 10m}
+`
+	writer := responseToken(t, "alice", jwt.MapClaims{"scope": "files:write"})
+	reader := responseToken(t, "alice", jwt.MapClaims{"scope": "files:read"})
+	ctx := t.Context()
+	// created has tok's user create task by a tools/call of tool, which
+	// the check allows and the response path records.
+	created := func(t *testing.T, pl *Pipeline, tok, task, tool string) {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","task":{}}}`
+		if v := pl.Check(ctx, call("mcp.example.com", tok, nil, body)); v.Outcome != Allowed {
+			t.Fatalf("tools/call %s: %v %s", tool, v.Outcome, v.Description)
+		}
+		x, err := pl.ForResponse(ctx, call("mcp.example.com", tok, nil, body), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !x.TaskCreatedBy(ctx, task) {
+			t.Fatalf("task %s not bound", task)
+		}
+	}
+	result := func(task string) string {
+		return `{"jsonrpc":"2.0","id":9,"method":"tasks/result","params":{"taskId":"` + task + `"}}`
+	}
+	for _, tt := range []struct {
+		name string
+		lose func(t *testing.T, pl *Pipeline, clk *clock)
+	}{
+		{"known", func(*testing.T, *Pipeline, *clock) {}},
+		{"idled out", func(_ *testing.T, _ *Pipeline, clk *clock) { clk.Advance(11 * time.Minute) }},
+		{"pushed out by the user's own tasks", func(t *testing.T, pl *Pipeline, _ *clock) {
+			for i := range 3 {
+				created(t, pl, reader, fmt.Sprint("T-read-", i), "read_file")
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pl, clk := responsePipeline(t, doc, Deps{})
+			created(t, pl, writer, "T-del", "delete_all")
+			tt.lose(t, pl, clk)
+			v := pl.Check(ctx, call("mcp.example.com", reader, nil, result("T-del")))
+			if v.Outcome != InsufficientScope || v.Status() != 403 || !strings.Contains(string(v.Body), `"id":9`) {
+				t.Fatalf("the reader polls the delete task: %v %d %s, want 403 insufficient_scope with the id", v.Outcome, v.Status(), v.Body)
+			}
+			if _, err := pl.ForResponse(ctx, call("mcp.example.com", reader, nil, result("T-del")), nil); !errors.Is(err, ErrNotAllowed) {
+				t.Fatalf("the response path of the reader's poll: %v, want %v", err, ErrNotAllowed)
+			}
+			if v := pl.Check(ctx, call("mcp.example.com", writer, nil, result("T-del"))); v.Outcome != Allowed {
+				t.Fatalf("the writer polls the delete task: %v %s", v.Outcome, v.Description)
+			}
+		})
+	}
+	pl, _ := responsePipeline(t, doc, Deps{})
+	for _, tt := range []struct {
+		name, host, body string
+		want             Outcome
+	}{
+		{"a task of a route with no rule on tools", "open.example.com", result("T-never-seen"), Allowed},
+		{"an A2A task, not recorded at creation", "agent.example.com", `{"jsonrpc":"2.0","id":9,"method":"GetTask","params":{"id":"T-stream"}}`, Allowed},
+		{"an A2A v0.3 task", "agent.example.com", `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"id":"T-stream"}}`, Allowed},
+		{"a rule deciding by the tool's name cannot decide without it", "cel.example.com", result("T-never-seen"), Forbidden},
+		{"a rule on the operation under the tool's name", "results.example.com", result("T-never-seen"), Forbidden},
+	} {
+		if v := pl.Check(ctx, call(tt.host, reader, nil, tt.body)); v.Outcome != tt.want {
+			t.Errorf("%s: %v %s, want %v", tt.name, v.Outcome, v.Description, tt.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package check
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -138,52 +139,98 @@ func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o O
 		if e != nil && r.when == nil {
 			e.rec.add("rule", func() string { return r.name + ": matches " + method + " " + name })
 		}
-		if r.deny {
-			if r.when != nil {
-				ok, err := e.ruleWhen(i, r, g)
-				if err != nil {
-					return PolicyError, "the rule " + r.name + " could not be evaluated", "", i + 1
-				}
-				if !ok {
-					continue
-				}
-			}
-			return Forbidden, "denied by " + r.name, "", i + 1
+		if o, desc, scope, applies := rt.apply(e, g, i); applies {
+			return o, desc, scope, i + 1
 		}
-		if !hasAll(g.Scopes, r.scopes) {
-			return InsufficientScope, "this call needs scope " + r.scopeParam, r.scopeParam, i + 1
-		}
-		for _, req := range r.claims {
-			if !claimHasAny(g.Claims.Get(req.claim), req.values) {
-				return Forbidden, "this call needs claim " + req.claim, "", i + 1
-			}
-		}
+	}
+	if rt.defaultDeny {
+		return Forbidden, "no rule allows this call", "", 0
+	}
+	return Allowed, "", "", 0
+}
+
+// apply decides a call by rule i, which matches it; applies is false for
+// a deny rule whose when does not hold (the next matching rule decides).
+func (rt *Route) apply(e *evaluation, g *Grant, i int) (o Outcome, desc, scope string, applies bool) {
+	r := &rt.rules[i]
+	if r.deny {
 		if r.when != nil {
 			ok, err := e.ruleWhen(i, r, g)
 			if err != nil {
-				return PolicyError, "the rule " + r.name + " could not be evaluated", "", i + 1
+				return PolicyError, "the rule " + r.name + " could not be evaluated", "", true
 			}
 			if !ok {
-				return Forbidden, "this call does not meet the condition of " + r.name, "", i + 1
+				return 0, "", "", false
 			}
 		}
-		if r.pdp != nil {
-			d, err := e.rulePDP(r)
-			if errors.Is(err, errPDPArguments) {
-				return PolicyError, "the rule " + r.name + " needs the call's arguments", "", i + 1
-			}
-			if err != nil {
-				var ue *authzen.UnavailableError
-				if e != nil && e.pol != nil && errors.As(err, &ue) {
-					e.pol.retryAfter = ue.RetryAfter
-				}
-				return Unavailable, "the policy decision point could not decide", "", i + 1
-			}
-			if !d.Allowed {
-				return Forbidden, "the policy decision point denies this call", "", i + 1
-			}
+		return Forbidden, "denied by " + r.name, "", true
+	}
+	if !hasAll(g.Scopes, r.scopes) {
+		return InsufficientScope, "this call needs scope " + r.scopeParam, r.scopeParam, true
+	}
+	for _, req := range r.claims {
+		if !claimHasAny(g.Claims.Get(req.claim), req.values) {
+			return Forbidden, "this call needs claim " + req.claim, "", true
 		}
-		return Allowed, "", "", i + 1
+	}
+	if r.when != nil {
+		ok, err := e.ruleWhen(i, r, g)
+		if err != nil {
+			return PolicyError, "the rule " + r.name + " could not be evaluated", "", true
+		}
+		if !ok {
+			return Forbidden, "this call does not meet the condition of " + r.name, "", true
+		}
+	}
+	if r.pdp != nil {
+		d, err := e.rulePDP(r)
+		if errors.Is(err, errPDPArguments) {
+			return PolicyError, "the rule " + r.name + " needs the call's arguments", "", true
+		}
+		if err != nil {
+			var ue *authzen.UnavailableError
+			if e != nil && e.pol != nil && errors.As(err, &ue) {
+				e.pol.retryAfter = ue.RetryAfter
+			}
+			return Unavailable, "the policy decision point could not decide", "", true
+		}
+		if !d.Allowed {
+			return Forbidden, "the policy decision point denies this call", "", true
+		}
+	}
+	return Allowed, "", "", true
+}
+
+// authorizeEveryName is authorizeFor for a call whose name is unknown and
+// could be any (the tool of an MCP task whose creation is not known): it
+// allows only what every name would be allowed. The rules of the method
+// are applied in order as if each matched, since each matches some name,
+// until one that matches every name applies; the first refusal decides. A
+// rule that decides by the name itself (an expression reading mcp, a
+// decision point, which is told the name) cannot be applied without it,
+// and refuses.
+func (rt *Route) authorizeEveryName(e *evaluation, g *Grant, method string) (o Outcome, desc, scope string, by int) {
+	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
+	e.target.method, e.target.name = method, ""
+	for i := range rt.rules {
+		r := &rt.rules[i]
+		if !r.matchesMethod(method, meanings) {
+			continue
+		}
+		if r.pdp != nil || r.when != nil && slices.Contains(r.when.Reads(), policy.VarMCP) {
+			return Forbidden, "the rule " + r.name + " decides by the name", "", i + 1
+		}
+		if r.when == nil {
+			e.rec.add("rule", func() string { return r.name + ": may match " + method + " of an unknown name" })
+		}
+		o, desc, scope, applies := rt.apply(e, g, i)
+		switch {
+		case !applies:
+		case o != Allowed:
+			return o, desc, scope, i + 1
+		case len(r.names) == 0 || slices.Contains(r.names, "*"):
+			return Allowed, "", "", i + 1
+		}
 	}
 	if rt.defaultDeny {
 		return Forbidden, "no rule allows this call", "", 0

@@ -21,7 +21,10 @@ import (
 // it at creation instead, with the tool it was created for, once a
 // response-path filter reports it; rules then see task operations under
 // that tool's name, and tasks/result of a delete_* task needs what
-// tools/call delete_* needs.
+// tools/call delete_* needs. A binding does not last (it idles out, its
+// owner's newer ones push it out), so where the response path records
+// tools, an MCP task whose tool is not known is one of any tool
+// (authorizeCall).
 
 // maxTaskID bounds a task id: longer ones are not ids but an attack on the
 // store's memory.
@@ -93,21 +96,53 @@ func (e *evaluation) bindTasks() *denial {
 
 // authorizeCall applies the route's rules. A task operation on a task
 // whose tool is known is matched under the tool's name, and must also pass
-// what tools/call of that tool needs.
+// what tools/call of that tool needs. On a route that records the tool of
+// each MCP task it sees created (recordsTaskTools), an MCP task operation
+// whose tool is not known is one on a task of any tool: its binding idled
+// out or was pushed out by its owner's newer ones (which a token the tool's
+// rules refuse can create), or its creation was not read. It must pass what
+// the operation and tools/call need whatever the tool, or the rules keyed
+// on the tool would no longer apply once the binding is forgotten.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
-	if op, _ := taskMethod(call.Method); op && name == "" {
+	op, _ := taskMethod(call.Method)
+	if op && name == "" {
 		tool = e.taskTool(r, call)
 		name = tool
 	}
 	o, desc, scope, by := r.authorizeFor(e, g, call.Method, name)
 	e.decidedBy = by
-	if o == Allowed && tool != "" {
+	switch {
+	case o != Allowed:
+	case tool != "":
 		if o2, desc2, scope2, _ := r.authorizeFor(e, g, "tools/call", tool); o2 != Allowed {
 			return o2, "the task's tool " + tool + ": " + desc2, scope2
 		}
+	case op && name == "" && e.recordsTaskTools(r, call):
+		for _, m := range [...]string{call.Method, "tools/call"} {
+			if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, m); o2 != Allowed {
+				return o2, "the task's tool is not known, and " + m + " of some tool is refused: " + desc2, scope2
+			}
+		}
 	}
 	return o, desc, scope
+}
+
+// recordsTaskTools reports whether the call is an MCP task operation on a
+// route whose response path records the tool each MCP task was created
+// for (response_path with task ownership). An MCP operation names its task
+// in params.taskId, the one field MCP servers read; A2A operations (params.id,
+// and A2A-only methods) are not recorded with a tool and are left alone.
+func (e *evaluation) recordsTaskTools(r *Route, call *Call) bool {
+	if !r.responsePath || !e.p.taskOwnership || call.taskRefs[0] == "" {
+		return false
+	}
+	for _, i := range jsonrpc.Meanings(call.Method, r.rpcProtocol()) {
+		if jsonrpc.Methods[i].Protocol == jsonrpc.ProtocolMCP {
+			return true
+		}
+	}
+	return false
 }
 
 // taskTool is the tool the call's task was created for, "" when unknown.

@@ -638,12 +638,14 @@ func TestTaskBoundFromEventStream(t *testing.T) {
 		}
 	}
 	// Each stream bound its response's task to its user, and nothing else.
+	// (A task never seen created is one of any tool: only a token that may
+	// call every tool reaches it.)
 	for _, tc := range []struct {
 		id, user string
 		allowed  bool
 	}{{"task-007", "user-008", false}, {"task-007", "user-007", true}, {"not-this", "user-008", true}, {"nor-this", "user-008", true}} {
 		get := `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":"` + tc.id + `"}}`
-		if md := f.authorize(t, "mcp.example.com", token(t, tc.user, nil), nil, get); (md != nil) != tc.allowed {
+		if md := f.authorize(t, "mcp.example.com", token(t, tc.user, jwt.MapClaims{"scope": "files:read files:write"}), nil, get); (md != nil) != tc.allowed {
 			t.Errorf("%s reads %s: %v, want %v", tc.user, tc.id, md != nil, tc.allowed)
 		}
 	}

@@ -30,8 +30,10 @@ type Claims struct {
 	Subject    string // sub, "" if absent
 	ID         string // jti, "" if absent
 	Audience   []string
-	// KeyID is the token's kid header, "" if absent: a key set refresh
-	// that drops it ends what was granted on the token.
+	// KeyID identifies the key set's key that verified the token (its
+	// RFC 7638 thumbprint), whether or not the token named a kid; "" for
+	// a secret. A key set refresh that drops the key reports it
+	// (Options.OnKeysRemoved), to end what was granted on the token.
 	KeyID string
 	// ExpiresAt is always set; NotBefore and IssuedAt are zero when absent.
 	ExpiresAt, NotBefore, IssuedAt time.Time

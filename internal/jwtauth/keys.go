@@ -4,9 +4,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 
 	"github.com/MicahParks/jwkset"
@@ -15,7 +18,11 @@ import (
 
 // verificationKey is one usable public key of a key set.
 type verificationKey struct {
-	kid  string
+	kid string
+	// id is the key's RFC 7638 thumbprint: what a token it verifies
+	// records (Claims.KeyID) and what a refresh that drops it reports,
+	// whatever kid the token or the set names.
+	id   string
 	key  any    // *rsa.PublicKey, *ecdsa.PublicKey or ed25519.PublicKey
 	algs algSet // the algorithms this key may verify: its type, narrowed by the JWK's own "alg"
 }
@@ -165,8 +172,35 @@ func verificationKeyFrom(m jwkset.JWKMarshal) (verificationKey, bool) {
 		}
 		algs &= a.bit
 	}
-	if algs == 0 {
+	id := thumbprint(key)
+	if algs == 0 || id == "" {
 		return verificationKey{}, false
 	}
-	return verificationKey{kid: m.KID, key: key, algs: algs}, true
+	return verificationKey{kid: m.KID, id: id, key: key, algs: algs}, true
+}
+
+// thumbprint is the RFC 7638 JWK thumbprint (SHA-256, base64url) of a
+// public key: the hash of its required members, in lexical order, encoded
+// from the decoded key so that two spellings of one key agree. It is ""
+// for a key it cannot encode.
+func thumbprint(key any) string {
+	b64 := base64.RawURLEncoding.EncodeToString
+	var doc string
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		doc = `{"e":"` + b64(big.NewInt(int64(k.E)).Bytes()) + `","kty":"RSA","n":"` + b64(k.N.Bytes()) + `"}`
+	case *ecdsa.PublicKey:
+		pt, err := k.Bytes() // 0x04 || X || Y, each of the curve's size
+		if err != nil {
+			return ""
+		}
+		n := (len(pt) - 1) / 2
+		doc = `{"crv":"` + k.Curve.Params().Name + `","kty":"EC","x":"` + b64(pt[1:1+n]) + `","y":"` + b64(pt[1+n:]) + `"}`
+	case ed25519.PublicKey:
+		doc = `{"crv":"Ed25519","kty":"OKP","x":"` + b64(k) + `"}`
+	default:
+		return ""
+	}
+	sum := sha256.Sum256([]byte(doc))
+	return b64(sum[:])
 }

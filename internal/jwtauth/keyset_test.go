@@ -2,7 +2,11 @@ package jwtauth
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -10,6 +14,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
 )
 
 func TestKeySet(t *testing.T) {
@@ -156,5 +163,82 @@ func TestKeySetReload(t *testing.T) {
 	}
 	if _, err := ks.Key(t.Context(), "b", true, "EdDSA"); err != nil {
 		t.Fatalf("Key(b) after a failed Reload = %v, want the previous keys kept", err)
+	}
+}
+
+// refThumbprint is the RFC 7638 thumbprint of pub as the JWK jwkset
+// publishes it: the required members, sorted by encoding/json.
+func refThumbprint(t testing.TB, pub crypto.PublicKey) string {
+	t.Helper()
+	jwk, err := jwkset.NewJWKFromKey(pub, jwkset.JWKOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := jwk.Marshal()
+	members := map[string]string{"kty": string(m.KTY)}
+	switch m.KTY {
+	case jwkset.KtyRSA:
+		members["n"], members["e"] = m.N, m.E
+	case jwkset.KtyEC:
+		members["crv"], members["x"], members["y"] = string(m.CRV), m.X, m.Y
+	case jwkset.KtyOKP:
+		members["crv"], members["x"] = string(m.CRV), m.X
+	}
+	doc, err := json.Marshal(members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(doc)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// TestKeyThumbprint: a key set key's id, which a token it verifies records
+// and its removal reports, is its RFC 7638 thumbprint, published with a kid
+// or without, and a token naming no kid records it too.
+func TestKeyThumbprint(t *testing.T) {
+	// RFC 7638, section 3.1.
+	const rfcKey = `{"keys":[{"kty":"RSA","e":"AQAB","alg":"RS256","n":"0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw"}]}`
+	set, _, err := parseKeySet([]byte(rfcKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := set.all[0].id, "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"; got != want {
+		t.Fatalf("RFC 7638 example: id %q, want %q", got, want)
+	}
+
+	keys := []testKey{
+		{kid: "rsa", private: rsaPrivate()},
+		{kid: "p256", private: ecPrivate()},
+		{kid: "p384", private: ec384()},
+		{kid: "", alg: "EdDSA", private: edPrivate()},
+	}
+	set, _, err = parseKeySet(jwksDoc(t, keys...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if got, want := set.all[i].id, refThumbprint(t, k.public()); got != want {
+			t.Errorf("key %q: id %q, want %q", k.kid, got, want)
+		}
+	}
+
+	srv := newJWKSServer(t, jwksDoc(t, keyA(), keyB()))
+	v := pooledVerifier(t, newPool(t, newClock(), Options{}), urlSpec(srv))
+	waitReady(t, v)
+	for _, tc := range []struct {
+		name, token string
+		key         crypto.PublicKey
+	}{
+		{"kid", rsToken(t, "b"), keyB().public()},
+		{"no kid", sign(t, jwt.SigningMethodRS256, rsaPrivate(), nil, claimsAt(keysIss, nil)), keyB().public()},
+		{"no kid, other key", sign(t, jwt.SigningMethodES256, ecPrivate(), nil, claimsAt(keysIss, nil)), keyA().public()},
+	} {
+		c, err := v.Verify(t.Context(), tc.token, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if want := refThumbprint(t, tc.key); c.KeyID != want {
+			t.Errorf("%s: KeyID %q, want %q", tc.name, c.KeyID, want)
+		}
 	}
 }

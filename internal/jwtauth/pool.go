@@ -29,7 +29,7 @@ type Sources struct {
 	log        *slog.Logger
 	now        func() time.Time
 	onFetch    func(issuer string, err error)
-	onRemoved  func(issuer string, kids []string)
+	onRemoved  func(issuer string, keyIDs []string)
 	maxWaiting int
 	lifetime   context.Context
 

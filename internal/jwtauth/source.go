@@ -42,8 +42,9 @@ type keySource struct {
 	now                func() time.Time
 	log                *slog.Logger
 	onFetch            func(issuer string, err error) // may be nil
-	// onRemoved, when set, is told the kids a load dropped from the set.
-	onRemoved func(issuer string, kids []string)
+	// onRemoved, when set, is told the ids of the keys a load dropped from
+	// the set.
+	onRemoved func(issuer string, keyIDs []string)
 	// waiters bounds the callers waiting for an on-demand refetch; nil
 	// is unbounded. Callers beyond it answer from the current keys.
 	waiters *semaphore.Weighted
@@ -97,8 +98,8 @@ func (s *keySource) load(ctx context.Context) error {
 			old := s.keys.Swap(set)
 			first := old == nil
 			s.loadedOnce.Do(func() { close(s.loaded) })
-			if gone := removedKIDs(old, set); len(gone) > 0 {
-				s.log.Info("jwtauth: keys removed from the key set", "issuer", s.issuerName, "source", s.location, "kids", gone)
+			if gone, kids := removedKeys(old, set); len(gone) > 0 {
+				s.log.Info("jwtauth: keys removed from the key set", "issuer", s.issuerName, "source", s.location, "kids", kids, "thumbprints", gone)
 				if s.onRemoved != nil {
 					s.onRemoved(s.issuerName, gone)
 				}
@@ -185,19 +186,30 @@ func (s *keySource) refetch(ctx context.Context) {
 	}
 }
 
-// removedKIDs lists the kids of old that next no longer has.
-func removedKIDs(old, next *keySet) []string {
+// removedKeys lists the ids of the keys of old that next no longer has
+// (by key material, whatever their kids: a kid kept for new material, or a
+// key that never had one, counts), and for the log their kids.
+func removedKeys(old, next *keySet) (ids, kids []string) {
 	if old == nil {
-		return nil
+		return nil, nil
 	}
-	var gone []string
-	for kid := range old.byKID {
-		if _, ok := next.byKID[kid]; !ok && kid != "" {
-			gone = append(gone, kid)
+	seen := make(map[string]bool, len(next.all)+len(old.all))
+	for _, k := range next.all {
+		seen[k.id] = true
+	}
+	for _, k := range old.all {
+		if seen[k.id] {
+			continue
+		}
+		seen[k.id] = true
+		ids = append(ids, k.id)
+		if k.kid != "" {
+			kids = append(kids, k.kid)
 		}
 	}
-	slices.Sort(gone)
-	return gone
+	slices.Sort(ids)
+	slices.Sort(kids)
+	return ids, kids
 }
 
 // close stops on-demand loads from starting.

@@ -38,10 +38,11 @@ type Options struct {
 	// OnFetch, when set, is told about every key set load (err nil on
 	// success), for metrics. It must be cheap and safe for concurrent use.
 	OnFetch func(issuer string, err error)
-	// OnKeysRemoved, when set, is told the kids a key set refresh no
-	// longer contains, so that verdicts of tokens signed with them can be
-	// dropped. It must be safe for concurrent use.
-	OnKeysRemoved func(issuer string, kids []string)
+	// OnKeysRemoved, when set, is told the keys a key set refresh no
+	// longer contains, by the id their tokens record (Claims.KeyID), so
+	// that verdicts of tokens signed with them can be dropped. It must be
+	// safe for concurrent use.
+	OnKeysRemoved func(issuer string, keyIDs []string)
 	// MaxWaiting bounds, per issuer, the calls waiting for an on-demand key
 	// set refetch (a token naming an unknown kid); the others are answered
 	// from the keys at hand at once. 0 means DefaultMaxWaiting, negative
@@ -192,18 +193,19 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	if !ok {
 		return nil, ErrMalformed
 	}
-	is, keys, kid, err := v.key(ctx, &h, &pc, alg, allowed)
+	is, keys, err := v.key(ctx, &h, &pc, alg, allowed)
 	if err != nil {
 		return nil, err
 	}
 	input := token[:len(headerSeg)+1+len(payloadSeg)]
-	if !sc.verify(is, alg, keys, input, sig) {
+	keyID, ok := sc.verify(is, alg, keys, input, sig)
+	if !ok {
 		return nil, ErrSignature
 	}
 	if err := v.checkClaims(c, is, &pc, audiences); err != nil {
 		return nil, err
 	}
-	c.KeyID = kid
+	c.KeyID = keyID
 	return c, nil
 }
 
@@ -225,18 +227,18 @@ func algorithmOf(raw []byte) (*algorithm, error) {
 
 // key picks the issuer from the unverified claims, checks the header
 // against it and returns the candidate verification keys (none for an
-// HMAC issuer) and the kid.
-func (v *Verifier) key(ctx context.Context, h *joseHeader, pc *payloadClaims, alg *algorithm, allowed []string) (*issuer, []verificationKey, string, error) {
+// HMAC issuer).
+func (v *Verifier) key(ctx context.Context, h *joseHeader, pc *payloadClaims, alg *algorithm, allowed []string) (*issuer, []verificationKey, error) {
 	// No critical header extension is understood here, so RFC 7515 section
 	// 4.1.11 requires refusing any token that lists one.
 	if h.crit {
-		return nil, nil, "", ErrMalformed
+		return nil, nil, ErrMalformed
 	}
 	var exact []*issuer
 	switch {
 	case pc.iss == nil:
 	case pc.iss[0] != '"':
-		return nil, nil, "", ErrMalformed
+		return nil, nil, ErrMalformed
 	default:
 		if body, plain := plainBody(pc.iss); plain {
 			exact = v.byIss[string(body)] // a lookup: no copy
@@ -244,40 +246,35 @@ func (v *Verifier) key(ctx context.Context, h *joseHeader, pc *payloadClaims, al
 		}
 		iss, _, err := stringClaim(pc.iss)
 		if err != nil {
-			return nil, nil, "", err
+			return nil, nil, err
 		}
 		exact = v.byIss[iss]
 	}
 	is, err := v.pick(exact, pc.iss != nil, allowed)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	if is.algs&alg.bit == 0 {
-		return nil, nil, "", ErrAlgorithm
+		return nil, nil, ErrAlgorithm
 	}
 	if is.typ != "" {
 		typ, _, _ := stringClaim(h.typ) // a non-string typ is no typ
 		if !typeMatches(typ, is.typ) {
-			return nil, nil, "", ErrType
+			return nil, nil, ErrType
 		}
 	}
 	if is.hmacs != nil {
-		return is, nil, "", nil
+		return is, nil, nil
 	}
 	kid, hasKID, err := kidOf(h.kid)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	keys, err := is.keys.lookupAll(ctx, kid, hasKID, alg)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
-	if !hasKID {
-		return is, keys, "", nil
-	}
-	// The key set's own copy of the kid, which the grant keeps: no copy
-	// per token.
-	return is, keys, keys[0].kid, nil
+	return is, keys, nil
 }
 
 // kidOf is the raw kid header decoded, in the header's own bytes when it
@@ -300,10 +297,13 @@ func kidOf(raw []byte) ([]byte, bool, error) {
 }
 
 // verify checks sig over input: with the issuer's secret, or with each
-// candidate key of alg until one verifies.
-func (s *scratch) verify(is *issuer, alg *algorithm, keys []verificationKey, input string, sig []byte) bool {
+// candidate key of alg until one verifies. It returns the id of the key
+// that verified ("" for a secret): the key set's own string, which the
+// grant keeps, so no copy per token; a token naming no kid, or a kid that
+// later names other key material, is still tied to its key.
+func (s *scratch) verify(is *issuer, alg *algorithm, keys []verificationKey, input string, sig []byte) (string, bool) {
 	if alg.family == familyHMAC {
-		return is.hmacs != nil && s.verifyHMAC(is.hmacs, alg.hash, input, sig)
+		return "", is.hmacs != nil && s.verifyHMAC(is.hmacs, alg.hash, input, sig)
 	}
 	var digest []byte
 	if alg.family != familyEdDSA {
@@ -311,10 +311,10 @@ func (s *scratch) verify(is *issuer, alg *algorithm, keys []verificationKey, inp
 	}
 	for _, k := range keys {
 		if k.algs&alg.bit != 0 && s.verifyWith(alg, k.key, input, digest, sig) {
-			return true
+			return k.id, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // pick chooses the issuer for a token: the first configured issuer with
