@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,5 +241,42 @@ func TestKeyThumbprint(t *testing.T) {
 		if want := refThumbprint(t, tc.key); c.KeyID != want {
 			t.Errorf("%s: KeyID %q, want %q", tc.name, c.KeyID, want)
 		}
+	}
+}
+
+// TestRemovedKeys: a refresh reports a key of the old set as removed, by
+// its thumbprint, when the new set lacks its material or allows it fewer
+// algorithms; a kid moved to other material reports the old material.
+func TestRemovedKeys(t *testing.T) {
+	rsa := func(alg string) testKey { return testKey{kid: "r", alg: alg, private: rsaPrivate()} }
+	ec := testKey{kid: "e", alg: "ES256", private: ecPrivate()}
+	rsID, ecID := refThumbprint(t, rsaPrivate().Public()), refThumbprint(t, ecPrivate().Public())
+	tests := []struct {
+		name      string
+		old, next []testKey
+		want      []string
+	}{
+		{"nothing changed", []testKey{rsa(""), ec}, []testKey{rsa(""), ec}, nil},
+		{"a key gone", []testKey{rsa(""), ec}, []testKey{ec}, []string{rsID}},
+		{"a key without kid gone", []testKey{{alg: "ES256", private: ecPrivate()}, rsa("")}, []testKey{rsa("")}, []string{ecID}},
+		{"its kid moved to other material", []testKey{rsa("")}, []testKey{{kid: "r", alg: "ES256", private: ecPrivate()}}, []string{rsID}},
+		{"the same key under a new kid", []testKey{rsa("")}, []testKey{{kid: "r2", private: rsaPrivate()}}, nil},
+		{"its algorithms narrowed", []testKey{rsa("")}, []testKey{rsa("PS256")}, []string{rsID}},
+		{"its algorithms widened", []testKey{rsa("RS256")}, []testKey{rsa("")}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old, _, err := parseKeySet(jwksDoc(t, tc.old...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, _, err := parseKeySet(jwksDoc(t, tc.next...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := removedKeys(old, next); !slices.Equal(got, tc.want) {
+				t.Fatalf("removed = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

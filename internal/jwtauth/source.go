@@ -187,21 +187,24 @@ func (s *keySource) refetch(ctx context.Context) {
 }
 
 // removedKeys lists the ids of the keys of old that next no longer has
-// (by key material, whatever their kids: a kid kept for new material, or a
-// key that never had one, counts), and for the log their kids.
+// for every algorithm they had (by key material, whatever their kids: a
+// kid kept for new material, a key that never had one, or one whose JWK
+// now allows fewer algorithms counts), and for the log their kids. A
+// token old verified with such a key may not verify now.
 func removedKeys(old, next *keySet) (ids, kids []string) {
 	if old == nil {
 		return nil, nil
 	}
-	seen := make(map[string]bool, len(next.all)+len(old.all))
+	kept := make(map[string]algSet, len(next.all))
 	for _, k := range next.all {
-		seen[k.id] = true
+		kept[k.id] |= k.algs
 	}
+	reported := make(map[string]bool)
 	for _, k := range old.all {
-		if seen[k.id] {
+		if k.algs&^kept[k.id] == 0 || reported[k.id] {
 			continue
 		}
-		seen[k.id] = true
+		reported[k.id] = true
 		ids = append(ids, k.id)
 		if k.kid != "" {
 			kids = append(kids, k.kid)
