@@ -131,6 +131,64 @@ func TestExtendedCardEverySpelling(t *testing.T) {
 	}
 }
 
+// TestA2AOtherBindings: an A2A agent may serve its operations on more
+// than the JSON-RPC binding. A2A's HTTP+JSON binding reads the call from
+// the HTTP method and path (GET /v1/tasks/{id} is GetTask, DELETE
+// /v1/tasks/{id}/pushNotificationConfigs/{c} deletes a push configuration,
+// GET /v1/card and v1.0's GET /extendedAgentCard are GetExtendedAgentCard),
+// and the Python SDK's JSON-RPC server serves the extended card on GET
+// /agent/authenticatedExtendedCard. None carries a JSON-RPC body, so on an
+// a2a route with rules none may pass as "not a call": the rules (tasks/*
+// denied, GetExtendedAgentCard denied) could not see it. The agent card
+// stays public.
+func TestA2AOtherBindings(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read", "a2a.write")
+	auth := map[string]string{"authorization": "Bearer " + user}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/a2a/v1/tasks/task-1"},
+		{"GET", "/a2a/v1/tasks/task-1:subscribe"},
+		{"GET", "/a2a/v1/tasks"},
+		{"GET", "/a2a/tasks/task-1"},
+		{"GET", "/a2a/v1/tasks/task-1/pushNotificationConfigs/c1"},
+		{"DELETE", "/a2a/v1/tasks/task-1/pushNotificationConfigs/c1"},
+		{"GET", "/a2a/v1/card"},
+		{"GET", "/a2a/extendedAgentCard"},
+		{"GET", "/a2a/agent/authenticatedExtendedCard"},
+		{"HEAD", "/a2a/v1/tasks/task-1"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			v := s.check(t, raw{Method: tc.method, Path: tc.path, Headers: auth})
+			v.wantDenied(t, 400)
+			if !strings.Contains(v.Body, "JSON-RPC") {
+				t.Fatalf("refusal %q does not say why", v.Body)
+			}
+		})
+	}
+	t.Run("a JSON-RPC response carrying an HTTP+JSON message", func(t *testing.T) {
+		// A2A clients answer no server request; an HTTP+JSON upstream reads
+		// the message member of this body and sends it, past message/*.
+		low := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "mallory", "read")}
+		body := `{"jsonrpc":"2.0","id":7,"result":{},"message":{"role":"user","parts":[{"text":"hi"}],"messageId":"m2"}}`
+		v := s.check(t, raw{Path: "/a2a/v1/message:send", Headers: low, Body: body})
+		v.wantDenied(t, 400)
+		if e := v.rpc(t); string(e.ID) != "7" {
+			t.Fatalf("refusal %s without the id", v.Body)
+		}
+	})
+	t.Run("the agent card stays public", func(t *testing.T) {
+		if v := s.check(t, raw{Method: "GET", Path: "/a2a/.well-known/agent-card.json"}); !v.Allowed {
+			t.Fatalf("agent card: %d %s", v.Status, v.Body)
+		}
+	})
+	t.Run("a JSON-RPC call still passes", func(t *testing.T) {
+		v := s.check(t, raw{Path: "/a2a", Headers: auth, Body: rpcBody(6, "SendMessage", `{"message":{"role":"user","parts":[],"messageId":"m1"}}`)})
+		if !v.Allowed {
+			t.Fatalf("SendMessage: %d %s", v.Status, v.Body)
+		}
+	})
+}
+
 // TestHTTPMethodsCarryingJSONRPC: rules apply to a tools/call body whatever
 // the HTTP method; a method that is not upper case (RFC 9110: methods are
 // case-sensitive) is refused with 400 when it carries a JSON-RPC body.

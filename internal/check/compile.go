@@ -608,6 +608,10 @@ func (r *Route) hasRules() bool { return len(r.rules) > 0 || r.defaultDeny }
 const errUnknownMethod = "the JSON-RPC method is unknown: send the body to the service (Envoy with_request_body, Traefik forwardBody, the nginx njs recipe), " +
 	"or Mcp-Method and Mcp-Name to an upstream that checks them (upstream_validates_mcp_headers)"
 
+// errNotA2AJSONRPC refuses a request on an a2a route that is not a
+// JSON-RPC call.
+const errNotA2AJSONRPC = "this A2A route takes JSON-RPC calls only: other A2A bindings (HTTP+JSON, gRPC) cannot be authorized here"
+
 // errHeadersOnly refuses a call that rules would allow on its Mcp-Method and
 // Mcp-Name headers alone.
 const errHeadersOnly = "the call is named only by its Mcp-Method and Mcp-Name headers, which this route's upstream does not check: " +

@@ -337,6 +337,16 @@ func (e *evaluation) authorize() *denial {
 	case carriesBody(e.req) && call.Protocol != jsonrpc.ProtocolUnknown && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
 		return &denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest}
+	case r.protocol == jsonrpc.ProtocolA2A && (call.Body || e.req.Method != "POST") && (r.hasRules() || e.p.taskOwnership):
+		// A2A's JSON-RPC binding is a POSTed request, and A2A clients
+		// answer no server request. Any other request an agent serves is
+		// a call of another binding (HTTP+JSON: GET /v1/tasks/{id} is
+		// GetTask, and a body shaped as a JSON-RPC response may carry its
+		// message) or an SDK's own route (GET
+		// /agent/authenticatedExtendedCard), which neither the rules nor
+		// task ownership can see. The agent card was answered as public;
+		// a POST without its body is the case above.
+		return &denial{outcome: Malformed, desc: errNotA2AJSONRPC, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	return nil
 }
