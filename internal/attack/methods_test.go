@@ -1,10 +1,13 @@
 package attack
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
 // Class 3: one meaning per name, for JSON-RPC and HTTP methods. A rule
@@ -333,4 +336,57 @@ func TestMcpHeadersMustMatchTheBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMcpHeadersOfOlderVersions: a route whose proxy sends no body decides
+// on Mcp-Method and Mcp-Name when its upstream checks them against the
+// body. MCP servers do that only for requests of 2026-07-28 or later: the
+// go-sdk skips the check when MCP-Protocol-Version is older or absent, so
+// a client that claims echo there and calls delete_file in the body must
+// be refused by the service, not passed to a server that runs delete_file.
+func TestMcpHeadersOfOlderVersions(t *testing.T) {
+	s := start(t, `routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+`, options{Build: &envoytest.BuildOptions{}})
+	user := token(t, issuerHS, "mallory")
+	lying := func(version string) http.Header {
+		h := bearer(user)
+		h.Set("Mcp-Method", "tools/call")
+		h.Set("Mcp-Name", "echo")
+		if version != "" {
+			h.Set("Mcp-Protocol-Version", version)
+		}
+		return h
+	}
+	deleteBody := toolCall(1, "delete_file", `{"path":"/etc/passwd"}`)
+	for _, version := range []string{"", "2025-06-18", "2025-11-25"} {
+		t.Run("version "+cmp.Or(version, "absent"), func(t *testing.T) {
+			status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", lying(version), deleteBody)
+			if n := s.ran("delete_file"); n != 0 || status != 400 {
+				t.Fatalf("status %d (%s), delete_file ran %d times", status, body, n)
+			}
+		})
+	}
+	t.Run("2026-07-28: the server checks the headers", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+		status, _, resp := s.viaEnvoy(t, http.MethodPost, "/mcp", lying("2026-07-28"), body)
+		if n := s.ran("delete_file"); n != 0 || status != 400 || !strings.Contains(resp, "-32020") {
+			t.Fatalf("status %d (%s), delete_file ran %d times", status, resp, n)
+		}
+	})
+	t.Run("a truthful 2026-07-28 call passes", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		status, _, resp := s.viaEnvoy(t, http.MethodPost, "/mcp", lying("2026-07-28"), body)
+		if status != 200 || s.ran("echo") != 1 {
+			t.Fatalf("status %d (%s), echo ran %d times", status, resp, s.ran("echo"))
+		}
+	})
 }

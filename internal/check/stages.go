@@ -328,10 +328,10 @@ func (e *evaluation) authorize() *denial {
 			}
 			return d
 		}
-		if !call.Body && r.hasRules() && !r.upstreamValidatesMCPHeaders {
+		if desc := r.uncheckedHeaders(call); desc != "" && r.hasRules() {
 			// Mcp-Method and Mcp-Name without the body are the client's
 			// claim: allow on them only when the upstream checks them.
-			return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
+			return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
 		}
 		e.rec.add(o.String(), func() string { return desc })
 	case carriesBody(e.req) && call.Protocol != jsonrpc.ProtocolUnknown && !call.Body && r.hasRules():
@@ -401,7 +401,7 @@ func (e *evaluation) sessionID() *denial { return e.applySessionID() }
 // or asks the user to authorize first (exchange.go).
 func (e *evaluation) exchange() *denial {
 	r := e.route
-	if r.exchange == nil || !r.exchange.needed(&e.call, r.upstreamValidatesMCPHeaders) {
+	if r.exchange == nil || !r.exchange.needed(&e.call, r.uncheckedHeaders(&e.call) == "") {
 		return nil
 	}
 	return e.applyExchange()
