@@ -1,10 +1,13 @@
 package attack
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
 // Class 3: one meaning per name, for JSON-RPC and HTTP methods. A rule
@@ -129,6 +132,64 @@ func TestExtendedCardEverySpelling(t *testing.T) {
 			s.check(t, raw{Path: tc.path, Headers: map[string]string{"authorization": "Bearer " + user}, Body: rpcBody(5, tc.method, "")}).wantDenied(t, 403)
 		})
 	}
+}
+
+// TestA2AOtherBindings: an A2A agent may serve its operations on more
+// than the JSON-RPC binding. A2A's HTTP+JSON binding reads the call from
+// the HTTP method and path (GET /v1/tasks/{id} is GetTask, DELETE
+// /v1/tasks/{id}/pushNotificationConfigs/{c} deletes a push configuration,
+// GET /v1/card and v1.0's GET /extendedAgentCard are GetExtendedAgentCard),
+// and the Python SDK's JSON-RPC server serves the extended card on GET
+// /agent/authenticatedExtendedCard. None carries a JSON-RPC body, so on an
+// a2a route with rules none may pass as "not a call": the rules (tasks/*
+// denied, GetExtendedAgentCard denied) could not see it. The agent card
+// stays public.
+func TestA2AOtherBindings(t *testing.T) {
+	s := start(t, methodRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read", "a2a.write")
+	auth := map[string]string{"authorization": "Bearer " + user}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/a2a/v1/tasks/task-1"},
+		{"GET", "/a2a/v1/tasks/task-1:subscribe"},
+		{"GET", "/a2a/v1/tasks"},
+		{"GET", "/a2a/tasks/task-1"},
+		{"GET", "/a2a/v1/tasks/task-1/pushNotificationConfigs/c1"},
+		{"DELETE", "/a2a/v1/tasks/task-1/pushNotificationConfigs/c1"},
+		{"GET", "/a2a/v1/card"},
+		{"GET", "/a2a/extendedAgentCard"},
+		{"GET", "/a2a/agent/authenticatedExtendedCard"},
+		{"HEAD", "/a2a/v1/tasks/task-1"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			v := s.check(t, raw{Method: tc.method, Path: tc.path, Headers: auth})
+			v.wantDenied(t, 400)
+			if !strings.Contains(v.Body, "JSON-RPC") {
+				t.Fatalf("refusal %q does not say why", v.Body)
+			}
+		})
+	}
+	t.Run("a JSON-RPC response carrying an HTTP+JSON message", func(t *testing.T) {
+		// A2A clients answer no server request; an HTTP+JSON upstream reads
+		// the message member of this body and sends it, past message/*.
+		low := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "mallory", "read")}
+		body := `{"jsonrpc":"2.0","id":7,"result":{},"message":{"role":"user","parts":[{"text":"hi"}],"messageId":"m2"}}`
+		v := s.check(t, raw{Path: "/a2a/v1/message:send", Headers: low, Body: body})
+		v.wantDenied(t, 400)
+		if e := v.rpc(t); string(e.ID) != "7" {
+			t.Fatalf("refusal %s without the id", v.Body)
+		}
+	})
+	t.Run("the agent card stays public", func(t *testing.T) {
+		if v := s.check(t, raw{Method: "GET", Path: "/a2a/.well-known/agent-card.json"}); !v.Allowed {
+			t.Fatalf("agent card: %d %s", v.Status, v.Body)
+		}
+	})
+	t.Run("a JSON-RPC call still passes", func(t *testing.T) {
+		v := s.check(t, raw{Path: "/a2a", Headers: auth, Body: rpcBody(6, "SendMessage", `{"message":{"role":"user","parts":[],"messageId":"m1"}}`)})
+		if !v.Allowed {
+			t.Fatalf("SendMessage: %d %s", v.Status, v.Body)
+		}
+	})
 }
 
 // TestHTTPMethodsCarryingJSONRPC: rules apply to a tools/call body whatever
@@ -275,4 +336,57 @@ func TestMcpHeadersMustMatchTheBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMcpHeadersOfOlderVersions: a route whose proxy sends no body decides
+// on Mcp-Method and Mcp-Name when its upstream checks them against the
+// body. MCP servers do that only for requests of 2026-07-28 or later: the
+// go-sdk skips the check when MCP-Protocol-Version is older or absent, so
+// a client that claims echo there and calls delete_file in the body must
+// be refused by the service, not passed to a server that runs delete_file.
+func TestMcpHeadersOfOlderVersions(t *testing.T) {
+	s := start(t, `routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+`, options{Build: &envoytest.BuildOptions{}})
+	user := token(t, issuerHS, "mallory")
+	lying := func(version string) http.Header {
+		h := bearer(user)
+		h.Set("Mcp-Method", "tools/call")
+		h.Set("Mcp-Name", "echo")
+		if version != "" {
+			h.Set("Mcp-Protocol-Version", version)
+		}
+		return h
+	}
+	deleteBody := toolCall(1, "delete_file", `{"path":"/etc/passwd"}`)
+	for _, version := range []string{"", "2025-06-18", "2025-11-25"} {
+		t.Run("version "+cmp.Or(version, "absent"), func(t *testing.T) {
+			status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", lying(version), deleteBody)
+			if n := s.ran("delete_file"); n != 0 || status != 400 {
+				t.Fatalf("status %d (%s), delete_file ran %d times", status, body, n)
+			}
+		})
+	}
+	t.Run("2026-07-28: the server checks the headers", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"/x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+		status, _, resp := s.viaEnvoy(t, http.MethodPost, "/mcp", lying("2026-07-28"), body)
+		if n := s.ran("delete_file"); n != 0 || status != 400 || !strings.Contains(resp, "-32020") {
+			t.Fatalf("status %d (%s), delete_file ran %d times", status, resp, n)
+		}
+	})
+	t.Run("a truthful 2026-07-28 call passes", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		status, _, resp := s.viaEnvoy(t, http.MethodPost, "/mcp", lying("2026-07-28"), body)
+		if status != 200 || s.ran("echo") != 1 {
+			t.Fatalf("status %d (%s), echo ran %d times", status, resp, s.ran("echo"))
+		}
+	})
 }

@@ -157,6 +157,35 @@ func TestTasksBodyWithheldByAnUpgrade(t *testing.T) {
 	}
 }
 
+// TestTasksOtherA2ABindings: on an A2A route without rules, task ownership
+// still holds for an agent that also serves A2A's HTTP+JSON binding, where
+// the task id is in the path: the service cannot see it, so it refuses.
+func TestTasksOtherA2ABindings(t *testing.T) {
+	s := start(t, `routes:
+  - name: a2a
+    default: true
+    protocol: a2a
+    issuers: [hs]
+    audiences: [`+audience+`]
+`, options{})
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+	const task = "task-of-alice"
+	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
+		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
+	}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/v1/tasks/" + task},
+		{"GET", "/tasks/" + task},
+		{"GET", "/v1/tasks/" + task + ":subscribe"},
+		{"DELETE", "/v1/tasks/" + task + "/pushNotificationConfigs/c1"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			s.check(t, raw{Method: tc.method, Path: tc.path, Headers: bob}).wantDenied(t, 400)
+		})
+	}
+}
+
 // TestTasksFlood: creating tasks never drops another user's binding; a
 // full store refuses new tasks with 503 instead.
 func TestTasksFlood(t *testing.T) {

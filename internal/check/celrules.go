@@ -203,6 +203,11 @@ func (e *evaluation) rulePDP(ru *rule) (authzen.Decision, error) {
 		// it asked for: fail closed, as an expression reading them does.
 		return authzen.Decision{}, errPDPArguments
 	}
+	if len(ru.pdp.arguments) > 0 && in.ArgumentsAmbiguous(ru.pdp.arguments) {
+		// The tool may read another value than the decision point would
+		// be shown: fail closed, as an expression reading it does.
+		return authzen.Decision{}, errPDPArguments
+	}
 	if !e.pol.lineage {
 		// The context always carries the lineage (docs/policies.md).
 		e.pol.lineage = true
@@ -229,8 +234,8 @@ func (e *evaluation) rulePDP(ru *rule) (authzen.Decision, error) {
 }
 
 // errPDPArguments: a rule's decision point asks for arguments the request
-// does not carry whole.
-var errPDPArguments = errors.New("the decision point needs the call's arguments, which the request does not carry whole")
+// does not carry whole, or carries under keys differing only in case.
+var errPDPArguments = errors.New("the decision point needs the call's arguments, which the request does not carry whole and unambiguous")
 
 // policyInput is the request as rule expressions see it, built once per
 // evaluation when a rule first needs it. Lineage is derived only for an

@@ -103,6 +103,11 @@ func TestCELRules(t *testing.T) {
 		{"drop without groups fails closed", nil, celCall("drop_table", `{}`), nil, false, PolicyError},
 		{"PDP allows", nil, celCall("pay_invoice", `{"amount": 50}`), nil, false, Allowed},
 		{"PDP denies", nil, celCall("pay_invoice", `{"amount": 500}`), nil, false, Forbidden},
+		// Go's encoding/json binds AMOUNT to the tool's amount field too,
+		// the last key winning: neither the expression nor the PDP may
+		// decide on either reading.
+		{"the path in another case too", nil, celCall("read_file", `{"path": "/workspace/dev:alice/a.txt", "PATH": "/etc/passwd"}`), nil, false, PolicyError},
+		{"PDP shown the amount in another case too", nil, celCall("pay_invoice", `{"amount": 50, "AMOUNT": 5000000}`), nil, false, PolicyError},
 		{"lineage and headers", nil, celCall("deep_think", `{}`), Headers{"x-tenant": "acme"}, false, Allowed},
 		{"lineage and another tenant", nil, celCall("deep_think", `{}`), Headers{"x-tenant": "other"}, false, Forbidden},
 	}

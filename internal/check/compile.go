@@ -608,10 +608,38 @@ func (r *Route) hasRules() bool { return len(r.rules) > 0 || r.defaultDeny }
 const errUnknownMethod = "the JSON-RPC method is unknown: send the body to the service (Envoy with_request_body, Traefik forwardBody, the nginx njs recipe), " +
 	"or Mcp-Method and Mcp-Name to an upstream that checks them (upstream_validates_mcp_headers)"
 
+// errNotA2AJSONRPC refuses a request on an a2a route that is not a
+// JSON-RPC call.
+const errNotA2AJSONRPC = "this A2A route takes JSON-RPC calls only: other A2A bindings (HTTP+JSON, gRPC) cannot be authorized here"
+
 // errHeadersOnly refuses a call that rules would allow on its Mcp-Method and
 // Mcp-Name headers alone.
 const errHeadersOnly = "the call is named only by its Mcp-Method and Mcp-Name headers, which this route's upstream does not check: " +
 	"send the body to the service (Envoy with_request_body, Traefik forwardBody, the nginx njs recipe) or set upstream_validates_mcp_headers"
+
+// errHeadersOldVersion refuses a call that rules would allow on its
+// Mcp-Method and Mcp-Name headers alone, from a client of a version whose
+// requests the upstream does not check against them.
+const errHeadersOldVersion = "the call is named only by its Mcp-Method and Mcp-Name headers, which MCP servers check against the body only " +
+	"on requests whose MCP-Protocol-Version is " + mcpHeaderVersion + " or later: send that version, or send the body to the service"
+
+// uncheckedHeaders says why the upstream may run another call than the one
+// Mcp-Method and Mcp-Name name, for a call named by them alone: the route
+// does not declare that its upstream checks them, or the request is of a
+// version for which MCP servers do not (the go-sdk checks them only when
+// MCP-Protocol-Version is 2026-07-28 or later, compared as strings like
+// here). "" when the call was read from the body, or the upstream checks.
+func (r *Route) uncheckedHeaders(call *Call) string {
+	switch {
+	case call.Body:
+		return ""
+	case !r.upstreamValidatesMCPHeaders:
+		return errHeadersOnly
+	case call.ProtocolVersion < mcpHeaderVersion:
+		return errHeadersOldVersion
+	}
+	return ""
+}
 
 // Limits are the overload limits of this policy.
 func (p *Policy) Limits() config.Limits { return p.limits }

@@ -211,10 +211,10 @@ func consentKey(r *Route, tool string) string {
 func (e *evaluation) applyExchange() *denial {
 	ctx, r, call, g := e.ctx, e.route, &e.call, e.grant
 	re := r.exchange
-	if len(re.tools) > 0 && e.req.Method == "POST" && !call.Body && !r.upstreamValidatesMCPHeaders {
+	if desc := r.uncheckedHeaders(call); desc != "" && len(re.tools) > 0 && e.req.Method == "POST" {
 		// The tool picks the token and the consent; a tool only claimed
 		// by a header (or unknown) must not get the route's default one.
-		return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
+		return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	target, needsConsent, tool := re.targetFor(call, g, e.req.SourcePrincipal)
 	e.v.ExchangeAudience = strings.Join(target.Audience, " ") // for the audit record

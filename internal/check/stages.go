@@ -328,15 +328,25 @@ func (e *evaluation) authorize() *denial {
 			}
 			return d
 		}
-		if !call.Body && r.hasRules() && !r.upstreamValidatesMCPHeaders {
+		if desc := r.uncheckedHeaders(call); desc != "" && r.hasRules() {
 			// Mcp-Method and Mcp-Name without the body are the client's
 			// claim: allow on them only when the upstream checks them.
-			return &denial{outcome: Malformed, desc: errHeadersOnly, rpcCode: jsonrpc.CodeInvalidRequest}
+			return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
 		}
 		e.rec.add(o.String(), func() string { return desc })
 	case carriesBody(e.req) && call.Protocol != jsonrpc.ProtocolUnknown && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
 		return &denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest}
+	case r.protocol == jsonrpc.ProtocolA2A && (call.Body || e.req.Method != "POST") && (r.hasRules() || e.p.taskOwnership):
+		// A2A's JSON-RPC binding is a POSTed request, and A2A clients
+		// answer no server request. Any other request an agent serves is
+		// a call of another binding (HTTP+JSON: GET /v1/tasks/{id} is
+		// GetTask, and a body shaped as a JSON-RPC response may carry its
+		// message) or an SDK's own route (GET
+		// /agent/authenticatedExtendedCard), which neither the rules nor
+		// task ownership can see. The agent card was answered as public;
+		// a POST without its body is the case above.
+		return &denial{outcome: Malformed, desc: errNotA2AJSONRPC, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	return nil
 }
@@ -391,7 +401,7 @@ func (e *evaluation) sessionID() *denial { return e.applySessionID() }
 // or asks the user to authorize first (exchange.go).
 func (e *evaluation) exchange() *denial {
 	r := e.route
-	if r.exchange == nil || !r.exchange.needed(&e.call, r.upstreamValidatesMCPHeaders) {
+	if r.exchange == nil || !r.exchange.needed(&e.call, r.uncheckedHeaders(&e.call) == "") {
 		return nil
 	}
 	return e.applyExchange()

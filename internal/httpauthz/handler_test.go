@@ -150,7 +150,7 @@ func TestConventions(t *testing.T) {
 			name: "caddy: Mcp-Method and Mcp-Name allow where the upstream checks them",
 			ask: ask{path: "/", header: http.Header{
 				"X-Forwarded-Method": {"POST"}, "X-Forwarded-Uri": {"/validated"}, "X-Forwarded-Host": {"files.example.com"},
-				"Mcp-Method": {"tools/call"}, "Mcp-Name": {"echo"}, "Authorization": {bearer(tok)},
+				"Mcp-Method": {"tools/call"}, "Mcp-Name": {"echo"}, "Mcp-Protocol-Version": {"2026-07-28"}, "Authorization": {bearer(tok)},
 			}},
 			status:  200,
 			headers: map[string]string{"X-User-Id": "alice"},

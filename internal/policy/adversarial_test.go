@@ -39,6 +39,12 @@ func TestWorkspaceAttacks(t *testing.T) {
 		{"no arguments", ``, false, true},
 		{"key differs in case", `{"Path": "/workspace/alice/x"}`, false, true},
 		{"key escaped", `{"p\u0061th": "/workspace/bob/x"}`, false, false},
+		// Go's encoding/json (mcp-go's BindArguments) and .NET's web
+		// defaults bind a struct field to a key in any case, the last one
+		// winning: a key equal to the one read under case folding is
+		// ambiguous, whichever comes first.
+		{"key in another case after it", `{"path": "/workspace/alice/x", "PATH": "/etc/passwd"}`, false, true},
+		{"key in another case before it", `{"Path": "/etc/passwd", "path": "/workspace/alice/x"}`, false, true},
 		{"nested path not read", `{"opts": {"path": "/workspace/alice/x"}, "path": "/etc/passwd"}`, false, false},
 		{"path after a string holding braces and quotes", `{"note": "}\"{\\\"path\\\": \"/workspace/alice/x\"", "path": "/etc/passwd"}`, false, false},
 	}
@@ -50,6 +56,36 @@ func TestWorkspaceAttacks(t *testing.T) {
 				t.Errorf("Eval = %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestKeysInAnotherCase: a member an expression reads, or tests with has,
+// is ambiguous when the object holds a key equal to it only under Unicode
+// case folding (Go's encoding/json binds "Force" and "ſkip" to fields
+// force and skip): the expression fails, so that the rule denies, instead
+// of deciding on a reading the tool does not share.
+func TestKeysInAnotherCase(t *testing.T) {
+	env := newEnv(t, Options{})
+	tests := []struct{ name, expr, args string }{
+		{"has on a key in another case", `has(mcp.arguments.force)`, `{"Force": true}`},
+		{"has next to the exact key", `has(mcp.arguments.force)`, `{"force": false, "FORCE": true}`},
+		{"a long s", `mcp.arguments.skip == false`, `{"skip": false, "\u017fkip": true}`},
+		{"nested", `mcp.arguments.opts.path == "/tmp"`, `{"opts": {"path": "/tmp", "pAth": "/etc"}}`},
+		{"a big object", `mcp.arguments.path == "/tmp"`, `{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"path":"/tmp","PATH":"/etc"}`},
+		{"a big object, only the other case", `has(mcp.arguments.path)`, `{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"PATH":"/etc"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &Input{MCP: MCP{Arguments: tt.args, BodyComplete: true}}
+			if got, err := compile(t, env, tt.expr).Eval(in); err == nil {
+				t.Errorf("Eval = %v, nil; want an error", got)
+			}
+		})
+	}
+	// Control: keys that merely share letters are not ambiguous.
+	in := &Input{MCP: MCP{Arguments: `{"path": "/tmp", "paths": ["/etc"], "pat": 1}`, BodyComplete: true}}
+	if got, err := compile(t, env, `mcp.arguments.path == "/tmp"`).Eval(in); !got || err != nil {
+		t.Errorf("Eval = %v, %v; want true", got, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"reflect"
 	"time"
 
@@ -147,3 +148,22 @@ func (in *Input) Argument(name string) (any, bool) {
 }
 
 var anyType = reflect.TypeFor[any]()
+
+// ArgumentsAmbiguous reports whether the call's arguments hold one of
+// names under another key as well, equal to it only under case folding
+// ("amount" and "AMOUNT"): Argument leaves such a member out, and a tool
+// binding arguments to a struct with Go's encoding/json may read the other
+// key's value, so a decision on it must not be made.
+func (in *Input) ArgumentsAmbiguous(names []string) bool {
+	if !in.MCP.BodyComplete || in.MCP.Arguments == "" {
+		return false
+	}
+	var o jsonObject
+	o.reset(in.MCP.Arguments)
+	for _, name := range names {
+		if v, _ := o.Find(types.String(name)); v != nil && types.IsError(v) && errors.Is(v.(*types.Err), errKeyCase) {
+			return true
+		}
+	}
+	return false
+}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -21,6 +23,11 @@ var ErrNoArguments = errors.New("policy: the call's arguments are not available 
 var (
 	errNotObject = errors.New("policy: not an object of the expected type")
 	errMalformed = errors.New("policy: arguments are not a JSON object")
+	// errKeyCase: the object holds a key equal to the one read only under
+	// case folding. Go's encoding/json (mcp-go's BindArguments) and .NET's
+	// web defaults bind such a key to the same field, the last one
+	// winning, so the tool may read another value than the expression.
+	errKeyCase = errors.New("policy: the arguments hold the key read in another case, which tools may read instead")
 )
 
 // mcpArguments returns the call's arguments as a CEL map that decodes
@@ -64,6 +71,7 @@ type jsonObject struct {
 	members []member
 	small   [smallObject]member
 	byKey   map[string]int // for big objects: key -> index in members
+	folds   map[string]int // for big objects: foldKey(key) -> how many keys
 }
 
 type member struct {
@@ -80,7 +88,7 @@ var (
 // reset points o at raw. The inline array is not cleared: index
 // overwrites every entry it uses.
 func (o *jsonObject) reset(raw string) {
-	o.raw, o.indexed, o.bad, o.members, o.byKey = raw, false, false, nil, nil
+	o.raw, o.indexed, o.bad, o.members, o.byKey, o.folds = raw, false, false, nil, nil, nil
 }
 
 // index scans the top level once; it reports false when the text is not a
@@ -97,13 +105,15 @@ func (o *jsonObject) index() bool {
 	}
 	if len(o.members) > bigObject {
 		o.byKey = make(map[string]int, len(o.members))
+		o.folds = make(map[string]int, len(o.members))
 		for i, m := range o.members {
 			k, ok := decodeKey(m.key)
 			if !ok {
-				o.bad, o.members, o.byKey = true, nil, nil
+				o.bad, o.members, o.byKey, o.folds = true, nil, nil, nil
 				return false
 			}
 			o.byKey[k] = i
+			o.folds[foldKey(k)]++
 		}
 	}
 	return true
@@ -166,18 +176,27 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	if !o.index() {
 		return types.WrapErr(errMalformed), false
 	}
-	at := -1
+	at, folded := -1, false
 	if o.byKey != nil {
 		if i, ok := o.byKey[string(k)]; ok {
 			at = i
 		}
+		n := o.folds[foldKey(string(k))]
+		folded = n > 1 || at < 0 && n > 0
 	} else {
+		// Every key is looked at: one in another case may come before or
+		// after the exact one.
 		for i := range o.members {
-			if keyEquals(o.members[i].key, string(k)) {
+			switch raw := o.members[i].key; {
+			case keyEquals(raw, string(k)):
 				at = i
-				break
+			case foldsOnto(raw, string(k)):
+				folded = true
 			}
 		}
+	}
+	if folded {
+		return types.WrapErr(errKeyCase), false
 	}
 	if at < 0 {
 		return nil, false
@@ -200,6 +219,43 @@ func decodeKey(raw string) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// foldsOnto reports whether a raw JSON string token differs from the
+// decoded key but equals it under Unicode case folding. Folding maps one
+// byte to at most three (K, U+212A, is k), and two ASCII first bytes fold
+// together only as one letter in either case: most keys end there.
+func foldsOnto(rawKey, key string) bool {
+	body := rawKey[1 : len(rawKey)-1]
+	if strings.IndexByte(body, '\\') >= 0 {
+		var ok bool
+		if body, ok = decodeKey(rawKey); !ok {
+			return false
+		}
+	}
+	if len(key) == 0 || len(body) < len(key) || len(body) > 3*len(key) {
+		return false
+	}
+	if c, w := body[0], key[0]; c < utf8.RuneSelf && w < utf8.RuneSelf && c|0x20 != w|0x20 {
+		return false
+	}
+	return body != key && strings.EqualFold(body, key)
+}
+
+// foldKey is s with every rune replaced by the least rune of its case
+// folding orbit: two keys are equal under strings.EqualFold exactly when
+// their fold keys are.
+func foldKey(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 // keyEquals compares a raw JSON string token with a decoded key.
