@@ -1029,14 +1029,7 @@ func TestSharedBeforeLocal(t *testing.T) {
 		// What a refused request would drop at this instant.
 		usable = e.DropOwnSession(o.Subject, o.Session)
 	}}
-	e, err := exchange.New(exchange.Config{
-		TokenEndpoint: sts.TokenURL,
-		Auth:          exchange.ClientAuth{Method: exchange.AuthClientSecretBasic, ClientID: ststest.DefaultClient.ID, ClientSecret: ststest.DefaultClient.Secret},
-	}, exchange.Options{HTTPClient: sts.Client(), Now: c.Now, Shared: shared})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
+	e = sharedExchanger(t, c, sts, shared)
 	if _, err := e.Exchange(context.Background(), subjectToken(t, c, "alice", nil), docsAPI, exchange.Owner{Subject: "alice", Session: "a1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -1046,6 +1039,21 @@ func TestSharedBeforeLocal(t *testing.T) {
 	if n := e.DropOwnSession("alice", "a1"); n != 1 {
 		t.Fatalf("after the exchange the token is not cached locally (dropped %d)", n)
 	}
+}
+
+// sharedExchanger is an exchanger of the default client at sts with
+// shared as its shared tier.
+func sharedExchanger(t *testing.T, c *clock, sts *ststest.Server, shared exchange.SharedTokens) *exchange.Exchanger {
+	t.Helper()
+	e, err := exchange.New(exchange.Config{
+		TokenEndpoint: sts.TokenURL,
+		Auth:          exchange.ClientAuth{Method: exchange.AuthClientSecretBasic, ClientID: ststest.DefaultClient.ID, ClientSecret: ststest.DefaultClient.Secret},
+	}, exchange.Options{HTTPClient: sts.Client(), Now: c.Now, Shared: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
 }
 
 // TestSharedTierKeepsSTSsApart: two configured STSs share the replicas'
@@ -1060,18 +1068,7 @@ func TestSharedTierKeepsSTSsApart(t *testing.T) {
 	lenient := newSTS(t, c, ststest.Options{})
 	strict := newSTS(t, c, ststest.Options{Failures: map[string]ststest.Failure{"docs-api": {Code: "access_denied"}}})
 	shared := &sharedHook{m: map[string][]byte{}, put: func(exchange.Owner) {}}
-	newEx := func(sts *ststest.Server) *exchange.Exchanger {
-		e, err := exchange.New(exchange.Config{
-			TokenEndpoint: sts.TokenURL,
-			Auth:          exchange.ClientAuth{Method: exchange.AuthClientSecretBasic, ClientID: ststest.DefaultClient.ID, ClientSecret: ststest.DefaultClient.Secret},
-		}, exchange.Options{HTTPClient: sts.Client(), Now: c.Now, Shared: shared})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(e.Close)
-		return e
-	}
-	a, b := newEx(lenient), newEx(strict)
+	a, b := sharedExchanger(t, c, lenient, shared), sharedExchanger(t, c, strict, shared)
 	subject := subjectToken(t, c, "alice", nil)
 	owner := exchange.Owner{Subject: "alice", Session: "s1"}
 	if _, err := a.Exchange(context.Background(), subject, docsAPI, owner); err != nil {
