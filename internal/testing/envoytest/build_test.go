@@ -47,6 +47,18 @@ func httpOf(req *authv3.CheckRequest) *authv3.AttributeContext_HttpRequest {
 	return req.GetAttributes().GetRequest().GetHttp()
 }
 
+// wantNothingBuffered: no body fields, and no partial-body header since
+// nothing was buffered.
+func wantNothingBuffered(t *testing.T, h *authv3.AttributeContext_HttpRequest) {
+	t.Helper()
+	if h.GetBody() != "" || h.GetRawBody() != nil || h.GetSize() != 0 {
+		t.Errorf("body %q raw %q size %d", h.GetBody(), h.GetRawBody(), h.GetSize())
+	}
+	if _, ok := h.GetHeaders()[headerPartialBody]; ok {
+		t.Error("partial-body header without buffering")
+	}
+}
+
 func TestBuildCheckRequest(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -235,12 +247,7 @@ func TestBuildCheckRequest(t *testing.T) {
 			opts: BuildOptions{WithBody: true, MaxRequestBytes: 10},
 			check: func(t *testing.T, got *authv3.CheckRequest) {
 				h := httpOf(got)
-				if h.GetBody() != "" || h.GetRawBody() != nil || h.GetSize() != 0 {
-					t.Errorf("body %q raw %q size %d", h.GetBody(), h.GetRawBody(), h.GetSize())
-				}
-				if _, ok := h.GetHeaders()[headerPartialBody]; ok {
-					t.Error("partial-body header without buffering")
-				}
+				wantNothingBuffered(t, h)
 			},
 		},
 		{
@@ -267,12 +274,7 @@ func TestBuildCheckRequest(t *testing.T) {
 			opts: BuildOptions{WithBody: true, MaxRequestBytes: 1024},
 			check: func(t *testing.T, got *authv3.CheckRequest) {
 				h := httpOf(got)
-				if h.GetBody() != "" || h.GetRawBody() != nil || h.GetSize() != 0 {
-					t.Errorf("body %q raw %q size %d", h.GetBody(), h.GetRawBody(), h.GetSize())
-				}
-				if _, ok := h.GetHeaders()[headerPartialBody]; ok {
-					t.Error("partial-body header without buffering")
-				}
+				wantNothingBuffered(t, h)
 				if h.GetHeaders()["upgrade"] != "WebSocket" || h.GetHeaders()["content-length"] != "7" {
 					t.Errorf("upgrade %q content-length %q", h.GetHeaders()["upgrade"], h.GetHeaders()["content-length"])
 				}
