@@ -85,7 +85,15 @@ func (e *evaluation) limitKey(k ratelimit.Kind) ratelimit.Key {
 	case ratelimit.KindSubjectTool:
 		return ratelimit.Key{Value: e.grant.Subject, Tool: e.call.Name}
 	case ratelimit.KindClient:
-		return ratelimit.Key{Value: e.grant.ClientID}
+		// A client id names a client of its issuer: another issuer's token
+		// may carry the same azp, and must not spend this client's budget.
+		// The issuer's subject namespace tells them apart (issuers sharing
+		// one subject space share their clients), and is "" with one
+		// issuer, which keeps the key every release has counted under.
+		if e.grant.ClientID == "" {
+			return ratelimit.Key{}
+		}
+		return ratelimit.Key{Value: e.grant.ClientID, Tool: e.p.ident.namespaces[e.grant.Issuer]}
 	case ratelimit.KindRoot:
 		return ratelimit.Key{Value: e.v.Lineage.Root}
 	case ratelimit.KindPrincipal:

@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/ratelimit"
 	"github.com/extauthz/extauthz/internal/testing/redistest"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // limitedConfig is an MCP route with a per-user limit and a per-user-and-tool
@@ -259,4 +261,44 @@ func newLimitedWith(t *testing.T, clk *clock, l *ratelimit.Limiter) (*Pipeline, 
 		t.Fatal(err)
 	}
 	return pl, nil
+}
+
+// TestRateLimitClientIsPerIssuer: a client id names a client of one
+// issuer; another issuer's token carrying the same azp (a tenant's own
+// identity provider, a partner's) is another client and must not spend its
+// budget. Issuers that share one subject space share their clients too.
+func TestRateLimitClientIsPerIssuer(t *testing.T) {
+	doc := fmt.Sprintf(`
+issuers:
+  - {name: a, issuer: https://a.example.com, algorithms: [HS256], secret: %[1]s}
+  - {name: b, issuer: https://b.example.com, algorithms: [HS256], secret: %[1]s}
+  - {name: a2, issuer: https://a2.example.com, algorithms: [HS256], secret: %[1]s, subject_prefix: "a:"}
+routes:
+  - name: tools
+    default: true
+    protocol: mcp
+    issuers: [a, b, a2]
+    limits: [{key: client, requests: 1, per: 1h}]
+`, secret)
+	clk := newClock()
+	pl := newPipeline(t, doc, Deps{Now: clk.Now}, Options{Now: clk.Now})
+	mint := func(iss, sub string) string {
+		return testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": iss, "sub": sub, "azp": "web",
+			"iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()})
+	}
+	steps := []struct {
+		name, tok string
+		want      Outcome
+	}{
+		{"a's web client", mint("https://a.example.com", "alice"), Allowed},
+		{"b's client named web: another client", mint("https://b.example.com", "mallory"), Allowed},
+		{"a's web client again", mint("https://a.example.com", "carol"), RateLimited},
+		{"b's web client again", mint("https://b.example.com", "mallory"), RateLimited},
+		{"a2 shares a's subjects, so its clients", mint("https://a2.example.com", "dave"), RateLimited},
+	}
+	for i, s := range steps {
+		if v := pl.Check(context.Background(), toolCall(s.tok, i, "search")); v.Outcome != s.want {
+			t.Errorf("%s: %v (%s), want %v", s.name, v.Outcome, v.Description, s.want)
+		}
+	}
 }

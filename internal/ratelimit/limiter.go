@@ -85,8 +85,9 @@ func New(o Options) *Limiter {
 }
 
 // Key is what one request is counted as: the subject, client id, root or
-// principal, and for KindSubjectTool also the tool. Two parts rather than
-// one joined string, so that counting allocates nothing.
+// principal, and for KindSubjectTool also the tool, for KindClient the
+// client's issuer's subject namespace. Two parts rather than one joined
+// string, so that counting allocates nothing.
 type Key struct {
 	Value, Tool string
 }
@@ -136,8 +137,9 @@ func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
 // not once per check.
 //
 // Value and Tool are joined with a NUL, which keeps two keys apart only
-// because a Value with a Tool never holds one: that is a subject, and
-// grants refuse control bytes in a subject. The name stays as every
+// because one part of a key with a Tool never holds one: a subject (grants
+// refuse control bytes in a subject), or a namespace from the
+// configuration. The name stays as every
 // release has made it (TestRedisKeyStable), so that replicas of two
 // releases share their counts.
 func (l *Limiter) redisKey(lim *Limit, key Key) string {
