@@ -23,9 +23,9 @@ type Kind uint8
 const (
 	KindSubject     Kind = iota + 1 // the issuer-qualified user
 	KindSubjectTool                 // the user and the tool (or prompt, resource) called
-	KindClient                      // the token's client id
+	KindClient                      // the token's client id, of its issuer
 	KindRoot                        // the conversation (lineage root)
-	KindPrincipal                   // the caller's mTLS principal, else its address
+	KindPrincipal                   // the caller's mTLS principal (a caller without one is not counted)
 )
 
 var kindNames = [...]string{KindSubject: "subject", KindSubjectTool: "subject_tool", KindClient: "client",
