@@ -322,3 +322,41 @@ func TestStateForwardAuth(t *testing.T) {
 		}
 	}
 }
+
+// twoRoutesYAML is one MCP server behind two routes, as when a path or a
+// host gets its own policy: the server's session ids are the same on both.
+const twoRoutesYAML = `routes:
+  - name: mcp
+    default: true
+    path_prefix: /mcp
+    issuers: [hs, other]
+    audiences: [` + audience + `]
+  - name: tools
+    path_prefix: /tools
+    issuers: [hs, other]
+    audiences: [` + audience + `]
+`
+
+// TestStateSessionAcrossRoutes: a session bound to its owner on one route
+// is the same session of the same server on any other route in front of
+// it, so another user presenting its id there is refused too, not bound
+// anew.
+func TestStateSessionAcrossRoutes(t *testing.T) {
+	s := start(t, twoRoutesYAML, options{Stateful: true})
+	victim, mallory := token(t, issuerHS, "alice"), token(t, issuerHS, "mallory")
+	sid := s.initialize(t, victim)
+
+	before := s.ran("whoami")
+	status, _, body := s.viaEnvoy(t, http.MethodPost, "/tools", inSession(mallory, sid), toolCall(7, "whoami", ""))
+	if status != 403 || s.ran("whoami") != before {
+		t.Fatalf("another user's call in the session on the other route: status %d, body %s; whoami ran %d times", status, body, s.ran("whoami")-before)
+	}
+	if !strings.Contains(body, "session_conflict") {
+		t.Fatalf("403 is not a session conflict: %s", body)
+	}
+	for _, path := range []string{"/mcp", "/tools"} {
+		if status, _, body := s.viaEnvoy(t, http.MethodPost, path, inSession(victim, sid), toolCall(8, "whoami", "")); status != 200 {
+			t.Fatalf("the owner on %s: status %d, body %s", path, status, body)
+		}
+	}
+}

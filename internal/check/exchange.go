@@ -14,7 +14,6 @@ import (
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/secrets"
-	"github.com/extauthz/extauthz/internal/session"
 )
 
 // ConsentTTL is how long a completed authorization counts as consent.
@@ -309,7 +308,7 @@ func (e *evaluation) reauthorize(key string) *denial {
 	switch {
 	case call.Protocol == jsonrpc.ProtocolA2A:
 		d.body = elicit.A2AAuthRequired(call.ID, pending, re.message)
-	case call.ElicitationURL || (call.MCPSession != "" && e.st.sessionElicitsURL(session.Key(r.Name, call.MCPSession))):
+	case call.ElicitationURL || (call.MCPSession != "" && e.st.sessionElicitsURL(bindingKey(r.Name, bindSession, call.MCPSession))):
 		d.body = elicit.URLElicitationError(call.ID, pending, re.message)
 	case call.Method == "tools/call":
 		d.body = elicit.ToolResultAuthRequired(call.ID, pending, re.message)

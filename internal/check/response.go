@@ -284,7 +284,7 @@ func (x *Exchange) Reauthorization(ctx context.Context) ([]byte, bool) {
 		return nil, false
 	}
 	st := view{s: pl.state}
-	elicitURL := call.ElicitationURL || (call.MCPSession != "" && st.sessionElicitsURL(session.Key(r.Name, call.MCPSession)))
+	elicitURL := call.ElicitationURL || (call.MCPSession != "" && st.sessionElicitsURL(bindingKey(r.Name, bindSession, call.MCPSession)))
 	if call.Protocol != jsonrpc.ProtocolA2A && !elicitURL && call.Method != "tools/call" {
 		return nil, false
 	}

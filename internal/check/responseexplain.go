@@ -5,7 +5,6 @@ import (
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
-	"github.com/extauthz/extauthz/internal/session"
 )
 
 // explainResponse adds Explain's account of what the response path
@@ -73,7 +72,7 @@ func (e *evaluation) reauthorizes(call *Call) bool {
 	if call.Protocol == jsonrpc.ProtocolA2A || call.Method == "tools/call" || call.ElicitationURL {
 		return true
 	}
-	return call.MCPSession != "" && e.st.sessionElicitsURL(session.Key(e.route.Name, call.MCPSession))
+	return call.MCPSession != "" && e.st.sessionElicitsURL(bindingKey(e.route.Name, bindSession, call.MCPSession))
 }
 
 // CreatesTask reports whether an answer to method may create a task: MCP

@@ -49,9 +49,12 @@ const (
 	bindTask    = "task"
 )
 
-// bindingKey is the store key of id of kind on route r: MCP sessions keep
-// the key they always had; the others are set apart by a part no header
-// value can hold.
+// bindingKey is the store key of id of kind on route r. An MCP session's
+// is not the route's: one server behind several routes (a path or a host
+// with a policy of its own) knows a session by its id on all of them, so a
+// binding made on one route must hold on the others (MCP session ids are
+// globally unique). A2A contexts and tasks are set apart by a part no
+// header value can hold.
 func bindingKey(route, kind, id string) string {
 	switch kind {
 	case bindContext:
@@ -59,7 +62,7 @@ func bindingKey(route, kind, id string) string {
 	case bindTask:
 		return session.Key(route+"\x00task", id)
 	}
-	return session.Key(route, id)
+	return session.Key("", id)
 }
 
 // bindSession enforces that an MCP session is used only by the user who

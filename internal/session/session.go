@@ -122,7 +122,8 @@ func New(size, perSubject int, idle time.Duration, now func() time.Time) *Store 
 	}
 }
 
-// Key scopes a session id to the route (server) that issued it.
+// Key scopes an id to a space (a route's contexts or tasks; "" for MCP
+// sessions, whose ids are the same on every route in front of one server).
 func Key(route, session string) string { return route + "\x00" + session }
 
 // Bind binds key to subject if it is unbound (or its binding expired) and
