@@ -186,6 +186,53 @@ func TestTasksOtherA2ABindings(t *testing.T) {
 	}
 }
 
+// TestTasksAcrossRoutes: one server behind two routes (a path with a
+// policy of its own) knows a task, and an A2A agent a context, by its id on
+// both. A binding made on one route holds on the other: another user
+// presenting the id there is refused, not bound anew.
+func TestTasksAcrossRoutes(t *testing.T) {
+	s := start(t, `routes:
+  - name: one
+    default: true
+    path_prefix: /one
+    issuers: [hs, other]
+    audiences: [`+audience+`]
+  - name: two
+    path_prefix: /two
+    issuers: [hs, other]
+    audiences: [`+audience+`]
+`, options{})
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+	send := func(id int, contextID string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m%d","contextId":%q}}}`, id, id, contextID)
+	}
+	tests := []struct {
+		name            string
+		first, other    string // alice's request on /one, bob's on /two
+		id, wantRefusal string
+	}{
+		{"an MCP task", taskOp(1, "tasks/get", "taskId", "task-of-alice"), taskOp(2, "tasks/get", "taskId", "task-of-alice"), "2", "task belongs to another user"},
+		{"an A2A task", taskOp(3, "tasks/get", "id", "a2a-task-of-alice"), taskOp(4, "tasks/get", "id", "a2a-task-of-alice"), "4", "task belongs to another user"},
+		{"an A2A context", send(5, "context-of-alice"), send(6, "context-of-alice"), "6", "belongs to another user"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if v := s.check(t, raw{Path: "/one", Headers: alice, Body: tc.first}); !v.Allowed {
+				t.Fatalf("alice on /one: %d %s", v.Status, v.Body)
+			}
+			v := s.check(t, raw{Path: "/two", Headers: bob, Body: tc.other})
+			v.wantDenied(t, 403)
+			if e := v.rpc(t); string(e.ID) != tc.id || !strings.Contains(v.Body, tc.wantRefusal) {
+				t.Fatalf("bob on /two: %s, want id %s and %q", v.Body, tc.id, tc.wantRefusal)
+			}
+			if v := s.check(t, raw{Path: "/two", Headers: alice, Body: tc.other}); !v.Allowed {
+				t.Fatalf("alice on /two: %d %s", v.Status, v.Body)
+			}
+		})
+	}
+}
+
 // TestTasksFlood: creating tasks never drops another user's binding; a
 // full store refuses new tasks with 503 instead.
 func TestTasksFlood(t *testing.T) {

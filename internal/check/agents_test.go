@@ -301,7 +301,7 @@ func TestDelegatedSubAgentJoinsSession(t *testing.T) {
 				t.Fatalf("%v (%s), want %v", v.Outcome, v.Description, tt.want)
 			}
 			if tt.want == Allowed {
-				if b, _ := pl.state.sessions.Lookup(bindingKey("mcp", bindSession, "s-1")); b.Subject != "alice" {
+				if b, _ := pl.state.sessions.Lookup(bindingKey(bindSession, "s-1")); b.Subject != "alice" {
 					t.Fatalf("the session now belongs to %q", b.Subject)
 				}
 				if got, _ := header(v.Set, "x-user-id"); got == "" {
@@ -386,10 +386,10 @@ func TestTaskRulesNameTheTool(t *testing.T) {
 `)
 	ctx := context.Background()
 	alice := mint(jwt.MapClaims{"scope": "files:read", "groups": []any{"audit"}})
-	if !pl.TaskCreated(ctx, "files", "T-del", "alice", "delete_file") || !pl.TaskCreated(ctx, "files", "T-read", "alice", "read_file") {
+	if !pl.TaskCreated(ctx, "T-del", "alice", "delete_file") || !pl.TaskCreated(ctx, "T-read", "alice", "read_file") {
 		t.Fatal("TaskCreated refused")
 	}
-	if pl.TaskCreated(ctx, "files", "T-del", "bob", "read_file") {
+	if pl.TaskCreated(ctx, "T-del", "bob", "read_file") {
 		t.Fatal("bob took over alice's task")
 	}
 	for _, tt := range []struct {
@@ -443,7 +443,7 @@ func TestTaskRulesNameTheToolAcrossReplicas(t *testing.T) {
 	}
 	a, mint := replica()
 	b, _ := replica()
-	if !a.TaskCreated(ctx, "files", "T-del", "alice", "delete_file") {
+	if !a.TaskCreated(ctx, "T-del", "alice", "delete_file") {
 		t.Fatal("TaskCreated refused")
 	}
 	reader := mint(jwt.MapClaims{"scope": "files:read"})

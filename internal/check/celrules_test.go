@@ -428,7 +428,7 @@ func TestRulesSeeTheTaskTool(t *testing.T) {
 `)
 	ctx := t.Context()
 	for id, tool := range map[string]string{"task-rm": "rm", "task-ls": "ls", "task-write": "write"} {
-		if !f.pl.TaskCreated(ctx, "tk", id, "dev:alice", tool) {
+		if !f.pl.TaskCreated(ctx, id, "dev:alice", tool) {
 			t.Fatalf("task %s not bound", id)
 		}
 	}

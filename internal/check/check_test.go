@@ -572,7 +572,7 @@ func TestExplainHasNoSideEffects(t *testing.T) {
 	if v, _ := f.pl.Explain(context.Background(), other); v.Outcome != SessionConflict {
 		t.Fatalf("explain of a hijack: %v", v.Outcome)
 	}
-	if b, _ := f.pl.state.sessions.Lookup(bindingKey("agent", bindSession, "s-1")); b.Subject != "dev:alice" {
+	if b, _ := f.pl.state.sessions.Lookup(bindingKey(bindSession, "s-1")); b.Subject != "dev:alice" {
 		t.Fatal("explain changed the binding")
 	}
 }

@@ -308,7 +308,7 @@ func (e *evaluation) reauthorize(key string) *denial {
 	switch {
 	case call.Protocol == jsonrpc.ProtocolA2A:
 		d.body = elicit.A2AAuthRequired(call.ID, pending, re.message)
-	case call.ElicitationURL || (call.MCPSession != "" && e.st.sessionElicitsURL(bindingKey(r.Name, bindSession, call.MCPSession))):
+	case call.ElicitationURL || (call.MCPSession != "" && e.st.sessionElicitsURL(bindingKey(bindSession, call.MCPSession))):
 		d.body = elicit.URLElicitationError(call.ID, pending, re.message)
 	case call.Method == "tools/call":
 		d.body = elicit.ToolResultAuthRequired(call.ID, pending, re.message)

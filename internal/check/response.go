@@ -284,7 +284,7 @@ func (x *Exchange) Reauthorization(ctx context.Context) ([]byte, bool) {
 		return nil, false
 	}
 	st := view{s: pl.state}
-	elicitURL := call.ElicitationURL || (call.MCPSession != "" && st.sessionElicitsURL(bindingKey(r.Name, bindSession, call.MCPSession)))
+	elicitURL := call.ElicitationURL || (call.MCPSession != "" && st.sessionElicitsURL(bindingKey(bindSession, call.MCPSession)))
 	if call.Protocol != jsonrpc.ProtocolA2A && !elicitURL && call.Method != "tools/call" {
 		return nil, false
 	}
@@ -327,7 +327,7 @@ func (x *Exchange) SessionBorn(ctx context.Context, sid string) bool {
 	if x.Call.Method != "initialize" || sid == "" || len(sid) > maxSessionID {
 		return false
 	}
-	key := bindingKey(r.Name, bindSession, sid)
+	key := bindingKey(bindSession, sid)
 	url := x.Call.ElicitationURL
 	if s.shared != nil {
 		owner, owned, err := s.shared.Bind(ctx, key, g.Subject, s.sessionIdle+s.sessionIdle/2, x.p.perSubject)
@@ -363,7 +363,7 @@ func (x *Exchange) TaskCreatedBy(ctx context.Context, taskID string) bool {
 	if x.Call.Method == "tools/call" {
 		tool = x.Call.Name
 	}
-	return x.pl.state.taskCreated(ctx, bindingKey(x.route.Name, bindTask, taskID), x.grant.Subject, tool, x.p.perSubject)
+	return x.pl.state.taskCreated(ctx, bindingKey(bindTask, taskID), x.grant.Subject, tool, x.p.perSubject)
 }
 
 // sessionUnborn reports whether sid, presented on route r, must be refused
@@ -376,7 +376,7 @@ func (pl *Pipeline) sessionUnborn(ctx context.Context, r *Route, sid string) boo
 		return false
 	}
 	s := pl.state
-	key := bindingKey(r.Name, bindSession, sid)
+	key := bindingKey(bindSession, sid)
 	if _, ok := s.sessions.Lookup(key); ok {
 		return false
 	}

@@ -226,7 +226,7 @@ func TestSessionBorn(t *testing.T) {
 	if pl.sessionUnborn(ctx, r, "s-1") {
 		t.Fatal("a born session is unborn")
 	}
-	if b, _ := pl.state.sessions.Lookup(bindingKey("files", bindSession, "s-1")); b.Subject != "alice" || !b.ElicitationURL {
+	if b, _ := pl.state.sessions.Lookup(bindingKey(bindSession, "s-1")); b.Subject != "alice" || !b.ElicitationURL {
 		t.Fatalf("binding %+v", b)
 	}
 	if exchange("mallory", initialize).SessionBorn(ctx, "s-1") {

@@ -72,7 +72,7 @@ func (e *evaluation) reauthorizes(call *Call) bool {
 	if call.Protocol == jsonrpc.ProtocolA2A || call.Method == "tools/call" || call.ElicitationURL {
 		return true
 	}
-	return call.MCPSession != "" && e.st.sessionElicitsURL(bindingKey(e.route.Name, bindSession, call.MCPSession))
+	return call.MCPSession != "" && e.st.sessionElicitsURL(bindingKey(bindSession, call.MCPSession))
 }
 
 // CreatesTask reports whether an answer to method may create a task: MCP

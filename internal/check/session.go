@@ -49,18 +49,20 @@ const (
 	bindTask    = "task"
 )
 
-// bindingKey is the store key of id of kind on route r. An MCP session's
-// is not the route's: one server behind several routes (a path or a host
-// with a policy of its own) knows a session by its id on all of them, so a
-// binding made on one route must hold on the others (MCP session ids are
-// globally unique). A2A contexts and tasks are set apart by a part no
-// header value can hold.
-func bindingKey(route, kind, id string) string {
+// bindingKey is the store key of id of kind. It is not the route's: one
+// server behind several routes (a path or a host with a policy of its own)
+// knows a session, a task or an A2A context by its id on all of them, so a
+// binding made on one route must hold on the others, or another user
+// would bind the victim's id anew there. The ids are the servers' own,
+// random and globally unique (MCP session ids must be); a client that
+// chooses an A2A context id can only take ids nobody holds. Kinds are set
+// apart by a part no header value can hold.
+func bindingKey(kind, id string) string {
 	switch kind {
 	case bindContext:
-		return session.Key(route+"\x00a2a-context", id)
+		return session.Key("\x00a2a-context", id)
 	case bindTask:
-		return session.Key(route+"\x00task", id)
+		return session.Key("\x00task", id)
 	}
 	return session.Key("", id)
 }
@@ -84,7 +86,7 @@ func (e *evaluation) bindSession(sid string) *denial {
 // anybody else but the delegates sessions.delegates lets join the owner.
 func (e *evaluation) bind(store *session.Store, kind, id string) *denial {
 	r, g := e.route, e.grant
-	key := bindingKey(r.Name, kind, id)
+	key := bindingKey(kind, id)
 	var initKey *cache.Key
 	if kind == bindSession {
 		k := cache.NewKey(r.Name, g.Subject)

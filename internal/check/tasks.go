@@ -148,7 +148,7 @@ func (e *evaluation) recordsTaskTools(r *Route, call *Call) bool {
 // taskTool is the tool the call's task was created for, "" when unknown.
 func (e *evaluation) taskTool(r *Route, call *Call) string {
 	for _, id := range taskIDs(call) {
-		if tool := e.st.taskTool(e.ctx, bindingKey(r.Name, bindTask, id)); tool != "" {
+		if tool := e.st.taskTool(e.ctx, bindingKey(bindTask, id)); tool != "" {
 			return tool
 		}
 	}
@@ -160,8 +160,8 @@ func (e *evaluation) taskTool(r *Route, call *Call) string {
 // response-path filter sees the creating answer. subject is the user as
 // Grant.Subject names it. It reports false when another user already holds
 // the id or the store has no room.
-func (pl *Pipeline) TaskCreated(ctx context.Context, route, taskID, subject, tool string) bool {
-	return pl.state.taskCreated(ctx, bindingKey(route, bindTask, taskID), subject, tool, pl.Policy().perSubject)
+func (pl *Pipeline) TaskCreated(ctx context.Context, taskID, subject, tool string) bool {
+	return pl.state.taskCreated(ctx, bindingKey(bindTask, taskID), subject, tool, pl.Policy().perSubject)
 }
 
 // TaskCount is the number of task bindings held.

@@ -122,9 +122,10 @@ func New(size, perSubject int, idle time.Duration, now func() time.Time) *Store 
 	}
 }
 
-// Key scopes an id to a space (a route's contexts or tasks; "" for MCP
-// sessions, whose ids are the same on every route in front of one server).
-func Key(route, session string) string { return route + "\x00" + session }
+// Key scopes an id to a space: the kind of id it is (MCP sessions, tasks,
+// A2A contexts), never the route, whose server knows the id on every route
+// in front of it.
+func Key(space, id string) string { return space + "\x00" + id }
 
 // Bind binds key to subject if it is unbound (or its binding expired) and
 // reports the owner. When subject owns the session its idle deadline is

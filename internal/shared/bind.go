@@ -89,7 +89,7 @@ return 0
 // Bind binds the session key to subject unless another subject holds it,
 // and reports the owner: owned is true when subject owns the session, and
 // its binding then lasts idle from now. The first binding wins across every
-// replica. key is the caller's session key (session.Key(route, id)); idle
+// replica. key is the caller's binding key (session.Key(space, id)); idle
 // must be positive. perSubject > 0 bounds the bindings one subject holds
 // across every replica: a new binding beyond it pushes out that subject's
 // own least recently used one, never anyone else's (0: no bound, no
