@@ -238,10 +238,6 @@ func TestCanonicalResourceURIs(t *testing.T) {
 		status            int
 	}{
 		{"the canonical URI", "resources/read", `"file:///etc/passwd"`, 403},
-		{"dot segments", "resources/read", `"file:///tmp/../etc/passwd"`, 403},
-		{"encoded dot segments", "resources/read", `"file:///tmp/%2e%2e/etc/passwd"`, 403},
-		{"half-encoded dot segments", "resources/read", `"file:///tmp/.%2E/etc/passwd"`, 403},
-		{"single dot segments", "resources/read", `"file:///./etc/./passwd"`, 403},
 		{"encoded letter", "resources/read", `"file:///%65tc/passwd"`, 403},
 		{"every letter encoded", "resources/read", `"file:///%65%74%63/passwd"`, 403},
 		{"localhost authority", "resources/read", `"file://localhost/etc/passwd"`, 403},
@@ -252,11 +248,20 @@ func TestCanonicalResourceURIs(t *testing.T) {
 		{"four slashes", "resources/read", `"file:////etc/passwd"`, 403},
 		{"five slashes", "resources/read", `"file://///etc/passwd"`, 403},
 		{"inner double slash", "resources/read", `"file:///etc//passwd"`, 403},
-		{"no authority and dot segments", "resources/read", `"file:/tmp/../etc/shadow"`, 403},
-		{"everything at once", "resources/read", `"FILE://LocalHost/tmp/./../%65tc//passwd"`, 403},
-		{"JSON-escaped slash", "resources/read", `"file:\/\/\/tmp\/..\/etc\/passwd"`, 403},
-		{"subscribe with dot segments", "resources/subscribe", `"file:///tmp/../etc/passwd"`, 403},
+		{"everything at once", "resources/read", `"FILE://LocalHost//%65tc//passwd"`, 403},
+		{"JSON-escaped slash", "resources/read", `"file:\/\/\/etc\/passwd"`, 403},
+		{"subscribe with an upper-case scheme", "resources/subscribe", `"FILE:///etc/passwd"`, 403},
 		{"unsubscribe with an encoded letter", "resources/unsubscribe", `"file:///%65tc/passwd"`, 403},
+		{"dot segments through a symbolic link", "resources/read", `"file:///var/run/../etc/shadow"`, 400}, // /var/run is often ../run: the server reads /etc/shadow
+		{"encoded dot segments through a symbolic link", "resources/read", `"file:///var/run/%2e%2E/etc/shadow"`, 400},
+		{"dot segments", "resources/read", `"file:///tmp/../etc/passwd"`, 400},
+		{"encoded dot segments", "resources/read", `"file:///tmp/%2e%2e/etc/passwd"`, 400},
+		{"half-encoded dot segments", "resources/read", `"file:///tmp/.%2E/etc/passwd"`, 400},
+		{"single dot segments", "resources/read", `"file:///./etc/./passwd"`, 400},
+		{"no authority and dot segments", "resources/read", `"file:/tmp/../etc/shadow"`, 400},
+		{"JSON-escaped slash and dot segments", "resources/read", `"file:\/\/\/tmp\/..\/etc\/passwd"`, 400},
+		{"subscribe with dot segments", "resources/subscribe", `"file:///tmp/../etc/passwd"`, 400},
+		{"unsubscribe with dot segments", "resources/unsubscribe", `"file:///etc/x/../../etc/passwd"`, 400},
 		{"dot segments above the root", "resources/read", `"file:///../etc/passwd"`, 400},
 		{"dot segments above the root later", "resources/read", `"file:///tmp/../../etc/passwd"`, 400},
 		{"encoded slash", "resources/read", `"file:///etc%2fpasswd"`, 400},
@@ -305,9 +310,11 @@ func TestCanonicalResourceURIsControl(t *testing.T) {
 	}{
 		{"another directory", user, nil, resourceCall(1, "resources/read", `"file:///tmp/x"`), 200},
 		{"a sibling that only starts like etc", user, nil, resourceCall(2, "resources/read", `"file:///etcetera/x"`), 200},
-		{"a dot segment that stays outside etc", user, nil, resourceCall(3, "resources/read", `"file:///etc/../tmp/x"`), 200},
-		{"an admin reads etc", admin, nil, resourceCall(4, "resources/read", `"file:///tmp/../etc/passwd"`), 200},
-		{"Mcp-Name alone, dot segments", user, map[string]string{"mcp-method": "resources/read", "mcp-name": "file:///tmp/../etc/passwd"}, "", 403},
+		{"a dot segment that stays outside etc is refused all the same", user, nil, resourceCall(3, "resources/read", `"file:///etc/../tmp/x"`), 400},
+		{"an admin reads etc", admin, nil, resourceCall(4, "resources/read", `"file:///%65tc/passwd"`), 200},
+		{"an admin's dot segments are refused too", admin, nil, resourceCall(5, "resources/read", `"file:///tmp/../etc/passwd"`), 400},
+		{"Mcp-Name alone, dot segments", user, map[string]string{"mcp-method": "resources/read", "mcp-name": "file:///tmp/../etc/passwd"}, "", 400},
+		{"Mcp-Name alone, encoded dot segments through a symbolic link", user, map[string]string{"mcp-method": "resources/read", "mcp-name": "file:///var/run/%2e%2e/etc/shadow"}, "", 400},
 		{"Mcp-Name alone, upper-case scheme", user, map[string]string{"mcp-method": "resources/read", "mcp-name": "FILE:///etc/passwd"}, "", 403},
 		{"Mcp-Name alone, no canonical form", user, map[string]string{"mcp-method": "resources/read", "mcp-name": "file:///../etc/passwd"}, "", 400},
 	}
@@ -342,6 +349,7 @@ func TestCanonicalResourceReadEndToEnd(t *testing.T) {
 		"file:///etc/./passwd",
 		"file:///etc//passwd",
 		"file:///tmp/../../etc/passwd",
+		"file:///var/run/../etc/passwd",
 	} {
 		t.Run(uri, func(t *testing.T) {
 			b, _ := json.Marshal(uri)

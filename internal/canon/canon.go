@@ -5,10 +5,11 @@
 //
 // The rule is "decide on what the upstream will act on, or refuse". A form
 // that every mainstream reader resolves the same way is rewritten to its
-// canonical form (host case, percent-encoding hex case, for URIs also dot
-// segments and the file: authority). A form that readers resolve differently
-// (dot segments and encoded slashes in request paths, path parameters,
-// encoded unreserved characters, trailing host dots) is refused: an error
+// canonical form (host case, percent-encoding hex case, for URIs also empty
+// segments, escaped unreserved characters and the file: authority). A form
+// that readers resolve differently (dot segments, in request paths and
+// resource URIs alike, encoded slashes, path parameters, encoded unreserved
+// characters in request paths, trailing host dots) is refused: an error
 // means "no canonical form", and the caller answers 400.
 //
 // The functions return their input unchanged, without allocating, when it
@@ -41,7 +42,6 @@ var (
 	ErrBadUTF8           = errors.New("percent-encodes bytes that are not UTF-8 (overlong or invalid)")
 	ErrEmptySegment      = errors.New("contains an empty path segment (//)")
 	ErrDotSegment        = errors.New("contains dot segments")
-	ErrEscapesRoot       = errors.New("has dot segments that climb above the root")
 	ErrHost              = errors.New("is not a host name or IP literal with an optional port")
 	ErrTrailingDot       = errors.New("ends in a dot")
 	ErrNoScheme          = errors.New("has no scheme")

@@ -21,8 +21,12 @@ import (
 //     decodes twice takes for an escape), encoded control bytes,
 //     invalid escapes and escaped bytes that are not UTF-8 are refused;
 //   - in a hierarchical path, empty segments are collapsed ("////etc" is
-//     "/etc") and dot segments removed ("/tmp/../etc" is "/etc"); a ".."
-//     above the root is refused; an empty http(s) path is "/";
+//     "/etc"); an empty http(s) path is "/";
+//   - a "." or ".." segment, also encoded ("%2e%2E"), is refused: removing
+//     it textually ("/var/run/../etc" is "/var/etc") names another file
+//     than the server opens when a segment before it is a symbolic link
+//     (/var/run is often ../run, and open() reads /etc), and no rule on
+//     the URI can see that;
 //   - control bytes, spaces, backslashes, invalid UTF-8 and a fragment are
 //     refused.
 //
@@ -182,7 +186,7 @@ func uriHost(authority string, glob bool) (string, error) {
 }
 
 // hierarchicalPath decodes escaped unreserved characters, then collapses
-// empty segments and removes dot segments. A trailing slash stays.
+// empty segments and refuses dot segments. A trailing slash stays.
 func hierarchicalPath(p string) (string, error) {
 	var dec strings.Builder
 	if err := writeEscaped(&dec, p); err != nil {
@@ -192,18 +196,11 @@ func hierarchicalPath(p string) (string, error) {
 	out := make([]string, 0, len(segs))
 	trailing := false
 	for i, seg := range segs {
-		last := i == len(segs)-1
 		switch seg {
 		case "":
-			trailing = last
-		case ".":
-			trailing = last
-		case "..":
-			if len(out) == 0 {
-				return "", ErrEscapesRoot
-			}
-			out = out[:len(out)-1]
-			trailing = last
+			trailing = i == len(segs)-1
+		case ".", "..":
+			return "", ErrDotSegment
 		default:
 			out = append(out, seg)
 			trailing = false

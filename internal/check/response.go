@@ -204,7 +204,8 @@ func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
 	case mcpresponse.KindResource:
 		u, err := canon.URI(name)
 		if err != nil {
-			// The client could not read it through us either.
+			// No canonical form (dot segments, say): the client could not
+			// read it through us either.
 			return false
 		}
 		return r.canCall(g, "resources/read", u, nil, now, &x.in) != policy.Denied

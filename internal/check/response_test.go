@@ -172,6 +172,8 @@ func TestKeep(t *testing.T) {
 		{"a denied resource spelled otherwise", admin, mcpresponse.KindResource, "FILE:///secret/%6Bey", false},
 		{"an open resource", reader, mcpresponse.KindResource, "file:///docs/a", true},
 		{"an unreadable resource URI", reader, mcpresponse.KindResource, "not a uri\x00", false},
+		{"a resource URI with dot segments, even inside the open tree", reader, mcpresponse.KindResource, "file:///docs/x/../a", false},
+		{"a resource URI with encoded dot segments", reader, mcpresponse.KindResource, "file:///docs/%2E/a", false},
 		{"a template: the URI decides", reader, mcpresponse.KindResourceTemplate, "file:///secret/{name}", true},
 		{"default deny: a tool no rule allows", closed, mcpresponse.KindTool, "write_file", false},
 		{"default deny: an allowed tool", closed, mcpresponse.KindTool, "read_file", true},

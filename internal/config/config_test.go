@@ -149,6 +149,16 @@ routes: [{name: r, issuers: [a]}]
 			want: []string{"request_body is none"},
 		},
 		{
+			name: "task ownership on an a2a route without the body",
+			doc:  "issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: a2a, request_body: none}]\n",
+			want: []string{"routes[0] (r)", "task_ownership", "request_body is none", "drop request_body", "sessions.task_ownership: false", "protocol: mcp"},
+		},
+		{
+			name: "task ownership on an auto route without the body",
+			doc:  "issuers: [{name: a, secret: s}]\nsessions: {task_ownership: true}\nroutes: [{name: r, issuers: [a], request_body: none}]\n",
+			want: []string{"task_ownership"},
+		},
+		{
 			name: "unknown request_body",
 			doc:  "issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], request_body: partial}]\n",
 			want: []string{"request_body", "partial"},
@@ -170,11 +180,15 @@ routes: [{name: r, issuers: [a]}]
 }
 
 // TestRequestBodyNoneAccepted: without the body, a route may have rules
-// only when its upstream checks Mcp-Method and Mcp-Name.
+// only when its upstream checks Mcp-Method and Mcp-Name, and carry JSON-RPC
+// only when tasks are not bound (or it carries plain HTTP).
 func TestRequestBodyNoneAccepted(t *testing.T) {
 	for _, doc := range []string{
 		"issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: mcp, request_body: none}]\n",
 		"issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: mcp, request_body: none, upstream_validates_mcp_headers: true, rules: [{methods: [tools/call], names: [rm], action: deny}]}]\n",
+		"issuers: [{name: a, secret: s}]\nsessions: {task_ownership: false}\nroutes: [{name: r, issuers: [a], protocol: a2a, request_body: none}]\n",
+		"issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: http, request_body: none}]\n",
+		"issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: a2a, request_body: sent}]\n",
 		"issuers: [{name: a, secret: s}]\nroutes: [{name: r, issuers: [a], protocol: mcp, request_body: sent, rules: [{methods: [tools/call], names: [rm], action: deny}]}]\n",
 	} {
 		if _, err := Parse([]byte(doc)); err != nil {

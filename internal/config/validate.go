@@ -44,6 +44,7 @@ func (f *File) Validate() error {
 	v.routeIssuerKinds(f)
 	v.identityHeaders(f.Identity)
 	v.sessions(f.Sessions)
+	v.routeTasks(f)
 	v.identity(f)
 	v.lineage(f.Lineage, f.Routes)
 	v.redis(f)
@@ -131,6 +132,28 @@ func (v *validator) identityHeaders(id Identity) {
 func (v *validator) sessions(s Sessions) {
 	if s.MaxEntries < 0 || s.IdleTimeout < 0 {
 		v.add("sessions: max_entries and idle_timeout must not be negative")
+	}
+}
+
+// routeTasks refuses task ownership where it cannot work: on a route
+// whose front end withholds the body, a task operation is read only from
+// Mcp-Method, which A2A clients never send. Their tasks would be bound to
+// nobody and served to anybody holding the id, while the operator believes
+// them bound to their creator. An mcp route is only warned about
+// (configcheck): MCP 2026-07-28 clients name their task operations in
+// Mcp-Method, which is then refused without the body.
+func (v *validator) routeTasks(f *File) {
+	if o := f.Sessions.TaskOwnership; o != nil && !*o {
+		return
+	}
+	for i, r := range f.Routes {
+		if r.RequestBody != RequestBodyNone || r.Protocol == plainHTTP || r.Protocol == jsonrpc.ProtocolMCP.String() {
+			continue
+		}
+		v.add("routes[%d] (%s): sessions.task_ownership binds A2A tasks to their creator by reading the task id from the body, but request_body is none "+
+			"and A2A clients send no Mcp-Method, so their tasks would be bound to nobody. "+
+			"Send the body to the service (Envoy http_service with_request_body, Traefik forwardBody, nginx with the njs recipe of docs/forward-auth.md) and drop request_body, "+
+			"set protocol: mcp (or http) if the route carries no A2A, or set sessions.task_ownership: false to leave tasks unbound on every route", i, r.Name)
 	}
 }
 

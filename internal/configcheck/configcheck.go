@@ -81,6 +81,7 @@ func Bytes(ctx context.Context, raw []byte, o Options) Result {
 	c.issuers(f)
 	c.exchanges(f)
 	c.rules(f)
+	c.tasks(f)
 	c.lineage(f)
 	c.redis(f)
 	if o.Online {
@@ -106,6 +107,21 @@ func Bytes(ctx context.Context, raw []byte, o Options) Result {
 	}
 	p.Close()
 	return Result{File: f, Warnings: byLine(c.warnings)}
+}
+
+// tasks warns about mcp routes whose tasks cannot all be bound: without the
+// body, a task operation is known only by Mcp-Method, which MCP clients
+// before 2026-07-28 do not send (config refuses a2a and auto routes).
+func (c *checker) tasks(f *config.File) {
+	if o := f.Sessions.TaskOwnership; o != nil && !*o {
+		return
+	}
+	for i, r := range f.Routes {
+		if r.RequestBody == config.RequestBodyNone && r.Protocol == "mcp" {
+			c.warn(fmt.Sprintf("routes[%d].request_body", i), "is none: sessions.task_ownership binds no task of MCP clients before 2026-07-28, which send no Mcp-Method "+
+				"(later clients' task operations are refused without the body); send the body to the service, or set sessions.task_ownership: false if no task is to be bound")
+		}
+	}
 }
 
 // rules checks the secrets of rules' decision points and warns about rule

@@ -345,6 +345,7 @@ func TestInvalidAndMissingTogether(t *testing.T) {
 func TestRuleWarnings(t *testing.T) {
 	doc := `issuers:
   - {name: dev, secret_env: DEV_SECRET}
+sessions: {task_ownership: false}
 routes:
   - name: headers-only
     issuers: [dev]
@@ -361,10 +362,35 @@ routes:
 `
 	env := map[string]string{"DEV_SECRET": strings.Repeat("s", 32)}
 	r := Bytes(t.Context(), []byte(doc), Options{Getenv: func(k string) string { return env[k] }})
-	if len(r.Warnings) != 1 || !strings.HasPrefix(r.Warnings[0], "line 11: routes[0] (headers-only).rules[0] (workspace).when: reads mcp.arguments") {
+	if len(r.Warnings) != 1 || !strings.HasPrefix(r.Warnings[0], "line 12: routes[0] (headers-only).rules[0] (workspace).when: reads mcp.arguments") {
 		t.Errorf("warnings = %q", r.Warnings)
 	}
 	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "PDP_SECRET") {
 		t.Errorf("problems = %q", r.Problems)
+	}
+}
+
+// TestTaskOwnershipWithoutTheBody: tasks cannot be bound on a route whose
+// front end withholds the body: refused for A2A (auto included), warned
+// about for MCP (clients before 2026-07-28 send no Mcp-Method).
+func TestTaskOwnershipWithoutTheBody(t *testing.T) {
+	env := map[string]string{"DEV_SECRET": strings.Repeat("s", 32)}
+	o := Options{Getenv: func(k string) string { return env[k] }}
+	const head = "issuers:\n  - {name: dev, secret_env: DEV_SECRET}\n"
+	route := func(protocol string) string {
+		return "routes:\n  - name: r\n    issuers: [dev]\n    protocol: " + protocol + "\n    request_body: none\n"
+	}
+	r := Bytes(t.Context(), []byte(head+route("a2a")), o)
+	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "task_ownership") {
+		t.Errorf("a2a: problems = %q", r.Problems)
+	}
+	r = Bytes(t.Context(), []byte(head+route("mcp")), o)
+	if len(r.Problems) != 0 || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "routes[0].request_body: is none: sessions.task_ownership") {
+		t.Errorf("mcp: problems = %q, warnings = %q", r.Problems, r.Warnings)
+	}
+	for _, doc := range []string{head + "sessions: {task_ownership: false}\n" + route("a2a"), head + "sessions: {task_ownership: false}\n" + route("mcp"), head + route("http")} {
+		if r := Bytes(t.Context(), []byte(doc), o); len(r.Problems) != 0 || len(r.Warnings) != 0 {
+			t.Errorf("%s: problems = %q, warnings = %q", doc, r.Problems, r.Warnings)
+		}
 	}
 }
