@@ -4,9 +4,14 @@
 // v1, the Go SDK) can use routes with rules. See nginx-njs-server.conf.
 
 // The headers the service owns: copied from its allow, removed otherwise.
+// Both lineage presets' names are listed. A header name the configuration
+// adds (claim_headers, custom lineage names) goes here too, with its js_var
+// in nginx-njs-server.conf and its proxy_set_header in
+// nginx-njs-upstream.conf.
 var OWNED = [
     'X-User-Id', 'X-Session-Id', 'X-Root-Context-Id', 'X-Parent-Context-Id',
-    'X-Lineage-Depth', 'X-Actor-Chain', 'X-Lineage-Token', 'X-Extauthz-Tools', 'Authorization'
+    'X-Kagent-Root-Context-Id', 'X-Kagent-Parent-Context-Id', 'X-Lineage-Depth',
+    'X-Actor-Chain', 'X-Lineage-Token', 'X-Extauthz-Tools', 'X-Extauthz-Dry-Run', 'Authorization'
 ];
 
 // The headers of a refused check's answer that go to the client.

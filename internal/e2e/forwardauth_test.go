@@ -39,6 +39,7 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("URL elicitation", e.testElicitation)
 			t.Run("a session deleted with 405 stays its owner's", e.testDelete405)
 			t.Run("the signed tools header reaches the server, a client's never", e.testToolsHeader)
+			t.Run("a client's dry-run and kagent lineage headers never reach the server", e.testOwnedHeaders)
 			t.Run("the client's address is the one the proxy saw", e.testClientAddress)
 			t.Run("a request line and a Host naming different hosts never pass", e.testTwoHosts)
 		})
@@ -463,6 +464,49 @@ func (e *feEnv) testToolsHeader(t *testing.T) {
 		}
 		if claims.Subject != "alice" || !slices.Equal(claims.Tools, []string{"whoami", "echo", "delete_file"}) {
 			t.Errorf("%s: sub %q tools %v", tc.path, claims.Subject, claims.Tools)
+		}
+	}
+}
+
+// testOwnedHeaders: every header name the service may own, whatever the
+// configuration, is set from the service's answer or removed: the dry-run
+// decision of a dry-run route, and kagent's lineage names under
+// lineage.preset kagent. A client's forged "allow" on a request the route
+// would deny would otherwise tell the upstream the request was allowed.
+func (e *feEnv) testOwnedHeaders(t *testing.T) {
+	tok := e.token(t, nil) // files:read: /dryrun would deny it
+	forged := http.Header{
+		"X-Extauthz-Dry-Run":                  {"allow"},
+		testpeers.HeaderKagentRootContextID:   {"forged-root"},
+		testpeers.HeaderKagentParentContextID: {"forged-parent"},
+	}
+	ctx := testContext(t)
+	for _, tc := range []struct {
+		path   string
+		dryRun string // the prefix of the service's dry-run header; empty: absent
+	}{{"/dryrun", "would deny: insufficient_scope"}, {"/mcp", ""}} {
+		cs, err := testpeers.NewMCPClient(ctx, e.base+tc.path, testpeers.NewHTTPClient(tok, forged, nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, err := testpeers.WhoAmI(ctx, cs)
+		cs.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, values := range forged {
+			for _, got := range seen.Headers.Values(name) {
+				if slices.Contains(values, got) {
+					t.Errorf("%s: the client's %s reached the server: %q", tc.path, name, got)
+				}
+			}
+		}
+		got := seen.Headers.Values("X-Extauthz-Dry-Run")
+		switch {
+		case tc.dryRun == "" && len(got) != 0:
+			t.Errorf("%s: dry-run header %q, want it absent", tc.path, got)
+		case tc.dryRun != "" && (len(got) != 1 || !strings.HasPrefix(got[0], tc.dryRun)):
+			t.Errorf("%s: dry-run header %q, want the service's one (%s...)", tc.path, got, tc.dryRun)
 		}
 	}
 }

@@ -55,6 +55,7 @@ exchanges:
     token_endpoint: %[3]s
     client_auth: {method: client_secret_basic, client_id: extauthz, client_secret_file: %[4]s}
 lineage:
+  preset: kagent
   signing: {key_file: %[6]s, issuer: https://extauthz.e2e.test}
 routes:
   - name: open
@@ -101,6 +102,12 @@ routes:
     issuers: [e2e]
     request_body: %[5]s
     tools_header: {tools: [whoami, echo, delete_file]}
+  - name: dryrun
+    path_prefix: /dryrun
+    protocol: mcp
+    issuers: [e2e]
+    scopes: [files:write]
+    dry_run: true
 `
 
 // feEnv is the service, an MCP server, a token service and an
