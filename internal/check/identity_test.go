@@ -92,3 +92,78 @@ routes:
 		t.Fatalf("revoking b's alice touched a's: %v (%s)", v.Outcome, v.Description)
 	}
 }
+
+// TestConsentEndsWithRevocation: revoking a user drops the consents she
+// gave, as the shared tier drops them (they are indexed by her): a token
+// issued after the revocation must authorize again before a consent tool.
+func TestConsentEndsWithRevocation(t *testing.T) {
+	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "s"}}})
+	doc := fmt.Sprintf(`
+issuers:
+  - {name: a, issuer: https://a.example.com, algorithms: [HS256], secret: %[1]s}
+exchanges:
+  - {name: sts, token_endpoint: %[2]s, client_auth: {method: client_secret_post, client_id: extauthz, client_secret_env: STS_SECRET}}
+routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [a]
+    exchange:
+      sts: sts
+      audience: [https://backend.example.com]
+      methods: [tools/call]
+      authorize_url: https://idp.example.com/authorize
+      tools: [{names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}]
+`, secret, sts.TokenURL)
+	pl := newPipeline(t, doc, Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }}, Options{})
+	mint := func(iat time.Time) string {
+		return testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": "https://a.example.com", "sub": "alice", "iat": iat.Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+	}
+	call := func(tok string) Verdict {
+		req := agentReq(Headers{"authorization": "Bearer " + tok})
+		req.Body = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"calendar_add"}}`)
+		req.Headers["content-type"] = "application/json"
+		return pl.Check(context.Background(), req)
+	}
+	old := mint(time.Now().Add(-time.Minute))
+	v := call(old)
+	if v.Outcome != AuthorizationRequired {
+		t.Fatalf("before consent: %v (%s)", v.Outcome, v.Description)
+	}
+	var body struct {
+		Result struct {
+			Meta struct {
+				AuthRequired struct {
+					ID  string `json:"elicitation_id"`
+					URL string `json:"url"`
+				} `json:"auth_required"`
+			} `json:"_meta"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(v.Body, &body); err != nil || body.Result.Meta.AuthRequired.ID == "" {
+		t.Fatalf("no elicitation id in %s", v.Body)
+	}
+	u, err := url.Parse(body.Result.Meta.AuthRequired.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pl.CompleteElicitation(context.Background(), body.Result.Meta.AuthRequired.ID, u.Query().Get("state")); err != nil {
+		t.Fatal(err)
+	}
+	if v := call(old); v.Outcome != Allowed {
+		t.Fatalf("after consent: %v (%s)", v.Outcome, v.Description)
+	}
+	user, err := pl.Policy().User("a", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pl.RevokeSubject(context.Background(), user); err != nil {
+		t.Fatal(err)
+	}
+	if v := call(old); v.Outcome != InvalidToken {
+		t.Fatalf("the revoked token: %v", v.Outcome)
+	}
+	if v := call(mint(time.Now().Add(2 * time.Second))); v.Outcome != AuthorizationRequired {
+		t.Fatalf("a token issued after the revocation used the consent given before it: %v (%s)", v.Outcome, v.Description)
+	}
+}

@@ -27,7 +27,9 @@ type state struct {
 	sessions     *session.Store // MCP sessions and A2A contexts
 	tasks        *session.Store // tasks, bound to their creator
 	elicitations *elicit.Store
-	consents     *cache.Cache[bool]
+	// consents hold the user who gave each one, so that revoking the user
+	// drops them (RevokeSubject).
+	consents *cache.Cache[string]
 	// initURL remembers, per route and subject, whether the client's last
 	// initialize declared URL elicitation, for the session it is about to
 	// get (ext_authz never sees the response that names it).
@@ -50,7 +52,7 @@ type state struct {
 }
 
 func newState(p *Policy, o Options) (*state, error) {
-	consents, err := cache.New[bool](max(p.elicitMax, 1), o.Now)
+	consents, err := cache.New[string](max(p.elicitMax, 1), o.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +230,7 @@ func (v view) hasConsent(ctx context.Context, subject, key string) bool {
 	}
 	if _, ok, err := s.shared.GetElicitation(ctx, consentID(subject, key)); err == nil && ok {
 		if !v.readOnly {
-			s.consents.Add(cache.NewKey(subject, key), true, s.now().Add(ConsentTTL))
+			s.consents.Add(cache.NewKey(subject, key), subject, s.now().Add(ConsentTTL))
 		}
 		return true
 	}
@@ -259,7 +261,7 @@ func (s *state) completeElicitation(ctx context.Context, id, st string) (elicit.
 	if err != nil {
 		return elicit.Pending{}, err
 	}
-	s.consents.Add(cache.NewKey(p.Subject, p.Key), true, s.now().Add(ConsentTTL))
+	s.consents.Add(cache.NewKey(p.Subject, p.Key), p.Subject, s.now().Add(ConsentTTL))
 	if s.shared != nil {
 		_ = s.shared.DeleteElicitation(ctx, id)
 		_ = s.shared.PutElicitation(ctx, consentID(p.Subject, p.Key), shared.Owner{Subject: p.Subject, Session: p.Session}, []byte("1"), ConsentTTL)
