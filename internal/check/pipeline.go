@@ -237,8 +237,9 @@ func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {
 		Verdicts:     pl.cache.RemoveFunc(func(g *Grant) bool { return g.Subject == subject }),
 		Elicitations: pl.state.elicitations.DropSubject(subject),
 	}
-	// Her consents go too, as the shared tier drops them with her other
-	// values: a token issued after the revocation authorizes again.
+	// The user's consents go too, as the shared tier drops them with the
+	// user's other values: a token issued after the revocation authorizes
+	// again.
 	pl.state.consents.RemoveFunc(func(s string) bool { return s == subject })
 	for _, ex := range pl.Policy().exchangers {
 		d.ExchangedTokens += ex.DropSubject(subject)
