@@ -19,6 +19,23 @@ var ANSWER_HEADERS = [
     'Content-Type', 'WWW-Authenticate', 'Retry-After', 'Cache-Control', 'Access-Control-Allow-Origin'
 ];
 
+// upstreamCookie is the Cookie header the upstream gets. On a route with
+// credentials.cookie the service takes the credential cookie out: its allow
+// carries the rest of the header in Cookie, or lists "cookie" in
+// X-Envoy-Auth-Headers-To-Remove when the credential was the only cookie.
+// Anywhere else the answer says nothing of cookies and the client's pass as
+// they are.
+function upstreamCookie(r, reply) {
+    var rest = reply.headersOut['Cookie'];
+    if (rest) {
+        return rest;
+    }
+    if (/(^|,)\s*cookie\s*(,|$)/i.test(reply.headersOut['X-Envoy-Auth-Headers-To-Remove'] || '')) {
+        return '';
+    }
+    return r.variables.http_cookie || '';
+}
+
 function variableName(header) {
     return 'extauthz_' + header.toLowerCase().replace(/-/g, '_');
 }
@@ -38,6 +55,7 @@ function authorize(r) {
                 for (var i = 0; i < OWNED.length; i++) {
                     r.variables[variableName(OWNED[i])] = reply.headersOut[OWNED[i]] || '';
                 }
+                r.variables.extauthz_cookie = upstreamCookie(r, reply);
                 r.internalRedirect('@extauthz_upstream');
                 return;
             }

@@ -41,6 +41,7 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("the signed tools header reaches the server, a client's never", e.testToolsHeader)
 			t.Run("a client's dry-run and kagent lineage headers never reach the server", e.testOwnedHeaders)
 			t.Run("the client's address is the one the proxy saw", e.testClientAddress)
+			t.Run("a credential cookie never reaches the server, other cookies do", e.testCredentialCookie)
 			t.Run("a request line and a Host naming different hosts never pass", e.testTwoHosts)
 		})
 	}
@@ -508,5 +509,49 @@ func (e *feEnv) testOwnedHeaders(t *testing.T) {
 		case tc.dryRun != "" && (len(got) != 1 || !strings.HasPrefix(got[0], tc.dryRun)):
 			t.Errorf("%s: dry-run header %q, want the service's one (%s...)", tc.path, got, tc.dryRun)
 		}
+	}
+}
+
+// testCredentialCookie: on a route that reads the token from a cookie, the
+// cookie is taken out of the upstream's Cookie header (the others kept in
+// order, the header removed when it was the only one); on every other route
+// the client's cookies pass untouched, a cookie of that name included.
+func (e *feEnv) testCredentialCookie(t *testing.T) {
+	tok := e.token(t, nil)
+	ctx := testContext(t)
+	for _, tc := range []struct {
+		name   string
+		path   string
+		bearer string   // the Authorization token; none when empty
+		cookie []string // the Cookie header lines
+		want   []string // the cookie names the server must see, in order
+	}{
+		{"the credential among others", "/cookie", "", []string{"theme=dark; at=" + tok + "; lang=en"}, []string{"theme", "lang"}},
+		{"the credential alone", "/cookie", "", []string{"at=" + tok}, nil},
+		{"the credential next to a bearer token", "/cookie", tok, []string{"at=" + tok + "; theme=dark"}, []string{"theme"}},
+		{"the credential in a second Cookie line", "/cookie", "", []string{"theme=dark", "at=" + tok}, []string{"theme"}},
+		// The rest the service answers reads like Caddy's placeholder for
+		// an absent header: the proxy must still apply it.
+		{"a rest that reads like a placeholder", "/cookie", "", []string{"{http.reverse_proxy.header.Cookie}; at=" + tok}, nil},
+		{"no credential cookie sent", "/cookie", tok, []string{"theme=dark; lang=en"}, []string{"theme", "lang"}},
+		{"a route without a credential cookie", "/mcp", tok, []string{"theme=dark; at=opaque"}, []string{"theme", "at"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, err := testpeers.NewMCPClient(ctx, e.base+tc.path, testpeers.NewHTTPClient(tc.bearer, http.Header{"Cookie": tc.cookie}, nil), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen, err := testpeers.WhoAmI(ctx, cs)
+			cs.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(seen.Cookies, tc.want) {
+				t.Errorf("the server saw cookies %q, want %q", seen.Cookies, tc.want)
+			}
+			if got := seen.Headers.Get("X-User-Id"); got != "alice" {
+				t.Errorf("X-User-Id %q, want alice", got)
+			}
+		})
 	}
 }

@@ -45,7 +45,7 @@ var frontEnds = []frontEnd{
 // feConfig: an open MCP route, one needing a scope tokens lack, one with a
 // rule, one exchanging for tool calls, one needing consent for a tool, one
 // allowing only an address the clients do not have, one with the signed
-// tools header.
+// tools header, one reading the token from a cookie.
 // Routes go by path, so that every client can dial 127.0.0.1.
 const feConfig = `
 issuers:
@@ -108,6 +108,11 @@ routes:
     issuers: [e2e]
     scopes: [files:write]
     dry_run: true
+  - name: cookie
+    path_prefix: /cookie
+    protocol: mcp
+    issuers: [e2e]
+    credentials: {cookie: at}
 `
 
 // feEnv is the service, an MCP server, a token service and an

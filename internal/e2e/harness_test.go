@@ -331,6 +331,9 @@ func nginxPreamble(p func(format string, args ...any), dir, module, service stri
 		p("  %s_temp_path %s;", kind, filepath.Join(dir, "tmp", kind))
 	}
 	p("  upstream extauthz { server %s; }", service)
+	if module == "" {
+		p("  include %s;", snippet("nginx-http.conf"))
+	}
 }
 
 // nginxConfig is nginx in front of each upstream by virtual host, asking the
