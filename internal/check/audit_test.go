@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"reflect"
@@ -265,23 +264,7 @@ func TestDecisionIDHeaderOwned(t *testing.T) {
 // state.
 func TestAuditReauthorization(t *testing.T) {
 	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "sts-client-secret"}}})
-	doc := fmt.Sprintf(`
-issuers:
-  - {name: a, issuer: https://a.example.com, algorithms: [HS256], secret: %[1]s}
-exchanges:
-  - {name: sts, token_endpoint: %[2]s, client_auth: {method: client_secret_post, client_id: extauthz, client_secret_env: STS_SECRET}}
-routes:
-  - name: mcp
-    default: true
-    protocol: mcp
-    issuers: [a]
-    exchange:
-      sts: sts
-      audience: [https://backend.example.com]
-      methods: [tools/call]
-      authorize_url: https://idp.example.com/authorize
-      tools: [{names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}]
-`, secret, sts.TokenURL)
+	doc := consentDoc(sts.TokenURL, false)
 	out := &lockedBuffer{}
 	w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 1}, audit.Options{Stdout: out})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/extauthz/extauthz/internal/elicit"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
@@ -17,61 +18,14 @@ import (
 // TestConsentIsPerIssuer: a consent one issuer's alice gave is not the
 // other issuer's alice's, and revoking one leaves the other.
 func TestConsentIsPerIssuer(t *testing.T) {
-	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "s"}}})
-	doc := fmt.Sprintf(`
-issuers:
-  - {name: a, issuer: https://a.example.com, algorithms: [HS256], secret: %[1]s}
-  - {name: b, issuer: https://b.example.com, algorithms: [HS256], secret: %[1]s}
-exchanges:
-  - {name: sts, token_endpoint: %[2]s, client_auth: {method: client_secret_post, client_id: extauthz, client_secret_env: STS_SECRET}}
-routes:
-  - name: mcp
-    default: true
-    protocol: mcp
-    issuers: [a, b]
-    exchange:
-      sts: sts
-      audience: [https://backend.example.com]
-      methods: [tools/call]
-      authorize_url: https://idp.example.com/authorize
-      tools: [{names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}]
-`, secret, sts.TokenURL)
-	pl := newPipeline(t, doc, Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }}, Options{})
+	pl := consentPipeline(t, true)
 	mint := func(iss string) string {
 		return testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": iss, "sub": "alice", "iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(time.Hour).Unix()})
 	}
 	aAlice, bAlice := mint("https://a.example.com"), mint("https://b.example.com")
-	call := func(tok string) Verdict {
-		req := agentReq(Headers{"authorization": "Bearer " + tok})
-		req.Body = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"calendar_add"}}`)
-		req.Headers["content-type"] = "application/json"
-		return pl.Check(context.Background(), req)
-	}
-	v := call(aAlice)
-	if v.Outcome != AuthorizationRequired {
-		t.Fatalf("a's alice before consent: %v (%s)", v.Outcome, v.Description)
-	}
-	var body struct {
-		Result struct {
-			Meta struct {
-				AuthRequired struct {
-					ID  string `json:"elicitation_id"`
-					URL string `json:"url"`
-				} `json:"auth_required"`
-			} `json:"_meta"`
-		} `json:"result"`
-	}
-	if err := json.Unmarshal(v.Body, &body); err != nil || body.Result.Meta.AuthRequired.ID == "" {
-		t.Fatalf("no elicitation id in %s", v.Body)
-	}
-	id := body.Result.Meta.AuthRequired.ID
-	u, err := url.Parse(body.Result.Meta.AuthRequired.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done, err := pl.CompleteElicitation(context.Background(), id, u.Query().Get("state"))
-	if err != nil || done.Subject != "a:alice" {
-		t.Fatalf("completion: %+v %v", done, err)
+	call := func(tok string) Verdict { return callCalendar(pl, tok) }
+	if done := giveConsent(t, pl, call(aAlice)); done.Subject != "a:alice" {
+		t.Fatalf("completion: %+v", done)
 	}
 	if v := call(aAlice); v.Outcome != Allowed {
 		t.Fatalf("a's alice after consent: %v (%s)", v.Outcome, v.Description)
@@ -97,38 +51,79 @@ routes:
 // gave, as the shared tier drops them (they are indexed by her): a token
 // issued after the revocation must authorize again before a consent tool.
 func TestConsentEndsWithRevocation(t *testing.T) {
-	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "s"}}})
-	doc := fmt.Sprintf(`
+	pl := consentPipeline(t, false)
+	mint := func(iat time.Time) string {
+		return testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": "https://a.example.com", "sub": "alice", "iat": iat.Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+	}
+	call := func(tok string) Verdict { return callCalendar(pl, tok) }
+	old := mint(time.Now().Add(-time.Minute))
+	giveConsent(t, pl, call(old))
+	if v := call(old); v.Outcome != Allowed {
+		t.Fatalf("after consent: %v (%s)", v.Outcome, v.Description)
+	}
+	user, err := pl.Policy().User("a", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pl.RevokeSubject(context.Background(), user); err != nil {
+		t.Fatal(err)
+	}
+	if v := call(old); v.Outcome != InvalidToken {
+		t.Fatalf("the revoked token: %v", v.Outcome)
+	}
+	if v := call(mint(time.Now().Add(2 * time.Second))); v.Outcome != AuthorizationRequired {
+		t.Fatalf("a token issued after the revocation used the consent given before it: %v (%s)", v.Outcome, v.Description)
+	}
+}
+
+// consentDoc is a configuration of issuers a (and b when both is set) on
+// one MCP route whose calendar tools need the user's consent, exchanged at
+// the STS at stsURL.
+func consentDoc(stsURL string, both bool) string {
+	issuers, names := "  - {name: a, issuer: https://a.example.com, algorithms: [HS256], secret: %[1]s}\n", "[a]"
+	if both {
+		issuers += "  - {name: b, issuer: https://b.example.com, algorithms: [HS256], secret: %[1]s}\n"
+		names = "[a, b]"
+	}
+	return fmt.Sprintf(`
 issuers:
-  - {name: a, issuer: https://a.example.com, algorithms: [HS256], secret: %[1]s}
-exchanges:
+`+issuers+`exchanges:
   - {name: sts, token_endpoint: %[2]s, client_auth: {method: client_secret_post, client_id: extauthz, client_secret_env: STS_SECRET}}
 routes:
   - name: mcp
     default: true
     protocol: mcp
-    issuers: [a]
+    issuers: `+names+`
     exchange:
       sts: sts
       audience: [https://backend.example.com]
       methods: [tools/call]
       authorize_url: https://idp.example.com/authorize
       tools: [{names: ["calendar_*"], audience: [https://calendar.example.com], consent: true}]
-`, secret, sts.TokenURL)
-	pl := newPipeline(t, doc, Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }}, Options{})
-	mint := func(iat time.Time) string {
-		return testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": "https://a.example.com", "sub": "alice", "iat": iat.Unix(), "exp": time.Now().Add(time.Hour).Unix()})
-	}
-	call := func(tok string) Verdict {
-		req := agentReq(Headers{"authorization": "Bearer " + tok})
-		req.Body = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"calendar_add"}}`)
-		req.Headers["content-type"] = "application/json"
-		return pl.Check(context.Background(), req)
-	}
-	old := mint(time.Now().Add(-time.Minute))
-	v := call(old)
+`, secret, stsURL)
+}
+
+// consentPipeline is a pipeline over consentDoc with its STS.
+func consentPipeline(t *testing.T, both bool) *Pipeline {
+	t.Helper()
+	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "s"}}})
+	return newPipeline(t, consentDoc(sts.TokenURL, both), Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }}, Options{})
+}
+
+// callCalendar is tok's tools/call of calendar_add, a consent tool.
+func callCalendar(pl *Pipeline, tok string) Verdict {
+	req := agentReq(Headers{"authorization": "Bearer " + tok, "content-type": "application/json"})
+	req.Body = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"calendar_add"}}`)
+	return pl.Check(context.Background(), req)
+}
+
+// giveConsent completes the elicitation v (an AuthorizationRequired
+// answer) asks the user for, with the state its URL carries, as the
+// authorization server's callback does.
+func giveConsent(t *testing.T, pl *Pipeline, v Verdict) elicit.Pending {
+	t.Helper()
 	if v.Outcome != AuthorizationRequired {
-		t.Fatalf("before consent: %v (%s)", v.Outcome, v.Description)
+		t.Fatalf("no consent asked for: %v (%s)", v.Outcome, v.Description)
 	}
 	var body struct {
 		Result struct {
@@ -147,23 +142,9 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pl.CompleteElicitation(context.Background(), body.Result.Meta.AuthRequired.ID, u.Query().Get("state")); err != nil {
-		t.Fatal(err)
-	}
-	if v := call(old); v.Outcome != Allowed {
-		t.Fatalf("after consent: %v (%s)", v.Outcome, v.Description)
-	}
-	user, err := pl.Policy().User("a", "alice")
+	done, err := pl.CompleteElicitation(context.Background(), body.Result.Meta.AuthRequired.ID, u.Query().Get("state"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("completion: %v", err)
 	}
-	if _, err := pl.RevokeSubject(context.Background(), user); err != nil {
-		t.Fatal(err)
-	}
-	if v := call(old); v.Outcome != InvalidToken {
-		t.Fatalf("the revoked token: %v", v.Outcome)
-	}
-	if v := call(mint(time.Now().Add(2 * time.Second))); v.Outcome != AuthorizationRequired {
-		t.Fatalf("a token issued after the revocation used the consent given before it: %v (%s)", v.Outcome, v.Description)
-	}
+	return done
 }
