@@ -430,20 +430,11 @@ func (e *feEnv) testDelete405(t *testing.T) {
 func (e *feEnv) testToolsHeader(t *testing.T) {
 	tok := e.token(t, nil)
 	forged := http.Header{"X-Extauthz-Tools": {"forged.tools.token"}}
-	ctx := testContext(t)
 	for _, tc := range []struct {
 		path   string
 		signed bool
 	}{{"/tools", true}, {"/mcp", false}} {
-		cs, err := testpeers.NewMCPClient(ctx, e.base+tc.path, testpeers.NewHTTPClient(tok, forged, nil), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen, err := testpeers.WhoAmI(ctx, cs)
-		cs.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		seen := whoAmIWith(t, e.base+tc.path, tok, forged)
 		values := seen.Headers.Values("X-Extauthz-Tools")
 		if !tc.signed {
 			if len(values) != 0 {
@@ -458,7 +449,7 @@ func (e *feEnv) testToolsHeader(t *testing.T) {
 			Tools []string `json:"tools"`
 			jwt.RegisteredClaims
 		}
-		_, err = jwt.ParseWithClaims(values[0], &claims, func(*jwt.Token) (any, error) { return e.lineageKey, nil },
+		_, err := jwt.ParseWithClaims(values[0], &claims, func(*jwt.Token) (any, error) { return e.lineageKey, nil },
 			jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithAudience("tools"), jwt.WithIssuer("https://extauthz.e2e.test"))
 		if err != nil {
 			t.Fatalf("%s: the tools header does not verify with the lineage key: %v", tc.path, err)
@@ -481,20 +472,11 @@ func (e *feEnv) testOwnedHeaders(t *testing.T) {
 		testpeers.HeaderKagentRootContextID:   {"forged-root"},
 		testpeers.HeaderKagentParentContextID: {"forged-parent"},
 	}
-	ctx := testContext(t)
 	for _, tc := range []struct {
 		path   string
 		dryRun string // the prefix of the service's dry-run header; empty: absent
 	}{{"/dryrun", "would deny: insufficient_scope"}, {"/mcp", ""}} {
-		cs, err := testpeers.NewMCPClient(ctx, e.base+tc.path, testpeers.NewHTTPClient(tok, forged, nil), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen, err := testpeers.WhoAmI(ctx, cs)
-		cs.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		seen := whoAmIWith(t, e.base+tc.path, tok, forged)
 		for name, values := range forged {
 			for _, got := range seen.Headers.Values(name) {
 				if slices.Contains(values, got) {
@@ -554,4 +536,21 @@ func (e *feEnv) testCredentialCookie(t *testing.T) {
 			}
 		})
 	}
+}
+
+// whoAmIWith is what the server saw of one whoami through url by the Go
+// SDK client, with tok and the extra headers.
+func whoAmIWith(t *testing.T, url, tok string, extra http.Header) testpeers.Observation {
+	t.Helper()
+	ctx := testContext(t)
+	cs, err := testpeers.NewMCPClient(ctx, url, testpeers.NewHTTPClient(tok, extra, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	seen, err := testpeers.WhoAmI(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seen
 }
