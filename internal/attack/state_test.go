@@ -1,10 +1,14 @@
 package attack
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -359,4 +363,107 @@ func TestStateSessionAcrossRoutes(t *testing.T) {
 			t.Fatalf("the owner on %s: status %d, body %s", path, status, body)
 		}
 	}
+}
+
+// sharedEventStore wraps the stateless go-sdk server as the TypeScript
+// SDK's StreamableHTTPServerTransport serves with an eventStore and
+// sessionIdGenerator: undefined (1.32): every POST's answer is stored
+// under a fresh stream and sent with its event id, and a GET with
+// Last-Event-ID replays that event's stream after it, whoever asks:
+// validateSession checks nothing without sessions, and replayEventsAfter
+// knows the stream by the event id alone. The go-sdk itself answers such a
+// GET 405 (stateless) or 400 without Mcp-Session-Id (stateful), and keys
+// its event store by session.
+func sharedEventStore(next http.Handler) http.Handler {
+	var (
+		mu      sync.Mutex
+		streams = map[string][]string{} // stream id -> event data, in order
+	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			stream, idx, _ := strings.Cut(r.Header.Get("Last-Event-ID"), "_")
+			n, _ := strconv.Atoi(idx)
+			mu.Lock()
+			events := streams[stream]
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := n + 1; i < len(events); i++ {
+				fmt.Fprintf(w, "id: %s_%d\ndata: %s\n\n", stream, i, events[i])
+			}
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		if r.Method != http.MethodPost || rec.Code != http.StatusOK {
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			return
+		}
+		mu.Lock()
+		stream := fmt.Sprintf("stream-%d", len(streams))
+		streams[stream] = []string{"", strings.TrimSpace(rec.Body.String())} // priming event, answer
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "id: %s_0\ndata: \n\nid: %s_1\ndata: %s\n\n", stream, stream, streams[stream][1])
+	})
+}
+
+// TestStateResumeOthersStream: on a server whose streams are known by
+// their event ids alone, a GET with Last-Event-ID and no Mcp-Session-Id
+// would replay another user's stream. The service cannot bind such a GET
+// to anybody, so on MCP (and auto) routes it is refused.
+func TestStateResumeOthersStream(t *testing.T) {
+	s := start(t, stateYAML, options{Upstream: sharedEventStore})
+	alice, bob := token(t, issuerHS, "alice"), token(t, issuerHS, "bob")
+	status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", bearer(alice), toolCall(1, "whoami", ""))
+	if status != 200 || !strings.Contains(body, "id: stream-0_0") || !strings.Contains(body, "alice") {
+		t.Fatalf("alice's call: status %d, body %s", status, body)
+	}
+
+	h := bearer(bob)
+	h.Set("Last-Event-ID", "stream-0_0")
+	h.Set("Accept", "text/event-stream")
+	status, _, body = s.viaEnvoy(t, http.MethodGet, "/mcp", h, "")
+	if status != 400 || strings.Contains(body, "alice") {
+		t.Fatalf("bob resumes alice's stream: status %d, body %s", status, body)
+	}
+	var e rpcError
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error == nil || !strings.Contains(e.Error.Message, "Last-Event-ID") {
+		t.Fatalf("refusal body %s, want a JSON-RPC error naming Last-Event-ID", body)
+	}
+
+	cases := []struct {
+		name    string
+		routes  string
+		headers map[string]string
+		allowed bool
+	}{
+		{"mcp route", protocolYAML("mcp"), map[string]string{"last-event-id": "stream-0_0"}, false},
+		{"auto route", stateYAML, map[string]string{"last-event-id": "stream-0_0"}, false},
+		{"with the caller's session", stateYAML, map[string]string{"last-event-id": "stream-0_0", "mcp-session-id": "r-1"}, true},
+		{"a GET without Last-Event-ID", stateYAML, nil, true},
+		{"http route", protocolYAML("http"), map[string]string{"last-event-id": "stream-0_0"}, true},
+		{"session binding off", strings.Replace(stateYAML, "audiences:", "mcp: {session_binding: false}\n    audiences:", 1), map[string]string{"last-event-id": "stream-0_0"}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := start(t, c.routes, options{})
+			hs := map[string]string{"authorization": "Bearer " + bob, "accept": "text/event-stream"}
+			maps.Copy(hs, c.headers)
+			v := s.check(t, raw{Method: http.MethodGet, Headers: hs})
+			if v.Allowed != c.allowed {
+				t.Fatalf("allowed %v (%d %s), want %v", v.Allowed, v.Status, v.Body, c.allowed)
+			}
+			if !c.allowed {
+				v.wantDenied(t, 400)
+				v.rpc(t)
+			}
+		})
+	}
+}
+
+// protocolYAML is stateYAML's route declaring protocol p.
+func protocolYAML(p string) string {
+	return strings.Replace(stateYAML, "audiences:", "protocol: "+p+"\n    audiences:", 1)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/session"
 )
 
@@ -65,6 +66,18 @@ func bindingKey(kind, id string) string {
 		return session.Key("\x00task", id)
 	}
 	return session.Key("", id)
+}
+
+// orphanResume refuses, on a route that may front an MCP server, a request
+// resuming a stream (Last-Event-ID) without Mcp-Session-Id. Nothing binds
+// such a stream to its owner: a server without sessions (the TypeScript
+// SDK's transport with an event store and no sessionIdGenerator) replays
+// whichever stream the event id names, to whoever sends it.
+func orphanResume(r *Route, req *Request) *denial {
+	if r.protocol != jsonrpc.ProtocolMCP && r.protocol != jsonrpc.ProtocolUnknown || req.Headers.Get("last-event-id") == "" {
+		return nil
+	}
+	return &denial{outcome: Malformed, desc: "Last-Event-ID needs Mcp-Session-Id: a stream is resumed only inside its session", rpcCode: jsonrpc.CodeInvalidRequest}
 }
 
 // bindSession enforces that an MCP session is used only by the user who

@@ -361,8 +361,11 @@ func (e *evaluation) session() *denial {
 		e.st.rememberInit(cache.NewKey(r.Name, g.Subject), e.call.ElicitationURL)
 	}
 	sid := mcpSessionID(e.req)
-	if sid == "" || !r.sessionBinding {
+	if !r.sessionBinding {
 		return nil
+	}
+	if sid == "" {
+		return orphanResume(r, e.req)
 	}
 	if e.pl.sessionUnborn(e.ctx, r, sid) { // response_path routes bind at birth (response.go)
 		return &denial{outcome: UnknownSession, desc: "unknown session: initialize a new one"}
