@@ -290,3 +290,33 @@ func tamper(tok string) string {
 	parts[1] = string(b)
 	return strings.Join(parts, ".")
 }
+
+// TestSignedLineageAcrossRoutes: a lineage token the service signed on a
+// route that keeps every caller's lineage headers, replayed by the same
+// user on a route that keeps no user's, must not bring the headers' word
+// there as signed truth.
+func TestSignedLineageAcrossRoutes(t *testing.T) {
+	key := writeEd25519(t, t.TempDir())
+	doc := fmt.Sprintf(`
+issuers: [{name: a, secret: %s}]
+lineage: {signing: {key_file: %s, issuer: https://gw.example.com}}
+routes:
+  - {name: open, path_prefix: /open, issuers: [a], lineage: {sign: true, trust: {all: true}}}
+  - {name: strict, path_prefix: /strict, issuers: [a], lineage: {trust: {client_ids: [planner]}}}
+`, secret, key)
+	pl, tok := pipelineFor(t, doc)
+	v1 := pl.Check(context.Background(), &Request{Method: "GET", Path: "/open", Headers: Headers{"authorization": "Bearer " + tok(nil), "x-actor-chain": "planner-agent", "x-root-context-id": "R"}})
+	set1, _ := upstream(v1)
+	signed := set1["x-lineage-token"]
+	if signed == "" || set1["x-actor-chain"] != "planner-agent" {
+		t.Fatalf("open route: %v %v", v1.Outcome, set1)
+	}
+	v2 := pl.Check(context.Background(), &Request{Method: "GET", Path: "/strict", Headers: Headers{"authorization": "Bearer " + tok(nil), "x-lineage-token": signed}})
+	set2, _ := upstream(v2)
+	if v2.Outcome != Allowed {
+		t.Fatalf("strict route: %v %s", v2.Outcome, v2.Description)
+	}
+	if set2["x-actor-chain"] != "" {
+		t.Fatalf("strict route took the open route's header actor chain as signed: %v", set2)
+	}
+}

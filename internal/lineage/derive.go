@@ -85,6 +85,10 @@ type Result struct {
 	// Signed is the signed lineage token to send upstream, if the caller
 	// minted one (Signer.Sign); "" strips the header.
 	Signed string
+	// headerActors says ActorChain is a trusted caller's header, its word
+	// rather than an act claim or a verified token: Sign leaves it out, so
+	// that no hop takes it for signed truth.
+	headerActors bool
 }
 
 // Derive applies the lineage rules to one request.
@@ -139,6 +143,7 @@ func Derive(in Inbound, f Facts, o Options) (Result, error) {
 			if r.ActorChain, err = parseActorList(in.ActorChain); err != nil {
 				return Result{}, err
 			}
+			r.headerActors = len(r.ActorChain) > 0
 		}
 		r.Trusted = true
 	}

@@ -164,7 +164,8 @@ func (s *Signer) Handler() http.Handler {
 }
 
 // Sign mints a token carrying r's lineage for the next hop, with the user and
-// session from the verified token ("" leaves a claim out).
+// session from the verified token ("" leaves a claim out). An actor chain
+// that came from a trusted caller's header is left out (see Derive).
 func (s *Signer) Sign(r *Result, user, session string) (string, error) {
 	if !ValidID(r.Root) || r.Depth < 0 {
 		return "", errors.New("lineage signer: result has no valid root or depth")
@@ -202,7 +203,9 @@ func (s *Signer) Sign(r *Result, user, session string) (string, error) {
 	}
 	p = append(p, `,"depth":`...)
 	p = strconv.AppendInt(p, int64(r.Depth), 10)
-	if len(r.ActorChain) > 0 {
+	// A chain only a header vouches for is not signed: the next hop, maybe
+	// a route trusting nobody's headers, would take it for signed truth.
+	if len(r.ActorChain) > 0 && !r.headerActors {
 		p = append(p, `,"actors":[`...)
 		for i, a := range r.ActorChain {
 			if i > 0 {

@@ -118,6 +118,36 @@ func TestSignOmitsEmptyClaims(t *testing.T) {
 	}
 }
 
+// TestSignLeavesOutHeaderActors: only an act claim or a verified token
+// vouches for an actor chain in a signed token; a trusted caller's header
+// goes upstream as a header only.
+func TestSignLeavesOutHeaderActors(t *testing.T) {
+	s := testSigner(t, newClock(), "gw")
+	for _, tt := range []struct {
+		name       string
+		facts      Facts
+		wantActors bool
+	}{
+		{"header chain", Facts{MCPSessionID: "m"}, false},
+		{"act chain wins over the header", Facts{MCPSessionID: "m", ActChain: []string{"agent-a"}}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Derive(Inbound{ActorChain: "planner-agent"}, tt.facts, Options{Trusted: true})
+			if err != nil || len(r.ActorChain) != 1 {
+				t.Fatalf("Derive() = %+v, %v", r, err)
+			}
+			tok, err := s.Sign(&r, "alice", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
+			if got := strings.Contains(string(payload), `"actors"`); got != tt.wantActors {
+				t.Errorf("payload = %s, want actors: %v", payload, tt.wantActors)
+			}
+		})
+	}
+}
+
 func TestSignRefusesIncompleteResult(t *testing.T) {
 	s := testSigner(t, newClock(), "gw")
 	for name, r := range map[string]Result{
