@@ -416,13 +416,15 @@ func TestTaskRulesNameTheTool(t *testing.T) {
 // through Redis, and with them the tool a task was created for. A task
 // created through one replica and polled through another is still matched
 // under its tool's name: a token without what delete needs gets no result
-// of a delete task from any replica.
+// of a delete task from any replica. The route's response path records
+// task tools (TaskCreated stands for it here).
 func TestTaskRulesNameTheToolAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := t.Context()
 	route := `  - name: files
     hosts: [files.example.com]
     protocol: mcp
+    response_path: true
     issuers: [dex]
     rules:
       - {name: delete needs admin, methods: [tools/call], names: [delete_*], scopes: [files:admin]}
@@ -462,6 +464,13 @@ func TestTaskRulesNameTheToolAcrossReplicas(t *testing.T) {
 	}
 	if v := b.Check(ctx, call("files.example.com", mint(jwt.MapClaims{"sub": "bob", "scope": "files:admin"}), nil, poll)); v.Outcome != Forbidden {
 		t.Errorf("another user on another replica: %v (%s), want forbidden", v.Outcome, v.Description)
+	}
+	// A replica that cannot ask Redis for the task's tool answers 503, as
+	// its binding stage would, not a refusal the client would not retry.
+	c, _ := replica()
+	srv.Kill()
+	if v := c.Check(ctx, call("files.example.com", reader, nil, poll)); v.Outcome != Unavailable {
+		t.Errorf("Redis down: %v (%s), want unavailable", v.Outcome, v.Description)
 	}
 }
 

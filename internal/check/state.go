@@ -185,24 +185,30 @@ func (v view) sessionElicitsURL(key string) bool {
 
 // taskTool is the tool the task under key was created for, "" if unknown.
 // The rules read it before the task's binding is checked (tasks stage):
-// a task this replica holds no binding of is looked up in the shared tier,
-// where the replica that saw it created recorded its tool, and remembered
-// here (unconfirmed: the binding stage still asks the shared tier).
-func (v view) taskTool(ctx context.Context, key string) string {
+// with shared, a task this replica holds no binding of is looked up in the
+// shared tier, where the replica that saw it created recorded its tool,
+// and remembered here (unconfirmed: the binding stage still asks the
+// shared tier). A shared tier that does not answer is an error, as it is
+// to the binding stage, unless it may fail open (redis.fail_open: the tool
+// is then unknown).
+func (v view) taskTool(ctx context.Context, key string, shared bool) (string, error) {
 	s := v.s
-	if b, ok := s.tasks.Lookup(key); ok || s.shared == nil {
-		return b.Tool
+	if b, ok := s.tasks.Lookup(key); ok || !shared || s.shared == nil {
+		return b.Tool, nil
 	}
 	b, found, err := s.shared.Lookup(ctx, key)
-	if err != nil || !found {
-		// Unreachable: the binding stage fails closed, or binds here
-		// alone when configured to (redis.fail_open).
-		return ""
+	switch {
+	case err != nil && s.shared.FailOpen():
+		return "", nil
+	case err != nil:
+		return "", err
+	case !found:
+		return "", nil
 	}
 	if !v.readOnly {
 		s.tasks.Put(key, session.Binding{Subject: b.Subject, Tool: b.Tool})
 	}
-	return b.Tool
+	return b.Tool, nil
 }
 
 // beginElicitation starts a pending elicitation and shares it with the

@@ -106,8 +106,12 @@ func (e *evaluation) bindTasks() *denial {
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
 	op, _ := taskMethod(call.Method)
+	records := op && name == "" && e.recordsTaskTools(r, call)
 	if op && name == "" {
-		tool = e.taskTool(r, call)
+		var err error
+		if tool, err = e.taskTool(call, records); err != nil {
+			return Unavailable, "the session store is unavailable", ""
+		}
 		name = tool
 	}
 	o, desc, scope, by := r.authorizeFor(e, g, call.Method, name)
@@ -118,7 +122,7 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 		if o2, desc2, scope2, _ := r.authorizeFor(e, g, "tools/call", tool); o2 != Allowed {
 			return o2, "the task's tool " + tool + ": " + desc2, scope2
 		}
-	case op && name == "" && e.recordsTaskTools(r, call):
+	case records:
 		for _, m := range [...]string{call.Method, "tools/call"} {
 			if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, m); o2 != Allowed {
 				return o2, "the task's tool is not known, and " + m + " of some tool is refused: " + desc2, scope2
@@ -145,14 +149,18 @@ func (e *evaluation) recordsTaskTools(r *Route, call *Call) bool {
 	return false
 }
 
-// taskTool is the tool the call's task was created for, "" when unknown.
-func (e *evaluation) taskTool(r *Route, call *Call) string {
+// taskTool is the tool the call's task was created for, "" when unknown;
+// shared asks the shared tier for a task this replica holds no binding of
+// (a route that records task tools: another replica may have seen it
+// created).
+func (e *evaluation) taskTool(call *Call, shared bool) (string, error) {
 	for _, id := range taskIDs(call) {
-		if tool := e.st.taskTool(e.ctx, bindingKey(bindTask, id)); tool != "" {
-			return tool
+		tool, err := e.st.taskTool(e.ctx, bindingKey(bindTask, id), shared)
+		if tool != "" || err != nil {
+			return tool, err
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // TaskCreated binds a task to the user who created it, with the tool it
