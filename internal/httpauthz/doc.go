@@ -32,8 +32,8 @@
 // context_extensions: "proxy_pass http://extauthz-http/check?route=files".
 // Caddy's forward_auth keeps the client's query on the check URL unless the
 // URI it sets has one ("rewrite /check?"), so a route parameter is refused
-// (400) when the original request's query has one too: the client could
-// have named it.
+// (400) when the check URL carries the original request's query and that
+// names a route: the client could have chosen it.
 //
 // # Trust
 //

@@ -136,10 +136,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if o.forwarded && r.URL.RawQuery != "" {
-		if route := routeParam(r.URL.RawQuery); route != "" {
-			if hasRouteParam(o.uri) {
-				// Caddy's forward_auth keeps the client's query on the check
-				// URL: this route may be the client's choice, not the proxy's.
+		if route, _ := routeParam(r.URL.RawQuery); route != "" {
+			if clientNamesRoute(r.URL.RawQuery, o.uri) {
+				// This route may be the client's choice, not the proxy's.
 				h.refuse(r.Context(), w, r, "the original request's query names a route: only the proxy's check URL may", trusted)
 				return
 			}

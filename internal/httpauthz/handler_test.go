@@ -441,6 +441,16 @@ func TestConventions(t *testing.T) {
 			body:   "route",
 		},
 		{
+			// nginx sets the check URL itself: a client's own route
+			// parameter is its business, and the proxy's route decides.
+			name: "nginx: the proxy's route stands when the client's query names another",
+			opts: Options{Convention: Nginx},
+			ask: ask{path: "/check?route=files", header: http.Header{"X-Original-Uri": {"/elsewhere?route=agent"}, "X-Forwarded-Host": {"other.example.com"},
+				"Authorization": {bearer(noScope)}}},
+			status: 403,
+			body:   "insufficient_scope",
+		},
+		{
 			name: "the proxy's route stands when the client's query names none",
 			opts: Options{Convention: Nginx},
 			ask: ask{path: "/check?route=files", header: http.Header{"X-Original-Uri": {"/elsewhere?x=1"}, "X-Forwarded-Host": {"other.example.com"},

@@ -432,37 +432,36 @@ func isToken(s string) bool {
 // routeParam returns the "route" query parameter of the authorization
 // request's own URL (forward-auth only: e.g. nginx
 // "proxy_pass http://extauthz/check?route=files"), like Envoy's
-// context_extensions.
-func routeParam(rawQuery string) string {
+// context_extensions, and whether the query has one ("" when its value is
+// not valid percent-encoding).
+func routeParam(rawQuery string) (string, bool) {
 	for rawQuery != "" {
 		var kv string
 		kv, rawQuery, _ = strings.Cut(rawQuery, "&")
 		if v, ok := strings.CutPrefix(kv, "route="); ok {
-			if u, err := url.QueryUnescape(v); err == nil {
-				return u
+			u, err := url.QueryUnescape(v)
+			if err != nil {
+				return "", true
 			}
-			return ""
+			return u, true
 		}
 	}
-	return ""
+	return "", false
 }
 
-// hasRouteParam reports whether the query of uri has a "route" parameter,
-// however routeParam would read it: a proxy that copies the client's query
-// to the check URL (Caddy forward_auth) would let the client name the route.
-func hasRouteParam(uri string) bool {
-	_, q, ok := strings.Cut(uri, "?")
+// clientNamesRoute reports whether the route parameter of the check URL's
+// query may be the client's: the original request's query names a route
+// and the check URL carries that query (Caddy's forward_auth keeps the
+// client's query on the check URL unless its check URI sets one). A proxy
+// that sets the check URL itself (nginx proxy_pass .../check?route=files)
+// names its route whatever the client's query says.
+func clientNamesRoute(checkQuery, originalURI string) bool {
+	_, q, ok := strings.Cut(originalURI, "?")
 	if !ok {
 		return false
 	}
-	for q != "" {
-		var kv string
-		kv, q, _ = strings.Cut(q, "&")
-		if strings.HasPrefix(kv, "route=") {
-			return true
-		}
-	}
-	return false
+	_, named := routeParam(q)
+	return named && strings.Contains(checkQuery, q)
 }
 
 // headerMap converts the request headers to the pipeline's form: lower-case

@@ -124,7 +124,7 @@ func TestRouteParam(t *testing.T) {
 		"":                     "",
 	}
 	for in, want := range tests {
-		if got := routeParam(in); got != want {
+		if got, _ := routeParam(in); got != want {
 			t.Errorf("routeParam(%q) = %q, want %q", in, got, want)
 		}
 	}
