@@ -152,10 +152,8 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	}
 
 	c.Protocol = classify(r, &c, parsed, req.Method)
-	if c.Protocol == jsonrpc.ProtocolUnknown && h.Get("last-event-id") != "" {
-		// A GET resuming an MCP stream without Mcp-Session-Id: the session
-		// stage refuses it, in JSON-RPC's shape.
-		c.Protocol = jsonrpc.ProtocolMCP
+	if c.Protocol == jsonrpc.ProtocolUnknown && resumesOutsideSession(r, req) {
+		c.Protocol = jsonrpc.ProtocolMCP // the session stage's refusal, in JSON-RPC's shape
 	}
 	if c.Protocol == jsonrpc.ProtocolUnknown && jsonBody {
 		// A body that may be JSON-RPC and that we were not given whole: its

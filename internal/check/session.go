@@ -68,17 +68,19 @@ func bindingKey(kind, id string) string {
 	return session.Key("", id)
 }
 
-// orphanResume refuses, on a route that may front an MCP server, a request
-// resuming a stream (Last-Event-ID) without Mcp-Session-Id. Nothing binds
-// such a stream to its owner: a server without sessions (the TypeScript
-// SDK's transport with an event store and no sessionIdGenerator) replays
-// whichever stream the event id names, to whoever sends it.
-func orphanResume(r *Route, req *Request) *denial {
-	if r.protocol != jsonrpc.ProtocolMCP && r.protocol != jsonrpc.ProtocolUnknown || req.Headers.Get("last-event-id") == "" {
-		return nil
-	}
-	return &denial{outcome: Malformed, desc: "Last-Event-ID needs Mcp-Session-Id: a stream is resumed only inside its session", rpcCode: jsonrpc.CodeInvalidRequest}
+// resumesOutsideSession reports whether req resumes a stream
+// (Last-Event-ID) without Mcp-Session-Id on a route that binds sessions and
+// may front an MCP server. Nothing binds such a stream to its owner: a
+// server without sessions (the TypeScript SDK's transport with an event
+// store and no sessionIdGenerator) replays whichever stream the event id
+// names, to whoever sends it. The session stage refuses it (errOrphanResume),
+// in JSON-RPC's shape (readCall).
+func resumesOutsideSession(r *Route, req *Request) bool {
+	return r.sessionBinding && (r.protocol == jsonrpc.ProtocolMCP || r.protocol == jsonrpc.ProtocolUnknown) &&
+		req.Headers.Get("last-event-id") != "" && mcpSessionID(req) == ""
 }
+
+const errOrphanResume = "Last-Event-ID needs Mcp-Session-Id: a stream is resumed only inside its session"
 
 // bindSession enforces that an MCP session is used only by the user who
 // first used it (or a delegate of theirs). Its owner's DELETE ends it.

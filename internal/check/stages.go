@@ -365,7 +365,10 @@ func (e *evaluation) session() *denial {
 		return nil
 	}
 	if sid == "" {
-		return orphanResume(r, e.req)
+		if resumesOutsideSession(r, e.req) {
+			return &denial{outcome: Malformed, desc: errOrphanResume, rpcCode: jsonrpc.CodeInvalidRequest}
+		}
+		return nil
 	}
 	if e.pl.sessionUnborn(e.ctx, r, sid) { // response_path routes bind at birth (response.go)
 		return &denial{outcome: UnknownSession, desc: "unknown session: initialize a new one"}
