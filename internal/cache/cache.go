@@ -46,8 +46,7 @@ func NewKey(parts ...string) Key {
 	if n <= len(buf) {
 		b := buf[:0]
 		for _, p := range parts {
-			b = binary.AppendUvarint(b, uint64(len(p)))
-			b = append(b, p...)
+			b = AppendPart(b, p)
 		}
 		return sha256.Sum256(b)
 	}
@@ -60,6 +59,13 @@ func NewKey(parts ...string) Key {
 	var k Key
 	h.Sum(k[:0])
 	return k
+}
+
+// AppendPart appends s to b as NewKey frames a part, after its length: for
+// a key hashed from a buffer of the caller's own.
+func AppendPart(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // Stats is a snapshot of a cache's counters.

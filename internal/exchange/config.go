@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/oauthclient"
 )
 
@@ -226,7 +227,7 @@ type compiled struct {
 	endpoint *url.URL // nil when discovered
 	issuer   string
 	// sts names the STS and what it is asked for (endpoint, issuer,
-	// client, token types) in cache keys: the shared tier is one for
+	// client, token types) in cache keys, as their digest: the shared tier is one for
 	// every configured STS, and a token one of them issued must never
 	// stand for one another would have refused, issued for another client
 	// or of another type.
@@ -265,11 +266,8 @@ func compile(c Config) (compiled, error) {
 		// The token goes upstream as a bearer token: only these two are that.
 		errs = append(errs, fmt.Errorf("exchange: requested token type %q is not usable as a bearer token (access_token, jwt)", cc.RequestedTokenType))
 	}
-	var sts []byte
-	for _, v := range []string{cc.TokenEndpoint, cc.issuer, cc.Auth.ClientID, cc.SubjectTokenType, cc.RequestedTokenType, cc.ActorTokenType} {
-		sts = appendPart(sts, v)
-	}
-	cc.sts = string(sts)
+	sts := cache.NewKey(cc.TokenEndpoint, cc.issuer, cc.Auth.ClientID, cc.SubjectTokenType, cc.RequestedTokenType, cc.ActorTokenType)
+	cc.sts = string(sts[:])
 	positive(&cc.Timeout, DefaultTimeout)
 	positive(&cc.Budget, cc.Timeout)
 	if cc.MaxWaiting == 0 {

@@ -494,18 +494,18 @@ const maxPooledKey = 64 << 10
 func cacheKey(sts, subject string, t Target, session, actor string) cache.Key {
 	bp := keyBuf.Get().(*[]byte)
 	b := (*bp)[:0]
-	b = appendPart(b, sts)
-	b = appendPart(b, subject)
-	b = appendPart(b, session)
-	b = appendPart(b, actor)
-	b = appendPart(b, t.Scope)
+	b = cache.AppendPart(b, sts)
+	b = cache.AppendPart(b, subject)
+	b = cache.AppendPart(b, session)
+	b = cache.AppendPart(b, actor)
+	b = cache.AppendPart(b, t.Scope)
 	b = binary.AppendUvarint(b, uint64(len(t.Audience)))
 	for _, a := range t.Audience {
-		b = appendPart(b, a)
+		b = cache.AppendPart(b, a)
 	}
 	b = binary.AppendUvarint(b, uint64(len(t.Resource)))
 	for _, r := range t.Resource {
-		b = appendPart(b, r)
+		b = cache.AppendPart(b, r)
 	}
 	k := sha256.Sum256(b)
 	clear(b) // the subject token must not linger in pooled memory
@@ -514,11 +514,6 @@ func cacheKey(sts, subject string, t Target, session, actor string) cache.Key {
 		keyBuf.Put(bp)
 	}
 	return k
-}
-
-func appendPart(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
 }
 
 // clampRetry rounds a wait up to whole seconds (Retry-After's unit) within
