@@ -212,7 +212,7 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		close:       func() {},
 		retire:      func() {},
 	}
-	p.taskOwnership = f.Sessions.TaskOwnership == nil || *f.Sessions.TaskOwnership
+	p.taskOwnership = f.Sessions.OwnsTasks()
 	if err := p.compileSessionSources(f.Identity); err != nil {
 		return nil, err
 	}

@@ -297,6 +297,10 @@ type Sessions struct {
 	TaskOwnership *bool `yaml:"task_ownership"`
 }
 
+// OwnsTasks reports whether tasks are bound to their creator
+// (TaskOwnership, on when unset).
+func (s Sessions) OwnsTasks() bool { return s.TaskOwnership == nil || *s.TaskOwnership }
+
 // SessionDelegate names callers that may join the session of the user
 // their token acts for.
 type SessionDelegate struct {

@@ -143,7 +143,7 @@ func (v *validator) sessions(s Sessions) {
 // (configcheck): MCP 2026-07-28 clients name their task operations in
 // Mcp-Method, which is then refused without the body.
 func (v *validator) routeTasks(f *File) {
-	if o := f.Sessions.TaskOwnership; o != nil && !*o {
+	if !f.Sessions.OwnsTasks() {
 		return
 	}
 	for i, r := range f.Routes {

@@ -113,7 +113,7 @@ func Bytes(ctx context.Context, raw []byte, o Options) Result {
 // body, a task operation is known only by Mcp-Method, which MCP clients
 // before 2026-07-28 do not send (config refuses a2a and auto routes).
 func (c *checker) tasks(f *config.File) {
-	if o := f.Sessions.TaskOwnership; o != nil && !*o {
+	if !f.Sessions.OwnsTasks() {
 		return
 	}
 	for i, r := range f.Routes {
