@@ -260,3 +260,22 @@ func TestMalformedArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldKey: two keys have one fold key exactly when strings.EqualFold
+// says they are equal, over every pair of a set of runes whose orbits hold
+// ASCII and other letters alike (K, k and the Kelvin sign; S, s and the long
+// s; Greek sigma's three forms).
+func TestFoldKey(t *testing.T) {
+	runes := []rune{'a', 'A', 'k', 'K', '\u212a', 's', 'S', '\u017f', '\u03c3', '\u03a3', '\u03c2', '\u00e9', '\u00c9', '1', '_', '-', 'z', 'Z', '\u00df', '\u1e9e'}
+	for _, a := range runes {
+		for _, b := range runes {
+			x, y := "id_"+string(a), "id_"+string(b)
+			if got, want := foldKey(x) == foldKey(y), strings.EqualFold(x, y); got != want {
+				t.Errorf("%q, %q: same fold key %v, EqualFold %v", x, y, got, want)
+			}
+		}
+	}
+	if s := "path_2"; foldKey(s) != s {
+		t.Errorf("foldKey(%q) = %q, want it unchanged", s, foldKey(s))
+	}
+}

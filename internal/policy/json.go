@@ -242,20 +242,41 @@ func foldsOnto(rawKey, key string) bool {
 	return body != key && strings.EqualFold(body, key)
 }
 
-// foldKey is s with every rune replaced by the least rune of its case
-// folding orbit: two keys are equal under strings.EqualFold exactly when
-// their fold keys are.
+// foldKey is s with every rune replaced by one chosen member of its case
+// folding orbit (foldRune): two keys are equal under strings.EqualFold
+// exactly when their fold keys are. A key of ASCII without upper-case
+// letters, nearly every argument name, is its own fold key and is not
+// copied.
 func foldKey(s string) string {
+	folded := true
+	for i := 0; i < len(s) && folded; i++ {
+		folded = s[i] < utf8.RuneSelf && !('A' <= s[i] && s[i] <= 'Z')
+	}
+	if folded {
+		return s
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for _, r := range s {
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		b.WriteRune(least)
+		b.WriteRune(foldRune(r))
 	}
 	return b.String()
+}
+
+// foldRune is the member of r's case folding orbit standing for all of it:
+// the ASCII lower-case letter when the orbit has one (k for K, k and the
+// Kelvin sign), else its least rune.
+func foldRune(r rune) rune {
+	least := r
+	for f := r; ; {
+		if 'a' <= f && f <= 'z' {
+			return f
+		}
+		least = min(least, f)
+		if f = unicode.SimpleFold(f); f == r {
+			return least
+		}
+	}
 }
 
 // keyEquals compares a raw JSON string token with a decoded key.
