@@ -312,8 +312,12 @@ func TestRotation(t *testing.T) {
 	current.Store(&old)
 	var done atomic.Bool
 	var failures, lookups atomic.Int64
+	// finished counts each client's completed lookups: once it has grown
+	// past what it was when the clients moved to the next key, the lookup
+	// that client had in flight with the old key is over.
+	var finished [8]atomic.Int64
 	var wg sync.WaitGroup
-	for range 8 {
+	for w := range finished {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -322,6 +326,7 @@ func TestRotation(t *testing.T) {
 					failures.Add(1)
 				}
 				lookups.Add(1)
+				finished[w].Add(1)
 			}
 		}()
 	}
@@ -334,9 +339,16 @@ func TestRotation(t *testing.T) {
 	poll()
 	current.Store(&next)
 	// Clients that read the old key before the switch finish their lookup
-	// before the old key goes: wait for lookups to move on.
-	for n := lookups.Load(); lookups.Load() < n+100; {
-		time.Sleep(time.Millisecond)
+	// before the old key goes: wait until every client has finished one more.
+	var before [len(finished)]int64
+	for w := range finished {
+		before[w] = finished[w].Load()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for w := range finished {
+		for finished[w].Load() <= before[w] && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	writeFile(t, path, "keys:\n"+entry("next", next))
 	poll()
