@@ -274,6 +274,30 @@ func TestCheck(t *testing.T) {
 			remove: []string{"x-session-id", "authorization"},
 		},
 		{
+			name: "comma inside one group is never two groups",
+			req: func(t *testing.T) *Request {
+				return filesReq(f.rs(t, jwt.MapClaims{"groups": []any{"eng,admins"}}))
+			},
+			want: InvalidToken,
+			desc: "claim groups cannot be carried in a header",
+		},
+		{
+			name: "space around a claim is never trimmed into another value",
+			req: func(t *testing.T) *Request {
+				return filesReq(f.rs(t, jwt.MapClaims{"email": " bob@example.com"}))
+			},
+			want: InvalidToken,
+			desc: "claim email starts or ends with a space",
+		},
+		{
+			name: "space around one group is never trimmed into another group",
+			req: func(t *testing.T) *Request {
+				return filesReq(f.rs(t, jwt.MapClaims{"groups": []any{"eng", " admins"}}))
+			},
+			want: InvalidToken,
+			desc: "claim groups cannot be carried in a header",
+		},
+		{
 			name: "wrong audience",
 			req: func(t *testing.T) *Request {
 				return filesReq(f.rs(t, jwt.MapClaims{"aud": "https://other.example.com"}))
