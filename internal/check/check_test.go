@@ -198,6 +198,14 @@ func TestCheck(t *testing.T) {
 			desc: "control characters",
 		},
 		{
+			name: "space after sub is never trimmed into another user",
+			req: func(t *testing.T) *Request {
+				return agentReq(bearer(f.hs(t, jwt.MapClaims{"sub": "alice "})))
+			},
+			want: InvalidToken,
+			desc: "starts or ends with a space",
+		},
+		{
 			name: "NUL in session",
 			req:  func(t *testing.T) *Request { return agentReq(bearer(f.hs(t, jwt.MapClaims{"session_id": "a\x00b"}))) },
 			want: InvalidToken,
