@@ -198,6 +198,14 @@ func TestCheck(t *testing.T) {
 			desc: "control characters",
 		},
 		{
+			name: "space after sub is never trimmed into another user",
+			req: func(t *testing.T) *Request {
+				return agentReq(bearer(f.hs(t, jwt.MapClaims{"sub": "alice "})))
+			},
+			want: InvalidToken,
+			desc: "starts or ends with a space",
+		},
+		{
 			name: "NUL in session",
 			req:  func(t *testing.T) *Request { return agentReq(bearer(f.hs(t, jwt.MapClaims{"session_id": "a\x00b"}))) },
 			want: InvalidToken,
@@ -272,6 +280,30 @@ func TestCheck(t *testing.T) {
 			want:   Allowed,
 			set:    map[string]string{"x-user-id": "corp:bob", "x-user-email": "bob@example.com", "x-user-groups": "eng,admins"},
 			remove: []string{"x-session-id", "authorization"},
+		},
+		{
+			name: "comma inside one group is never two groups",
+			req: func(t *testing.T) *Request {
+				return filesReq(f.rs(t, jwt.MapClaims{"groups": []any{"eng,admins"}}))
+			},
+			want: InvalidToken,
+			desc: "claim groups cannot be carried in a header",
+		},
+		{
+			name: "space around a claim is never trimmed into another value",
+			req: func(t *testing.T) *Request {
+				return filesReq(f.rs(t, jwt.MapClaims{"email": " bob@example.com"}))
+			},
+			want: InvalidToken,
+			desc: "claim email starts or ends with a space",
+		},
+		{
+			name: "space around one group is never trimmed into another group",
+			req: func(t *testing.T) *Request {
+				return filesReq(f.rs(t, jwt.MapClaims{"groups": []any{"eng", " admins"}}))
+			},
+			want: InvalidToken,
+			desc: "claim groups cannot be carried in a header",
 		},
 		{
 			name: "wrong audience",

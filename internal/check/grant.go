@@ -346,8 +346,10 @@ func (d *grantDraft) release() {
 
 // claimValue renders a claim as a header value: strings, numbers and
 // booleans as they are, arrays of those joined with ",". A value that could
-// smuggle header syntax (control bytes) or is too long is refused: the
-// caller denies the request rather than drop or mangle an identity.
+// smuggle header syntax (control bytes), that the upstream would read as
+// another value (HTTP trims the spaces around a field value: " bob" reaches
+// it as "bob") or is too long is refused: the caller denies the request
+// rather than drop or mangle an identity.
 func (p *Policy) claimValue(claims *jwtauth.Claims, name string) (string, bool, error) {
 	s, ok := claims.ClaimString(name) // nearly always a string: no boxing
 	if !ok {
@@ -364,11 +366,17 @@ func (p *Policy) claimValue(claims *jwtauth.Claims, name string) (string, bool, 
 			return "", false, &claimError{fmt.Sprintf("claim %s contains control characters", name)}
 		}
 	}
+	if s != "" && (s[0] == ' ' || s[len(s)-1] == ' ') {
+		return "", false, &claimError{fmt.Sprintf("claim %s starts or ends with a space", name)}
+	}
 	return s, true, nil
 }
 
 // nonStringClaimValue renders a claim that is not a string: numbers and
-// booleans as they are, arrays of scalars joined with ",".
+// booleans as they are, arrays of scalars joined with ",". An element
+// holding "," or spaced at either end is refused: an upstream that splits
+// the list (and trims each part, as HTTP lists are read) would read
+// ["eng,admins"] or [" admins"] as the group admins.
 func (p *Policy) nonStringClaimValue(claims *jwtauth.Claims, name string) (string, bool, error) {
 	raw, ok := claims.Claim(name)
 	if !ok || raw == nil {
@@ -380,7 +388,7 @@ func (p *Policy) nonStringClaimValue(claims *jwtauth.Claims, name string) (strin
 		parts := make([]string, 0, len(v))
 		for _, e := range v {
 			es, ok := scalar(e)
-			if !ok {
+			if !ok || strings.Contains(es, ",") || es != "" && (es[0] == ' ' || es[len(es)-1] == ' ') {
 				return "", false, &claimError{fmt.Sprintf("claim %s cannot be carried in a header", name)}
 			}
 			parts = append(parts, es)
