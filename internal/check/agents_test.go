@@ -138,6 +138,31 @@ func TestSessionSources(t *testing.T) {
 	}
 }
 
+// TestSessionHeaderValue: a value the session header cannot carry as it
+// is names no session: control bytes, and spaces at either end, which HTTP
+// trims into another session's id.
+func TestSessionHeaderValue(t *testing.T) {
+	p := compileDoc(t, `issuers: [{name: dev, algorithms: [HS256], secret: `+secret+`}]
+routes: [{name: r, default: true, issuers: [dev]}]
+`, Deps{})
+	for _, tt := range []struct {
+		in string
+		ok bool
+	}{
+		{"ctx-1", true},
+		{"a b", true},
+		{" ctx-1", false},
+		{"ctx-1 ", false},
+		{"ctx\t1", false},
+		{"ctx\r\n1", false},
+		{"", false},
+	} {
+		if _, ok := p.sessionHeaderValue(tt.in); ok != tt.ok {
+			t.Errorf("sessionHeaderValue(%q) ok = %v, want %v", tt.in, ok, tt.ok)
+		}
+	}
+}
+
 // TestSessionSourcesOnlyAfterBinding: a request id names the session only
 // for the user it is bound to; anybody else is refused, never named.
 func TestSessionSourcesOnlyAfterBinding(t *testing.T) {

@@ -65,9 +65,11 @@ func (p *Policy) compileSessionSources(id config.Identity) error {
 }
 
 // sessionHeaderValue is v as the session header carries it (safe_values
-// applied), or false when it cannot be one.
+// applied), or false when it cannot be one: control bytes, too long, or
+// spaced at either end, which HTTP trims (" ctx" would reach the upstream
+// as another session's "ctx").
 func (p *Policy) sessionHeaderValue(v string) (string, bool) {
-	if v == "" || len(v) > p.identity.MaxHeaderValue {
+	if v == "" || len(v) > p.identity.MaxHeaderValue || v[0] == ' ' || v[len(v)-1] == ' ' {
 		return "", false
 	}
 	for i := 0; i < len(v); i++ {
