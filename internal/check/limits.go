@@ -59,7 +59,7 @@ func (e *evaluation) countAll(ls []ratelimit.Limit) *denial {
 
 func (e *evaluation) count(l *ratelimit.Limit) *denial {
 	key := e.limitKey(l.Kind)
-	if key.Value == "" || (l.Kind == ratelimit.KindSubjectTool && key.Tool == "") {
+	if key.Value == "" || (l.Kind == ratelimit.KindSubjectTool && key.Qualifier == "") {
 		return nil
 	}
 	if e.st.readOnly {
@@ -83,7 +83,7 @@ func (e *evaluation) limitKey(k ratelimit.Kind) ratelimit.Key {
 	case ratelimit.KindSubject:
 		return ratelimit.Key{Value: e.grant.Subject}
 	case ratelimit.KindSubjectTool:
-		return ratelimit.Key{Value: e.grant.Subject, Tool: e.call.Name}
+		return ratelimit.Key{Value: e.grant.Subject, Qualifier: e.call.Name}
 	case ratelimit.KindClient:
 		// A client id names a client of its issuer: another issuer's token
 		// may carry the same azp, and must not spend this client's budget.
@@ -93,7 +93,7 @@ func (e *evaluation) limitKey(k ratelimit.Kind) ratelimit.Key {
 		if e.grant.ClientID == "" {
 			return ratelimit.Key{}
 		}
-		return ratelimit.Key{Value: e.grant.ClientID, Tool: e.p.ident.namespaces[e.grant.Issuer]}
+		return ratelimit.Key{Value: e.grant.ClientID, Qualifier: e.p.ident.namespaces[e.grant.Issuer]}
 	case ratelimit.KindRoot:
 		return ratelimit.Key{Value: e.v.Lineage.Root}
 	case ratelimit.KindPrincipal:

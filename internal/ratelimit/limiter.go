@@ -84,12 +84,12 @@ func New(o Options) *Limiter {
 	return l
 }
 
-// Key is what one request is counted as: the subject, client id, root or
-// principal, and for KindSubjectTool also the tool, for KindClient the
-// client's issuer's subject namespace. Two parts rather than one joined
-// string, so that counting allocates nothing.
+// Key is what one request is counted as: Value is the subject, client id,
+// root or principal; Qualifier narrows it, the tool for KindSubjectTool and
+// the client's issuer's subject namespace for KindClient. Two parts rather
+// than one joined string, so that counting allocates nothing.
 type Key struct {
-	Value, Tool string
+	Value, Qualifier string
 }
 
 // Allow decides one request of key against lim. It never fails: without a usable Redis the local bucket
@@ -136,15 +136,15 @@ func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
 // user names. It runs once per local bucket (the bucket keeps the name),
 // not once per check.
 //
-// Value and Tool are joined with a NUL, which keeps two keys apart only
-// because one part of a key with a Tool never holds one: a subject (grants
+// Value and Qualifier are joined with a NUL, which keeps two keys apart only
+// because one part of a key with a Qualifier never holds one: a subject (grants
 // refuse control bytes in a subject), or a namespace from the
 // configuration. The name stays as every
 // release has made it (TestRedisKeyStable), so that replicas of two
 // releases share their counts.
 func (l *Limiter) redisKey(lim *Limit, key Key) string {
 	var buf [256]byte
-	in := append(append(append(buf[:0], key.Value...), 0), key.Tool...)
+	in := append(append(append(buf[:0], key.Value...), 0), key.Qualifier...)
 	sum := sha256.Sum256(in)
 	var hexed [32]byte
 	hex.Encode(hexed[:], sum[:16])

@@ -80,27 +80,27 @@ func TestBurst(t *testing.T) {
 	lim := Limit{ID: "r/0", Kind: KindSubjectTool, Requests: 10, Per: time.Second, Burst: 5}
 	got := 0
 	for range 50 {
-		if l.Allow(context.Background(), &lim, Key{Value: "alice", Tool: "search"}).Allowed {
+		if l.Allow(context.Background(), &lim, Key{Value: "alice", Qualifier: "search"}).Allowed {
 			got++
 		}
 	}
 	if got != 5 {
 		t.Errorf("burst allowed %d, want 5", got)
 	}
-	d := l.Allow(context.Background(), &lim, Key{Value: "alice", Tool: "search"})
+	d := l.Allow(context.Background(), &lim, Key{Value: "alice", Qualifier: "search"})
 	if d.Allowed || d.RetryAfter != 100*time.Millisecond {
 		t.Errorf("denial %+v, want retry after 100ms", d)
 	}
 	c.Add(100 * time.Millisecond)
-	if !l.Allow(context.Background(), &lim, Key{Value: "alice", Tool: "search"}).Allowed {
+	if !l.Allow(context.Background(), &lim, Key{Value: "alice", Qualifier: "search"}).Allowed {
 		t.Error("no request allowed one interval later")
 	}
-	if !l.Allow(context.Background(), &lim, Key{Value: "bob", Tool: "search"}).Allowed {
+	if !l.Allow(context.Background(), &lim, Key{Value: "bob", Qualifier: "search"}).Allowed {
 		t.Error("another key shares alice's bucket")
 	}
 	other := lim
 	other.ID = "r/1"
-	if !l.Allow(context.Background(), &other, Key{Value: "alice", Tool: "search"}).Allowed {
+	if !l.Allow(context.Background(), &other, Key{Value: "alice", Qualifier: "search"}).Allowed {
 		t.Error("another limit shares the bucket")
 	}
 }
@@ -141,7 +141,7 @@ func TestLongToolNamesHoldNoMemory(t *testing.T) {
 	before := heapInUse()
 	for i := range 2 * keys {
 		tool := fmt.Sprintf("%d-%s", i, strings.Repeat("x", nameLen))
-		l.Allow(context.Background(), &lim, Key{Value: "iss|mallory", Tool: tool})
+		l.Allow(context.Background(), &lim, Key{Value: "iss|mallory", Qualifier: tool})
 	}
 	grown := int64(heapInUse()) - int64(before)
 	// Holding the names would take keys×nameLen = 10 MB; a bucket is
@@ -192,10 +192,10 @@ func TestRestedKeysForgotten(t *testing.T) {
 func TestKeyPartsApart(t *testing.T) {
 	l := New(Options{})
 	lim := Limit{ID: "r/0", Kind: KindSubjectTool, Requests: 1, Per: time.Hour}
-	if !l.Allow(context.Background(), &lim, Key{Value: "iss|a", Tool: "bc"}).Allowed {
+	if !l.Allow(context.Background(), &lim, Key{Value: "iss|a", Qualifier: "bc"}).Allowed {
 		t.Fatal("first call denied")
 	}
-	if !l.Allow(context.Background(), &lim, Key{Value: "iss|ab", Tool: "c"}).Allowed {
+	if !l.Allow(context.Background(), &lim, Key{Value: "iss|ab", Qualifier: "c"}).Allowed {
 		t.Error("another subject's call shared the first one's bucket")
 	}
 }
@@ -205,7 +205,7 @@ func TestKeyPartsApart(t *testing.T) {
 func TestRedisKeyStable(t *testing.T) {
 	l := New(Options{})
 	lim := Limit{ID: "tools/limits[0]", Kind: KindSubjectTool}
-	got := l.redisKey(&lim, Key{Value: "iss|alice", Tool: "search"})
+	got := l.redisKey(&lim, Key{Value: "iss|alice", Qualifier: "search"})
 	// sha256("iss|alice\x00search"), its first 16 bytes in hex.
 	if want := "extauthz:ratelimit:tools/limits[0]:5313f33687809cff6f02f95ea0ddf16c"; got != want {
 		t.Errorf("redisKey = %q, want %q", got, want)
@@ -421,7 +421,7 @@ func BenchmarkAllowLocalTool(b *testing.B) {
 	lim := Limit{ID: "tools/limits[0]", Kind: KindSubjectTool, Requests: 1 << 30, Per: time.Second}
 	b.ReportAllocs()
 	for b.Loop() {
-		l.Allow(context.Background(), &lim, Key{Value: "issuer|alice", Tool: "search_documents"})
+		l.Allow(context.Background(), &lim, Key{Value: "issuer|alice", Qualifier: "search_documents"})
 	}
 }
 
@@ -437,7 +437,7 @@ func BenchmarkAllowLocalFreshTools(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		l.Allow(context.Background(), &lim, Key{Value: "issuer|alice", Tool: names[i%len(names)]})
+		l.Allow(context.Background(), &lim, Key{Value: "issuer|alice", Qualifier: names[i%len(names)]})
 		i++
 	}
 }
@@ -448,7 +448,7 @@ func BenchmarkRedisKey(b *testing.B) {
 	lim := Limit{ID: "tools/limits[0]", Kind: KindSubjectTool, Requests: 1, Per: time.Second}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = l.redisKey(&lim, Key{Value: "https://issuer.example|alice", Tool: "search_documents"})
+		_ = l.redisKey(&lim, Key{Value: "https://issuer.example|alice", Qualifier: "search_documents"})
 	}
 }
 
@@ -457,7 +457,7 @@ func BenchmarkRedisKey(b *testing.B) {
 func BenchmarkCountNamed(b *testing.B) {
 	l := New(Options{})
 	lim := Limit{ID: "tools/limits[0]", Kind: KindSubjectTool, Requests: 1 << 30, Per: time.Second}
-	key := Key{Value: "https://issuer.example|alice", Tool: "search_documents"}
+	key := Key{Value: "https://issuer.example|alice", Qualifier: "search_documents"}
 	b.ReportAllocs()
 	for b.Loop() {
 		l.local.take(&lim, key, 1, l.name)
