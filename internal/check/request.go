@@ -31,8 +31,15 @@ type Request struct {
 	// PeerAddr is the address the check came from on the HTTP front end
 	// (the proxy asking): an X-Forwarded-Client-Cert is believed only from
 	// the addresses a peer issuer trusts. Zero on ext_authz.
-	PeerAddr  netip.Addr
-	RequestID string
+	PeerAddr netip.Addr
+	// ClientCert is the SHA-256 of the client's TLS certificate (DER),
+	// base64url without padding as RFC 8705's x5t#S256 spells it, when
+	// the front end knows it: Envoy's source.certificate, or a trusted
+	// proxy's X-Forwarded-Client-Cert. A certificate-bound token is
+	// accepted only from a request presenting its certificate; "" presents
+	// none.
+	ClientCert string
+	RequestID  string
 }
 
 // Headers are the request headers with lower-case names; repeated headers
