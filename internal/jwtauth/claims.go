@@ -337,7 +337,7 @@ func readObject(r *objectReader, doc []byte, members []member, known *foldSet, f
 }
 
 // readClaims are the claims the verifier and the pipeline read by name.
-var readClaims = newFoldSet("iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act")
+var readClaims = newFoldSet("iss", "sub", "aud", "exp", "nbf", "iat", "jti", "azp", "client_id", "scope", "scp", "act", "cnf")
 
 // foldSet is a list of names foldsTo compares with and, by a name's first
 // byte, the ones it may fold to: those whose first rune folds to a rune
@@ -407,7 +407,7 @@ func (pc *payloadClaims) set(name, v []byte) bool {
 		pc.nbf = v
 	case "iat":
 		pc.iat = v
-	case "azp", "client_id", "scope", "scp", "act":
+	case "azp", "client_id", "scope", "scp", "act", "cnf":
 	default:
 		return false
 	}

@@ -126,7 +126,10 @@ func (s *scratch) bytesOf(str string) []byte {
 // reads; nil when absent.
 type joseHeader struct {
 	alg, kid, typ []byte
-	crit          bool
+	// jwk is the key a proof carries (VerifyProof); an access token's is
+	// never read: its keys are its issuer's.
+	jwk  []byte
+	crit bool
 }
 
 // parseHeader validates a JOSE header (one JSON object, no member twice:
@@ -143,6 +146,8 @@ func (s *scratch) parseHeader(doc []byte) (joseHeader, error) {
 			h.kid = v
 		case "typ":
 			h.typ = v
+		case "jwk":
+			h.jwk = v
 		case "crit":
 			h.crit = true
 		default:
@@ -157,7 +162,7 @@ func (s *scratch) parseHeader(doc []byte) (joseHeader, error) {
 }
 
 // headerMembers are the header members the verifier reads.
-var headerMembers = newFoldSet("alg", "kid", "typ", "crit")
+var headerMembers = newFoldSet("alg", "kid", "typ", "jwk", "crit")
 
 // hashIndex numbers the hashes JWS algorithms use, for the pools.
 func hashIndex(h crypto.Hash) int {

@@ -188,13 +188,14 @@ const (
 	OpPublish           = "publish"
 	OpReceive           = "receive" // one message or failure on the bus
 	OpPing              = "ping"    // the background health check
+	OpFirstUse          = "first_use"
 )
 
 // Results passed to Options.Observe.
 const (
 	ResultOK       = "ok"
 	ResultMiss     = "miss"     // nothing stored under the key
-	ResultConflict = "conflict" // the session belongs to someone else
+	ResultConflict = "conflict" // the session belongs to someone else; a one-time value was used before
 	ResultInvalid  = "invalid"  // a stored value or bus message that does not decode
 	ResultTimeout  = "timeout"  // OpTimeout (or the caller's deadline) passed
 	ResultError    = "error"    // Redis unreachable or answering an error
@@ -222,6 +223,7 @@ type Store struct {
 	pToken       string
 	pSession     string
 	pSubject     string
+	pUsed        string
 	revokeKey    string
 	// revokeKeysKey holds the revoked API keys.
 	revokeKeysKey string
@@ -275,6 +277,7 @@ func New(ctx context.Context, c Config, o Options) (*Store, error) {
 		pToken:        c.KeyPrefix + "token:",
 		pSession:      c.KeyPrefix + "session:",
 		pSubject:      c.KeyPrefix + "subject:",
+		pUsed:         c.KeyPrefix + "used:",
 		revokeKey:     c.KeyPrefix + "revoked",
 		revokeKeysKey: c.KeyPrefix + "revoked-api-keys",
 	}

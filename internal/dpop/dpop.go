@@ -1,0 +1,250 @@
+// Package dpop checks DPoP proofs (RFC 9449): the JWT a client signs with
+// its own key for each request, proving that it holds the key its access
+// token is bound to (cnf.jkt). A stolen DPoP-bound token is worthless
+// without that key, but only where every proof is checked: an authorizer
+// that took such a token as a plain bearer token would hand the thief
+// what DPoP exists to withhold.
+//
+// A proof is accepted when it verifies with the key in its own header, its
+// typ is dpop+jwt, its algorithm asymmetric, its key's thumbprint the
+// token's jkt, its htm and htu the request's method and URI, its ath the
+// token's hash, its iat recent, and its jti not seen before (on this
+// replica, and on any other sharing the Redis tier). Nonces (DPoP-Nonce)
+// are not issued: the replay check and a short max_age stand in for them.
+package dpop
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/jwtauth"
+)
+
+// Errors a caller turns into denials; their texts are safe to show the
+// client. ErrUnavailable is a broken dependency (the Redis tier), every
+// other one a refusal.
+var (
+	ErrMissing     = errors.New("DPoP proof is missing")
+	ErrMultiple    = errors.New("more than one DPoP proof")
+	ErrInvalid     = errors.New("DPoP proof is invalid")
+	ErrKeyMismatch = errors.New("DPoP proof is signed by another key than the token is bound to")
+	ErrReplayed    = errors.New("DPoP proof was used before")
+	ErrFull        = errors.New("too many recent DPoP proofs to check this one for replay")
+	ErrUnavailable = errors.New("DPoP replay check is unavailable")
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxAge        = time.Minute
+	DefaultLeeway        = 5 * time.Second
+	DefaultReplayEntries = 200_000
+)
+
+// maxJTI bounds a proof's jti; RFC 9449 asks for enough randomness, not
+// for length.
+const maxJTI = 256
+
+// ProofType is the typ a DPoP proof's header names.
+const ProofType = "dpop+jwt"
+
+// Shared records one-time values across replicas (the Redis tier).
+type Shared interface {
+	FirstUse(ctx context.Context, key [32]byte, ttl time.Duration) (bool, error)
+}
+
+// Options configure a Checker; zero values take the defaults.
+type Options struct {
+	// MaxAge is how old a proof's iat may be; Leeway how far in the
+	// future (clock skew).
+	MaxAge, Leeway time.Duration
+	// ReplayEntries bounds the proofs remembered on this replica; a proof
+	// that would need more is refused (ErrFull) rather than let an older
+	// one be forgotten and replayed.
+	ReplayEntries int
+	// Shared, when set, makes a proof single-use across replicas.
+	Shared Shared
+	// SharedFailOpen checks replay on this replica alone when Shared
+	// fails, instead of answering ErrUnavailable.
+	SharedFailOpen bool
+	Now            func() time.Time
+}
+
+// Checker checks proofs. It is safe for concurrent use.
+type Checker struct {
+	maxAge, leeway time.Duration
+	shared         Shared
+	failOpen       bool
+	now            func() time.Time
+	seen           replaySet
+}
+
+// New returns a Checker.
+func New(o Options) *Checker {
+	c := &Checker{
+		maxAge:   cmpOr(o.MaxAge, DefaultMaxAge),
+		leeway:   cmpOr(o.Leeway, DefaultLeeway),
+		shared:   o.Shared,
+		failOpen: o.SharedFailOpen,
+		now:      o.Now,
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.seen.limit = o.ReplayEntries
+	if c.seen.limit <= 0 {
+		c.seen.limit = DefaultReplayEntries
+	}
+	return c
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Request is what a proof must match.
+type Request struct {
+	// Proof is the DPoP header's value (Envoy joins repeated headers with
+	// a comma, which no JWT holds).
+	Proof string
+	// Method, Scheme, Host and Path (with its query) are the request's.
+	Method, Scheme, Host, Path string
+	// AccessToken is the token the proof accompanies; Thumbprint the key
+	// it is bound to (its cnf.jkt).
+	AccessToken, Thumbprint string
+}
+
+// Check checks r's proof. The error wraps one of the package's sentinels
+// with what was wrong, safe to show the client.
+func (c *Checker) Check(ctx context.Context, r Request) error {
+	switch {
+	case r.Proof == "":
+		return ErrMissing
+	case strings.IndexByte(r.Proof, ',') >= 0:
+		return ErrMultiple
+	}
+	p, err := jwtauth.VerifyProof(strings.TrimSpace(r.Proof), ProofType)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := c.claims(p, r); err != nil {
+		return err
+	}
+	if p.Thumbprint != r.Thumbprint {
+		return ErrKeyMismatch
+	}
+	return c.firstUse(ctx, p)
+}
+
+// claims checks what the proof says of the request (RFC 9449 section 4.3,
+// checks 3 and 8 to 12).
+func (c *Checker) claims(p *jwtauth.Proof, r Request) error {
+	invalid := func(what string) error { return fmt.Errorf("%w: %s", ErrInvalid, what) }
+	if p.ID == "" || len(p.ID) > maxJTI {
+		return invalid("jti is missing or too long")
+	}
+	if htm, _ := p.ClaimString("htm"); htm != r.Method {
+		return invalid("htm is not the request's method")
+	}
+	htu, _ := p.ClaimString("htu")
+	want, ok := requestURI(r.Scheme, r.Host, r.Path)
+	if got, gotOK := NormalizeURI(htu); !ok || !gotOK || got != want {
+		return invalid("htu is not the request's URI")
+	}
+	if p.IssuedAt.IsZero() {
+		return invalid("iat is missing")
+	}
+	age := c.now().Sub(p.IssuedAt)
+	if age > c.maxAge {
+		return invalid("iat is too old")
+	}
+	if age < -c.leeway {
+		return invalid("iat is in the future")
+	}
+	if ath, _ := p.ClaimString("ath"); ath != AccessTokenHash(r.AccessToken) {
+		return invalid("ath is not the access token's hash")
+	}
+	return nil
+}
+
+// AccessTokenHash is a token's ath: base64url of the SHA-256 of its ASCII.
+func AccessTokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// firstUse refuses a proof seen before. It is remembered for as long as
+// it could be accepted (max_age and leeway on either side of now), keyed
+// by its key and jti: two clients may pick the same jti.
+func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof) error {
+	now := c.now()
+	ttl := p.IssuedAt.Add(c.maxAge).Sub(now) + c.leeway
+	key := cache.NewKey("dpop", p.Thumbprint, p.ID)
+	if err := c.seen.add(key, now, now.Add(ttl)); err != nil {
+		return err
+	}
+	if c.shared == nil {
+		return nil
+	}
+	first, err := c.shared.FirstUse(ctx, key, ttl)
+	switch {
+	case err != nil && c.failOpen:
+		return nil // this replica's check stands
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case !first:
+		return ErrReplayed
+	}
+	return nil
+}
+
+// replaySet remembers recent proofs until they expire, at most limit of
+// them. Full of live entries, it refuses new ones: forgetting a live one
+// would let it be replayed.
+type replaySet struct {
+	mu    sync.Mutex
+	limit int
+	m     map[cache.Key]time.Time
+	// sweepAt is when expired entries are next dropped in a pass.
+	sweepAt time.Time
+}
+
+func (s *replaySet) add(k cache.Key, now, expires time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[cache.Key]time.Time)
+	}
+	if exp, ok := s.m[k]; ok && now.Before(exp) {
+		return ErrReplayed
+	}
+	if !now.Before(s.sweepAt) {
+		s.sweep(now)
+	}
+	if len(s.m) >= s.limit {
+		return ErrFull
+	}
+	s.m[k] = expires
+	return nil
+}
+
+// sweep drops expired entries. It runs at most once a second, full or
+// not, so that its cost spreads over many proofs and a flood cannot make
+// every check walk the set.
+func (s *replaySet) sweep(now time.Time) {
+	for k, exp := range s.m {
+		if !now.Before(exp) {
+			delete(s.m, k)
+		}
+	}
+	s.sweepAt = now.Add(time.Second)
+}
