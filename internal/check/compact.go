@@ -354,6 +354,8 @@ func (s *grantShape) appendKey(b []byte) ([]byte, bool) {
 	str(s.ClientID)
 	str(s.KeyID)
 	str(s.APIKeyID)
+	str(s.boundKey)
+	str(s.boundCert)
 	list(s.Scopes)
 	list(s.Actors)
 	list(s.remove)
@@ -380,6 +382,7 @@ func (s *grantShape) appendKey(b []byte) ([]byte, bool) {
 func (s *grantShape) sameKey(o *grantShape) bool {
 	return s.Route == o.Route && s.routeKey == o.routeKey && s.Issuer == o.Issuer &&
 		s.ClientID == o.ClientID && s.KeyID == o.KeyID && s.APIKeyID == o.APIKeyID &&
+		s.boundKey == o.boundKey && s.boundCert == o.boundCert &&
 		slices.Equal(s.Scopes, o.Scopes) && slices.Equal(s.Actors, o.Actors) && slices.Equal(s.remove, o.remove) &&
 		slices.Equal(s.whenResults, o.whenResults) &&
 		s.sessionSource == o.sessionSource && s.sessionClaimIdx == o.sessionClaimIdx &&
@@ -480,6 +483,8 @@ func (s *grantShape) own() *grantShape {
 	c.ClientID = strings.Clone(s.ClientID)
 	c.KeyID = strings.Clone(s.KeyID)
 	c.APIKeyID = strings.Clone(s.APIKeyID)
+	c.boundKey = strings.Clone(s.boundKey)
+	c.boundCert = strings.Clone(s.boundCert)
 	if s.Actors != nil {
 		c.Actors = make([]string, len(s.Actors))
 		for i, a := range s.Actors {

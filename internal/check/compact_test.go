@@ -199,6 +199,8 @@ func TestShapeKeysDiffer(t *testing.T) {
 		"actors":     {Actors: []string{"r"}},
 		"remove":     {remove: []string{"r"}},
 		"when":       {whenResults: []uint8{1}},
+		"bound key":  {boundKey: "r"},
+		"bound cert": {boundCert: "r"},
 		"source":     {sessionSource: 1},
 		"claim idx":  {sessionClaimIdx: 1},
 		"per req":    {sessionPerRequest: true},
@@ -229,11 +231,12 @@ func TestShapeKeysDiffer(t *testing.T) {
 func TestShapeSameKey(t *testing.T) {
 	// appendKey and sameKey must cover every field but the memos: a field
 	// added to grantShape is added to both, and counted here.
-	if n := reflect.TypeFor[grantShape]().NumField(); n != 19 {
+	if n := reflect.TypeFor[grantShape]().NumField(); n != 21 {
 		t.Fatalf("grantShape has %d fields: add the new ones to appendKey and sameKey, then count them here", n)
 	}
 	shapes := []*grantShape{
 		{}, {Route: "r"}, {routeKey: "r"}, {Issuer: "r"}, {ClientID: "r"}, {KeyID: "r"}, {APIKeyID: "r"},
+		{boundKey: "r"}, {boundCert: "r"},
 		{Scopes: []string{"r"}}, {Scopes: []string{"r", ""}}, {Scopes: []string{"r", "s"}}, {Scopes: []string{}},
 		{Actors: []string{"r"}}, {remove: []string{"r"}}, {whenResults: []uint8{1}}, {whenResults: []uint8{2}},
 		{sessionSource: 1}, {sessionSource: -1}, {sessionClaimIdx: 1}, {sessionPerRequest: true}, {scopeOK: true},

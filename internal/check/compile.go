@@ -20,6 +20,7 @@ import (
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/credential"
+	"github.com/extauthz/extauthz/internal/dpop"
 	"github.com/extauthz/extauthz/internal/exchange"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
@@ -56,6 +57,10 @@ type Policy struct {
 	secretSums  map[string]string
 	negativeTTL time.Duration
 	cacheSize   int
+	// dpopWindow is how recent a DPoP proof must be; dpopReplay bounds
+	// the proofs a replica remembers (config.DPoP).
+	dpopWindow  dpop.Window
+	dpopReplay  int
 	sessionsMax int
 	perSubject  int
 	sessionIdle time.Duration
@@ -201,6 +206,8 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		identity:    f.Identity,
 		negativeTTL: f.Cache.NegativeTTL.D(),
 		cacheSize:   f.Cache.MaxEntries,
+		dpopWindow:  dpop.Window{MaxAge: f.DPoP.MaxAge.D(), Leeway: f.DPoP.Leeway.D()},
+		dpopReplay:  f.DPoP.ReplayEntries,
 		sessionsMax: f.Sessions.MaxEntries,
 		perSubject:  f.Sessions.MaxPerSubject,
 		ident:       compileIdentity(f),

@@ -17,6 +17,9 @@ type resourceDocument struct {
 	BearerMethodsSupported []string `json:"bearer_methods_supported"`
 	ResourceName           string   `json:"resource_name,omitempty"`
 	ResourceDocumentation  string   `json:"resource_documentation,omitempty"`
+	// DPoPAlgs are the proof algorithms a DPoP-bound token may come with
+	// (binding.go), on every route.
+	DPoPAlgs []string `json:"dpop_signing_alg_values_supported"`
 }
 
 // protectedResource answers GET /.well-known/oauth-protected-resource[path]
@@ -49,6 +52,7 @@ func (p *Policy) protectedResource(req *Request) (Verdict, bool) {
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           r.resource.ResourceName,
 		ResourceDocumentation:  r.resource.ResourceDocumentation,
+		DPoPAlgs:               dpopAlgList,
 	}
 	if len(doc.AuthorizationServers) == 0 {
 		doc.AuthorizationServers = r.issuerURLs

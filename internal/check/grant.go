@@ -66,6 +66,10 @@ type grantShape struct {
 	// Actors is the RFC 8693 act chain, outermost first: the signed truth
 	// about who is acting for the subject.
 	Actors []string
+	// boundKey and boundCert are what a sender-constrained token is bound
+	// to (binding.go): its cnf's jkt and x5t#S256, "" for a bearer token.
+	// A client keeps its key across tokens, so grants share them.
+	boundKey, boundCert string
 
 	// whenResults are the results of the route's identity-only rule
 	// expressions, by rule index (celrules.go); jwt is Claims as a map for
@@ -226,6 +230,10 @@ func (p *Policy) newGrant(r *Route, c *jwtauth.Claims) (*Grant, error) {
 		Scopes:   scopes(c),
 		Actors:   actChain(c),
 		KeyID:    c.KeyID,
+	}
+	var err error
+	if d.shape.boundKey, d.shape.boundCert, err = confirmation(c); err != nil {
+		return nil, err
 	}
 	draft := Grant{grantShape: &d.shape, exp: unixSeconds(c.ExpiresAt), iat: unixSeconds(c.IssuedAt)}
 	g := &draft

@@ -20,6 +20,7 @@ const (
 	hPartialBody   = "x-envoy-auth-partial-body"
 	hCookie        = "cookie"
 	hUpgrade       = "upgrade"
+	hDPoP          = "dpop"
 )
 
 // errUpgrade refuses a request asking to switch protocols on a route that

@@ -43,6 +43,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/audit"
 	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/dpop"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
@@ -68,6 +69,7 @@ type Pipeline struct {
 	tracer   Tracer             // nil: off
 	auditW   *audit.Writer      // nil: off (audit.go)
 	limiter  *ratelimit.Limiter // nil: limits are not enforced (limits.go)
+	dpop     *dpop.Checker      // the proofs of DPoP-bound tokens (binding.go)
 }
 
 // RevocationTTL is how long a revocation is remembered: longer than any
@@ -136,8 +138,12 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
+	proofs := dpop.Options{ReplayEntries: p.dpopReplay, Now: o.Now}
+	if o.Shared != nil {
+		proofs.Shared, proofs.SharedFailOpen = o.Shared, o.Shared.FailOpen()
+	}
 	pl := &Pipeline{cache: c, refusals: refusals, state: st, log: o.Logger, now: o.Now, observer: o.Observer, tracer: o.Tracer,
-		auditW: o.Audit, limiter: o.RateLimiter}
+		auditW: o.Audit, limiter: o.RateLimiter, dpop: dpop.New(proofs)}
 	pl.policy.Store(p)
 	pl.generation.Store(1)
 	pl.loadedAt.Store(o.Now().UnixNano())
@@ -156,6 +162,7 @@ func (pl *Pipeline) Swap(p *Policy) *Policy {
 		pl.refusals.Resize(refusalsSize(p.cacheSize))
 	}
 	pl.refusals.Purge()
+	pl.dpop.SetReplayEntries(p.dpopReplay)
 	// Entries of routes that changed can never be hit again: free them.
 	live := make(map[string]bool)
 	for _, r := range p.routes.All() {
@@ -526,6 +533,10 @@ type denial struct {
 	// body, when set, is the answer's body (a re-authorization answer
 	// the client understands) instead of the outcome's error.
 	body []byte
+	// dpop, for an InvalidToken about a DPoP-bound token or its proof, is
+	// the error of the DPoP challenge (RFC 9449 section 7.1) that replaces
+	// the Bearer one.
+	dpop string
 }
 
 // deny builds a denial verdict with its challenge and body: a JSON-RPC error
@@ -542,11 +553,15 @@ func (p *Policy) deny(req *Request, r *Route, call *Call, d denial) Verdict {
 	switch d.outcome {
 	case MissingToken:
 		// RFC 6750 section 3.1: no error code when no credential was sent.
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("", "", routeScope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("Bearer", "", "", routeScope, metadata)})
 	case InvalidToken:
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("invalid_token", d.desc, routeScope, metadata)})
+		scheme, code := "Bearer", "invalid_token"
+		if d.dpop != "" {
+			scheme, code = "DPoP", d.dpop
+		}
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge(scheme, code, d.desc, routeScope, metadata)})
 	case InsufficientScope:
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("insufficient_scope", d.desc, d.scope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("Bearer", "insufficient_scope", d.desc, d.scope, metadata)})
 	case Unavailable:
 		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "retry-after", Value: "5"})
 	}

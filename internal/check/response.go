@@ -139,7 +139,7 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 			p.grantPolicy(g, r, &jwtauth.Claims{Raw: id.Claims.asMap()})
 		}
 	default:
-		token, err := credential.Find(req.Headers, r.credentials)
+		token, _, err := credential.Find(req.Headers, r.credentials)
 		if err != nil {
 			return nil, ErrNotAllowed
 		}

@@ -44,6 +44,7 @@ type evaluation struct {
 	callRead bool
 	early    *Call
 	token    string
+	scheme   credential.Scheme // how token was presented (binding)
 	// target is the call the rules are deciding (authorizeFor): the
 	// request's own, or the tool a task operation acts for.
 	target struct{ method, name string }
@@ -81,6 +82,7 @@ func (e *evaluation) decide() Verdict {
 		e.run("peer", e.peerIdentity),
 		e.run("credential", e.credential),
 		e.run("identity", e.identify),
+		e.run("binding", e.binding),
 		e.run("authorize", e.authorize),
 		e.run("session", e.session),
 		e.run("tasks", e.tasks),
@@ -225,7 +227,7 @@ func (e *evaluation) credential() *denial {
 		return nil // the workload is the caller (peerIdentity)
 	}
 	r := e.route
-	token, err := credential.Find(e.req.Headers, r.credentials)
+	token, scheme, err := credential.Find(e.req.Headers, r.credentials)
 	if errors.Is(err, credential.ErrMissing) && r.tokenInMeta && e.call.metaToken != "" {
 		// Opt-in: some agent frameworks put the token in the tool call.
 		token, err = credential.Check(metaBearer(e.call.metaToken))
@@ -233,7 +235,7 @@ func (e *evaluation) credential() *denial {
 	if err != nil {
 		return e.badCredential(err)
 	}
-	e.token = token
+	e.token, e.scheme = token, scheme
 	e.rec.add("found", func() string { return fmt.Sprintf("bearer token of %d bytes", len(token)) })
 	return nil
 }

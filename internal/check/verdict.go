@@ -176,10 +176,12 @@ var rpcMessages = [...]string{
 	UnknownSession:        "Not Found: unknown session",
 }
 
-// challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value.
-func challenge(errCode, desc, scope, resourceMetadata string) string {
+// challenge builds an RFC 6750 / RFC 9728 WWW-Authenticate value of
+// scheme, Bearer or DPoP (RFC 9449 section 7.1, which adds the proof
+// algorithms accepted).
+func challenge(scheme, errCode, desc, scope, resourceMetadata string) string {
 	var b strings.Builder
-	b.WriteString("Bearer")
+	b.WriteString(scheme)
 	sep := " "
 	param := func(k, v string) {
 		if v == "" {
@@ -196,6 +198,9 @@ func challenge(errCode, desc, scope, resourceMetadata string) string {
 	param("error_description", desc)
 	param("scope", scope)
 	param("resource_metadata", resourceMetadata)
+	if scheme == "DPoP" {
+		param("algs", dpopAlgs)
+	}
 	return b.String()
 }
 

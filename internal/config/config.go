@@ -43,6 +43,9 @@ type File struct {
 	// Audit writes a record of every decision; off without a sink. Read at
 	// start only.
 	Audit Audit `yaml:"audit"`
+	// DPoP sets how DPoP proofs (RFC 9449) of DPoP-bound tokens are
+	// checked; every route checks them.
+	DPoP DPoP `yaml:"dpop"`
 }
 
 // Audit is the decision log (see docs/audit.md).
@@ -194,6 +197,20 @@ type Tracing struct {
 	Insecure     bool     `yaml:"insecure"`
 	SampleRatio  *float64 `yaml:"sample_ratio"` // default 1
 	ServiceName  string   `yaml:"service_name"`
+}
+
+// DPoP bounds the proofs of DPoP-bound tokens (RFC 9449). A token whose
+// cnf names a key (jkt) is accepted only with the DPoP scheme and a fresh
+// proof signed by that key; zero values take the defaults.
+type DPoP struct {
+	// MaxAge is how old a proof's iat may be (default 1m); Leeway how far
+	// in the future for clock skew (default 5s).
+	MaxAge Duration `yaml:"max_age"`
+	Leeway Duration `yaml:"leeway"`
+	// ReplayEntries bounds the proofs a replica remembers to refuse their
+	// reuse (default 200000); a proof that would need more is answered
+	// 503 until older ones age out, never by forgetting a live one.
+	ReplayEntries int `yaml:"replay_entries"`
 }
 
 // Limits protect the service under overload.

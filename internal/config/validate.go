@@ -55,6 +55,7 @@ func (f *File) Validate() error {
 	v.limits(f.Limits)
 	v.cache(f.Cache)
 	v.audit(f.Audit)
+	v.dpop(f.DPoP)
 	return v.err()
 }
 
@@ -266,6 +267,18 @@ func (v *validator) limits(l Limits) {
 	}
 	if s := l.OverloadStatus; s != 429 && (s < 500 || s > 599) && s != 403 {
 		v.add("limits.overload_status: %d is not 403, 429 or 5xx", s)
+	}
+}
+
+func (v *validator) dpop(d DPoP) {
+	if a := d.MaxAge.D(); a < 0 || a > 10*time.Minute {
+		v.add("dpop.max_age: %s is not between 0 and 10m", a)
+	}
+	if l := d.Leeway.D(); l < 0 || l > time.Minute {
+		v.add("dpop.leeway: %s is not between 0 and 1m", l)
+	}
+	if d.ReplayEntries < 0 {
+		v.add("dpop.replay_entries: must not be negative")
 	}
 }
 

@@ -1,6 +1,6 @@
-// Package credential finds the bearer token in a request: the Authorization
-// header (RFC 6750, scheme case-insensitive) first, then a route's alternative
-// header or cookie. It only locates and checks the syntax of the token; it
+// Package credential finds the access token in a request: the Authorization
+// header (RFC 6750's Bearer or RFC 9449's DPoP scheme, case-insensitive)
+// first, then a route's alternative header or cookie (bearer only). It only locates and checks the syntax of the token; it
 // never verifies or logs it.
 package credential
 
@@ -30,39 +30,53 @@ type Headers interface {
 	Get(name string) string
 }
 
-// Find returns the token, bounded in size but not yet checked against the
+// Scheme is how the token was presented.
+type Scheme uint8
+
+const (
+	Bearer Scheme = iota // RFC 6750: whoever holds it may use it
+	DPoP                 // RFC 9449: with a proof of the key it is bound to
+)
+
+// Find returns the token and its scheme, bounded in size but not yet checked against the
 // b64token syntax: Syntax does that, and callers run it before they verify
 // a token they have not seen before (a token answered from a cache of
 // verified ones passed it already, which keeps the hot path from scanning
 // every byte twice). A present but unusable Authorization header is an
 // error, not a reason to look elsewhere: the header always wins.
-func Find(h Headers, src Source) (string, error) {
+func Find(h Headers, src Source) (string, Scheme, error) {
 	if v := h.Get("authorization"); v != "" {
-		tok, ok := parseBearer(v)
-		if !ok {
-			return "", ErrMissing // another scheme (Basic, ...): not ours
+		if tok, ok := parseScheme(v, "bearer"); ok {
+			tok, err := check(tok)
+			return tok, Bearer, err
 		}
-		return check(tok)
+		if tok, ok := parseScheme(v, "dpop"); ok {
+			tok, err := check(tok)
+			return tok, DPoP, err
+		}
+		return "", Bearer, ErrMissing // another scheme (Basic, ...): not ours
 	}
 	if src.Header != "" {
 		if v := strings.TrimSpace(h.Get(src.Header)); v != "" {
-			if tok, ok := parseBearer(v); ok {
-				return check(tok)
+			if tok, ok := parseScheme(v, "bearer"); ok {
+				v = tok
 			}
-			return check(v)
+			tok, err := check(v)
+			return tok, Bearer, err
 		}
 	}
 	if src.Cookie != "" {
 		if v, ok := cookie(h.Get("cookie"), src.Cookie); ok {
-			return check(v)
+			tok, err := check(v)
+			return tok, Bearer, err
 		}
 	}
-	return "", ErrMissing
+	return "", Bearer, ErrMissing
 }
 
-// parseBearer splits "Bearer <token>", the scheme matched case-insensitively.
-func parseBearer(v string) (string, bool) {
-	const scheme = "bearer"
+// parseScheme splits "<scheme> <token>", the lower-case scheme matched
+// case-insensitively.
+func parseScheme(v, scheme string) (string, bool) {
 	if len(v) < len(scheme)+1 || !strings.EqualFold(v[:len(scheme)], scheme) || (v[len(scheme)] != ' ' && v[len(scheme)] != '\t') {
 		return "", false
 	}

@@ -18,30 +18,36 @@ func TestFind(t *testing.T) {
 		src     Source
 		want    string
 		wantErr error
+		scheme  Scheme
 	}{
-		{"bearer", hdr{"authorization": "Bearer " + tok}, Source{}, tok, nil},
-		{"scheme case-insensitive", hdr{"authorization": "bEaReR " + tok}, Source{}, tok, nil},
-		{"extra spaces", hdr{"authorization": "Bearer   " + tok + " "}, Source{}, tok, nil},
-		{"missing", hdr{}, Source{}, "", ErrMissing},
-		{"basic is not ours", hdr{"authorization": "Basic dXNlcjpwYXNz"}, Source{}, "", ErrMissing},
-		{"bearer without token", hdr{"authorization": "Bearer "}, Source{}, "", ErrMalformed},
-		{"no space after scheme", hdr{"authorization": "Bearer" + tok}, Source{}, "", ErrMissing},
-		{"two headers joined by envoy", hdr{"authorization": "Bearer a.b.c,Bearer d.e.f"}, Source{}, "", ErrMalformed},
-		{"control characters", hdr{"authorization": "Bearer a.b\r\nx-user-id: x"}, Source{}, "", ErrMalformed},
-		{"padding then data", hdr{"authorization": "Bearer ab=c"}, Source{}, "", ErrMalformed},
-		{"too large", hdr{"authorization": "Bearer " + strings.Repeat("a", MaxTokenSize+1)}, Source{}, "", ErrTooLarge},
-		{"alternative header bare", hdr{"x-api-token": tok}, Source{Header: "x-api-token"}, tok, nil},
-		{"alternative header bearer", hdr{"x-api-token": "Bearer " + tok}, Source{Header: "x-api-token"}, tok, nil},
-		{"authorization wins over header", hdr{"authorization": "Bearer a.b.c", "x-api-token": tok}, Source{Header: "x-api-token"}, "a.b.c", nil},
-		{"cookie", hdr{"cookie": "theme=dark; sess=" + tok + "; x=1"}, Source{Cookie: "sess"}, tok, nil},
-		{"cookie absent", hdr{"cookie": "theme=dark"}, Source{Cookie: "sess"}, "", ErrMissing},
-		{"cookie not configured", hdr{"cookie": "sess=" + tok}, Source{}, "", ErrMissing},
+		{"bearer", hdr{"authorization": "Bearer " + tok}, Source{}, tok, nil, Bearer},
+		{"scheme case-insensitive", hdr{"authorization": "bEaReR " + tok}, Source{}, tok, nil, Bearer},
+		{"extra spaces", hdr{"authorization": "Bearer   " + tok + " "}, Source{}, tok, nil, Bearer},
+		{"missing", hdr{}, Source{}, "", ErrMissing, Bearer},
+		{"basic is not ours", hdr{"authorization": "Basic dXNlcjpwYXNz"}, Source{}, "", ErrMissing, Bearer},
+		{"bearer without token", hdr{"authorization": "Bearer "}, Source{}, "", ErrMalformed, Bearer},
+		{"no space after scheme", hdr{"authorization": "Bearer" + tok}, Source{}, "", ErrMissing, Bearer},
+		{"two headers joined by envoy", hdr{"authorization": "Bearer a.b.c,Bearer d.e.f"}, Source{}, "", ErrMalformed, Bearer},
+		{"control characters", hdr{"authorization": "Bearer a.b\r\nx-user-id: x"}, Source{}, "", ErrMalformed, Bearer},
+		{"padding then data", hdr{"authorization": "Bearer ab=c"}, Source{}, "", ErrMalformed, Bearer},
+		{"too large", hdr{"authorization": "Bearer " + strings.Repeat("a", MaxTokenSize+1)}, Source{}, "", ErrTooLarge, Bearer},
+		{"alternative header bare", hdr{"x-api-token": tok}, Source{Header: "x-api-token"}, tok, nil, Bearer},
+		{"alternative header bearer", hdr{"x-api-token": "Bearer " + tok}, Source{Header: "x-api-token"}, tok, nil, Bearer},
+		{"authorization wins over header", hdr{"authorization": "Bearer a.b.c", "x-api-token": tok}, Source{Header: "x-api-token"}, "a.b.c", nil, Bearer},
+		{"cookie", hdr{"cookie": "theme=dark; sess=" + tok + "; x=1"}, Source{Cookie: "sess"}, tok, nil, Bearer},
+		{"cookie absent", hdr{"cookie": "theme=dark"}, Source{Cookie: "sess"}, "", ErrMissing, Bearer},
+		{"cookie not configured", hdr{"cookie": "sess=" + tok}, Source{}, "", ErrMissing, Bearer},
+		{"dpop scheme", hdr{"authorization": "DPoP " + tok}, Source{}, tok, nil, DPoP},
+		{"dpop scheme case-insensitive", hdr{"authorization": "dpop " + tok}, Source{}, tok, nil, DPoP},
+		{"dpop without token", hdr{"authorization": "DPoP "}, Source{}, "", ErrMalformed, DPoP},
+		{"dpop and bearer joined by envoy", hdr{"authorization": "DPoP a.b.c,Bearer d.e.f"}, Source{}, "", ErrMalformed, DPoP},
+		{"dpop in the alternative header is a bearer token", hdr{"x-api-token": "DPoP " + tok}, Source{Header: "x-api-token"}, "", ErrMalformed, Bearer},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := findChecked(tt.h, tt.src)
-			if !errors.Is(err, tt.wantErr) || got != tt.want {
-				t.Fatalf("Find = %q, %v; want %q, %v", got, err, tt.want, tt.wantErr)
+			got, scheme, err := findChecked(tt.h, tt.src)
+			if !errors.Is(err, tt.wantErr) || got != tt.want || scheme != tt.scheme {
+				t.Fatalf("Find = %q, %v, %v; want %q, %v, %v", got, scheme, err, tt.want, tt.scheme, tt.wantErr)
 			}
 		})
 	}
@@ -51,7 +57,7 @@ func FuzzFind(f *testing.F) {
 	f.Add("Bearer a.b.c", "sess=x")
 	f.Add("bearer\t=", "")
 	f.Fuzz(func(t *testing.T, auth, cookie string) {
-		tok, err := findChecked(hdr{"authorization": auth, "cookie": cookie}, Source{Cookie: "sess"})
+		tok, _, err := findChecked(hdr{"authorization": auth, "cookie": cookie}, Source{Cookie: "sess"})
 		if err == nil && (tok == "" || strings.ContainsAny(tok, " \r\n\t,;")) {
 			t.Fatalf("accepted unusable token %q", tok)
 		}
@@ -60,13 +66,13 @@ func FuzzFind(f *testing.F) {
 
 // findChecked is Find followed by Syntax, as the pipeline runs them for a
 // token it has not seen.
-func findChecked(h Headers, src Source) (string, error) {
-	tok, err := Find(h, src)
+func findChecked(h Headers, src Source) (string, Scheme, error) {
+	tok, scheme, err := Find(h, src)
 	if err != nil {
-		return "", err
+		return "", scheme, err
 	}
 	if err := Syntax(tok); err != nil {
-		return "", err
+		return "", scheme, err
 	}
-	return tok, nil
+	return tok, scheme, nil
 }

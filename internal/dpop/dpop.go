@@ -59,11 +59,20 @@ type Shared interface {
 	FirstUse(ctx context.Context, key [32]byte, ttl time.Duration) (bool, error)
 }
 
+// Window is how recent a proof must be: its iat at most MaxAge old and
+// at most Leeway (clock skew) in the future. Zero values take the
+// defaults. It is configuration, which a reload may change; what the
+// Checker remembers outlives it.
+type Window struct {
+	MaxAge, Leeway time.Duration
+}
+
+func (w Window) withDefaults() Window {
+	return Window{MaxAge: cmpOr(w.MaxAge, DefaultMaxAge), Leeway: cmpOr(w.Leeway, DefaultLeeway)}
+}
+
 // Options configure a Checker; zero values take the defaults.
 type Options struct {
-	// MaxAge is how old a proof's iat may be; Leeway how far in the
-	// future (clock skew).
-	MaxAge, Leeway time.Duration
 	// ReplayEntries bounds the proofs remembered on this replica; a proof
 	// that would need more is refused (ErrFull) rather than let an older
 	// one be forgotten and replayed.
@@ -78,18 +87,15 @@ type Options struct {
 
 // Checker checks proofs. It is safe for concurrent use.
 type Checker struct {
-	maxAge, leeway time.Duration
-	shared         Shared
-	failOpen       bool
-	now            func() time.Time
-	seen           replaySet
+	shared   Shared
+	failOpen bool
+	now      func() time.Time
+	seen     replaySet
 }
 
 // New returns a Checker.
 func New(o Options) *Checker {
 	c := &Checker{
-		maxAge:   cmpOr(o.MaxAge, DefaultMaxAge),
-		leeway:   cmpOr(o.Leeway, DefaultLeeway),
 		shared:   o.Shared,
 		failOpen: o.SharedFailOpen,
 		now:      o.Now,
@@ -97,11 +103,20 @@ func New(o Options) *Checker {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.seen.limit = o.ReplayEntries
-	if c.seen.limit <= 0 {
-		c.seen.limit = DefaultReplayEntries
-	}
+	c.SetReplayEntries(o.ReplayEntries)
 	return c
+}
+
+// SetReplayEntries changes the bound of Options.ReplayEntries (a reload);
+// n <= 0 is the default. Entries beyond a lowered bound stay until they
+// expire; new proofs wait for room.
+func (c *Checker) SetReplayEntries(n int) {
+	if n <= 0 {
+		n = DefaultReplayEntries
+	}
+	c.seen.mu.Lock()
+	c.seen.limit = n
+	c.seen.mu.Unlock()
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -121,11 +136,15 @@ type Request struct {
 	// AccessToken is the token the proof accompanies; Thumbprint the key
 	// it is bound to (its cnf.jkt).
 	AccessToken, Thumbprint string
+	// Peek checks the proof without recording its use (a dry run that
+	// explains a decision must not spend the client's proof).
+	Peek bool
 }
 
-// Check checks r's proof. The error wraps one of the package's sentinels
-// with what was wrong, safe to show the client.
-func (c *Checker) Check(ctx context.Context, r Request) error {
+// Check checks r's proof within w. The error wraps one of the package's
+// sentinels with what was wrong, safe to show the client.
+func (c *Checker) Check(ctx context.Context, w Window, r Request) error {
+	w = w.withDefaults()
 	switch {
 	case r.Proof == "":
 		return ErrMissing
@@ -136,18 +155,21 @@ func (c *Checker) Check(ctx context.Context, r Request) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := c.claims(p, r); err != nil {
+	if err := c.claims(p, w, r); err != nil {
 		return err
 	}
 	if p.Thumbprint != r.Thumbprint {
 		return ErrKeyMismatch
 	}
-	return c.firstUse(ctx, p)
+	if r.Peek {
+		return nil
+	}
+	return c.firstUse(ctx, p, w)
 }
 
 // claims checks what the proof says of the request (RFC 9449 section 4.3,
 // checks 3 and 8 to 12).
-func (c *Checker) claims(p *jwtauth.Proof, r Request) error {
+func (c *Checker) claims(p *jwtauth.Proof, w Window, r Request) error {
 	invalid := func(what string) error { return fmt.Errorf("%w: %s", ErrInvalid, what) }
 	if p.ID == "" || len(p.ID) > maxJTI {
 		return invalid("jti is missing or too long")
@@ -164,10 +186,10 @@ func (c *Checker) claims(p *jwtauth.Proof, r Request) error {
 		return invalid("iat is missing")
 	}
 	age := c.now().Sub(p.IssuedAt)
-	if age > c.maxAge {
+	if age > w.MaxAge {
 		return invalid("iat is too old")
 	}
-	if age < -c.leeway {
+	if age < -w.Leeway {
 		return invalid("iat is in the future")
 	}
 	if ath, _ := p.ClaimString("ath"); ath != AccessTokenHash(r.AccessToken) {
@@ -185,9 +207,9 @@ func AccessTokenHash(token string) string {
 // firstUse refuses a proof seen before. It is remembered for as long as
 // it could be accepted (max_age and leeway on either side of now), keyed
 // by its key and jti: two clients may pick the same jti.
-func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof) error {
+func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof, w Window) error {
 	now := c.now()
-	ttl := p.IssuedAt.Add(c.maxAge).Sub(now) + c.leeway
+	ttl := p.IssuedAt.Add(w.MaxAge).Sub(now) + w.Leeway
 	key := cache.NewKey("dpop", p.Thumbprint, p.ID)
 	if err := c.seen.add(key, now, now.Add(ttl)); err != nil {
 		return err

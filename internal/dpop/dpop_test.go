@@ -133,7 +133,7 @@ func TestCheck(t *testing.T) {
 			if tc.req != nil {
 				tc.req(&r)
 			}
-			err := c.Check(context.Background(), r)
+			err := c.Check(context.Background(), Window{}, r)
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("Check() = %v, want %v", err, tc.want)
 			}
@@ -151,21 +151,21 @@ func TestReplay(t *testing.T) {
 	now := f.now
 	c := New(Options{Now: func() time.Time { return now }})
 	proof := f.key.Proof(t, nil, f.claims("once"))
-	if err := c.Check(context.Background(), f.request(t, proof)); err != nil {
+	if err := c.Check(context.Background(), Window{}, f.request(t, proof)); err != nil {
 		t.Fatalf("first use: %v", err)
 	}
-	if err := c.Check(context.Background(), f.request(t, proof)); !errors.Is(err, ErrReplayed) {
+	if err := c.Check(context.Background(), Window{}, f.request(t, proof)); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("second use = %v, want ErrReplayed", err)
 	}
 	// Another key may pick the same jti.
 	r := f.request(t, f.other.Proof(t, nil, f.claims("once")))
 	r.Thumbprint = f.other.Thumbprint(t)
-	if err := c.Check(context.Background(), r); err != nil {
+	if err := c.Check(context.Background(), Window{}, r); err != nil {
 		t.Fatalf("same jti, another key: %v", err)
 	}
 	// Once too old to be accepted, it is refused for its age, not replay.
 	now = now.Add(DefaultMaxAge + DefaultLeeway + time.Second)
-	if err := c.Check(context.Background(), f.request(t, proof)); !errors.Is(err, ErrInvalid) {
+	if err := c.Check(context.Background(), Window{}, f.request(t, proof)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("after max_age = %v, want ErrInvalid", err)
 	}
 }
@@ -175,7 +175,7 @@ func TestReplaySetFull(t *testing.T) {
 	now := f.now
 	c := New(Options{Now: func() time.Time { return now }, ReplayEntries: 2})
 	check := func(jti string) error {
-		return c.Check(context.Background(), f.request(t, f.key.Proof(t, nil, f.claims(jti))))
+		return c.Check(context.Background(), Window{}, f.request(t, f.key.Proof(t, nil, f.claims(jti))))
 	}
 	for _, jti := range []string{"1", "2"} {
 		if err := check(jti); err != nil {
@@ -223,7 +223,7 @@ func TestSharedReplay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			c := New(Options{Now: func() time.Time { return f.now }, Shared: &tc.shared, SharedFailOpen: tc.failOpen})
-			err := c.Check(context.Background(), f.request(t, f.key.Proof(t, nil, f.claims(string(rune('a'+i))))))
+			err := c.Check(context.Background(), Window{}, f.request(t, f.key.Proof(t, nil, f.claims(string(rune('a'+i))))))
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("Check() = %v, want %v", err, tc.want)
 			}

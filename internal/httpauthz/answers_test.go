@@ -40,7 +40,7 @@ func TestAnswerFetch(t *testing.T) {
 			ask:         ask{path: "/check", header: http.Header{"X-Original-Uri": {"/.well-known/oauth-protected-resource/mcp"}, "X-Forwarded-Host": {"files.example.com:8080"}}},
 			checkStatus: 403, status: 200,
 			headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"},
-			body:    `{"resource":"http://files.example.com:8080/mcp","scopes_supported":["files:read"],"bearer_methods_supported":["header"]}`,
+			body:    `{"resource":"http://files.example.com:8080/mcp","scopes_supported":["files:read"],"bearer_methods_supported":["header"],"dpop_signing_alg_values_supported":["ES256","ES384","ES512","EdDSA","PS256","PS384","PS512","RS256","RS384","RS512"]}`,
 		},
 		{
 			name:        "expired token: 401 with the challenge and the JSON-RPC error",

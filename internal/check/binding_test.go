@@ -1,0 +1,130 @@
+package check
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/dpop"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
+)
+
+// TestSenderConstrainedTokens tries what a thief of a bound token would:
+// the token alone, the token with a proof of the thief's own key, a proof
+// seen on the wire replayed or moved to another URL, and bindings this
+// service cannot check. Each is refused with the challenge that says why;
+// the token's owner, with its proof or certificate, passes.
+func TestSenderConstrainedTokens(t *testing.T) {
+	client, thief := testtoken.EC(t, ""), testtoken.EC(t, "")
+	certHash := func(der string) string {
+		sum := sha256.Sum256([]byte(der))
+		return base64.RawURLEncoding.EncodeToString(sum[:])
+	}
+	clientCert, otherCert := certHash("client certificate"), certHash("another certificate")
+	f := newFixture(t, "")
+	bound := f.hs(t, jwt.MapClaims{"cnf": map[string]any{"jkt": client.Thumbprint(t)}})
+	certBound := f.hs(t, jwt.MapClaims{"cnf": map[string]any{"x5t#S256": clientCert}})
+	bearer := f.hs(t, nil)
+	jti := 0
+	proof := func(key testtoken.Key, token string, edit func(jwt.MapClaims)) string {
+		jti++
+		c := jwt.MapClaims{"jti": strings.Repeat("j", jti), "htm": "POST", "htu": "https://agent.example.com/a2a", "iat": t0.Unix(),
+			"ath": dpop.AccessTokenHash(token)}
+		if edit != nil {
+			edit(c)
+		}
+		return key.Proof(t, nil, c)
+	}
+	replayed := proof(client, bound, nil)
+	if v := f.pl.Check(context.Background(), agentReq(Headers{"authorization": "DPoP " + bound, "dpop": replayed})); v.Outcome != Allowed {
+		t.Fatalf("the proof's first use: %v (%s)", v.Outcome, v.Description)
+	}
+
+	tests := []struct {
+		name       string
+		headers    Headers
+		clientCert string
+		want       Outcome
+		challenge  string // in WWW-Authenticate
+	}{
+		{name: "bearer token as bearer", headers: Headers{"authorization": "Bearer " + bearer}, want: Allowed},
+		{name: "bound token with its proof", headers: Headers{"authorization": "DPoP " + bound, "dpop": proof(client, bound, nil)}, want: Allowed},
+		{name: "bound token, a cache hit, with a fresh proof", headers: Headers{"authorization": "DPoP " + bound, "dpop": proof(client, bound, nil)}, want: Allowed},
+		{name: "stolen bound token as a bearer token", headers: Headers{"authorization": "Bearer " + bound},
+			want: InvalidToken, challenge: `DPoP error="invalid_token", error_description="token is DPoP-bound`},
+		{name: "stolen bound token in the alternative header", headers: Headers{"x-api-token": bound},
+			want: InvalidToken, challenge: `DPoP error="invalid_token"`},
+		{name: "stolen bound token with a proof of the thief's key", headers: Headers{"authorization": "DPoP " + bound, "dpop": proof(thief, bound, nil)},
+			want: InvalidToken, challenge: `DPoP error="invalid_token", error_description="DPoP proof is signed by another key`},
+		{name: "stolen bound token with a replayed proof", headers: Headers{"authorization": "DPoP " + bound, "dpop": replayed},
+			want: InvalidToken, challenge: `DPoP error="invalid_dpop_proof", error_description="DPoP proof was used before"`},
+		{name: "bound token without a proof", headers: Headers{"authorization": "DPoP " + bound},
+			want: InvalidToken, challenge: `error="invalid_dpop_proof", error_description="DPoP proof is missing"`},
+		{name: "proof made for another URL", headers: Headers{"authorization": "DPoP " + bound,
+			"dpop": proof(client, bound, func(c jwt.MapClaims) { c["htu"] = "https://agent.example.com/other" })},
+			want: InvalidToken, challenge: `error="invalid_dpop_proof", error_description="DPoP proof is invalid: htu`},
+		{name: "proof made for another token", headers: Headers{"authorization": "DPoP " + bound, "dpop": proof(client, bearer, nil)},
+			want: InvalidToken, challenge: `error_description="DPoP proof is invalid: ath`},
+		{name: "bearer token with the DPoP scheme", headers: Headers{"authorization": "DPoP " + bearer, "dpop": proof(client, bearer, nil)},
+			want: InvalidToken, challenge: `DPoP error="invalid_token", error_description="token is not DPoP-bound`},
+		{name: "bound by a method not checked here", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"cnf": map[string]any{"kid": "k1"}})},
+			want: InvalidToken, challenge: `Bearer error="invalid_token", error_description="token is bound (cnf) by a method`},
+		{name: "bound by a known and an unknown method", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"cnf": map[string]any{"x5t#S256": clientCert, "jwk": map[string]any{"kty": "EC"}}})},
+			clientCert: clientCert, want: InvalidToken, challenge: `by a method this service cannot check`},
+		{name: "cnf not an object", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"cnf": "bound"})},
+			want: InvalidToken, challenge: `cnf is not an object`},
+		{name: "cnf empty", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"cnf": map[string]any{}})},
+			want: InvalidToken, challenge: `cnf is not an object`},
+		{name: "jkt not a thumbprint", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"cnf": map[string]any{"jkt": "abc"}})},
+			want: InvalidToken, challenge: `cnf is not an object`},
+		{name: "cnf in another case", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"CNF": map[string]any{"jkt": client.Thumbprint(t)}})},
+			want: InvalidToken},
+		{name: "certificate-bound token with its certificate", headers: Headers{"authorization": "Bearer " + certBound}, clientCert: clientCert, want: Allowed},
+		{name: "certificate-bound token without a certificate", headers: Headers{"authorization": "Bearer " + certBound},
+			want: InvalidToken, challenge: `Bearer error="invalid_token", error_description="token is bound to a client certificate`},
+		{name: "certificate-bound token with another certificate", headers: Headers{"authorization": "Bearer " + certBound}, clientCert: otherCert,
+			want: InvalidToken, challenge: `token is bound to a client certificate`},
+		{name: "certificate-bound token with the DPoP scheme", headers: Headers{"authorization": "DPoP " + certBound, "dpop": proof(client, certBound, nil)},
+			clientCert: clientCert, want: InvalidToken, challenge: `token is not DPoP-bound`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := agentReq(tc.headers)
+			req.ClientCert = tc.clientCert
+			v := f.pl.Check(context.Background(), req)
+			if v.Outcome != tc.want {
+				t.Fatalf("outcome %v (%s), want %v", v.Outcome, v.Description, tc.want)
+			}
+			got, _ := header(v.ResponseHeaders, "www-authenticate")
+			if !strings.Contains(got, tc.challenge) {
+				t.Fatalf("WWW-Authenticate %q, want it to hold %q", got, tc.challenge)
+			}
+			if strings.HasPrefix(got, "DPoP ") && !strings.Contains(got, `algs="ES256`) {
+				t.Fatalf("a DPoP challenge names no algorithms: %q", got)
+			}
+		})
+	}
+}
+
+// TestExplainSpendsNoProof: explaining a decision checks the proof but
+// does not record it, so the client's request with it still passes.
+func TestExplainSpendsNoProof(t *testing.T) {
+	client := testtoken.EC(t, "")
+	f := newFixture(t, "")
+	bound := f.hs(t, jwt.MapClaims{"cnf": map[string]any{"jkt": client.Thumbprint(t)}})
+	p := client.Proof(t, nil, jwt.MapClaims{"jti": "x", "htm": "POST", "htu": "https://agent.example.com/a2a", "iat": t0.Unix(), "ath": dpop.AccessTokenHash(bound)})
+	req := func() *Request { return agentReq(Headers{"authorization": "DPoP " + bound, "dpop": p}) }
+	if v, _ := f.pl.Explain(context.Background(), req()); v.Outcome != Allowed {
+		t.Fatalf("explained: %v (%s)", v.Outcome, v.Description)
+	}
+	if v := f.pl.Check(context.Background(), req()); v.Outcome != Allowed {
+		t.Fatalf("checked after the explanation: %v (%s)", v.Outcome, v.Description)
+	}
+	if v := f.pl.Check(context.Background(), req()); v.Outcome != InvalidToken {
+		t.Fatalf("checked again: %v, want the replay refused", v.Outcome)
+	}
+}
