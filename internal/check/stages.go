@@ -44,7 +44,6 @@ type evaluation struct {
 	callRead bool
 	early    *Call
 	token    string
-	scheme   credential.Scheme // how token was presented (binding)
 	// target is the call the rules are deciding (authorizeFor): the
 	// request's own, or the tool a task operation acts for.
 	target struct{ method, name string }
@@ -57,6 +56,9 @@ type evaluation struct {
 	actor string
 	grant *Grant
 	hit   bool // the grant (or refusal) came from the cache
+	// scheme is how token was presented (binding); beside hit, in its
+	// padding.
+	scheme credential.Scheme
 	// v is the answer once a stage gave one directly (answered), else the
 	// allow the later stages add headers to.
 	v        Verdict
