@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/dpop"
+	"github.com/extauthz/extauthz/internal/shared"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
@@ -126,5 +130,46 @@ func TestExplainSpendsNoProof(t *testing.T) {
 	}
 	if v := f.pl.Check(context.Background(), req()); v.Outcome != InvalidToken {
 		t.Fatalf("checked again: %v, want the replay refused", v.Outcome)
+	}
+}
+
+// TestDPoPProofOnceAcrossReplicas: a proof accepted by one replica is
+// refused by another sharing the Redis tier, the way an attacker who saw it
+// on the wire would send it; with Redis down the check fails closed.
+func TestDPoPProofOnceAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	client := testtoken.EC(t, "")
+	var mint *fixture
+	replica := func(addr string) *Pipeline {
+		st, err := shared.New(t.Context(), shared.Config{Addrs: []string{addr}, OpTimeout: time.Second}, shared.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		f := newFixture(t, "")
+		mint = f
+		p := compileDoc(t, fmt.Sprintf(`
+issuers: [{name: dev, algorithms: [HS256], secret: %s}]
+routes: [{name: agent, default: true, issuers: [dev]}]
+`, secret), Deps{Now: f.clock.Now})
+		t.Cleanup(p.Close)
+		pl, err := New(p, Options{Now: f.clock.Now, Shared: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl
+	}
+	a, b, down := replica(srv.Addr), replica(srv.Addr), replica("127.0.0.1:1")
+	bound := mint.hs(t, jwt.MapClaims{"cnf": map[string]any{"jkt": client.Thumbprint(t)}})
+	p := client.Proof(t, nil, jwt.MapClaims{"jti": "once", "htm": "POST", "htu": "https://agent.example.com/a2a", "iat": t0.Unix(), "ath": dpop.AccessTokenHash(bound)})
+	req := func() *Request { return agentReq(Headers{"authorization": "DPoP " + bound, "dpop": p}) }
+	if v := a.Check(t.Context(), req()); v.Outcome != Allowed {
+		t.Fatalf("first replica: %v (%s)", v.Outcome, v.Description)
+	}
+	if v := b.Check(t.Context(), req()); v.Outcome != InvalidToken || !strings.Contains(v.Description, "used before") {
+		t.Fatalf("second replica: %v (%s), want the replay refused", v.Outcome, v.Description)
+	}
+	if v := down.Check(t.Context(), req()); v.Outcome != Unavailable || !strings.Contains(v.Description, "DPoP replay check") {
+		t.Fatalf("replica without Redis: %v (%s), want Unavailable", v.Outcome, v.Description)
 	}
 }
