@@ -1,0 +1,157 @@
+package jwtauth
+
+import (
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// publicJWK is key's public half as JWK members.
+func publicJWK(t testing.TB, key any) map[string]any {
+	b64 := base64.RawURLEncoding.EncodeToString
+	switch k := key.(type) {
+	case *ecdsa.PrivateKey:
+		pt, err := k.PublicKey.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := (len(pt) - 1) / 2
+		return map[string]any{"kty": "EC", "crv": k.Curve.Params().Name, "x": b64(pt[1 : 1+n]), "y": b64(pt[1+n:])}
+	case *rsa.PrivateKey:
+		return map[string]any{"kty": "RSA", "n": b64(k.N.Bytes()), "e": b64(big.NewInt(int64(k.E)).Bytes())}
+	case ed25519.PrivateKey:
+		return map[string]any{"kty": "OKP", "crv": "Ed25519", "x": b64(k.Public().(ed25519.PublicKey))}
+	}
+	t.Fatalf("no JWK for %T", key)
+	return nil
+}
+
+func proofWith(t testing.TB, method jwt.SigningMethod, key any, header map[string]any, claims jwt.MapClaims) string {
+	h := map[string]any{"typ": "dpop+jwt", "jwk": publicJWK(t, key)}
+	for k, v := range header {
+		h[k] = v
+	}
+	return sign(t, method, key, h, claims)
+}
+
+func TestVerifyProof(t *testing.T) {
+	claims := jwt.MapClaims{"jti": "j1", "htm": "GET", "htu": "https://x/", "iat": 1_900_000_000}
+	tests := []struct {
+		name  string
+		proof func() string
+		want  error
+	}{
+		{name: "ES256", proof: func() string { return proofWith(t, jwt.SigningMethodES256, ecPrivate(), nil, claims) }},
+		{name: "EdDSA", proof: func() string { return proofWith(t, jwt.SigningMethodEdDSA, edPrivate(), nil, claims) }},
+		{name: "RS256", proof: func() string { return proofWith(t, jwt.SigningMethodRS256, rsaPrivate(), nil, claims) }},
+		{name: "PS256", proof: func() string { return proofWith(t, jwt.SigningMethodPS256, rsaPrivate(), nil, claims) }},
+		{name: "ES256 over an RSA jwk", proof: func() string {
+			return proofWith(t, jwt.SigningMethodES256, ecPrivate(), map[string]any{"jwk": publicJWK(t, rsaPrivate())}, claims)
+		}, want: ErrAlgorithm},
+		{name: "jwk naming another alg", proof: func() string {
+			jwk := publicJWK(t, ecPrivate())
+			jwk["alg"] = "ES384"
+			return proofWith(t, jwt.SigningMethodES256, ecPrivate(), map[string]any{"jwk": jwk}, claims)
+		}, want: ErrProofKey},
+		{name: "jwk for encryption", proof: func() string {
+			jwk := publicJWK(t, ecPrivate())
+			jwk["use"] = "enc"
+			return proofWith(t, jwt.SigningMethodES256, ecPrivate(), map[string]any{"jwk": jwk}, claims)
+		}, want: ErrProofKey},
+		{name: "jwk a string", proof: func() string {
+			return proofWith(t, jwt.SigningMethodES256, ecPrivate(), map[string]any{"jwk": "{}"}, claims)
+		}, want: ErrProofKey},
+		{name: "JWK in another case", proof: func() string {
+			return sign(t, jwt.SigningMethodES256, ecPrivate(), map[string]any{"typ": "dpop+jwt", "JWK": publicJWK(t, ecPrivate())}, claims)
+		}, want: ErrMalformed},
+		{name: "private RSA members", proof: func() string {
+			jwk := publicJWK(t, rsaPrivate())
+			jwk["p"] = "AQAB"
+			return proofWith(t, jwt.SigningMethodRS256, rsaPrivate(), map[string]any{"jwk": jwk}, claims)
+		}, want: ErrProofKey},
+		{name: "a short RSA key", proof: func() string {
+			k, err := rsa.GenerateKey(rand.Reader, 1024)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return proofWith(t, jwt.SigningMethodRS256, k, nil, claims)
+		}, want: ErrProofKey},
+		{name: "typ a number", proof: func() string {
+			return proofWith(t, jwt.SigningMethodES256, ecPrivate(), map[string]any{"typ": 1}, claims)
+		}, want: ErrType},
+		{name: "payload not an object", proof: func() string {
+			p := proofWith(t, jwt.SigningMethodES256, ecPrivate(), nil, claims)
+			parts := strings.Split(p, ".")
+			return parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`[1]`)) + "." + parts[2]
+		}, want: ErrMalformed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := VerifyProof(tc.proof(), "dpop+jwt")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("VerifyProof() = %v, want %v", err, tc.want)
+			}
+			if err == nil && (p.ID != "j1" || p.IssuedAt.Unix() != 1_900_000_000 || p.Thumbprint == "") {
+				t.Fatalf("VerifyProof() = %+v", p)
+			}
+		})
+	}
+}
+
+// FuzzVerifyProof holds VerifyProof to golang-jwt: a proof it accepts,
+// golang-jwt verifies with the key of its header, decoded by jwkset, and
+// reads the same jti. It never panics, and fails only with sentinels.
+func FuzzVerifyProof(f *testing.F) {
+	claims := jwt.MapClaims{"jti": "j1", "iat": 1_900_000_000}
+	for _, s := range []string{
+		proofWith(f, jwt.SigningMethodES256, ecPrivate(), nil, claims),
+		proofWith(f, jwt.SigningMethodEdDSA, edPrivate(), nil, claims),
+		proofWith(f, jwt.SigningMethodES256, ecPrivate(), map[string]any{"crit": []string{"x"}}, claims),
+		rawToken(`{"typ":"dpop+jwt","alg":"ES256","jwk":{"kty":"EC"}}`, `{}`, "x"),
+		"", "a.b.c",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, proof string) {
+		p, err := VerifyProof(proof, "dpop+jwt")
+		if err != nil {
+			for _, s := range append(sentinels, ErrProofKey) {
+				if errors.Is(err, s) {
+					return
+				}
+			}
+			t.Fatalf("VerifyProof() error %v is not a sentinel", err)
+		}
+		parsed, err := jwt.Parse(proof, func(tok *jwt.Token) (any, error) {
+			raw, err := json.Marshal(tok.Header["jwk"])
+			if err != nil {
+				return nil, err
+			}
+			var m jwkset.JWKMarshal
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return nil, err
+			}
+			jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return jwk.Key(), nil
+		}, jwt.WithoutClaimsValidation())
+		if err != nil {
+			t.Fatalf("VerifyProof accepted %q, golang-jwt refuses it: %v", proof, err)
+		}
+		if jti, _ := parsed.Claims.(jwt.MapClaims)["jti"].(string); jti != p.ID {
+			t.Fatalf("jti %q, golang-jwt reads %q", p.ID, jti)
+		}
+	})
+}
