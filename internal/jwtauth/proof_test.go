@@ -2,8 +2,8 @@ package jwtauth
 
 import (
 	"crypto/ecdsa"
-	"crypto/rand"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
