@@ -151,15 +151,15 @@ func (c *Checker) Check(ctx context.Context, w Window, r Request) error {
 	case strings.IndexByte(r.Proof, ',') >= 0:
 		return ErrMultiple
 	}
-	p, err := jwtauth.VerifyProof(strings.TrimSpace(r.Proof), ProofType)
-	if err != nil {
+	p, err := jwtauth.VerifyProof(strings.TrimSpace(r.Proof), ProofType, r.Thumbprint)
+	switch {
+	case errors.Is(err, jwtauth.ErrOtherProofKey):
+		return ErrKeyMismatch
+	case err != nil:
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := c.claims(p, w, r); err != nil {
 		return err
-	}
-	if p.Thumbprint != r.Thumbprint {
-		return ErrKeyMismatch
 	}
 	if r.Peek {
 		return nil

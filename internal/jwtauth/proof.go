@@ -15,7 +15,8 @@ import (
 // Errors of VerifyProof beyond the token sentinels (ErrMalformed,
 // ErrAlgorithm, ErrSignature, ErrType).
 var (
-	ErrProofKey = errors.New("proof key is missing, private or unusable")
+	ErrProofKey      = errors.New("proof key is missing, private or unusable")
+	ErrOtherProofKey = errors.New("proof is signed by another key than expected")
 )
 
 // Proof is a verified proof of possession.
@@ -31,10 +32,13 @@ type Proof struct {
 // VerifyProof verifies proof, a compact JWS whose header has the media
 // type typ (case-insensitive, an "application/" prefix allowed as for
 // access tokens) and carries in "jwk" the public key that signed it with
-// an asymmetric algorithm. The payload must be one strict JSON object;
-// its claims are the caller's to check. The error is one of the package's
-// sentinels.
-func VerifyProof(proof, typ string) (*Proof, error) {
+// an asymmetric algorithm. When thumbprint is not "", the key must be the
+// one of that RFC 7638 thumbprint (ErrOtherProofKey), which is compared
+// before the signature is verified: a sender cannot make the verifier
+// spend a signature check on a key of its choosing. The payload must be
+// one strict JSON object; its claims are the caller's to check. The error
+// is one of the package's sentinels.
+func VerifyProof(proof, typ, thumbprint string) (*Proof, error) {
 	headerSeg, payloadSeg, sigSeg, ok := splitToken(proof)
 	if !ok {
 		return nil, ErrMalformed
@@ -71,6 +75,9 @@ func VerifyProof(proof, typ string) (*Proof, error) {
 	}
 	if key.algs&alg.bit == 0 {
 		return nil, ErrAlgorithm
+	}
+	if thumbprint != "" && key.id != thumbprint {
+		return nil, ErrOtherProofKey
 	}
 	p := new(Proof)
 	payload := p.buf[:]

@@ -49,6 +49,7 @@ func TestVerifyProof(t *testing.T) {
 	tests := []struct {
 		name  string
 		proof func() string
+		thumb string // the key expected, "" any
 		want  error
 	}{
 		{name: "ES256", proof: func() string { return proofWith(t, jwt.SigningMethodES256, ecPrivate(), nil, claims) }},
@@ -89,6 +90,12 @@ func TestVerifyProof(t *testing.T) {
 		{name: "typ a number", proof: func() string {
 			return proofWith(t, jwt.SigningMethodES256, ecPrivate(), map[string]any{"typ": 1}, claims)
 		}, want: ErrType},
+		{name: "the key expected", proof: func() string { return proofWith(t, jwt.SigningMethodES256, ecPrivate(), nil, claims) },
+			thumb: thumbprint(&ecPrivate().PublicKey)},
+		{name: "another key than expected, refused before its signature", proof: func() string {
+			p := proofWith(t, jwt.SigningMethodES256, ecPrivate(), nil, claims)
+			return p[:strings.LastIndexByte(p, '.')+1] + "AAAA"
+		}, thumb: thumbprint(edPrivate().Public()), want: ErrOtherProofKey},
 		{name: "payload not an object", proof: func() string {
 			p := proofWith(t, jwt.SigningMethodES256, ecPrivate(), nil, claims)
 			parts := strings.Split(p, ".")
@@ -97,7 +104,7 @@ func TestVerifyProof(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := VerifyProof(tc.proof(), "dpop+jwt")
+			p, err := VerifyProof(tc.proof(), "dpop+jwt", tc.thumb)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("VerifyProof() = %v, want %v", err, tc.want)
 			}
@@ -123,9 +130,9 @@ func FuzzVerifyProof(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, proof string) {
-		p, err := VerifyProof(proof, "dpop+jwt")
+		p, err := VerifyProof(proof, "dpop+jwt", "")
 		if err != nil {
-			for _, s := range append(sentinels, ErrProofKey) {
+			for _, s := range append(sentinels, ErrProofKey, ErrOtherProofKey) {
 				if errors.Is(err, s) {
 					return
 				}
