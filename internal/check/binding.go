@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/dpop"
 	"github.com/extauthz/extauthz/internal/jwtauth"
@@ -78,8 +79,15 @@ var strictB64 = base64.RawURLEncoding.Strict()
 // would prove nothing about it).
 func (e *evaluation) binding() *denial {
 	g := e.grant
-	if e.token == "" || g.boundKey == "" && g.boundCert == "" && e.scheme != credential.DPoP {
-		return nil // a bearer token presented as one, or a workload
+	switch {
+	case e.token == "":
+		return nil // a workload: its certificate is the credential
+	case e.route.senderConstrained == config.SenderDPoP && g.boundKey == "":
+		return &denial{outcome: InvalidToken, desc: "this route takes only DPoP-bound tokens", dpop: "invalid_token"}
+	case e.route.senderConstrained == config.SenderMTLS && g.boundCert == "":
+		return &denial{outcome: InvalidToken, desc: "this route takes only certificate-bound tokens"}
+	case g.boundKey == "" && g.boundCert == "" && e.scheme != credential.DPoP:
+		return nil // a bearer token presented as one
 	}
 	if g.boundCert != "" && e.req.ClientCert != g.boundCert {
 		return &denial{outcome: InvalidToken, desc: "token is bound to a client certificate this request does not present"}

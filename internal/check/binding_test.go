@@ -173,3 +173,78 @@ routes: [{name: agent, default: true, issuers: [dev]}]
 		t.Fatalf("replica without Redis: %v (%s), want Unavailable", v.Outcome, v.Description)
 	}
 }
+
+// routeOf names the route of the fixture's hosts, as Envoy does in
+// context_extensions (the fixture's default route matches every host).
+func routeOf(host string) map[string]string {
+	name, _, _ := strings.Cut(host, ".")
+	if name == "agent" {
+		return nil
+	}
+	return map[string]string{"route": name + "-only"}
+}
+
+// TestSenderConstrainedRoutes: a route that takes only bound tokens
+// refuses a valid bearer token, says so in its challenges and metadata,
+// and still takes a token bound the way it asks.
+func TestSenderConstrainedRoutes(t *testing.T) {
+	client := testtoken.EC(t, "")
+	sum := sha256.Sum256([]byte("client certificate"))
+	cert := base64.RawURLEncoding.EncodeToString(sum[:])
+	f := newFixture(t, `  - {name: dpop-only, hosts: [dpop.example.com], issuers: [dev], sender_constrained: dpop}
+  - {name: mtls-only, hosts: [mtls.example.com], issuers: [dev], sender_constrained: mtls}
+`)
+	bearer := f.hs(t, nil)
+	keyBound := f.hs(t, jwt.MapClaims{"cnf": map[string]any{"jkt": client.Thumbprint(t)}})
+	certBound := f.hs(t, jwt.MapClaims{"cnf": map[string]any{"x5t#S256": cert}})
+	req := func(host string, h Headers, clientCert string) *Request {
+		r := agentReq(h)
+		r.Host, r.Headers[":authority"], r.ClientCert = host, host, clientCert
+		r.ContextExtensions = routeOf(host)
+		return r
+	}
+	proof := client.Proof(t, nil, jwt.MapClaims{"jti": "r1", "htm": "POST", "htu": "https://dpop.example.com/a2a", "iat": t0.Unix(), "ath": dpop.AccessTokenHash(keyBound)})
+	tests := []struct {
+		name      string
+		req       *Request
+		want      Outcome
+		challenge string
+	}{
+		{name: "dpop route, no token", req: req("dpop.example.com", nil, ""), want: MissingToken, challenge: `DPoP resource_metadata="https://dpop.example.com/.well-known/oauth-protected-resource", algs="ES256`},
+		{name: "dpop route, a bearer token", req: req("dpop.example.com", Headers{"authorization": "Bearer " + bearer}, ""),
+			want: InvalidToken, challenge: `DPoP error="invalid_token", error_description="this route takes only DPoP-bound tokens"`},
+		{name: "dpop route, a certificate-bound token", req: req("dpop.example.com", Headers{"authorization": "Bearer " + certBound}, cert),
+			want: InvalidToken, challenge: `this route takes only DPoP-bound tokens`},
+		{name: "dpop route, a DPoP-bound token and its proof", req: req("dpop.example.com", Headers{"authorization": "DPoP " + keyBound, "dpop": proof}, ""), want: Allowed},
+		{name: "mtls route, a bearer token", req: req("mtls.example.com", Headers{"authorization": "Bearer " + bearer}, cert),
+			want: InvalidToken, challenge: `Bearer error="invalid_token", error_description="this route takes only certificate-bound tokens"`},
+		{name: "mtls route, a certificate-bound token with its certificate", req: req("mtls.example.com", Headers{"authorization": "Bearer " + certBound}, cert), want: Allowed},
+		{name: "mtls route, no token", req: req("mtls.example.com", nil, cert), want: MissingToken, challenge: `Bearer resource_metadata=`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := f.pl.Check(context.Background(), tc.req)
+			if v.Outcome != tc.want {
+				t.Fatalf("outcome %v (%s), want %v", v.Outcome, v.Description, tc.want)
+			}
+			if got, _ := header(v.ResponseHeaders, "www-authenticate"); !strings.Contains(got, tc.challenge) {
+				t.Fatalf("WWW-Authenticate %q, want it to hold %q", got, tc.challenge)
+			}
+		})
+	}
+	for host, want := range map[string]string{
+		"dpop.example.com":  `"dpop_bound_access_tokens_required":true`,
+		"mtls.example.com":  `"tls_client_certificate_bound_access_tokens":true`,
+		"agent.example.com": `"dpop_signing_alg_values_supported":["ES256"`,
+	} {
+		r := &Request{Method: "GET", Scheme: "https", Host: host, Path: "/.well-known/oauth-protected-resource",
+			Headers: Headers{":authority": host, ":method": "GET", ":path": "/.well-known/oauth-protected-resource"}, ContextExtensions: routeOf(host)}
+		v := f.pl.Check(context.Background(), r)
+		if v.Outcome != ResourceMetadata || !strings.Contains(string(v.Body), want) {
+			t.Errorf("%s metadata: %v %s, want it to hold %s", host, v.Outcome, v.Body, want)
+		}
+		if host == "agent.example.com" && strings.Contains(string(v.Body), "required") {
+			t.Errorf("a route taking bearer tokens says bound ones are required: %s", v.Body)
+		}
+	}
+}

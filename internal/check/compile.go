@@ -105,6 +105,9 @@ type Route struct {
 	resourceMetadata     string
 	forwardAuthorization bool
 	credentials          credential.Source
+	// senderConstrained is config.SenderDPoP or SenderMTLS when the route
+	// takes only tokens bound that way (binding.go).
+	senderConstrained string
 	claimHeaders         []config.ClaimHeader
 	owned                []string // every header the service sets on this route
 	identityOwned        []string // owned headers a grant sets or strips (lineage does its own)
@@ -310,6 +313,7 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		pathPrefix:                  rc.PathPrefix,
 		resourceMetadata:            rc.ResourceMetadata,
 		forwardAuthorization:        rc.ForwardAuthorization,
+		senderConstrained:           rc.SenderConstrained,
 		credentials:                 credential.Source{Header: rc.Credentials.Header, Cookie: rc.Credentials.Cookie},
 		claimHeaders:                rc.ClaimHeaders,
 		rules:                       compileRules(rc.Name, rc.Rules),

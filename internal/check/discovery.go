@@ -3,6 +3,8 @@ package check
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/extauthz/extauthz/internal/config"
 )
 
 // wellKnownResource is the RFC 9728 well-known prefix; the resource's path,
@@ -20,6 +22,10 @@ type resourceDocument struct {
 	// DPoPAlgs are the proof algorithms a DPoP-bound token may come with
 	// (binding.go), on every route.
 	DPoPAlgs []string `json:"dpop_signing_alg_values_supported"`
+	// DPoPRequired and CertificateBound say the route takes only tokens
+	// bound that way (sender_constrained).
+	DPoPRequired     bool `json:"dpop_bound_access_tokens_required,omitempty"`
+	CertificateBound bool `json:"tls_client_certificate_bound_access_tokens,omitempty"`
 }
 
 // protectedResource answers GET /.well-known/oauth-protected-resource[path]
@@ -53,6 +59,8 @@ func (p *Policy) protectedResource(req *Request) (Verdict, bool) {
 		ResourceName:           r.resource.ResourceName,
 		ResourceDocumentation:  r.resource.ResourceDocumentation,
 		DPoPAlgs:               dpopAlgList,
+		DPoPRequired:           r.senderConstrained == config.SenderDPoP,
+		CertificateBound:       r.senderConstrained == config.SenderMTLS,
 	}
 	if len(doc.AuthorizationServers) == 0 {
 		doc.AuthorizationServers = r.issuerURLs

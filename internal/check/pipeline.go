@@ -43,6 +43,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/audit"
 	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/dpop"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
@@ -545,23 +546,27 @@ type denial struct {
 func (p *Policy) deny(req *Request, r *Route, call *Call, d denial) Verdict {
 	v := Verdict{Outcome: d.outcome, Description: d.desc}
 	var routeScope, metadata string
+	scheme := "Bearer"
 	if r != nil {
 		v.Route = r.Name
 		routeScope = r.scopeParam
 		metadata = r.metadataURL(req)
+		if r.senderConstrained == config.SenderDPoP {
+			scheme = "DPoP" // the only scheme a token may come with here
+		}
 	}
 	switch d.outcome {
 	case MissingToken:
 		// RFC 6750 section 3.1: no error code when no credential was sent.
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("Bearer", "", "", routeScope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge(scheme, "", "", routeScope, metadata)})
 	case InvalidToken:
-		scheme, code := "Bearer", "invalid_token"
+		code := "invalid_token"
 		if d.dpop != "" {
 			scheme, code = "DPoP", d.dpop
 		}
 		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge(scheme, code, d.desc, routeScope, metadata)})
 	case InsufficientScope:
-		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge("Bearer", "insufficient_scope", d.desc, d.scope, metadata)})
+		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "www-authenticate", Value: challenge(scheme, "insufficient_scope", d.desc, d.scope, metadata)})
 	case Unavailable:
 		v.ResponseHeaders = append(v.ResponseHeaders, Header{Name: "retry-after", Value: "5"})
 	}

@@ -434,6 +434,10 @@ type Route struct {
 	// upstream request; by default it is removed.
 	ForwardAuthorization bool          `yaml:"forward_authorization"`
 	Credentials          Credentials   `yaml:"credentials"`
+	// SenderConstrained, "dpop" or "mtls", refuses every token not bound
+	// to its sender that way (cnf.jkt, cnf.x5t#S256); empty takes bearer
+	// tokens too. Bound tokens are held to their binding on every route.
+	SenderConstrained string `yaml:"sender_constrained"`
 	ClaimHeaders         []ClaimHeader `yaml:"claim_headers"`
 
 	// Protocol is what the upstream speaks: "mcp", "a2a", "http" (no
@@ -559,6 +563,12 @@ type ProtectedResource struct {
 	ResourceName          string   `yaml:"resource_name"`
 	ResourceDocumentation string   `yaml:"resource_documentation"`
 }
+
+// Values of Route.SenderConstrained.
+const (
+	SenderDPoP = "dpop"
+	SenderMTLS = "mtls"
+)
 
 // Credentials names where else than Authorization: Bearer a token may come from.
 type Credentials struct {

@@ -571,6 +571,9 @@ func (v *validator) routeProtocol(p string, r Route) {
 	if _, ok := jsonrpc.ParseProtocol(r.Protocol); !ok {
 		v.add("%s.protocol: %q is not one of auto, mcp, a2a, http", p, r.Protocol)
 	}
+	if s := r.SenderConstrained; s != "" && s != SenderDPoP && s != SenderMTLS {
+		v.add("%s.sender_constrained: %q is neither dpop nor mtls", p, s)
+	}
 	if r.DefaultAction != "allow" && r.DefaultAction != "deny" {
 		v.add("%s.default_action: %q is neither allow nor deny", p, r.DefaultAction)
 	}
