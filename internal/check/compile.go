@@ -108,9 +108,9 @@ type Route struct {
 	// senderConstrained is config.SenderDPoP or SenderMTLS when the route
 	// takes only tokens bound that way (binding.go).
 	senderConstrained string
-	claimHeaders         []config.ClaimHeader
-	owned                []string // every header the service sets on this route
-	identityOwned        []string // owned headers a grant sets or strips (lineage does its own)
+	claimHeaders      []config.ClaimHeader
+	owned             []string // every header the service sets on this route
+	identityOwned     []string // owned headers a grant sets or strips (lineage does its own)
 	// unauthenticatedRemove is owned plus authorization unless forwarded.
 	unauthenticatedRemove []string
 	// credentialRemove are the headers carrying a credential that never go

@@ -432,13 +432,13 @@ type Route struct {
 	ResourceMetadata string `yaml:"resource_metadata"`
 	// ForwardAuthorization keeps the inbound Authorization header on the
 	// upstream request; by default it is removed.
-	ForwardAuthorization bool          `yaml:"forward_authorization"`
-	Credentials          Credentials   `yaml:"credentials"`
+	ForwardAuthorization bool        `yaml:"forward_authorization"`
+	Credentials          Credentials `yaml:"credentials"`
 	// SenderConstrained, "dpop" or "mtls", refuses every token not bound
 	// to its sender that way (cnf.jkt, cnf.x5t#S256); empty takes bearer
 	// tokens too. Bound tokens are held to their binding on every route.
-	SenderConstrained string `yaml:"sender_constrained"`
-	ClaimHeaders         []ClaimHeader `yaml:"claim_headers"`
+	SenderConstrained string        `yaml:"sender_constrained"`
+	ClaimHeaders      []ClaimHeader `yaml:"claim_headers"`
 
 	// Protocol is what the upstream speaks: "mcp", "a2a", "http" (no
 	// JSON-RPC awareness) or "auto" (the default: JSON-RPC aware when the
