@@ -15,6 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/testing/testpeers"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // sdks are the TypeScript SDK generations the client script speaks.
@@ -43,6 +44,7 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("the client's address is the one the proxy saw", e.testClientAddress)
 			t.Run("a credential cookie never reaches the server, other cookies do", e.testCredentialCookie)
 			t.Run("a request line and a Host naming different hosts never pass", e.testTwoHosts)
+			t.Run("a DPoP-bound token passes with the SDK's proofs, never as a bearer token", e.testDPoP)
 		})
 	}
 }
@@ -553,4 +555,36 @@ func whoAmIWith(t *testing.T, url, tok string, extra http.Header) testpeers.Obse
 		t.Fatal(err)
 	}
 	return seen
+}
+
+// testDPoP: the v2 TypeScript SDK's withDpop signs a proof of the URL it
+// calls, which the service rebuilds from what the proxy reports; the call
+// passes. The same token sent as a bearer token (a thief without the key)
+// is refused with the DPoP challenge, and never reaches the server.
+func (e *feEnv) testDPoP(t *testing.T) {
+	key := testtoken.EC(t, "")
+	tok := e.token(t, jwt.MapClaims{"cnf": map[string]any{"jkt": key.Thumbprint(t)}})
+	res := nodeClient(t, map[string]any{"sdk": "v2", "url": e.base + "/mcp", "token": tok, "scenario": "dpop", "tool": "whoami",
+		"dpopKey": key.PrivateJWK(t), "jkt": key.Thumbprint(t)}, nil)
+	last := res[len(res)-1]
+	if !last.OK {
+		t.Fatalf("TypeScript SDK v2 with DPoP: %+v", last)
+	}
+	o, err := testpeers.ParseObservation(last.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHeaders(t, "TypeScript SDK v2's DPoP tool call", o, map[string]string{"X-User-Id": "alice"})
+
+	before := len(e.toolCalls())
+	status, hdr, body := rawMCP(t, e.base+"/mcp", tok, initializeBody, nil)
+	if status != http.StatusUnauthorized {
+		t.Fatalf("the bound token as a bearer token: status %d, want 401: %s", status, body)
+	}
+	if ch := hdr.Get("Www-Authenticate"); !strings.HasPrefix(ch, `DPoP error="invalid_token"`) {
+		t.Errorf("challenge %q, want the DPoP one", ch)
+	}
+	if after := len(e.toolCalls()); after != before {
+		t.Errorf("the server saw %d calls of a refused token", after-before)
+	}
 }

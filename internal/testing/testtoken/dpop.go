@@ -66,3 +66,19 @@ func (k Key) Proof(t testing.TB, header map[string]any, claims jwt.MapClaims) st
 	}
 	return s
 }
+
+// PrivateJWK is an EC key's private JWK (its public members and d), for a
+// client outside Go to sign with.
+func (k Key) PrivateJWK(t testing.TB) map[string]any {
+	ec, ok := k.Private.(*ecdsa.PrivateKey)
+	if !ok {
+		t.Fatalf("no private JWK for %T", k.Private)
+	}
+	d, err := ec.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwk := k.PublicJWK(t)
+	jwk["d"] = base64.RawURLEncoding.EncodeToString(d)
+	return jwk
+}

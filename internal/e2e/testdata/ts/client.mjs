@@ -22,6 +22,10 @@
 //             that elicitation on the session's stream, report
 //             {"event":"completed","elicitationId":...}, call again and
 //             report the result. No stdin: only the notification moves on.
+//   dpop      (v2) call the tool with a DPoP-bound token: the SDK's withDpop
+//             sends "Authorization: DPoP <token>" and a fresh proof signed
+//             with args.dpopKey (a private P-256 JWK, its thumbprint in
+//             args.jkt) on every request: {"ok":true,"text":...}
 // Errors are reported as {"ok":false,"error":<class>,"code":...,"message":...}.
 import { createInterface } from 'node:readline';
 
@@ -80,6 +84,18 @@ function provider(token, seen) {
     };
 }
 
+// dpopFetch is fetch wrapped by the v2 SDK's withDpop, signing proofs
+// with the key the Go test bound the token to.
+async function dpopFetch(privateJwk, thumbprint, token) {
+    const m = await import('@modelcontextprotocol/client');
+    const alg = { name: 'ECDSA', namedCurve: 'P-256' };
+    const { d, ...publicJwk } = privateJwk;
+    const privateKey = await crypto.subtle.importKey('jwk', privateJwk, alg, false, ['sign']);
+    const publicKey = await crypto.subtle.importKey('jwk', publicJwk, alg, true, ['verify']);
+    const session = await m.DpopSession.create({ keyPair: { privateKey, publicKey, publicJwk, thumbprint, alg: 'ES256' } });
+    return m.withDpop(session, () => token)(fetch);
+}
+
 async function main() {
     const sdk = await load(args.sdk);
     const url = new URL(args.url);
@@ -87,6 +103,8 @@ async function main() {
     const options = {};
     if (args.scenario === 'discover') {
         options.authProvider = provider(args.token, seen);
+    } else if (args.scenario === 'dpop') {
+        options.fetch = await dpopFetch(args.dpopKey, args.jkt, args.token);
     } else if (args.token) {
         options.requestInit = { headers: { Authorization: 'Bearer ' + args.token } };
     }
