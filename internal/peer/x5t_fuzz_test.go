@@ -1,6 +1,7 @@
 package peer_test
 
 import (
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/extauthz/extauthz/internal/peer"
+	"github.com/extauthz/extauthz/internal/testing/testcert"
 )
 
 // referencePEM is the x5t#S256 of escaped read the obvious way with the
@@ -23,7 +25,7 @@ func referencePEM(escaped string) string {
 	if b == nil || b.Type != "CERTIFICATE" {
 		return ""
 	}
-	return x5t(b.Bytes)
+	return testcert.X5t(b.Bytes)
 }
 
 func isThumbprint(s string) bool {
@@ -33,9 +35,9 @@ func isThumbprint(s string) bool {
 // FuzzThumbprintPEM: whatever ThumbprintPEM finds, the reference finds the
 // same; it never panics and never returns a partial value.
 func FuzzThumbprintPEM(f *testing.F) {
-	der := testCert(f, "seed")
+	der := certDER(f, "seed")
 	p := pemOf(der)
-	for _, s := range []string{envoyEscape(p), oldEnvoyEscape(p), p, envoyEscape("x" + p), envoyEscape(p + p), "%", "-----BEGIN CERTIFICATE-----", ""} {
+	for _, s := range []string{testcert.Escape(p), oldEnvoyEscape(p), p, testcert.Escape("x" + p), testcert.Escape(p + p), "%", "-----BEGIN CERTIFICATE-----", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, escaped string) {
@@ -56,15 +58,15 @@ func FuzzThumbprintPEM(f *testing.F) {
 // Envoy (old and new) and nginx do, hash to their x5t#S256. The
 // certificate is not parsed, so arbitrary bytes stand for one.
 func FuzzThumbprintPEMEncodings(f *testing.F) {
-	f.Add(testCert(f, "seed"))
+	f.Add(certDER(f, "seed"))
 	f.Add([]byte{0x30, 0x00})
 	f.Fuzz(func(t *testing.T, der []byte) {
 		if len(der) == 0 || len(der) > 16<<10 {
 			return
 		}
 		p := pemOf(der)
-		for name, escaped := range map[string]string{"envoy": envoyEscape(p), "old envoy": oldEnvoyEscape(p), "plain": p} {
-			if got, want := peer.ThumbprintPEM(escaped), x5t(der); got != want {
+		for name, escaped := range map[string]string{"envoy": testcert.Escape(p), "old envoy": oldEnvoyEscape(p), "plain": p} {
+			if got, want := peer.ThumbprintPEM(escaped), testcert.X5t(der); got != want {
 				t.Fatalf("%s: ThumbprintPEM %q, want %q", name, got, want)
 			}
 		}
@@ -75,13 +77,13 @@ func FuzzThumbprintPEMEncodings(f *testing.F) {
 // header's last element names, by its Cert (the reference's reading) or,
 // without one, by its Hash.
 func FuzzThumbprintXFCC(f *testing.F) {
-	der := testCert(f, "seed")
-	cert := `Cert="` + envoyEscape(pemOf(der)) + `"`
+	der := certDER(f, "seed")
+	cert := `Cert="` + testcert.Escape(pemOf(der)) + `"`
 	for _, s := range []string{
-		"By=spiffe://a/gw;Hash=" + hexHash(der),
-		cert + ";Hash=" + hexHash(der),
-		"Hash=" + hexHash(der) + "," + cert,
-		"Hash=" + strings.ToUpper(hexHash(der)),
+		"By=spiffe://a/gw;Hash=" + testcert.HexSHA256(der),
+		cert + ";Hash=" + testcert.HexSHA256(der),
+		"Hash=" + testcert.HexSHA256(der) + "," + cert,
+		"Hash=" + strings.ToUpper(testcert.HexSHA256(der)),
 		`Cert="";Hash=00`,
 	} {
 		f.Add(s)
@@ -109,7 +111,7 @@ func FuzzThumbprintXFCC(f *testing.F) {
 		if err != nil || len(sum) != 32 {
 			t.Fatalf("%q: %q from a Hash that is not one", h, got)
 		}
-		if want := x5tOfSum(sum); got != want {
+		if want := base64.RawURLEncoding.EncodeToString(sum); got != want {
 			t.Fatalf("%q: %q, the Hash's %q", h, got, want)
 		}
 	})
