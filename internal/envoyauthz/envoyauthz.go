@@ -63,7 +63,7 @@ func Input(req *authv3.CheckRequest) check.Request {
 	h := attrs.GetRequest().GetHttp()
 	w := wireRequest{
 		method: h.GetMethod(), scheme: h.GetScheme(), host: h.GetHost(), path: h.GetPath(),
-		body: h.GetBody(), raw: h.GetRawBody(),
+		body: h.GetBody(), raw: h.GetRawBody(), cert: attrs.GetSource().GetCertificate(),
 		in: check.Request{
 			Protocol:          h.GetProtocol(),
 			Headers:           h.GetHeaders(),

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/peer"
 )
 
 // The hot path does not build Envoy's whole CheckRequest message tree
@@ -30,8 +31,9 @@ const (
 	fAttrRequest           = 4  // AttributeContext.request
 	fAttrContextExtensions = 10 // AttributeContext.context_extensions
 
-	fPeerAddress   = 1 // AttributeContext.Peer.address
-	fPeerPrincipal = 4 // AttributeContext.Peer.principal
+	fPeerAddress     = 1 // AttributeContext.Peer.address
+	fPeerPrincipal   = 4 // AttributeContext.Peer.principal
+	fPeerCertificate = 5 // AttributeContext.Peer.certificate (include_peer_certificate)
 
 	fAddressSocket        = 1 // config.core.v3.Address.socket_address (a oneof with the two below)
 	fAddressPipe          = 2 // Address.pipe
@@ -71,6 +73,9 @@ type wireRequest struct {
 	body   string
 	raw    []byte
 	rawHdr []rawHeader
+	// cert is source.certificate as sent (URL-encoded PEM), hashed only in
+	// request: usually absent, and then it costs nothing.
+	cert string
 }
 
 type rawHeader struct{ key, value string }
@@ -102,6 +107,8 @@ func (w *wireRequest) attributes(num protowire.Number, v string) error {
 			switch num {
 			case fPeerPrincipal:
 				w.in.SourcePrincipal = v
+			case fPeerCertificate:
+				w.cert = v
 			case fPeerAddress:
 				return fields(v, w.address)
 			}
@@ -222,6 +229,9 @@ func (w *wireRequest) request() *check.Request {
 		in.Body = unsafe.Slice(unsafe.StringData(w.body), len(w.body))
 	}
 	in.BodyPartial = h["x-envoy-auth-partial-body"] == "true"
+	// Envoy's own view of the TLS connection, never a header: an
+	// x-forwarded-client-cert reaching ext_authz is not read for it.
+	in.ClientCert = peer.ThumbprintPEM(w.cert)
 	return in
 }
 

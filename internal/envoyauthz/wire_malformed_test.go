@@ -27,6 +27,9 @@ func TestWireDecodeMalformed(t *testing.T) {
 		// the innermost length running past its message.
 		{name: "nested length past its message", b: []byte{0x0a, 0x08, 0x22, 0x06, 0x12, 0x04, 0x1a, 0x02, 0x0a, 0x09}},
 		{name: "attributes cut inside the source peer", b: []byte{0x0a, 0x03, 0x0a, 0x02, 0x0a}},
+		// attributes (1) > source (1) > certificate (5), its length running
+		// past the peer.
+		{name: "certificate length past the source peer", b: []byte{0x0a, 0x05, 0x0a, 0x03, 0x2a, 0x08, 0x41}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

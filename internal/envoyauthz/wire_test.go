@@ -3,6 +3,8 @@ package envoyauthz
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"reflect"
@@ -18,7 +20,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/peer"
 	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/testcert"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
@@ -49,10 +53,29 @@ func wireRequests(t testing.TB) map[string]*authv3.CheckRequest {
 	for name, o := range opts {
 		out[name] = envoytest.BuildCheckRequest(r.Clone(context.Background()), body, o)
 	}
-	peer := envoytest.BuildCheckRequest(r.Clone(context.Background()), body, envoytest.BuildOptions{})
-	peer.Attributes.Source = &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
+	addressed := envoytest.BuildCheckRequest(r.Clone(context.Background()), body, envoytest.BuildOptions{})
+	addressed.Attributes.Source = &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
 		SocketAddress: &corev3.SocketAddress{Address: "10.1.2.3", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 40000}}}}}
-	out["peer address"] = peer
+	out["peer address"] = addressed
+
+	// include_peer_certificate: the client's leaf certificate, as Envoy
+	// sends it and as a hostile peer of the gRPC port could.
+	tlsReq := r.Clone(context.Background())
+	tlsReq.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{testcert.New(t, "client").Leaf}}
+	out["client certificate"] = envoytest.BuildCheckRequest(tlsReq, body, envoytest.BuildOptions{IncludePeerCertificate: true, SourcePrincipal: "spiffe://cluster.local/ns/a/sa/b"})
+	for name, c := range map[string]string{
+		"client certificate not PEM":          "not%20a%20certificate",
+		"client certificate a private key":    testcert.Escape("-----BEGIN PRIVATE KEY-----\nMAA=\n-----END PRIVATE KEY-----\n"),
+		"client certificate broken escape":    "-----BEGIN%2",
+		"client certificate over the bound":   strings.Repeat("A", peer.MaxCertBytes+1),
+		"client certificate, raw PEM":         string(testcert.New(t, "raw").CertPEM),
+		"client certificate with a chain":     testcert.URLEncodedPEM(testcert.New(t, "a").DER) + testcert.URLEncodedPEM(testcert.New(t, "b").DER),
+		"client certificate with a junk tail": testcert.URLEncodedPEM(testcert.New(t, "a").DER) + "%00",
+	} {
+		req := envoytest.BuildCheckRequest(r.Clone(context.Background()), body, envoytest.BuildOptions{})
+		req.Attributes.Source.Certificate = c
+		out[name] = req
+	}
 	return out
 }
 

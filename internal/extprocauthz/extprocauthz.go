@@ -40,6 +40,7 @@ import (
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
+	"github.com/extauthz/extauthz/internal/peer"
 )
 
 // MetadataNamespace is the ext_authz filter's dynamic metadata namespace,
@@ -377,16 +378,27 @@ func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
 // (its request_attributes) in a ProcessingRequest.
 const AttributesNamespace = "envoy.filters.http.ext_proc"
 
+// attrPeerCertDigest is the request attribute with the client
+// certificate's SHA-256 (hex), for certificate-bound tokens.
+const attrPeerCertDigest = "connection.sha256_peer_certificate_digest"
+
 // source reads the downstream peer as ext_authz's Source names it, from
 // the attributes the filter was configured to send with the request
-// headers (docs/extproc.md): the address without its port, and the
-// principal as Envoy's ext_authz picks it from the peer certificate (URI
-// SAN, else DNS SAN, else subject).
+// headers (docs/extproc.md): the address without its port, the principal
+// as Envoy's ext_authz picks it from the peer certificate (URI SAN, else
+// DNS SAN, else subject), and the certificate for certificate-bound
+// tokens.
 func (st *exchange) source(attrs map[string]*structpb.Struct) {
 	f := attrs[AttributesNamespace].GetFields()
 	if len(f) == 0 {
 		return
 	}
+	// ext_proc has no source.certificate as ext_authz has: the attribute
+	// connection.sha256_peer_certificate_digest gives the certificate's
+	// SHA-256 in hex (the digest XFCC's Hash carries), read the same way.
+	// A request header is never read for it: ext_proc is handed the
+	// client's own x-forwarded-client-cert.
+	st.req.ClientCert = peer.ThumbprintHex(f[attrPeerCertDigest].GetStringValue())
 	if a := f["source.address"].GetStringValue(); a != "" {
 		if ap, err := netip.ParseAddrPort(a); err == nil {
 			st.req.SourceAddress = ap.Addr().String()

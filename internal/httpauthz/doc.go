@@ -57,6 +57,24 @@
 // the path the upstream serves. nginx must set X-Forwarded-Host itself (its
 // auth subrequest otherwise carries the client's).
 //
+// # The client certificate
+//
+// check.Request.ClientCert (for certificate-bound tokens, RFC 8705) comes
+// from X-Forwarded-Client-Cert, only from Options.TrustedProxies (the same
+// list that makes the forwarding headers believable) and only from its
+// last element, the one the nearest proxy added: its Cert (URL-encoded
+// PEM, hashed here) or else its Hash (64 hex digits); a Cert and a Hash
+// that disagree are neither believed. Envoy and Istio write the header
+// (forward_client_cert_details SANITIZE_SET or APPEND_FORWARD); the
+// shipped nginx files set it to Cert="$ssl_client_escaped_cert" and the
+// Caddyfile to Hash={http.request.tls.client.fingerprint}, overwriting a
+// client's copy. A proxy that passes a client's header on unchanged
+// (Traefik, nginx or Caddy without those lines) lets the client name any
+// certificate: it must remove the header. Anything else, and any other
+// peer, presents no certificate, so a bound token is refused. No second
+// header (X-Client-Cert and the like) is read: every proxy would have to
+// strip it too.
+//
 // # The answer
 //
 // Allowed: 200, with every header the verdict sets upstream (X-User-Id,

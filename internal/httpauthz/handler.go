@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/internal/check"
+	"github.com/extauthz/extauthz/internal/peer"
 )
 
 // RemoveHeader is the response header of an allowed check that lists, comma
@@ -129,12 +130,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Headers:   headerMap(r.Header),
 		RequestID: r.Header.Get("X-Request-Id"),
 	}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		in.PeerAddr = ap.Addr()
-		if a := clientAddress(r.Header, in.PeerAddr, trusted); a.IsValid() {
-			in.SourceAddress = a.String()
-		}
-	}
+	h.describePeer(&in, r, trusted)
 	if o.forwarded && r.URL.RawQuery != "" {
 		if route, _ := routeParam(r.URL.RawQuery); route != "" {
 			if clientNamesRoute(r.URL.RawQuery, o.uri) {
@@ -296,6 +292,32 @@ func (c *canonicalNames) canonical(name string) string {
 	}
 	c.mu.Unlock()
 	return k
+}
+
+// describePeer fills in what the request says of where it came from: the
+// peer asking (the proxy), the client's address and the client's
+// certificate, the last two a trusted proxy's word only.
+func (h *handler) describePeer(in *check.Request, r *http.Request, trusted bool) {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		in.PeerAddr = ap.Addr()
+		if a := clientAddress(r.Header, in.PeerAddr, trusted); a.IsValid() {
+			in.SourceAddress = a.String()
+		}
+	}
+	in.ClientCert = clientCert(in.Headers, trusted)
+}
+
+// clientCert is the x5t#S256 of the client certificate a trusted proxy
+// reports in X-Forwarded-Client-Cert: Envoy's and Istio's XFCC, and the
+// shipped nginx and Caddy files, which overwrite any copy the client sent
+// (docs/forward-auth.md). Only the last element counts, the one the
+// nearest proxy wrote. From a peer that is not a trusted proxy the header
+// is anyone's, and nothing is read: a bound token is then refused.
+func clientCert(h check.Headers, trusted bool) string {
+	if !trusted {
+		return ""
+	}
+	return peer.ThumbprintXFCC(h["x-forwarded-client-cert"])
 }
 
 // clientAddress is the address of the client the proxy serves: the last

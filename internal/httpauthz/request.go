@@ -497,7 +497,7 @@ var lowerNames = func() map[string]string {
 		"traceparent", "tracestate", "baggage", "x-request-id", "x-real-ip", "x-forwarded-for",
 		"x-forwarded-method", "x-forwarded-uri", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port",
 		"x-forwarded-prefix", "x-forwarded-server", "x-original-method", "x-original-uri", "x-original-url",
-		"x-envoy-auth-partial-body", "x-envoy-expected-rq-timeout-ms", "x-envoy-internal",
+		"x-envoy-auth-partial-body", "x-envoy-expected-rq-timeout-ms", "x-envoy-internal", "x-forwarded-client-cert",
 		"mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name", "last-event-id",
 		"a2a-version", "a2a-extensions", "x-a2a-extensions",
 		"x-user-id", "x-session-id", "x-root-context-id", "x-parent-context-id", "x-lineage-depth",

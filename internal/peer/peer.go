@@ -18,6 +18,12 @@
 // A request's identity is read once into a Presented value and handed to
 // each policy of its route: the header is parsed and the identity hashed
 // once per request, not once per policy.
+//
+// The package also spells what a proxy says about the client certificate
+// (a URL-encoded PEM, a hex SHA-256, an X-Forwarded-Client-Cert header) as
+// RFC 8705's x5t#S256, for certificate-bound tokens: ThumbprintPEM,
+// ThumbprintHex and ThumbprintXFCC (x5t.go), shared by every front end so
+// that they read a certificate alike.
 package peer
 
 import (

@@ -36,6 +36,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/extauthz/extauthz/internal/testing/testcert"
 )
 
 // Header names Envoy itself reads or writes around ext_authz.
@@ -84,6 +86,10 @@ type BuildOptions struct {
 	// certificate identities under mTLS (a SPIFFE id in a mesh).
 	SourcePrincipal      string
 	DestinationPrincipal string
+	// IncludePeerCertificate is include_peer_certificate: the client's
+	// leaf certificate (r.TLS.PeerCertificates[0]) in source.certificate,
+	// URL-encoded PEM as Envoy writes it; empty without one.
+	IncludePeerCertificate bool
 	// SourceAddress defaults to r.RemoteAddr; DestinationAddress defaults to
 	// the local address of the server connection when r came from one.
 	SourceAddress      netip.AddrPort
@@ -161,6 +167,8 @@ type downstream struct {
 	now                                       time.Time
 	// websocket: a WebSocket upgrade, whose body ext_authz never buffers.
 	websocket bool
+	// certificate is source.certificate (IncludePeerCertificate).
+	certificate string
 }
 
 // hopByHop are the connection-specific headers Envoy's connection manager
@@ -195,6 +203,9 @@ func newDownstream(r *http.Request, opts *BuildOptions) downstream {
 	}
 	if d.streamID == 0 {
 		d.streamID = rand.Uint64()
+	}
+	if opts.IncludePeerCertificate && r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		d.certificate = testcert.URLEncodedPEM(r.TLS.PeerCertificates[0].Raw)
 	}
 	if opts.Now != nil {
 		d.now = opts.Now()
@@ -387,7 +398,7 @@ func (d *downstream) checkRequest(body []byte, opts *BuildOptions) (*authv3.Chec
 		routeMetadata = &corev3.Metadata{}
 	}
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
-		Source:      &authv3.AttributeContext_Peer{Address: socketAddress(d.source), Principal: opts.SourcePrincipal},
+		Source:      &authv3.AttributeContext_Peer{Address: socketAddress(d.source), Principal: opts.SourcePrincipal, Certificate: d.certificate},
 		Destination: &authv3.AttributeContext_Peer{Address: socketAddress(d.destination), Principal: opts.DestinationPrincipal},
 		Request: &authv3.AttributeContext_Request{
 			Time: timestamppb.New(d.now),

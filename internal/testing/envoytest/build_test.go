@@ -3,11 +3,14 @@ package envoytest
 import (
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -181,6 +184,39 @@ func TestBuildCheckRequest(t *testing.T) {
 				h := httpOf(got)
 				if h.GetScheme() != "https" || h.GetHeaders()[":scheme"] != "https" || h.GetHeaders()["x-forwarded-proto"] != "https" || h.GetProtocol() != "HTTP/2" {
 					t.Errorf("scheme %q :scheme %q xfp %q protocol %q", h.GetScheme(), h.GetHeaders()[":scheme"], h.GetHeaders()["x-forwarded-proto"], h.GetProtocol())
+				}
+			},
+		},
+		{
+			name: "include_peer_certificate sends the client's leaf as URL-encoded PEM",
+			req: func() *http.Request {
+				r := newRequest("GET", "https://secure.example.test/", nil, "")
+				r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Raw: []byte("leaf certificate DER \xfb\xff")}, {Raw: []byte("issuer")}}}
+				return r
+			},
+			opts: BuildOptions{IncludePeerCertificate: true},
+			check: func(t *testing.T, got *authv3.CheckRequest) {
+				c := got.GetAttributes().GetSource().GetCertificate()
+				if !strings.HasPrefix(c, "-----BEGIN%20CERTIFICATE-----%0A") || strings.ContainsAny(c, " +/=\n") {
+					t.Fatalf("certificate %q is not escaped as Envoy escapes it", c)
+				}
+				text, err := url.PathUnescape(c)
+				b, _ := pem.Decode([]byte(text))
+				if err != nil || b == nil || string(b.Bytes) != "leaf certificate DER \xfb\xff" {
+					t.Errorf("certificate %q is not the leaf's PEM", c)
+				}
+			},
+		},
+		{
+			name: "without include_peer_certificate no certificate is sent",
+			req: func() *http.Request {
+				r := newRequest("GET", "https://secure.example.test/", nil, "")
+				r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Raw: []byte("leaf")}}}
+				return r
+			},
+			check: func(t *testing.T, got *authv3.CheckRequest) {
+				if c := got.GetAttributes().GetSource().GetCertificate(); c != "" {
+					t.Errorf("certificate %q", c)
 				}
 			},
 		},
