@@ -89,7 +89,7 @@ func (e *evaluation) binding() *denial {
 	case g.boundKey == "" && g.boundCert == "" && e.scheme != credential.DPoP:
 		return nil // a bearer token presented as one
 	}
-	if g.boundCert != "" && e.req.ClientCert != g.boundCert {
+	if g.boundCert != "" && e.req.ClientCertThumbprint() != g.boundCert {
 		return &denial{outcome: InvalidToken, desc: "token is bound to a client certificate this request does not present"}
 	}
 	switch {

@@ -2,8 +2,6 @@ package check
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/extauthz/extauthz/internal/dpop"
 	"github.com/extauthz/extauthz/internal/shared"
 	"github.com/extauthz/extauthz/internal/testing/redistest"
+	"github.com/extauthz/extauthz/internal/testing/testcert"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
@@ -24,11 +23,10 @@ import (
 // the token's owner, with its proof or certificate, passes.
 func TestSenderConstrainedTokens(t *testing.T) {
 	client, thief := testtoken.EC(t, ""), testtoken.EC(t, "")
-	certHash := func(der string) string {
-		sum := sha256.Sum256([]byte(der))
-		return base64.RawURLEncoding.EncodeToString(sum[:])
-	}
-	clientCert, otherCert := certHash("client certificate"), certHash("another certificate")
+	// clientCert is the x5t#S256 a token is bound to; presented and
+	// otherCert are certificates as Envoy sends them (URL-encoded PEM).
+	mine, other := testcert.New(t, "client"), testcert.New(t, "other")
+	clientCert, presented, otherCert := mine.X5t(), testcert.URLEncodedPEM(mine.DER), testcert.URLEncodedPEM(other.DER)
 	f := newFixture(t, "")
 	bound := f.hs(t, jwt.MapClaims{"cnf": map[string]any{"jkt": client.Thumbprint(t)}})
 	certBound := f.hs(t, jwt.MapClaims{"cnf": map[string]any{"x5t#S256": clientCert}})
@@ -78,7 +76,7 @@ func TestSenderConstrainedTokens(t *testing.T) {
 		{name: "bound by a method not checked here", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"cnf": map[string]any{"kid": "k1"}})},
 			want: InvalidToken, challenge: `Bearer error="invalid_token", error_description="token is bound (cnf) by a method`},
 		{name: "bound by a known and an unknown method", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"cnf": map[string]any{"x5t#S256": clientCert, "jwk": map[string]any{"kty": "EC"}}})},
-			clientCert: clientCert, want: InvalidToken, challenge: `by a method this service cannot check`},
+			clientCert: presented, want: InvalidToken, challenge: `by a method this service cannot check`},
 		{name: "cnf not an object", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"cnf": "bound"})},
 			want: InvalidToken, challenge: `cnf is not an object`},
 		{name: "cnf empty", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"cnf": map[string]any{}})},
@@ -87,13 +85,13 @@ func TestSenderConstrainedTokens(t *testing.T) {
 			want: InvalidToken, challenge: `cnf is not an object`},
 		{name: "cnf in another case", headers: Headers{"authorization": "Bearer " + f.hs(t, jwt.MapClaims{"CNF": map[string]any{"jkt": client.Thumbprint(t)}})},
 			want: InvalidToken},
-		{name: "certificate-bound token with its certificate", headers: Headers{"authorization": "Bearer " + certBound}, clientCert: clientCert, want: Allowed},
+		{name: "certificate-bound token with its certificate", headers: Headers{"authorization": "Bearer " + certBound}, clientCert: presented, want: Allowed},
 		{name: "certificate-bound token without a certificate", headers: Headers{"authorization": "Bearer " + certBound},
 			want: InvalidToken, challenge: `Bearer error="invalid_token", error_description="token is bound to a client certificate`},
 		{name: "certificate-bound token with another certificate", headers: Headers{"authorization": "Bearer " + certBound}, clientCert: otherCert,
 			want: InvalidToken, challenge: `token is bound to a client certificate`},
 		{name: "certificate-bound token with the DPoP scheme", headers: Headers{"authorization": "DPoP " + certBound, "dpop": proof(client, certBound, nil)},
-			clientCert: clientCert, want: InvalidToken, challenge: `token is not DPoP-bound`},
+			clientCert: presented, want: InvalidToken, challenge: `token is not DPoP-bound`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,8 +187,8 @@ func routeOf(host string) map[string]string {
 // and still takes a token bound the way it asks.
 func TestSenderConstrainedRoutes(t *testing.T) {
 	client := testtoken.EC(t, "")
-	sum := sha256.Sum256([]byte("client certificate"))
-	cert := base64.RawURLEncoding.EncodeToString(sum[:])
+	mine := testcert.New(t, "client")
+	cert, presented := mine.X5t(), testcert.URLEncodedPEM(mine.DER)
 	f := newFixture(t, `  - {name: dpop-only, hosts: [dpop.example.com], issuers: [dev], sender_constrained: dpop}
   - {name: mtls-only, hosts: [mtls.example.com], issuers: [dev], sender_constrained: mtls}
 `)
@@ -213,13 +211,13 @@ func TestSenderConstrainedRoutes(t *testing.T) {
 		{name: "dpop route, no token", req: req("dpop.example.com", nil, ""), want: MissingToken, challenge: `DPoP resource_metadata="https://dpop.example.com/.well-known/oauth-protected-resource", algs="ES256`},
 		{name: "dpop route, a bearer token", req: req("dpop.example.com", Headers{"authorization": "Bearer " + bearer}, ""),
 			want: InvalidToken, challenge: `DPoP error="invalid_token", error_description="this route takes only DPoP-bound tokens"`},
-		{name: "dpop route, a certificate-bound token", req: req("dpop.example.com", Headers{"authorization": "Bearer " + certBound}, cert),
+		{name: "dpop route, a certificate-bound token", req: req("dpop.example.com", Headers{"authorization": "Bearer " + certBound}, presented),
 			want: InvalidToken, challenge: `this route takes only DPoP-bound tokens`},
 		{name: "dpop route, a DPoP-bound token and its proof", req: req("dpop.example.com", Headers{"authorization": "DPoP " + keyBound, "dpop": proof}, ""), want: Allowed},
-		{name: "mtls route, a bearer token", req: req("mtls.example.com", Headers{"authorization": "Bearer " + bearer}, cert),
+		{name: "mtls route, a bearer token", req: req("mtls.example.com", Headers{"authorization": "Bearer " + bearer}, presented),
 			want: InvalidToken, challenge: `Bearer error="invalid_token", error_description="this route takes only certificate-bound tokens"`},
-		{name: "mtls route, a certificate-bound token with its certificate", req: req("mtls.example.com", Headers{"authorization": "Bearer " + certBound}, cert), want: Allowed},
-		{name: "mtls route, no token", req: req("mtls.example.com", nil, cert), want: MissingToken, challenge: `Bearer resource_metadata=`},
+		{name: "mtls route, a certificate-bound token with its certificate", req: req("mtls.example.com", Headers{"authorization": "Bearer " + certBound}, presented), want: Allowed},
+		{name: "mtls route, no token", req: req("mtls.example.com", nil, presented), want: MissingToken, challenge: `Bearer resource_metadata=`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/extauthz/extauthz/internal/peer"
 )
 
 // Request is what the pipeline needs to know about one HTTP request, taken
@@ -20,6 +22,10 @@ type Request struct {
 	// says it was cut short and must not be trusted.
 	Body        []byte
 	BodyPartial bool
+	// ClientCertForm says how ClientCert spells the client certificate
+	// (beside BodyPartial, in its padding: a Request is allocated per
+	// check).
+	ClientCertForm CertForm
 	// ContextExtensions are Envoy's per-route check settings; "route" names
 	// the route directly.
 	ContextExtensions map[string]string
@@ -32,14 +38,36 @@ type Request struct {
 	// (the proxy asking): an X-Forwarded-Client-Cert is believed only from
 	// the addresses a peer issuer trusts. Zero on ext_authz.
 	PeerAddr netip.Addr
-	// ClientCert is the SHA-256 of the client's TLS certificate (DER),
-	// base64url without padding as RFC 8705's x5t#S256 spells it, when
-	// the front end knows it: Envoy's source.certificate, or a trusted
-	// proxy's X-Forwarded-Client-Cert. A certificate-bound token is
-	// accepted only from a request presenting its certificate; "" presents
-	// none.
+	// ClientCert is the client's TLS certificate as the front end learned
+	// it, in ClientCertForm: Envoy's source.certificate, ext_proc's
+	// certificate digest, or a trusted proxy's X-Forwarded-Client-Cert.
+	// It is hashed (ClientCertThumbprint) only when a certificate-bound
+	// token asks: under a mesh nearly every request presents one, and
+	// nearly no check needs it. "" presents none.
 	ClientCert string
 	RequestID  string
+}
+
+// CertForm is how Request.ClientCert spells the certificate.
+type CertForm uint8
+
+const (
+	CertPEM  CertForm = iota // URL-encoded PEM (Envoy's source.certificate)
+	CertHex                  // SHA-256 in hex (ext_proc's connection.sha256_peer_certificate_digest)
+	CertXFCC                 // a whole X-Forwarded-Client-Cert header of a trusted proxy
+)
+
+// ClientCertThumbprint is the client certificate's x5t#S256 (RFC 8705:
+// SHA-256 of the DER, base64url), "" when there is none or it cannot be
+// read exactly.
+func (r *Request) ClientCertThumbprint() string {
+	switch r.ClientCertForm {
+	case CertHex:
+		return peer.ThumbprintHex(r.ClientCert)
+	case CertXFCC:
+		return peer.ThumbprintXFCC(r.ClientCert)
+	}
+	return peer.ThumbprintPEM(r.ClientCert)
 }
 
 // Headers are the request headers with lower-case names; repeated headers

@@ -75,7 +75,8 @@ func TestWireClientCert(t *testing.T) {
 			if err := proto.Unmarshal(tc.b, &m); err != nil {
 				t.Fatal(err)
 			}
-			if got, fromProto := w.request().ClientCert, Input(&m).ClientCert; got != tc.want || fromProto != tc.want {
+			in := Input(&m)
+			if got, fromProto := w.request().ClientCertThumbprint(), in.ClientCertThumbprint(); got != tc.want || fromProto != tc.want {
 				t.Errorf("wire %q, proto %q, want %q", got, fromProto, tc.want)
 			}
 		})
@@ -132,7 +133,7 @@ func TestClientCertOverGRPC(t *testing.T) {
 	record := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 		resp, err := next(ctx, req)
 		mu.Lock()
-		seen = append(seen, req.(*wireRequest).in.ClientCert)
+		seen = append(seen, req.(*wireRequest).in.ClientCertThumbprint())
 		mu.Unlock()
 		return resp, err
 	}

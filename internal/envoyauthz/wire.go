@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/peer"
 )
 
 // The hot path does not build Envoy's whole CheckRequest message tree
@@ -231,7 +230,8 @@ func (w *wireRequest) request() *check.Request {
 	in.BodyPartial = h["x-envoy-auth-partial-body"] == "true"
 	// Envoy's own view of the TLS connection, never a header: an
 	// x-forwarded-client-cert reaching ext_authz is not read for it.
-	in.ClientCert = peer.ThumbprintPEM(w.cert)
+	// Hashed only when a bound token asks (check.Request).
+	in.ClientCert, in.ClientCertForm = w.cert, check.CertPEM
 	return in
 }
 

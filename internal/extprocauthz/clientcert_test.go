@@ -54,8 +54,8 @@ func TestClientCert(t *testing.T) {
 			if _, err := st.handle(msg); err != nil {
 				t.Fatal(err)
 			}
-			if st.req.ClientCert != tc.want {
-				t.Errorf("ClientCert %q, want %q", st.req.ClientCert, tc.want)
+			if got := st.req.ClientCertThumbprint(); got != tc.want {
+				t.Errorf("ClientCertThumbprint() = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -40,7 +40,6 @@ import (
 	"github.com/extauthz/extauthz/internal/check"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
-	"github.com/extauthz/extauthz/internal/peer"
 )
 
 // MetadataNamespace is the ext_authz filter's dynamic metadata namespace,
@@ -398,7 +397,7 @@ func (st *exchange) source(attrs map[string]*structpb.Struct) {
 	// SHA-256 in hex (the digest XFCC's Hash carries), read the same way.
 	// A request header is never read for it: ext_proc is handed the
 	// client's own x-forwarded-client-cert.
-	st.req.ClientCert = peer.ThumbprintHex(f[attrPeerCertDigest].GetStringValue())
+	st.req.ClientCert, st.req.ClientCertForm = f[attrPeerCertDigest].GetStringValue(), check.CertHex
 	if a := f["source.address"].GetStringValue(); a != "" {
 		if ap, err := netip.ParseAddrPort(a); err == nil {
 			st.req.SourceAddress = ap.Addr().String()

@@ -51,8 +51,10 @@ func TestClientCert(t *testing.T) {
 			for _, l := range tc.lines {
 				hdr.Add("X-Forwarded-Client-Cert", l)
 			}
-			if got := clientCert(headerMap(hdr), tc.trusted); got != tc.want {
-				t.Errorf("clientCert = %q, want %q", got, tc.want)
+			in := check.Request{Headers: headerMap(hdr)}
+			setClientCert(&in, tc.trusted)
+			if got := in.ClientCertThumbprint(); got != tc.want {
+				t.Errorf("ClientCertThumbprint() = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -85,7 +87,7 @@ func TestClientCertFromPeer(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				in := check.Request{Headers: headerMap(r.Header)}
 				h.describePeer(&in, r, h.trusted(r.RemoteAddr))
-				got <- in.ClientCert
+				got <- in.ClientCertThumbprint()
 			}))
 			defer srv.Close()
 			ask{path: "/check", header: http.Header{"X-Forwarded-Client-Cert": {"Hash=" + alice.HexSHA256()}}}.do(t, srv)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/peer"
 )
 
 // RemoveHeader is the response header of an allowed check that lists, comma
@@ -304,20 +303,20 @@ func (h *handler) describePeer(in *check.Request, r *http.Request, trusted bool)
 			in.SourceAddress = a.String()
 		}
 	}
-	in.ClientCert = clientCert(in.Headers, trusted)
+	setClientCert(in, trusted)
 }
 
-// clientCert is the x5t#S256 of the client certificate a trusted proxy
-// reports in X-Forwarded-Client-Cert: Envoy's and Istio's XFCC, and the
-// shipped nginx and Caddy files, which overwrite any copy the client sent
-// (docs/forward-auth.md). Only the last element counts, the one the
-// nearest proxy wrote. From a peer that is not a trusted proxy the header
-// is anyone's, and nothing is read: a bound token is then refused.
-func clientCert(h check.Headers, trusted bool) string {
-	if !trusted {
-		return ""
+// setClientCert takes the client certificate a trusted proxy reports in
+// X-Forwarded-Client-Cert: Envoy's and Istio's XFCC, and the shipped nginx
+// and Caddy files, which overwrite any copy the client sent
+// (docs/forward-auth.md); only its last element counts
+// (peer.ThumbprintXFCC, when a bound token asks). From a peer that is not
+// a trusted proxy the header is anyone's, and nothing is read: a bound
+// token is then refused.
+func setClientCert(in *check.Request, trusted bool) {
+	if trusted {
+		in.ClientCert, in.ClientCertForm = in.Headers["x-forwarded-client-cert"], check.CertXFCC
 	}
-	return peer.ThumbprintXFCC(h["x-forwarded-client-cert"])
 }
 
 // clientAddress is the address of the client the proxy serves: the last
