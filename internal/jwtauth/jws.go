@@ -122,6 +122,37 @@ func (s *scratch) bytesOf(str string) []byte {
 	return s.in
 }
 
+// open splits a compact JWS (splitToken) and reads its header into h; the
+// payload and signature segments are the caller's to decode.
+func (s *scratch) open(token string) (h joseHeader, payloadSeg, sigSeg string, err error) {
+	headerSeg, payloadSeg, sigSeg, ok := splitToken(token)
+	if !ok {
+		return h, "", "", ErrMalformed
+	}
+	headerDoc, ok := s.decode(headerSeg)
+	if !ok {
+		return h, "", "", ErrMalformed
+	}
+	h, err = s.parseHeader(headerDoc)
+	return h, payloadSeg, sigSeg, err
+}
+
+// payload decodes a payload segment into c and validates and indexes it
+// (parsePayload). The payload outlives the call (Claims reads it on
+// demand): it is decoded into the Claims, or memory of its own when
+// larger.
+func (s *scratch) payload(c *Claims, seg string) (payloadClaims, error) {
+	payload := c.buf[:]
+	if n := b64.DecodedLen(len(seg)); n > len(payload) {
+		payload = make([]byte, n)
+	}
+	n, err := b64.Decode(payload, s.bytesOf(seg))
+	if err != nil {
+		return payloadClaims{}, ErrMalformed
+	}
+	return parsePayload(&s.objects, c, payload[:n:n])
+}
+
 // joseHeader holds the raw values of the header members the verifier
 // reads; nil when absent.
 type joseHeader struct {

@@ -39,19 +39,11 @@ type Proof struct {
 // one strict JSON object; its claims are the caller's to check. The error
 // is one of the package's sentinels.
 func VerifyProof(proof, typ, thumbprint string) (*Proof, error) {
-	headerSeg, payloadSeg, sigSeg, ok := splitToken(proof)
-	if !ok {
-		return nil, ErrMalformed
-	}
 	sc := scratches.Get().(*scratch)
 	sc.out = sc.out[:0]
 	defer scratches.Put(sc)
 
-	headerDoc, ok := sc.decode(headerSeg)
-	if !ok {
-		return nil, ErrMalformed
-	}
-	h, err := sc.parseHeader(headerDoc)
+	h, payloadSeg, sigSeg, err := sc.open(proof)
 	if err != nil {
 		return nil, err
 	}
@@ -80,15 +72,7 @@ func VerifyProof(proof, typ, thumbprint string) (*Proof, error) {
 		return nil, ErrOtherProofKey
 	}
 	p := new(Proof)
-	payload := p.buf[:]
-	if n := b64.DecodedLen(len(payloadSeg)); n > len(payload) {
-		payload = make([]byte, n)
-	}
-	n, err := b64.Decode(payload, sc.bytesOf(payloadSeg))
-	if err != nil {
-		return nil, ErrMalformed
-	}
-	pc, err := parsePayload(&sc.objects, &p.Claims, payload[:n:n])
+	pc, err := sc.payload(&p.Claims, payloadSeg)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +80,7 @@ func VerifyProof(proof, typ, thumbprint string) (*Proof, error) {
 	if !ok {
 		return nil, ErrMalformed
 	}
-	input := proof[:len(headerSeg)+1+len(payloadSeg)]
+	input := proof[:len(proof)-len(sigSeg)-1]
 	if _, ok := sc.verify(nil, alg, []verificationKey{key}, input, sig); !ok {
 		return nil, ErrSignature
 	}

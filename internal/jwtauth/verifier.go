@@ -148,37 +148,19 @@ func (v *Verifier) Close() {
 // issuer's keys never loaded (a dependency failure); every other error is a
 // denial. ctx bounds the wait for a key set refetch.
 func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, audiences []string) (*Claims, error) {
-	if len(token) == 0 || len(token) > MaxTokenSize {
-		return nil, ErrMalformed
-	}
-	headerSeg, payloadSeg, sigSeg, ok := splitToken(token)
-	if !ok {
+	if len(token) == 0 {
 		return nil, ErrMalformed
 	}
 	sc := scratches.Get().(*scratch)
 	sc.out = sc.out[:0]
 	defer scratches.Put(sc)
 
-	headerDoc, ok := sc.decode(headerSeg)
-	if !ok {
-		return nil, ErrMalformed
-	}
-	h, err := sc.parseHeader(headerDoc)
+	h, payloadSeg, sigSeg, err := sc.open(token)
 	if err != nil {
 		return nil, err
 	}
-	// The payload outlives the call (Claims reads it on demand): it is
-	// decoded into the Claims, or memory of its own when larger.
 	c := new(Claims)
-	payload := c.buf[:]
-	if n := b64.DecodedLen(len(payloadSeg)); n > len(payload) {
-		payload = make([]byte, n)
-	}
-	n, err := b64.Decode(payload, sc.bytesOf(payloadSeg))
-	if err != nil {
-		return nil, ErrMalformed
-	}
-	pc, err := parsePayload(&sc.objects, c, payload[:n:n])
+	pc, err := sc.payload(c, payloadSeg)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +179,7 @@ func (v *Verifier) Verify(ctx context.Context, token string, allowed []string, a
 	if err != nil {
 		return nil, err
 	}
-	input := token[:len(headerSeg)+1+len(payloadSeg)]
+	input := token[:len(token)-len(sigSeg)-1]
 	keyID, ok := sc.verify(is, alg, keys, input, sig)
 	if !ok {
 		return nil, ErrSignature
