@@ -62,7 +62,8 @@ type Shared interface {
 // Window is how recent a proof must be: its iat at most MaxAge old and
 // at most Leeway (clock skew) in the future. Zero values take the
 // defaults. It is configuration, which a reload may change; what the
-// Checker remembers outlives it.
+// Checker remembers outlives it, and a raised MaxAge applies only to
+// proofs it could not have remembered for less (Checker.maxAge).
 type Window struct {
 	MaxAge, Leeway time.Duration
 }
@@ -91,6 +92,14 @@ type Checker struct {
 	failOpen bool
 	now      func() time.Time
 	seen     replaySet
+
+	// mu guards what maxAge knows of past windows: last, the window of
+	// the last check, and the narrowing of a raise: proofs issued up to
+	// narrowTo are held to narrowAge.
+	mu        sync.Mutex
+	last      Window
+	narrowTo  time.Time
+	narrowAge time.Duration
 }
 
 // New returns a Checker.
@@ -158,13 +167,38 @@ func (c *Checker) Check(ctx context.Context, w Window, r Request) error {
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := c.claims(p, w, r); err != nil {
+	if err := c.claims(p, Window{MaxAge: c.maxAge(w, p.IssuedAt), Leeway: w.Leeway}, r); err != nil {
 		return err
 	}
 	if r.Peek {
 		return nil
 	}
 	return c.firstUse(ctx, p, w)
+}
+
+// maxAge is how old a proof issued at iat may be under w. A proof is
+// remembered only as long as the window in force then accepts it: after a
+// reload raises MaxAge, a proof that may have been remembered under the
+// old window (issued before the raise, give or take the old leeway) is
+// held to the old MaxAge, or its forgotten record would let it be
+// replayed. A proof issued later gets w.
+func (c *Checker) maxAge(w Window, iat time.Time) time.Duration {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != (Window{}) && w.MaxAge > c.last.MaxAge {
+		age := c.last.MaxAge
+		if now.Sub(c.narrowTo) <= w.MaxAge {
+			// An earlier raise still holds proofs that w accepts by age.
+			age = min(age, c.narrowAge)
+		}
+		c.narrowTo, c.narrowAge = now.Add(c.last.Leeway), age
+	}
+	c.last = w
+	if !iat.After(c.narrowTo) {
+		return min(w.MaxAge, c.narrowAge)
+	}
+	return w.MaxAge
 }
 
 // claims checks what the proof says of the request (RFC 9449 section 4.3,

@@ -233,3 +233,61 @@ func TestSharedReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayAfterWindowRaised: a reload that raises max_age must not bring
+// back proofs that were remembered only as long as the old window accepted
+// them. Each step checks at an offset from the first proof's iat with the
+// window then in force; a proof issued after the raise gets the new one.
+func TestReplayAfterWindowRaised(t *testing.T) {
+	short, long := Window{MaxAge: time.Minute}, Window{MaxAge: 10 * time.Minute}
+	type step struct {
+		at     time.Duration // after f.now
+		w      Window
+		jti    string
+		issued time.Duration // the proof's iat, after f.now
+		ok     bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "raised after the record expired", steps: []step{
+			{at: 0, w: short, jti: "a", ok: true},
+			{at: 70 * time.Second, w: long, jti: "a"},
+		}},
+		{name: "raised while the record lives, replayed after it expired", steps: []step{
+			{at: 0, w: short, jti: "a", ok: true},
+			{at: 30 * time.Second, w: long, jti: "b", issued: 30 * time.Second, ok: true},
+			{at: 90 * time.Second, w: long, jti: "a"},
+		}},
+		{name: "lowered, then raised", steps: []step{
+			{at: 0, w: long, jti: "x", ok: true},
+			{at: time.Second, w: short, jti: "a", issued: time.Second, ok: true},
+			{at: 2 * time.Second, w: long, jti: "y", issued: 2 * time.Second, ok: true},
+			{at: 80 * time.Second, w: long, jti: "a"},
+		}},
+		{name: "a proof issued after the raise has the new window", steps: []step{
+			{at: 0, w: short, jti: "a", ok: true},
+			{at: 10 * time.Second, w: long, jti: "b", issued: 10 * time.Second, ok: true},
+			{at: 20 * time.Second, w: long, jti: "c", issued: 20 * time.Second, ok: true},
+			{at: 5 * time.Minute, w: long, jti: "c"},
+			{at: 5 * time.Minute, w: long, jti: "d", issued: 30 * time.Second, ok: true},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			now := f.now
+			c := New(Options{Now: func() time.Time { return now }})
+			for i, s := range tc.steps {
+				now = f.now.Add(s.at)
+				cl := f.claims(s.jti)
+				cl["iat"] = f.now.Add(s.issued).Unix()
+				err := c.Check(context.Background(), s.w, f.request(t, f.key.Proof(t, nil, cl)))
+				if (err == nil) != s.ok {
+					t.Fatalf("step %d (jti %q at +%s, max_age %s): %v, want accepted %v", i, s.jti, s.at, s.w.MaxAge, err, s.ok)
+				}
+			}
+		})
+	}
+}
