@@ -256,7 +256,9 @@ func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof, w Window) erro
 	case err != nil && c.failOpen:
 		return nil // this replica's check stands
 	case err != nil:
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		// The text reaches the client: Redis's error (its address, its
+		// messages) stays out of it. The tier counts its failures.
+		return ErrUnavailable
 	case !first:
 		return ErrReplayed
 	}

@@ -291,3 +291,26 @@ func TestReplayAfterWindowRaised(t *testing.T) {
 		})
 	}
 }
+
+// TestUnavailableTellsNoInternals: a check's error is shown to the client
+// (its text is the denial's description), so a broken Redis tier is named,
+// never described: its error holds addresses and server messages.
+func TestUnavailableTellsNoInternals(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{name: "dial error", err: errors.New("shared: redis unavailable: first_use: dial tcp 10.20.30.40:6379: connect: connection refused")},
+		{name: "server error", err: errors.New("READONLY You can't write against a read only replica.")},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			c := New(Options{Now: func() time.Time { return f.now }, Shared: &fakeShared{err: tc.err}})
+			err := c.Check(context.Background(), Window{}, f.request(t, f.key.Proof(t, nil, f.claims(fmt.Sprint("u", i)))))
+			if !errors.Is(err, ErrUnavailable) || err.Error() != ErrUnavailable.Error() {
+				t.Fatalf("Check() = %q, want %q alone", err, ErrUnavailable)
+			}
+		})
+	}
+}
