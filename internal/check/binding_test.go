@@ -246,3 +246,34 @@ func TestSenderConstrainedRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestIntrospectedDPoPToken: an opaque DPoP-bound token, reported by the
+// introspection endpoint as token_type DPoP with its cnf.jkt, passes with a
+// proof of that key and is refused as a bearer token or with another key's
+// proof.
+func TestIntrospectedDPoPToken(t *testing.T) {
+	client, thief := testtoken.EC(t, ""), testtoken.EC(t, "")
+	f := newCredFixture(t)
+	const token = "opaque-dpop-bound"
+	f.as.Set(token, map[string]any{"sub": "alice", "token_type": "DPoP", "cnf": map[string]any{"jkt": client.Thumbprint(t)}})
+	proof := func(key testtoken.Key, jti string) string {
+		return key.Proof(t, nil, jwt.MapClaims{"jti": jti, "htm": "GET", "htu": "https://tools.example.com/mcp", "iat": t0.Unix(),
+			"ath": dpop.AccessTokenHash(token)})
+	}
+	tests := []struct {
+		name    string
+		headers Headers
+		want    Outcome
+	}{
+		{name: "with its proof", headers: Headers{"authorization": "DPoP " + token, "dpop": proof(client, "a")}, want: Allowed},
+		{name: "as a bearer token", headers: Headers{"authorization": "Bearer " + token}, want: InvalidToken},
+		{name: "with a proof of another key", headers: Headers{"authorization": "DPoP " + token, "dpop": proof(thief, "b")}, want: InvalidToken},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if v := f.pl.Check(t.Context(), hostReq("tools.example.com", tc.headers)); v.Outcome != tc.want {
+				t.Fatalf("%v (%s), want %v", v.Outcome, v.Description, tc.want)
+			}
+		})
+	}
+}
