@@ -277,3 +277,40 @@ func TestIntrospectedDPoPToken(t *testing.T) {
 		})
 	}
 }
+
+// TestDPoPFloodLocksNobodyOut: a user with a DPoP-bound token of its own
+// sends fresh proofs as fast as it can. The replica's replay set must not
+// fill up with them and turn every other DPoP client away (503): the
+// flooding user is refused (429) once it holds its share, the others pass.
+func TestDPoPFloodLocksNobodyOut(t *testing.T) {
+	const entries = 16
+	f := newFixture(t, fmt.Sprintf("dpop: {replay_entries: %d}\n", entries))
+	mallory, alice := testtoken.EC(t, ""), testtoken.EC(t, "")
+	tokenOf := func(sub string, key testtoken.Key) string {
+		return f.hs(t, jwt.MapClaims{"sub": sub, "cnf": map[string]any{"jkt": key.Thumbprint(t)}})
+	}
+	malloryToken, aliceToken := tokenOf("mallory", mallory), tokenOf("alice", alice)
+	jti := 0
+	check := func(key testtoken.Key, token string) Verdict {
+		jti++
+		p := key.Proof(t, nil, jwt.MapClaims{"jti": fmt.Sprint(jti), "htm": "POST", "htu": "https://agent.example.com/a2a", "iat": t0.Unix(),
+			"ath": dpop.AccessTokenHash(token)})
+		return f.pl.Check(t.Context(), agentReq(Headers{"authorization": "DPoP " + token, "dpop": p}))
+	}
+	refused := 0
+	for range entries {
+		switch v := check(mallory, malloryToken); v.Outcome {
+		case Allowed:
+		case RateLimited:
+			refused++
+		default:
+			t.Fatalf("mallory's flood: %v (%s)", v.Outcome, v.Description)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("all %d of mallory's proofs were accepted: the replay set is hers", entries)
+	}
+	if v := check(alice, aliceToken); v.Outcome != Allowed {
+		t.Fatalf("alice after mallory's flood: %v (%s), want allowed", v.Outcome, v.Description)
+	}
+}

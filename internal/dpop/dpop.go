@@ -14,6 +14,7 @@
 package dpop
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -37,6 +38,7 @@ var (
 	ErrKeyMismatch = errors.New("DPoP proof is signed by another key than the token is bound to")
 	ErrReplayed    = errors.New("DPoP proof was used before")
 	ErrFull        = errors.New("too many recent DPoP proofs to check this one for replay")
+	ErrTooMany     = errors.New("too many recent DPoP proofs from this user: retry later")
 	ErrUnavailable = errors.New("DPoP replay check is unavailable")
 )
 
@@ -76,7 +78,8 @@ func (w Window) withDefaults() Window {
 type Options struct {
 	// ReplayEntries bounds the proofs remembered on this replica; a proof
 	// that would need more is refused (ErrFull) rather than let an older
-	// one be forgotten and replayed.
+	// one be forgotten and replayed. One owner (Request.Owner) holds at
+	// most 1/ownerShare of them (ErrTooMany).
 	ReplayEntries int
 	// Shared, when set, makes a proof single-use across replicas.
 	Shared Shared
@@ -145,6 +148,9 @@ type Request struct {
 	// AccessToken is the token the proof accompanies; Thumbprint the key
 	// it is bound to (its cnf.jkt).
 	AccessToken, Thumbprint string
+	// Owner is who the token belongs to (the user): the proofs one owner
+	// may have remembered at once are bounded. "" is the key's own.
+	Owner string
 	// Peek checks the proof without recording its use (a dry run that
 	// explains a decision must not spend the client's proof).
 	Peek bool
@@ -173,7 +179,7 @@ func (c *Checker) Check(ctx context.Context, w Window, r Request) error {
 	if r.Peek {
 		return nil
 	}
-	return c.firstUse(ctx, p, w)
+	return c.firstUse(ctx, p, w, cmp.Or(r.Owner, p.Thumbprint))
 }
 
 // maxAge is how old a proof issued at iat may be under w. A proof is
@@ -241,11 +247,11 @@ func AccessTokenHash(token string) string {
 // firstUse refuses a proof seen before. It is remembered for as long as
 // it could be accepted (max_age and leeway on either side of now), keyed
 // by its key and jti: two clients may pick the same jti.
-func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof, w Window) error {
+func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof, w Window, owner string) error {
 	now := c.now()
 	ttl := p.IssuedAt.Add(w.MaxAge).Sub(now) + w.Leeway
 	key := cache.NewKey("dpop", p.Thumbprint, p.ID)
-	if err := c.seen.add(key, now, now.Add(ttl)); err != nil {
+	if err := c.seen.add(key, owner, now, now.Add(ttl)); err != nil {
 		return err
 	}
 	if c.shared == nil {
@@ -265,24 +271,38 @@ func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof, w Window) erro
 	return nil
 }
 
+// ownerShare is how many owners it takes to fill the replay set: one
+// holds at most 1/ownerShare of its entries, so that a single user sending
+// fresh proofs as fast as it can does not fill the set and turn every
+// other client away until its proofs expire.
+const ownerShare = 8
+
 // replaySet remembers recent proofs until they expire, at most limit of
-// them. Full of live entries, it refuses new ones: forgetting a live one
-// would let it be replayed.
+// them and limit/ownerShare of one owner's. Full of live entries, it
+// refuses new ones: forgetting a live one would let it be replayed.
 type replaySet struct {
 	mu    sync.Mutex
 	limit int
-	m     map[cache.Key]time.Time
+	m     map[cache.Key]replayEntry
+	// owned counts the entries of each owner in m.
+	owned map[string]int
 	// sweepAt is when expired entries are next dropped in a pass.
 	sweepAt time.Time
 }
 
-func (s *replaySet) add(k cache.Key, now, expires time.Time) error {
+type replayEntry struct {
+	expires time.Time
+	owner   string
+}
+
+func (s *replaySet) add(k cache.Key, owner string, now, expires time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[cache.Key]time.Time)
+		s.m = make(map[cache.Key]replayEntry)
+		s.owned = make(map[string]int)
 	}
-	if exp, ok := s.m[k]; ok && now.Before(exp) {
+	if e, ok := s.m[k]; ok && now.Before(e.expires) {
 		return ErrReplayed
 	}
 	if !now.Before(s.sweepAt) {
@@ -291,16 +311,31 @@ func (s *replaySet) add(k cache.Key, now, expires time.Time) error {
 	if len(s.m) >= s.limit {
 		return ErrFull
 	}
-	s.m[k] = expires
+	if s.owned[owner] >= max(s.limit/ownerShare, 1) {
+		return ErrTooMany
+	}
+	if e, ok := s.m[k]; ok {
+		s.release(e.owner) // expired, not yet swept
+	}
+	s.m[k] = replayEntry{expires: expires, owner: owner}
+	s.owned[owner]++
 	return nil
+}
+
+// release uncounts one entry of owner.
+func (s *replaySet) release(owner string) {
+	if s.owned[owner]--; s.owned[owner] <= 0 {
+		delete(s.owned, owner)
+	}
 }
 
 // sweep drops expired entries. It runs at most once a second, full or
 // not, so that its cost spreads over many proofs and a flood cannot make
 // every check walk the set.
 func (s *replaySet) sweep(now time.Time) {
-	for k, exp := range s.m {
-		if !now.Before(exp) {
+	for k, e := range s.m {
+		if !now.Before(e.expires) {
+			s.release(e.owner)
 			delete(s.m, k)
 		}
 	}

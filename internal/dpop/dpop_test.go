@@ -175,7 +175,9 @@ func TestReplaySetFull(t *testing.T) {
 	now := f.now
 	c := New(Options{Now: func() time.Time { return now }, ReplayEntries: 2})
 	check := func(jti string) error {
-		return c.Check(context.Background(), Window{}, f.request(t, f.key.Proof(t, nil, f.claims(jti))))
+		r := f.request(t, f.key.Proof(t, nil, f.claims(jti)))
+		r.Owner = "owner " + jti // each within its share (TestReplaySetOneOwnerCannotFillIt)
+		return c.Check(context.Background(), Window{}, r)
 	}
 	for _, jti := range []string{"1", "2"} {
 		if err := check(jti); err != nil {
@@ -310,6 +312,74 @@ func TestUnavailableTellsNoInternals(t *testing.T) {
 			err := c.Check(context.Background(), Window{}, f.request(t, f.key.Proof(t, nil, f.claims(fmt.Sprint("u", i)))))
 			if !errors.Is(err, ErrUnavailable) || err.Error() != ErrUnavailable.Error() {
 				t.Fatalf("Check() = %q, want %q alone", err, ErrUnavailable)
+			}
+		})
+	}
+}
+
+// TestReplaySetOneOwnerCannotFillIt: the replay set is shared by every
+// client of a replica, and refuses new proofs once full. One user who
+// sends proofs fast enough (a valid token and a key are all it takes) must
+// not fill it for everyone: each owner holds at most its share, and the
+// others' proofs still find room.
+func TestReplaySetOneOwnerCannotFillIt(t *testing.T) {
+	const entries = 4 * ownerShare
+	share := entries / ownerShare
+	type use struct {
+		owner string
+		key   *testtoken.Key
+		n     int // proofs, each with a new jti
+		want  error
+	}
+	f := newFixture(t)
+	tests := []struct {
+		name string
+		uses []use
+	}{
+		{name: "a flood stops at the owner's share", uses: []use{
+			{owner: "mallory", n: share},
+			{owner: "mallory", n: 1, want: ErrTooMany},
+			{owner: "alice", n: 1},
+		}},
+		{name: "another key of the same owner counts against the same share", uses: []use{
+			{owner: "mallory", n: share},
+			{owner: "mallory", key: &f.other, n: 1, want: ErrTooMany},
+		}},
+		{name: "owners that fill the set get ErrFull", uses: func() []use {
+			var uses []use
+			for i := range ownerShare {
+				uses = append(uses, use{owner: fmt.Sprint("owner ", i), n: share})
+			}
+			return append(uses, use{owner: "one more", n: 1, want: ErrFull})
+		}()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			now := f.now
+			c := New(Options{Now: func() time.Time { return now }, ReplayEntries: entries})
+			jti := 0
+			for _, u := range tc.uses {
+				key := f.key
+				if u.key != nil {
+					key = *u.key
+				}
+				for range u.n {
+					jti++
+					r := f.request(t, key.Proof(t, nil, f.claims(fmt.Sprint(jti))))
+					r.Owner, r.Thumbprint = u.owner, key.Thumbprint(t)
+					if err := c.Check(context.Background(), Window{}, r); !errors.Is(err, u.want) || (u.want == nil) != (err == nil) {
+						t.Fatalf("proof %d of %s: %v, want %v", jti, u.owner, err, u.want)
+					}
+				}
+			}
+			// Once the proofs age out, the owner has its share back.
+			now = now.Add(DefaultMaxAge + DefaultLeeway + time.Second)
+			f := *f
+			f.now = now
+			r := f.request(t, f.key.Proof(t, nil, f.claims("later")))
+			r.Owner = tc.uses[0].owner
+			if err := c.Check(context.Background(), Window{}, r); err != nil {
+				t.Fatalf("after the proofs expired: %v", err)
 			}
 		})
 	}
