@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/credential"
@@ -103,13 +104,16 @@ func (e *evaluation) binding() *denial {
 	r := e.req
 	err := e.pl.dpop.Check(e.ctx, e.p.dpopWindow, dpop.Request{
 		Proof: r.Headers[hDPoP], Method: r.Method, Scheme: r.Scheme, Host: r.Host, Path: r.Path,
-		AccessToken: e.token, Thumbprint: g.boundKey, Peek: e.st.readOnly,
+		AccessToken: e.token, Thumbprint: g.boundKey, Owner: g.Subject, Peek: e.st.readOnly,
 	})
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, dpop.ErrUnavailable), errors.Is(err, dpop.ErrFull):
 		return &denial{outcome: Unavailable, desc: err.Error()}
+	case errors.Is(err, dpop.ErrTooMany):
+		// This user's own proofs fill its share of the replay set.
+		return &denial{outcome: RateLimited, desc: err.Error(), retryAfter: 5 * time.Second}
 	case errors.Is(err, dpop.ErrKeyMismatch):
 		return &denial{outcome: InvalidToken, desc: err.Error(), dpop: "invalid_token"}
 	}

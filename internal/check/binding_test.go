@@ -246,3 +246,71 @@ func TestSenderConstrainedRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestIntrospectedDPoPToken: an opaque DPoP-bound token, reported by the
+// introspection endpoint as token_type DPoP with its cnf.jkt, passes with a
+// proof of that key and is refused as a bearer token or with another key's
+// proof.
+func TestIntrospectedDPoPToken(t *testing.T) {
+	client, thief := testtoken.EC(t, ""), testtoken.EC(t, "")
+	f := newCredFixture(t)
+	const token = "opaque-dpop-bound"
+	f.as.Set(token, map[string]any{"sub": "alice", "token_type": "DPoP", "cnf": map[string]any{"jkt": client.Thumbprint(t)}})
+	proof := func(key testtoken.Key, jti string) string {
+		return key.Proof(t, nil, jwt.MapClaims{"jti": jti, "htm": "GET", "htu": "https://tools.example.com/mcp", "iat": t0.Unix(),
+			"ath": dpop.AccessTokenHash(token)})
+	}
+	tests := []struct {
+		name    string
+		headers Headers
+		want    Outcome
+	}{
+		{name: "with its proof", headers: Headers{"authorization": "DPoP " + token, "dpop": proof(client, "a")}, want: Allowed},
+		{name: "as a bearer token", headers: Headers{"authorization": "Bearer " + token}, want: InvalidToken},
+		{name: "with a proof of another key", headers: Headers{"authorization": "DPoP " + token, "dpop": proof(thief, "b")}, want: InvalidToken},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if v := f.pl.Check(t.Context(), hostReq("tools.example.com", tc.headers)); v.Outcome != tc.want {
+				t.Fatalf("%v (%s), want %v", v.Outcome, v.Description, tc.want)
+			}
+		})
+	}
+}
+
+// TestDPoPFloodLocksNobodyOut: a user with a DPoP-bound token of its own
+// sends fresh proofs as fast as it can. The replica's replay set must not
+// fill up with them and turn every other DPoP client away (503): the
+// flooding user is refused (429) once it holds its share, the others pass.
+func TestDPoPFloodLocksNobodyOut(t *testing.T) {
+	const entries = 16
+	f := newFixture(t, fmt.Sprintf("dpop: {replay_entries: %d}\n", entries))
+	mallory, alice := testtoken.EC(t, ""), testtoken.EC(t, "")
+	tokenOf := func(sub string, key testtoken.Key) string {
+		return f.hs(t, jwt.MapClaims{"sub": sub, "cnf": map[string]any{"jkt": key.Thumbprint(t)}})
+	}
+	malloryToken, aliceToken := tokenOf("mallory", mallory), tokenOf("alice", alice)
+	jti := 0
+	check := func(key testtoken.Key, token string) Verdict {
+		jti++
+		p := key.Proof(t, nil, jwt.MapClaims{"jti": fmt.Sprint(jti), "htm": "POST", "htu": "https://agent.example.com/a2a", "iat": t0.Unix(),
+			"ath": dpop.AccessTokenHash(token)})
+		return f.pl.Check(t.Context(), agentReq(Headers{"authorization": "DPoP " + token, "dpop": p}))
+	}
+	refused := 0
+	for range entries {
+		switch v := check(mallory, malloryToken); v.Outcome {
+		case Allowed:
+		case RateLimited:
+			refused++
+		default:
+			t.Fatalf("mallory's flood: %v (%s)", v.Outcome, v.Description)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("all %d of mallory's proofs were accepted: the replay set is hers", entries)
+	}
+	if v := check(alice, aliceToken); v.Outcome != Allowed {
+		t.Fatalf("alice after mallory's flood: %v (%s), want allowed", v.Outcome, v.Description)
+	}
+}

@@ -14,6 +14,7 @@
 package dpop
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -37,6 +38,7 @@ var (
 	ErrKeyMismatch = errors.New("DPoP proof is signed by another key than the token is bound to")
 	ErrReplayed    = errors.New("DPoP proof was used before")
 	ErrFull        = errors.New("too many recent DPoP proofs to check this one for replay")
+	ErrTooMany     = errors.New("too many recent DPoP proofs from this user: retry later")
 	ErrUnavailable = errors.New("DPoP replay check is unavailable")
 )
 
@@ -62,7 +64,8 @@ type Shared interface {
 // Window is how recent a proof must be: its iat at most MaxAge old and
 // at most Leeway (clock skew) in the future. Zero values take the
 // defaults. It is configuration, which a reload may change; what the
-// Checker remembers outlives it.
+// Checker remembers outlives it, and a raised MaxAge applies only to
+// proofs it could not have remembered for less (Checker.maxAge).
 type Window struct {
 	MaxAge, Leeway time.Duration
 }
@@ -75,7 +78,8 @@ func (w Window) withDefaults() Window {
 type Options struct {
 	// ReplayEntries bounds the proofs remembered on this replica; a proof
 	// that would need more is refused (ErrFull) rather than let an older
-	// one be forgotten and replayed.
+	// one be forgotten and replayed. One owner (Request.Owner) holds at
+	// most 1/ownerShare of them (ErrTooMany).
 	ReplayEntries int
 	// Shared, when set, makes a proof single-use across replicas.
 	Shared Shared
@@ -91,6 +95,14 @@ type Checker struct {
 	failOpen bool
 	now      func() time.Time
 	seen     replaySet
+
+	// mu guards what maxAge knows of past windows: last, the window of
+	// the last check, and the narrowing of a raise: proofs issued up to
+	// narrowTo are held to narrowAge.
+	mu        sync.Mutex
+	last      Window
+	narrowTo  time.Time
+	narrowAge time.Duration
 }
 
 // New returns a Checker.
@@ -136,6 +148,9 @@ type Request struct {
 	// AccessToken is the token the proof accompanies; Thumbprint the key
 	// it is bound to (its cnf.jkt).
 	AccessToken, Thumbprint string
+	// Owner is who the token belongs to (the user): the proofs one owner
+	// may have remembered at once are bounded. "" is the key's own.
+	Owner string
 	// Peek checks the proof without recording its use (a dry run that
 	// explains a decision must not spend the client's proof).
 	Peek bool
@@ -158,13 +173,38 @@ func (c *Checker) Check(ctx context.Context, w Window, r Request) error {
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := c.claims(p, w, r); err != nil {
+	if err := c.claims(p, Window{MaxAge: c.maxAge(w, p.IssuedAt), Leeway: w.Leeway}, r); err != nil {
 		return err
 	}
 	if r.Peek {
 		return nil
 	}
-	return c.firstUse(ctx, p, w)
+	return c.firstUse(ctx, p, w, cmp.Or(r.Owner, p.Thumbprint))
+}
+
+// maxAge is how old a proof issued at iat may be under w. A proof is
+// remembered only as long as the window in force then accepts it: after a
+// reload raises MaxAge, a proof that may have been remembered under the
+// old window (issued before the raise, give or take the old leeway) is
+// held to the old MaxAge, or its forgotten record would let it be
+// replayed. A proof issued later gets w.
+func (c *Checker) maxAge(w Window, iat time.Time) time.Duration {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != (Window{}) && w.MaxAge > c.last.MaxAge {
+		age := c.last.MaxAge
+		if now.Sub(c.narrowTo) <= w.MaxAge {
+			// An earlier raise still holds proofs that w accepts by age.
+			age = min(age, c.narrowAge)
+		}
+		c.narrowTo, c.narrowAge = now.Add(c.last.Leeway), age
+	}
+	c.last = w
+	if !iat.After(c.narrowTo) {
+		return min(w.MaxAge, c.narrowAge)
+	}
+	return w.MaxAge
 }
 
 // claims checks what the proof says of the request (RFC 9449 section 4.3,
@@ -207,11 +247,11 @@ func AccessTokenHash(token string) string {
 // firstUse refuses a proof seen before. It is remembered for as long as
 // it could be accepted (max_age and leeway on either side of now), keyed
 // by its key and jti: two clients may pick the same jti.
-func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof, w Window) error {
+func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof, w Window, owner string) error {
 	now := c.now()
 	ttl := p.IssuedAt.Add(w.MaxAge).Sub(now) + w.Leeway
 	key := cache.NewKey("dpop", p.Thumbprint, p.ID)
-	if err := c.seen.add(key, now, now.Add(ttl)); err != nil {
+	if err := c.seen.add(key, owner, now, now.Add(ttl)); err != nil {
 		return err
 	}
 	if c.shared == nil {
@@ -222,31 +262,47 @@ func (c *Checker) firstUse(ctx context.Context, p *jwtauth.Proof, w Window) erro
 	case err != nil && c.failOpen:
 		return nil // this replica's check stands
 	case err != nil:
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		// The text reaches the client: Redis's error (its address, its
+		// messages) stays out of it. The tier counts its failures.
+		return ErrUnavailable
 	case !first:
 		return ErrReplayed
 	}
 	return nil
 }
 
+// ownerShare is how many owners it takes to fill the replay set: one
+// holds at most 1/ownerShare of its entries, so that a single user sending
+// fresh proofs as fast as it can does not fill the set and turn every
+// other client away until its proofs expire.
+const ownerShare = 8
+
 // replaySet remembers recent proofs until they expire, at most limit of
-// them. Full of live entries, it refuses new ones: forgetting a live one
-// would let it be replayed.
+// them and limit/ownerShare of one owner's. Full of live entries, it
+// refuses new ones: forgetting a live one would let it be replayed.
 type replaySet struct {
 	mu    sync.Mutex
 	limit int
-	m     map[cache.Key]time.Time
+	m     map[cache.Key]replayEntry
+	// owned counts the entries of each owner in m.
+	owned map[string]int
 	// sweepAt is when expired entries are next dropped in a pass.
 	sweepAt time.Time
 }
 
-func (s *replaySet) add(k cache.Key, now, expires time.Time) error {
+type replayEntry struct {
+	expires time.Time
+	owner   string
+}
+
+func (s *replaySet) add(k cache.Key, owner string, now, expires time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[cache.Key]time.Time)
+		s.m = make(map[cache.Key]replayEntry)
+		s.owned = make(map[string]int)
 	}
-	if exp, ok := s.m[k]; ok && now.Before(exp) {
+	if e, ok := s.m[k]; ok && now.Before(e.expires) {
 		return ErrReplayed
 	}
 	if !now.Before(s.sweepAt) {
@@ -255,16 +311,31 @@ func (s *replaySet) add(k cache.Key, now, expires time.Time) error {
 	if len(s.m) >= s.limit {
 		return ErrFull
 	}
-	s.m[k] = expires
+	if s.owned[owner] >= max(s.limit/ownerShare, 1) {
+		return ErrTooMany
+	}
+	if e, ok := s.m[k]; ok {
+		s.release(e.owner) // expired, not yet swept
+	}
+	s.m[k] = replayEntry{expires: expires, owner: owner}
+	s.owned[owner]++
 	return nil
+}
+
+// release uncounts one entry of owner.
+func (s *replaySet) release(owner string) {
+	if s.owned[owner]--; s.owned[owner] <= 0 {
+		delete(s.owned, owner)
+	}
 }
 
 // sweep drops expired entries. It runs at most once a second, full or
 // not, so that its cost spreads over many proofs and a flood cannot make
 // every check walk the set.
 func (s *replaySet) sweep(now time.Time) {
-	for k, exp := range s.m {
-		if !now.Before(exp) {
+	for k, e := range s.m {
+		if !now.Before(e.expires) {
+			s.release(e.owner)
 			delete(s.m, k)
 		}
 	}

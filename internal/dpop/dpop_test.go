@@ -176,7 +176,9 @@ func TestReplaySetFull(t *testing.T) {
 	now := f.now
 	c := New(Options{Now: func() time.Time { return now }, ReplayEntries: 2})
 	check := func(jti string) error {
-		return c.Check(context.Background(), Window{}, f.request(t, f.key.Proof(t, nil, f.claims(jti))))
+		r := f.request(t, f.key.Proof(t, nil, f.claims(jti)))
+		r.Owner = "owner " + jti // each within its share (TestReplaySetOneOwnerCannotFillIt)
+		return c.Check(context.Background(), Window{}, r)
 	}
 	for _, jti := range []string{"1", "2"} {
 		if err := check(jti); err != nil {
@@ -230,6 +232,155 @@ func TestSharedReplay(t *testing.T) {
 			}
 			if tc.shared.keys != 1 {
 				t.Fatalf("asked the shared tier %d times, want 1", tc.shared.keys)
+			}
+		})
+	}
+}
+
+// TestReplayAfterWindowRaised: a reload that raises max_age must not bring
+// back proofs that were remembered only as long as the old window accepted
+// them. Each step checks at an offset from the first proof's iat with the
+// window then in force; a proof issued after the raise gets the new one.
+func TestReplayAfterWindowRaised(t *testing.T) {
+	short, long := Window{MaxAge: time.Minute}, Window{MaxAge: 10 * time.Minute}
+	type step struct {
+		at     time.Duration // after f.now
+		w      Window
+		jti    string
+		issued time.Duration // the proof's iat, after f.now
+		ok     bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "raised after the record expired", steps: []step{
+			{at: 0, w: short, jti: "a", ok: true},
+			{at: 70 * time.Second, w: long, jti: "a"},
+		}},
+		{name: "raised while the record lives, replayed after it expired", steps: []step{
+			{at: 0, w: short, jti: "a", ok: true},
+			{at: 30 * time.Second, w: long, jti: "b", issued: 30 * time.Second, ok: true},
+			{at: 90 * time.Second, w: long, jti: "a"},
+		}},
+		{name: "lowered, then raised", steps: []step{
+			{at: 0, w: long, jti: "x", ok: true},
+			{at: time.Second, w: short, jti: "a", issued: time.Second, ok: true},
+			{at: 2 * time.Second, w: long, jti: "y", issued: 2 * time.Second, ok: true},
+			{at: 80 * time.Second, w: long, jti: "a"},
+		}},
+		{name: "a proof issued after the raise has the new window", steps: []step{
+			{at: 0, w: short, jti: "a", ok: true},
+			{at: 10 * time.Second, w: long, jti: "b", issued: 10 * time.Second, ok: true},
+			{at: 20 * time.Second, w: long, jti: "c", issued: 20 * time.Second, ok: true},
+			{at: 5 * time.Minute, w: long, jti: "c"},
+			{at: 5 * time.Minute, w: long, jti: "d", issued: 30 * time.Second, ok: true},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			now := f.now
+			c := New(Options{Now: func() time.Time { return now }})
+			for i, s := range tc.steps {
+				now = f.now.Add(s.at)
+				cl := f.claims(s.jti)
+				cl["iat"] = f.now.Add(s.issued).Unix()
+				err := c.Check(context.Background(), s.w, f.request(t, f.key.Proof(t, nil, cl)))
+				if (err == nil) != s.ok {
+					t.Fatalf("step %d (jti %q at +%s, max_age %s): %v, want accepted %v", i, s.jti, s.at, s.w.MaxAge, err, s.ok)
+				}
+			}
+		})
+	}
+}
+
+// TestUnavailableTellsNoInternals: a check's error is shown to the client
+// (its text is the denial's description), so a broken Redis tier is named,
+// never described: its error holds addresses and server messages.
+func TestUnavailableTellsNoInternals(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{name: "dial error", err: errors.New("shared: redis unavailable: first_use: dial tcp 10.20.30.40:6379: connect: connection refused")},
+		{name: "server error", err: errors.New("READONLY You can't write against a read only replica.")},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			c := New(Options{Now: func() time.Time { return f.now }, Shared: &fakeShared{err: tc.err}})
+			err := c.Check(context.Background(), Window{}, f.request(t, f.key.Proof(t, nil, f.claims(fmt.Sprint("u", i)))))
+			if !errors.Is(err, ErrUnavailable) || err.Error() != ErrUnavailable.Error() {
+				t.Fatalf("Check() = %q, want %q alone", err, ErrUnavailable)
+			}
+		})
+	}
+}
+
+// TestReplaySetOneOwnerCannotFillIt: the replay set is shared by every
+// client of a replica, and refuses new proofs once full. One user who
+// sends proofs fast enough (a valid token and a key are all it takes) must
+// not fill it for everyone: each owner holds at most its share, and the
+// others' proofs still find room.
+func TestReplaySetOneOwnerCannotFillIt(t *testing.T) {
+	const entries = 4 * ownerShare
+	share := entries / ownerShare
+	type use struct {
+		owner string
+		key   *testtoken.Key
+		n     int // proofs, each with a new jti
+		want  error
+	}
+	f := newFixture(t)
+	tests := []struct {
+		name string
+		uses []use
+	}{
+		{name: "a flood stops at the owner's share", uses: []use{
+			{owner: "mallory", n: share},
+			{owner: "mallory", n: 1, want: ErrTooMany},
+			{owner: "alice", n: 1},
+		}},
+		{name: "another key of the same owner counts against the same share", uses: []use{
+			{owner: "mallory", n: share},
+			{owner: "mallory", key: &f.other, n: 1, want: ErrTooMany},
+		}},
+		{name: "owners that fill the set get ErrFull", uses: func() []use {
+			var uses []use
+			for i := range ownerShare {
+				uses = append(uses, use{owner: fmt.Sprint("owner ", i), n: share})
+			}
+			return append(uses, use{owner: "one more", n: 1, want: ErrFull})
+		}()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			now := f.now
+			c := New(Options{Now: func() time.Time { return now }, ReplayEntries: entries})
+			jti := 0
+			for _, u := range tc.uses {
+				key := f.key
+				if u.key != nil {
+					key = *u.key
+				}
+				for range u.n {
+					jti++
+					r := f.request(t, key.Proof(t, nil, f.claims(fmt.Sprint(jti))))
+					r.Owner, r.Thumbprint = u.owner, key.Thumbprint(t)
+					if err := c.Check(context.Background(), Window{}, r); !errors.Is(err, u.want) || (u.want == nil) != (err == nil) {
+						t.Fatalf("proof %d of %s: %v, want %v", jti, u.owner, err, u.want)
+					}
+				}
+			}
+			// Once the proofs age out, the owner has its share back.
+			now = now.Add(DefaultMaxAge + DefaultLeeway + time.Second)
+			f := *f
+			f.now = now
+			r := f.request(t, f.key.Proof(t, nil, f.claims("later")))
+			r.Owner = tc.uses[0].owner
+			if err := c.Check(context.Background(), Window{}, r); err != nil {
+				t.Fatalf("after the proofs expired: %v", err)
 			}
 		})
 	}

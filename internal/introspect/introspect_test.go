@@ -593,3 +593,42 @@ func TestFullSlotsAnswerAtOnce(t *testing.T) {
 		t.Fatalf("waited %v for a slot", waited)
 	}
 }
+
+// TestDPoPTokenType: an authorization server reports a DPoP-bound token's
+// token_type as "DPoP" (RFC 9449 registers it as an access token type) next
+// to its cnf.jkt, which the binding stage then holds the request to. Such a
+// token is an access token like a Bearer one; a "DPoP" token without the
+// jkt it is bound to could be checked against nothing and is refused.
+func TestDPoPTokenType(t *testing.T) {
+	c := testclock.New(epoch)
+	as := introspecttest.New(t, introspecttest.Options{Now: c.Now})
+	in := newIntrospector(t, as, c, nil)
+	jkt := map[string]any{"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}
+	tests := []struct {
+		name    string
+		answer  map[string]any
+		wantErr error
+	}{
+		{name: "DPoP with its jkt", answer: map[string]any{"sub": "alice", "token_type": "DPoP", "cnf": jkt}},
+		{name: "dpop in lower case", answer: map[string]any{"sub": "alice", "token_type": "dpop", "cnf": jkt}},
+		{name: "Bearer with a jkt", answer: map[string]any{"sub": "alice", "token_type": "Bearer", "cnf": jkt}},
+		{name: "DPoP without cnf", answer: map[string]any{"sub": "alice", "token_type": "DPoP"}, wantErr: jwtauth.ErrType},
+		{name: "DPoP bound to a certificate only", answer: map[string]any{"sub": "alice", "token_type": "DPoP",
+			"cnf": map[string]any{"x5t#S256": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}}, wantErr: jwtauth.ErrType},
+		{name: "DPoP with a jkt not a string", answer: map[string]any{"sub": "alice", "token_type": "DPoP", "cnf": map[string]any{"jkt": 1}},
+			wantErr: jwtauth.ErrType},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			token := fmt.Sprint("dpop-", i)
+			as.Set(token, tc.answer)
+			got, err := in.Introspect(t.Context(), token, nil)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if err == nil && !reflect.DeepEqual(got.Raw["cnf"], tc.answer["cnf"]) {
+				t.Fatalf("cnf = %v, want %v", got.Raw["cnf"], tc.answer["cnf"])
+			}
+		})
+	}
+}

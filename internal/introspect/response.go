@@ -129,7 +129,9 @@ func (in *Introspector) parse(doc map[string]any) (*entry, error) {
 
 	// Only an access token is a credential for a request: a refresh token
 	// the server reports active must not be accepted as a bearer token.
-	if tt, ok := strs["token_type"]; ok && !bearerType(tt) {
+	// A DPoP-bound one (RFC 9449) is, held to the key its cnf.jkt names
+	// by the binding stage; without that jkt nothing could hold it.
+	if tt, ok := strs["token_type"]; ok && !bearerType(tt) && !(strings.EqualFold(tt, "DPoP") && hasJKT(doc)) {
 		return &entry{err: jwtauth.ErrType}, nil
 	}
 	if tu, ok := strs["token_use"]; ok && tu != "access_token" {
@@ -173,6 +175,14 @@ func (in *Introspector) parse(doc map[string]any) (*entry, error) {
 // as a bearer token.
 func bearerType(tt string) bool {
 	return strings.EqualFold(tt, "bearer") || tt == "access_token" || tt == "urn:ietf:params:oauth:token-type:access_token"
+}
+
+// hasJKT reports whether the response binds the token to a key: a string
+// cnf.jkt.
+func hasJKT(doc map[string]any) bool {
+	cnf, _ := doc["cnf"].(map[string]any)
+	_, ok := cnf["jkt"].(string)
+	return ok
 }
 
 // maxNumericDate is 9999-12-31T23:59:59Z.

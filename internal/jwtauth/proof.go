@@ -1,6 +1,7 @@
 package jwtauth
 
 import (
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 
@@ -94,9 +95,17 @@ func VerifyProof(proof, typ, thumbprint string) (*Proof, error) {
 	return p, nil
 }
 
+// maxProofRSABits bounds a proof's RSA key. A client picks its key and the
+// authorization server may bind a token to any size, and Go verifies any
+// modulus: about 30 us at 2048 bits, 0.3 ms at 4096, 6 ms at 16384, 40 ms
+// near the largest a proof can carry, paid on every request. At 4096 bits
+// an RSA proof costs no more than the dearest curve (P-521, some 1-3 ms).
+const maxProofRSABits = 4096
+
 // proofKey decodes the public key a proof's header carries. A key with
 // any private member is refused (RFC 9449 section 4.3, check 7): a client
-// that sends its private key has none left to prove.
+// that sends its private key has none left to prove. An RSA key beyond
+// maxProofRSABits is refused too.
 func proofKey(raw []byte) (verificationKey, error) {
 	if raw == nil || raw[0] != '{' {
 		return verificationKey{}, ErrProofKey
@@ -110,6 +119,9 @@ func proofKey(raw []byte) (verificationKey, error) {
 	}
 	key, ok := verificationKeyFrom(m)
 	if !ok {
+		return verificationKey{}, ErrProofKey
+	}
+	if k, isRSA := key.key.(*rsa.PublicKey); isRSA && k.N.BitLen() > maxProofRSABits {
 		return verificationKey{}, ErrProofKey
 	}
 	return key, nil

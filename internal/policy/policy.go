@@ -321,10 +321,11 @@ func headerNames(h map[string]string) string {
 	return "(values not shown) " + strings.Join(names, ",")
 }
 
-// sensitiveHeader reports whether a header usually carries a credential.
+// sensitiveHeader reports whether a header usually carries a credential
+// (a DPoP proof is one: Explain checks it without spending it).
 func sensitiveHeader(name string) bool {
 	name = strings.ToLower(name)
-	return name == "authorization" || name == "proxy-authorization" || name == "cookie" ||
+	return name == "authorization" || name == "proxy-authorization" || name == "cookie" || name == "dpop" ||
 		strings.Contains(name, "token") || strings.Contains(name, "key") || strings.Contains(name, "secret")
 }
 

@@ -353,14 +353,17 @@ func TestValues(t *testing.T) {
 func TestValuesHideCredentials(t *testing.T) {
 	env := newEnv(t, Options{})
 	in := alice()
-	in.Request.Headers = map[string]string{"authorization": "Bearer secret-token", "x-api-key": "k-123", "x-tenant": "acme"}
+	in.Request.Headers = map[string]string{"authorization": "Bearer secret-token", "x-api-key": "k-123", "x-tenant": "acme",
+		"dpop": "proof-jwt"}
 	for _, expr := range []string{
 		`request.headers["authorization"].startsWith("Bearer ")`,
 		`request.headers.authorization.startsWith("Bearer ") && request.headers.x_api_key != ""`,
 		`"x-api-key" in request.headers && request.headers["x-tenant"] == "acme"`,
+		// A DPoP proof is a credential too, and one Explain did not spend.
+		`request.headers.dpop != ""`,
 	} {
 		got := strings.Join(compile(t, env, expr).Values(in), "; ")
-		if strings.Contains(got, "secret-token") || strings.Contains(got, "k-123") {
+		if strings.Contains(got, "secret-token") || strings.Contains(got, "k-123") || strings.Contains(got, "proof-jwt") {
 			t.Errorf("%s: Values = %s", expr, got)
 		}
 	}
