@@ -7,7 +7,6 @@ import (
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rsa"
-	"encoding/base64"
 	"hash"
 	"strings"
 	"sync"
@@ -19,11 +18,6 @@ import (
 // payload validated once and kept for on-demand reads (claims.go). A cache
 // miss then costs a handful of allocations beyond the signature's own
 // arithmetic.
-
-// b64 is the JWS base64url decoder (RFC 7515 section 2): no padding, and
-// strict, so that the unused bits of the last character must be zero and
-// each token has a single encoding.
-var b64 = base64.RawURLEncoding.Strict()
 
 // splitToken splits a compact JWS into its three segments. Every byte must
 // be of the base64url alphabet or one of exactly two dots: the base64
@@ -80,7 +74,7 @@ var tokenBytes = func() (t [256]uint32) {
 // signature are decoded into it, and the signing input is copied into it
 // for the primitives that take bytes.
 type scratch struct {
-	in  []byte // a segment's text, for the base64 decoder
+	in  []byte // the signing input, for primitives that take bytes
 	out []byte // decoded header, then signature
 	sum [64]byte
 	der [2*(2+1+66) + 3]byte // an ECDSA signature in ASN.1, P-521 at most
@@ -101,15 +95,14 @@ var scratches = sync.Pool{New: func() any {
 // decode decodes seg into s.out after what it holds; the result stays
 // valid until the scratch goes back to the pool.
 func (s *scratch) decode(seg string) ([]byte, bool) {
-	s.in = append(s.in[:0], seg...)
 	start := len(s.out)
-	need := start + b64.DecodedLen(len(seg))
+	need := start + decodedLen(len(seg))
 	if cap(s.out) < need {
 		// Earlier results stay valid: they keep the old array.
 		s.out = make([]byte, start, max(need, 2*cap(s.out)))
 	}
-	n, err := b64.Decode(s.out[start:need], s.in)
-	if err != nil {
+	n, ok := decodeSegment(s.out[start:need], seg)
+	if !ok {
 		return nil, false
 	}
 	s.out = s.out[:start+n]
@@ -143,11 +136,11 @@ func (s *scratch) open(token string) (h joseHeader, payloadSeg, sigSeg string, e
 // larger.
 func (s *scratch) payload(c *Claims, seg string) (payloadClaims, error) {
 	payload := c.buf[:]
-	if n := b64.DecodedLen(len(seg)); n > len(payload) {
+	if n := decodedLen(len(seg)); n > len(payload) {
 		payload = make([]byte, n)
 	}
-	n, err := b64.Decode(payload, s.bytesOf(seg))
-	if err != nil {
+	n, ok := decodeSegment(payload, seg)
+	if !ok {
 		return payloadClaims{}, ErrMalformed
 	}
 	return parsePayload(&s.objects, c, payload[:n:n])
