@@ -47,7 +47,11 @@ type Claims struct {
 
 	// payload is a verified JWT's payload: one JSON object, checked by
 	// jsonrpc.WalkStrict (no duplicate member, no number out of float64
-	// range), never modified. members indexes its top level (inline holds
+	// range), never modified. It has an allocation of its own, of its
+	// exact size and without pointers: a buffer inline would make every
+	// Claims as large as the largest usual payload (a 1 KiB object the
+	// collector scans, for a 260-byte payload), and a miss's cost is much
+	// in the memory it writes. members indexes its top level (inline holds
 	// the first few without a second allocation). aud holds a one-string
 	// Audience. The fields without pointers come last, so that the
 	// collector scans only the start of a Claims.
@@ -55,14 +59,7 @@ type Claims struct {
 	members []member
 	aud     [1]string
 	inline  [inlineMembers]member
-	// buf holds a payload of up to inlinePayload bytes, the usual case,
-	// in the Claims' own allocation.
-	buf [inlinePayload]byte
 }
-
-// inlinePayload is the largest payload Claims holds without an allocation
-// of its own: typical access tokens carry 300 to 600 bytes of claims.
-const inlinePayload = 640
 
 // inlineMembers is how many top-level claims Claims indexes without an
 // allocation of its own: a typical access token has 8 to 14.
@@ -71,7 +68,7 @@ const inlineMembers = 16
 // member is one top-level member of a document: doc[keyStart:keyEnd] is
 // its key token (quotes included), doc[valStart:valEnd] its raw value. The
 // offsets are 16 bits (a header or payload is shorter than MaxTokenSize,
-// below maxDocument), which keeps the index inline in a Claims of 1 KiB;
+// below maxDocument), which keeps the index inline in a small Claims;
 // the key's top bit (escaped) marks a key holding an escape.
 type member struct {
 	keyStart, keyEnd uint16

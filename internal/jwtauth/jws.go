@@ -132,13 +132,9 @@ func (s *scratch) open(token string) (h joseHeader, payloadSeg, sigSeg string, e
 
 // payload decodes a payload segment into c and validates and indexes it
 // (parsePayload). The payload outlives the call (Claims reads it on
-// demand): it is decoded into the Claims, or memory of its own when
-// larger.
+// demand): it is decoded into memory of its own.
 func (s *scratch) payload(c *Claims, seg string) (payloadClaims, error) {
-	payload := c.buf[:]
-	if n := decodedLen(len(seg)); n > len(payload) {
-		payload = make([]byte, n)
-	}
+	payload := make([]byte, decodedLen(len(seg)))
 	n, ok := decodeSegment(payload, seg)
 	if !ok {
 		return payloadClaims{}, ErrMalformed
