@@ -5,6 +5,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -123,11 +124,29 @@ func appendAllow(b []byte, resp *authv3.CheckResponse, ok *authv3.OkHttpResponse
 	return b
 }
 
+// Every field written here is numbered below 16, so that its tag is one
+// byte (lenTag): an allow writes some fifty tags and lengths, and helpers
+// this small are inlined.
+const maxFieldNumber = fieldValueList
+
+var _ [15 - maxFieldNumber]struct{} // a field numbered 16 or more needs a longer tag
+
+// lenTag is the one-byte tag of field num, length-delimited.
+func lenTag(num protowire.Number) byte { return byte(num<<3) | byte(protowire.BytesType) }
+
 // appendLen writes the tag of field num, length-delimited, and the
 // length n of what follows.
 func appendLen(b []byte, num protowire.Number, n int) []byte {
-	b = appendVarint(b, uint64(protowire.EncodeTag(num, protowire.BytesType)))
-	return appendVarint(b, uint64(n))
+	if n < 0x80 {
+		return append(b, lenTag(num), byte(n))
+	}
+	return appendLongLen(b, num, n)
+}
+
+// appendLongLen is appendLen for a length of more than one byte, apart so
+// that appendLen is inlined.
+func appendLongLen(b []byte, num protowire.Number, n int) []byte {
+	return protowire.AppendVarint(append(b, lenTag(num)), uint64(n))
 }
 
 // appendString writes field num holding s.
@@ -152,9 +171,10 @@ func sizeVarint(v uint64) int {
 	return protowire.SizeVarint(v)
 }
 
-// messageSize is the size of a length-delimited field of n bytes.
-func messageSize(num protowire.Number, n int) int {
-	return sizeVarint(uint64(protowire.EncodeTag(num, protowire.BytesType))) + sizeVarint(uint64(n)) + n
+// messageSize is the size of a length-delimited field of n bytes: its
+// one-byte tag, its length and the n bytes.
+func messageSize(_ protowire.Number, n int) int {
+	return 1 + sizeVarint(uint64(n)) + n
 }
 
 func stringSize(num protowire.Number, s string) int {
@@ -295,26 +315,59 @@ func appendValue(b []byte, v *structpb.Value) []byte {
 // as the message Response(v) builds would be written, in one allocation
 // of exactly its size: the headers the verdict sets (append false, see
 // headerOptions) and strips, and the metadata, whose shape's part comes
-// encoded (shapeFields.encoded).
+// encoded (shapeFields.encoded). It is the form a grant memoizes.
 func encodeGrantAllow(v *check.Verdict, shape []byte) []byte {
 	var buf [maxEntries]entry
 	es := requestEntries(ownEntries(buf[:0], v.Grant), v)
-	ok := 0
+	a := sizeGrantAllow(v, shape, es)
+	return a.write(make([]byte, 0, a.n), v, shape, es)
+}
+
+// encodeGrantAllowOnce is encodeGrantAllow for an allow sent once (a
+// miss's, which nothing memoizes): written into a buffer of gRPC's pool,
+// which the codec hands to gRPC to put back once it has sent it. A miss
+// then allocates no answer of its own, and the bytes it writes are a
+// buffer other answers wrote before.
+func encodeGrantAllowOnce(v *check.Verdict, shape []byte) *encodedResponse {
+	var entries [maxEntries]entry
+	es := requestEntries(ownEntries(entries[:0], v.Grant), v)
+	a := sizeGrantAllow(v, shape, es)
+	buf := mem.DefaultBufferPool().Get(a.n)
+	*buf = a.write((*buf)[:0], v, shape, es)
+	return &encodedResponse{b: *buf, pooled: buf}
+}
+
+// grantAllowSizes are the sizes writing an allow needs, measured first
+// (sizeGrantAllow) so that it is written in one buffer of exactly n bytes.
+type grantAllowSizes struct {
+	ok, md int // ok_response's and dynamic_metadata's
+	n      int // the answer's
+}
+
+// sizeGrantAllow measures the allow of v with metadata entries es,
+// recording each entry's size in it.
+func sizeGrantAllow(v *check.Verdict, shape []byte, es []entry) grantAllowSizes {
+	var a grantAllowSizes
 	for _, h := range v.Set {
-		ok += messageSize(fieldOKHeaders, setOptionSize(h))
+		a.ok += messageSize(fieldOKHeaders, setOptionSize(h))
 	}
 	for _, name := range v.Remove {
-		ok += messageSize(fieldOKRemove, len(name))
+		a.ok += messageSize(fieldOKRemove, len(name))
 	}
-	md := len(shape)
+	a.md = len(shape)
 	for i := range es {
 		es[i].n = es[i].size()
-		md += messageSize(fieldStructFields, es[i].n)
+		a.md += messageSize(fieldStructFields, es[i].n)
 	}
-	n := messageSize(fieldResponseStatus, 0) + messageSize(fieldResponseOK, ok) + messageSize(fieldResponseMetadata, md)
-	b := make([]byte, 0, n)
+	a.n = messageSize(fieldResponseStatus, 0) + messageSize(fieldResponseOK, a.ok) + messageSize(fieldResponseMetadata, a.md)
+	return a
+}
+
+// write appends the allow of v to b, which has room for its n bytes; es
+// are its entries as sizeGrantAllow measured them.
+func (a grantAllowSizes) write(b []byte, v *check.Verdict, shape []byte, es []entry) []byte {
 	b = appendLen(b, fieldResponseStatus, 0) // okStatus: code 0, no message
-	b = appendLen(b, fieldResponseOK, ok)
+	b = appendLen(b, fieldResponseOK, a.ok)
 	for _, h := range v.Set {
 		b = appendLen(b, fieldOKHeaders, setOptionSize(h))
 		b = appendLen(b, fieldOptionHeader, stringSize(fieldHeaderKey, h.Name)+stringSize(fieldHeaderValue, h.Value))
@@ -329,7 +382,7 @@ func encodeGrantAllow(v *check.Verdict, shape []byte) []byte {
 	for _, name := range v.Remove {
 		b = appendString(b, fieldOKRemove, name)
 	}
-	b = appendLen(b, fieldResponseMetadata, md)
+	b = appendLen(b, fieldResponseMetadata, a.md)
 	b = append(b, shape...)
 	for i := range es {
 		b = es[i].append(b)

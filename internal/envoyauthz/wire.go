@@ -279,8 +279,14 @@ func mapEntry(s string) (k, v string, err error) {
 	return k, v, err
 }
 
-// encodedResponse is a CheckResponse already in its wire form.
-type encodedResponse struct{ b []byte }
+// encodedResponse is a CheckResponse already in its wire form. pooled,
+// when set, is the buffer of gRPC's pool b was written in (an answer sent
+// once, encodeGrantAllowOnce): the codec hands it to gRPC, which puts it
+// back once sent, so nothing may read b after Marshal.
+type encodedResponse struct {
+	b      []byte
+	pooled *[]byte
+}
 
 // codec decodes Check requests into wireRequest and sends encodedResponse
 // bytes as they are and allows as encodeAllow writes them; every other
@@ -293,6 +299,9 @@ func (c codec) Name() string { return "proto" }
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	switch v := v.(type) {
 	case *encodedResponse:
+		if v.pooled != nil {
+			return mem.BufferSlice{mem.NewBuffer(v.pooled, mem.DefaultBufferPool())}, nil
+		}
 		return mem.BufferSlice{mem.SliceBuffer(v.b)}, nil
 	case *authv3.CheckResponse:
 		// An allow not memoized (a miss) is written field by field
@@ -379,7 +388,7 @@ func wireAllow(v *check.Verdict) *encodedResponse {
 	}
 	shape := check.RenderedShape(g, renderShape).encoded
 	if !v.CacheHit {
-		return &encodedResponse{b: encodeGrantAllow(v, shape)}
+		return encodeGrantAllowOnce(v, shape)
 	}
 	r := check.Rendered(g, renderGrant)
 	if l := r.last.Load(); l != nil && l.matches(v, true) {
