@@ -124,29 +124,11 @@ func appendAllow(b []byte, resp *authv3.CheckResponse, ok *authv3.OkHttpResponse
 	return b
 }
 
-// Every field written here is numbered below 16, so that its tag is one
-// byte (lenTag): an allow writes some fifty tags and lengths, and helpers
-// this small are inlined.
-const maxFieldNumber = fieldValueList
-
-var _ [15 - maxFieldNumber]struct{} // a field numbered 16 or more needs a longer tag
-
-// lenTag is the one-byte tag of field num, length-delimited.
-func lenTag(num protowire.Number) byte { return byte(num<<3) | byte(protowire.BytesType) }
-
 // appendLen writes the tag of field num, length-delimited, and the
 // length n of what follows.
 func appendLen(b []byte, num protowire.Number, n int) []byte {
-	if n < 0x80 {
-		return append(b, lenTag(num), byte(n))
-	}
-	return appendLongLen(b, num, n)
-}
-
-// appendLongLen is appendLen for a length of more than one byte, apart so
-// that appendLen is inlined.
-func appendLongLen(b []byte, num protowire.Number, n int) []byte {
-	return protowire.AppendVarint(append(b, lenTag(num)), uint64(n))
+	b = appendVarint(b, uint64(protowire.EncodeTag(num, protowire.BytesType)))
+	return appendVarint(b, uint64(n))
 }
 
 // appendString writes field num holding s.
@@ -171,10 +153,9 @@ func sizeVarint(v uint64) int {
 	return protowire.SizeVarint(v)
 }
 
-// messageSize is the size of a length-delimited field of n bytes: its
-// one-byte tag, its length and the n bytes.
-func messageSize(_ protowire.Number, n int) int {
-	return 1 + sizeVarint(uint64(n)) + n
+// messageSize is the size of a length-delimited field of n bytes.
+func messageSize(num protowire.Number, n int) int {
+	return sizeVarint(uint64(protowire.EncodeTag(num, protowire.BytesType))) + sizeVarint(uint64(n)) + n
 }
 
 func stringSize(num protowire.Number, s string) int {
