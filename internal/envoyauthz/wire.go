@@ -266,7 +266,26 @@ func fields(s string, fn func(protowire.Number, string) error) error {
 	return nil
 }
 
+// mapEntry reads one entry of a map<string, string> (the headers). The
+// form every encoder writes for a header, the key then the value, each
+// with a one-byte tag and length and nothing else, is read directly; any
+// other (a field repeated or missing, in another order, an unknown one,
+// longer lengths) is read by fields, as the protobuf library reads it. A
+// request carries a dozen headers, and the general walk costs each of them
+// a closure call and four calls into protowire.
 func mapEntry(s string) (k, v string, err error) {
+	const keyTag, valueTag = fMapKey<<3 | 2, fMapValue<<3 | 2 // length-delimited
+	if len(s) >= 4 && s[0] == keyTag && s[1] < 0x80 {
+		kl := int(s[1])
+		if 4+kl <= len(s) && s[2+kl] == valueTag && s[3+kl] < 0x80 && 4+kl+int(s[3+kl]) == len(s) {
+			return s[2 : 2+kl], s[4+kl:], nil
+		}
+	}
+	return mapEntryFields(s)
+}
+
+// mapEntryFields is mapEntry read field by field.
+func mapEntryFields(s string) (k, v string, err error) {
 	err = fields(s, func(num protowire.Number, val string) error {
 		switch num {
 		case fMapKey:
