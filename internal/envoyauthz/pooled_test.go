@@ -3,13 +3,10 @@ package envoyauthz
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -63,21 +60,7 @@ func TestOnlyMissAnswersArePooled(t *testing.T) {
 // is put back while a response written in it is still being sent.
 func TestPooledMissAnswersOverGRPC(t *testing.T) {
 	const users, clients = 300, 8
-	srv := verdictFixture(t, users)
-	gs := grpc.NewServer(ServerOptions()...)
-	Register(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := authv3.NewAuthorizationClient(conn)
+	client := wireClient(t, verdictFixture(t, users))
 	reqs := make([]*authv3.CheckRequest, users)
 	for i := range reqs {
 		reqs[i] = typicalRequest(typicalToken(t, i))

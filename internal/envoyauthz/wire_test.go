@@ -137,22 +137,33 @@ func FuzzWireDecode(f *testing.F) {
 	})
 }
 
+// wireClient serves srv on a gRPC server with the wire path (Register), on
+// a loopback port of its own, and returns a client of it; both end with
+// the test.
+func wireClient(t *testing.T, srv *Server) authv3.AuthorizationClient {
+	t.Helper()
+	gs := grpc.NewServer(ServerOptions()...)
+	Register(gs, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return authv3.NewAuthorizationClient(conn)
+}
+
 // TestWirePathOverGRPC: a real gRPC client against Register; repeated checks
 // of one conversation are answered with the pre-encoded response, which must
 // decode to the same message as the first.
 func TestWirePathOverGRPC(t *testing.T) {
 	pl := pipelinetest.New(t, "issuers: [{name: a, secret: "+secret+"}]\nroutes: [{name: r, default: true, issuers: [a]}]\n", check.Deps{}, check.Options{})
-	gs := grpc.NewServer(ServerOptions()...)
-	Register(gs, NewServer(pl))
-	lis, _ := net.Listen("tcp", "127.0.0.1:0")
-	go gs.Serve(lis)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := authv3.NewAuthorizationClient(conn)
+	client := wireClient(t, NewServer(pl))
 	tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "session_id": "s1", "exp": time.Now().Add(time.Hour).Unix()})
 	var first *authv3.CheckResponse
 	for i := range 4 {
