@@ -293,62 +293,39 @@ func appendValue(b []byte, v *structpb.Value) []byte {
 }
 
 // encodeGrantAllow writes the allow of v, a verdict of its grant's route,
-// as the message Response(v) builds would be written, in one allocation
-// of exactly its size: the headers the verdict sets (append false, see
+// as the message Response(v) builds would be written, in one buffer of
+// exactly its size: the headers the verdict sets (append false, see
 // headerOptions) and strips, and the metadata, whose shape's part comes
-// encoded (shapeFields.encoded). It is the form a grant memoizes.
-func encodeGrantAllow(v *check.Verdict, shape []byte) []byte {
+// encoded (shapeFields.encoded).
+//
+// With pool nil the buffer is an allocation of its own: the form a grant
+// memoizes. With a pool it is the pool's, returned as pooled for the codec
+// to hand to gRPC, which puts it back once sent: for an allow sent once (a
+// miss's), which then allocates no answer of its own.
+func encodeGrantAllow(v *check.Verdict, shape []byte, pool mem.BufferPool) (b []byte, pooled *[]byte) {
 	var buf [maxEntries]entry
 	es := requestEntries(ownEntries(buf[:0], v.Grant), v)
-	a := sizeGrantAllow(v, shape, es)
-	return a.write(make([]byte, 0, a.n), v, shape, es)
-}
-
-// encodeGrantAllowOnce is encodeGrantAllow for an allow sent once (a
-// miss's, which nothing memoizes): written into a buffer of gRPC's pool,
-// which the codec hands to gRPC to put back once it has sent it. A miss
-// then allocates no answer of its own, and the bytes it writes are a
-// buffer other answers wrote before.
-func encodeGrantAllowOnce(v *check.Verdict, shape []byte) *encodedResponse {
-	var entries [maxEntries]entry
-	es := requestEntries(ownEntries(entries[:0], v.Grant), v)
-	a := sizeGrantAllow(v, shape, es)
-	buf := mem.DefaultBufferPool().Get(a.n)
-	*buf = a.write((*buf)[:0], v, shape, es)
-	return &encodedResponse{b: *buf, pooled: buf}
-}
-
-// grantAllowSizes are the sizes writing an allow needs, measured first
-// (sizeGrantAllow) so that it is written in one buffer of exactly n bytes.
-type grantAllowSizes struct {
-	ok, md int // ok_response's and dynamic_metadata's
-	n      int // the answer's
-}
-
-// sizeGrantAllow measures the allow of v with metadata entries es,
-// recording each entry's size in it.
-func sizeGrantAllow(v *check.Verdict, shape []byte, es []entry) grantAllowSizes {
-	var a grantAllowSizes
+	ok := 0
 	for _, h := range v.Set {
-		a.ok += messageSize(fieldOKHeaders, setOptionSize(h))
+		ok += messageSize(fieldOKHeaders, setOptionSize(h))
 	}
 	for _, name := range v.Remove {
-		a.ok += messageSize(fieldOKRemove, len(name))
+		ok += messageSize(fieldOKRemove, len(name))
 	}
-	a.md = len(shape)
+	md := len(shape)
 	for i := range es {
 		es[i].n = es[i].size()
-		a.md += messageSize(fieldStructFields, es[i].n)
+		md += messageSize(fieldStructFields, es[i].n)
 	}
-	a.n = messageSize(fieldResponseStatus, 0) + messageSize(fieldResponseOK, a.ok) + messageSize(fieldResponseMetadata, a.md)
-	return a
-}
-
-// write appends the allow of v to b, which has room for its n bytes; es
-// are its entries as sizeGrantAllow measured them.
-func (a grantAllowSizes) write(b []byte, v *check.Verdict, shape []byte, es []entry) []byte {
+	n := messageSize(fieldResponseStatus, 0) + messageSize(fieldResponseOK, ok) + messageSize(fieldResponseMetadata, md)
+	if pool == nil {
+		b = make([]byte, 0, n)
+	} else {
+		pooled = pool.Get(n)
+		b = (*pooled)[:0]
+	}
 	b = appendLen(b, fieldResponseStatus, 0) // okStatus: code 0, no message
-	b = appendLen(b, fieldResponseOK, a.ok)
+	b = appendLen(b, fieldResponseOK, ok)
 	for _, h := range v.Set {
 		b = appendLen(b, fieldOKHeaders, setOptionSize(h))
 		b = appendLen(b, fieldOptionHeader, stringSize(fieldHeaderKey, h.Name)+stringSize(fieldHeaderValue, h.Value))
@@ -363,12 +340,15 @@ func (a grantAllowSizes) write(b []byte, v *check.Verdict, shape []byte, es []en
 	for _, name := range v.Remove {
 		b = appendString(b, fieldOKRemove, name)
 	}
-	b = appendLen(b, fieldResponseMetadata, a.md)
+	b = appendLen(b, fieldResponseMetadata, md)
 	b = append(b, shape...)
 	for i := range es {
 		b = es[i].append(b)
 	}
-	return b
+	if pooled != nil {
+		*pooled = b
+	}
+	return b, pooled
 }
 
 // setOptionSize is the size of the HeaderValueOption headerOptions makes

@@ -300,7 +300,7 @@ func mapEntryFields(s string) (k, v string, err error) {
 
 // encodedResponse is a CheckResponse already in its wire form. pooled,
 // when set, is the buffer of gRPC's pool b was written in (an answer sent
-// once, encodeGrantAllowOnce): the codec hands it to gRPC, which puts it
+// once, see encodeGrantAllow): the codec hands it to gRPC, which puts it
 // back once sent, so nothing may read b after Marshal.
 type encodedResponse struct {
 	b      []byte
@@ -407,14 +407,16 @@ func wireAllow(v *check.Verdict) *encodedResponse {
 	}
 	shape := check.RenderedShape(g, renderShape).encoded
 	if !v.CacheHit {
-		return encodeGrantAllowOnce(v, shape)
+		b, pooled := encodeGrantAllow(v, shape, mem.DefaultBufferPool())
+		return &encodedResponse{b: b, pooled: pooled}
 	}
 	r := check.Rendered(g, renderGrant)
 	if l := r.last.Load(); l != nil && l.matches(v, true) {
 		return l.encoded
 	}
 	l := newLast(v)
-	l.encoded = &encodedResponse{b: encodeGrantAllow(v, shape)}
+	b, _ := encodeGrantAllow(v, shape, nil)
+	l.encoded = &encodedResponse{b: b}
 	r.last.Store(l)
 	return l.encoded
 }
