@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"bytes"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -48,4 +49,50 @@ func StringValue(raw []byte) (s string, ok bool) {
 	}
 	out, ok := unescape(make([]byte, 0, len(in)), in)
 	return string(out), ok
+}
+
+// LoneSurrogate reports whether a document WalkStrict accepted escapes an
+// unpaired surrogate (`\ud800`, a low half first, a high half before
+// anything but its low half) in any string, key or value, at any depth.
+// No UTF-8 string carries one, and decoders disagree on it (Go reads
+// U+FFFD, JavaScript the surrogate itself, some refuse the document), so a
+// reader that must read a document as every other one does refuses it.
+// A document without a backslash costs one vectorized scan. On a
+// document WalkStrict refuses the answer means nothing, but it never
+// panics: an escape cut short counts as unpaired.
+func LoneSurrogate(doc []byte) bool {
+	for i := bytes.IndexByte(doc, '\\'); i >= 0; {
+		// WalkStrict accepted doc: every backslash starts an escape in a
+		// string, `\uXXXX` or two bytes.
+		switch {
+		case i+1 >= len(doc):
+			return true
+		case doc[i+1] != 'u':
+			i = nextEscape(doc, i+2)
+			continue
+		case i+6 > len(doc):
+			return true
+		}
+		r := hex4(doc[i+2 : i+6])
+		switch {
+		case !utf16.IsSurrogate(r):
+			i = nextEscape(doc, i+6)
+		// DecodeRune pairs a high half with a low one only: a low half
+		// first is unpaired too.
+		case i+12 > len(doc) || doc[i+6] != '\\' || doc[i+7] != 'u' || utf16.DecodeRune(r, hex4(doc[i+8:i+12])) == utf8.RuneError:
+			return true
+		default: // a pair
+			i = nextEscape(doc, i+12)
+		}
+	}
+	return false
+}
+
+// nextEscape is the index of the first backslash of doc at or after i, or
+// -1.
+func nextEscape(doc []byte, i int) int {
+	if j := bytes.IndexByte(doc[i:], '\\'); j >= 0 {
+		return i + j
+	}
+	return -1
 }
