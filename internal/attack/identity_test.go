@@ -3,6 +3,7 @@ package attack
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -317,4 +318,58 @@ func TestIdentityBuiltInDefault(t *testing.T) {
 		t.Fatalf("allowed %v, x-user-id %q", v.Allowed, v.Upstream["x-user-id"])
 	}
 	s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + tokenWith(t, jwt.MapClaims{"sub": "../../etc"})}, Body: toolCall(2, "whoami", "")}).wantDenied(t, 401)
+}
+
+// signedPayload signs a payload spelled exactly as given (escapes
+// included, which jwt.MapClaims would re-spell) with the suite's secret.
+func signedPayload(t *testing.T, payload string) string {
+	t.Helper()
+	enc := base64.RawURLEncoding
+	input := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(payload))
+	sig, err := jwt.SigningMethodHS256.Sign(input, []byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return input + "." + enc.EncodeToString(sig)
+}
+
+// TestIdentityLoneSurrogate: a subject escaping an unpaired surrogate is
+// "alice\ufffd" to Go and a string ending in a lone surrogate to
+// JavaScript, so an upstream that reads the forwarded token would not see
+// the user the service saw. Signed by a configured issuer or not, it is
+// refused: 401 invalid_token, the JSON-RPC id echoed, and no tool runs.
+func TestIdentityLoneSurrogate(t *testing.T) {
+	s := start(t, identityYAML, options{})
+	now := time.Now()
+	claims := func(sub string) string {
+		return fmt.Sprintf(`{"iss":%q,"sub":"%s","aud":%q,"iat":%d,"exp":%d}`, issuerHS, sub, audience, now.Unix(), now.Add(time.Hour).Unix())
+	}
+	for _, tc := range []struct{ name, sub string }{
+		{"lone high half", `alice\ud800`},
+		{"lone low half", `\udc00alice`},
+		{"reversed pair", `alice\ude00\ud83d`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + signedPayload(t, claims(tc.sub))}, Body: toolCall(5, "whoami", "")})
+			v.wantDenied(t, 401)
+			if www := v.Headers["www-authenticate"]; !strings.Contains(www, `error="invalid_token"`) {
+				t.Fatalf("challenge %q", www)
+			}
+			if e := v.rpc(t); string(e.ID) != "5" {
+				t.Fatalf("JSON-RPC id %s", e.ID)
+			}
+		})
+	}
+	t.Run("control: a surrogate pair is a character", func(t *testing.T) {
+		v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + signedPayload(t, claims(`alice\ud83d\ude00`))}, Body: toolCall(1, "whoami", "")})
+		if !v.Allowed || v.Upstream["x-user-id"] != "hs:alice\U0001F600" {
+			t.Fatalf("allowed %v, x-user-id %q (%d %s)", v.Allowed, v.Upstream["x-user-id"], v.Status, v.Body)
+		}
+	})
+	t.Run("end to end: the tool does not run", func(t *testing.T) {
+		status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", bearer(signedPayload(t, claims(`alice\ud800`))), toolCall(2, "whoami", ""))
+		if status != 401 || s.ran("whoami") != 0 {
+			t.Fatalf("status %d, body %s, whoami ran %d times", status, body, s.ran("whoami"))
+		}
+	})
 }

@@ -129,6 +129,19 @@ func TestVerifyAdversarial(t *testing.T) {
 				t.Errorf("Issuer %q Subject %q", c.Issuer, c.Subject)
 			}
 		}},
+		// "alice\ud800" is "alice\ufffd" to encoding/json and a string
+		// ending in a lone surrogate to JavaScript: a program behind the
+		// service that reads the forwarded token would see another user.
+		{name: "lone surrogate in sub", token: hsToken(hs, fmt.Sprintf(`{"iss":%q,"sub":"alice\ud800","exp":%d}`, hmacIss, exp)), want: ErrMalformed, refDiff: true},
+		{name: "lone low surrogate in a claim nobody reads", token: hsToken(hs, body(`,"note":"\udc00"`)), want: ErrMalformed, refDiff: true},
+		{name: "lone surrogate deep in act", token: hsToken(hs, body(`,"act":{"sub":"agent","act":{"sub":"\ud83d"}}`)), want: ErrMalformed, refDiff: true},
+		{name: "lone surrogate in a claim name", token: hsToken(hs, body(`,"gr\ud800oups":["admin"]`)), want: ErrMalformed, refDiff: true},
+		{name: "lone surrogate in the header", token: hsToken(`{"alg":"HS256","kid":"k\udbff"}`, body("")), want: ErrMalformed, refDiff: true},
+		{name: "escaped backslash before u is no escape", token: hsToken(hs, body(`,"path":"C:\\ud800"`)), check: func(t *testing.T, c *Claims) {
+			if v, _ := c.ClaimString("path"); v != `C:\ud800` {
+				t.Errorf("path = %q", v)
+			}
+		}},
 		{name: "escaped alg", token: hsToken(`{"alg":"HS\u0032\u0035\u0036"}`, body("")), check: func(*testing.T, *Claims) {}},
 		{name: "alg none", token: hsToken(`{"alg":"none"}`, body("")), want: ErrAlgorithm},
 		{name: "alg not a string", token: hsToken(`{"alg":["HS256"]}`, body("")), want: ErrMalformed},

@@ -424,11 +424,13 @@ type objectReader struct {
 }
 
 // read checks that doc is a JSON object as jsonrpc.WalkStrict accepts it
-// whose every number fits a float64, and appends its top-level members to
-// members. Whatever it accepts, encoding/json decodes to the same values;
-// what it refuses and encoding/json would accept (a member twice, invalid
-// UTF-8, nesting deeper than jsonrpc.MaxDepth) is refused because parsers
-// disagree on it.
+// whose every number fits a float64 and whose strings escape no unpaired
+// surrogate, and appends its top-level members to members. Whatever it
+// accepts, encoding/json decodes to the same values; what it refuses and
+// encoding/json would accept (a member twice, invalid UTF-8, nesting
+// deeper than jsonrpc.MaxDepth, a lone `\ud800`, which encoding/json reads
+// as U+FFFD and JavaScript as itself) is refused because parsers disagree
+// on it.
 func (r *objectReader) read(doc []byte, members []member) ([]member, error) {
 	i := jsonrpc.SkipSpace(doc, 0)
 	if len(doc) > maxDocument || i >= len(doc) || doc[i] != '{' {
@@ -441,7 +443,7 @@ func (r *objectReader) read(doc []byte, members []member) ([]member, error) {
 	err := jsonrpc.WalkStrict(doc, jsonrpc.MaxDepth, r.visit)
 	members, bad := r.members, r.bad
 	r.doc, r.members = nil, nil // a pooled reader holds no document
-	if err != nil || bad {
+	if err != nil || bad || jsonrpc.LoneSurrogate(doc) {
 		return nil, ErrMalformed
 	}
 	return members, nil

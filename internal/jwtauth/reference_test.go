@@ -204,8 +204,10 @@ func refString(claims jwt.MapClaims, name string) (string, bool, error) {
 // refusedOnPurpose reports whether the verifier may refuse a token the
 // reference accepts, and why: a JSON document parsers read differently
 // (a member named twice, invalid UTF-8, nesting deeper than
-// jsonrpc.MaxDepth), or a token spelled with the CR or LF the base64
-// decoder skips. It is computed independently of the verifier's parser.
+// jsonrpc.MaxDepth, an escaped unpaired surrogate), or a token spelled
+// with the CR or LF the base64 decoder skips. It is computed independently
+// of the verifier's parser; the surrogate check is jsonrpc's, held to an
+// oracle of its own by jsonrpc.FuzzLoneSurrogate.
 func refusedOnPurpose(token string) string {
 	if strings.ContainsAny(token, "\r\n") {
 		return "CR or LF in the token"
@@ -224,6 +226,9 @@ func refusedOnPurpose(token string) string {
 		}
 		if why := ambiguousJSON(doc); why != "" {
 			return why
+		}
+		if json.Valid(doc) && jsonrpc.LoneSurrogate(doc) {
+			return "an escaped unpaired surrogate"
 		}
 		var members map[string]json.RawMessage
 		if json.Unmarshal(doc, &members) == nil {
