@@ -285,8 +285,9 @@ type payloadClaims struct {
 // parsePayload validates a JWT payload and indexes its top-level members
 // into c. The payload must be one JSON object that every mainstream parser
 // reads the same way (jsonrpc.WalkStrict: no member name twice at any
-// depth, valid UTF-8, bounded nesting) and whose numbers all fit a
-// float64 (as encoding/json requires).
+// depth, valid UTF-8, bounded nesting), whose strings escape no unpaired
+// surrogate and whose numbers all fit a float64 (as encoding/json
+// requires).
 func parsePayload(r *objectReader, c *Claims, payload []byte) (payloadClaims, error) {
 	var pc payloadClaims
 	members, err := readObject(r, payload, c.inline[:0], readClaims, func(m member, name []byte) bool {
