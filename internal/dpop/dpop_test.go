@@ -126,6 +126,12 @@ func TestCheck(t *testing.T) {
 			parts := strings.Split(p, ".")
 			return parts[0] + "." + b64(`{"htm":"POST","htm":"GET"}`) + "." + parts[2]
 		}, want: ErrInvalid, reason: "malformed"},
+		// A proof is read as every parser reads it, or refused: this jti is
+		// "a\ufffd" to Go and a lone surrogate to JavaScript.
+		{name: "a lone surrogate escaped in the jti", proof: func() string {
+			parts := strings.Split(f.key.Proof(t, nil, f.claims("p")), ".")
+			return parts[0] + "." + b64(`{"htm":"POST","jti":"a\ud800"}`) + "." + parts[2]
+		}, want: ErrInvalid, reason: "malformed"},
 	}
 	c := New(Options{Now: func() time.Time { return f.now }})
 	for _, tc := range tests {
