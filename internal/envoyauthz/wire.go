@@ -79,7 +79,8 @@ type wireRequest struct {
 
 type rawHeader struct{ key, value string }
 
-// decode reads b, which it keeps: the strings of the request point into it.
+// decode reads b, which it keeps: the strings of the request point into it,
+// so nothing may write to b again (keepable).
 //
 // It does not check that strings are UTF-8, as the generated code does.
 // Envoy never sends anything else (it writes invalid bytes of a header as
@@ -334,10 +335,26 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if w, ok := v.(*wireRequest); ok {
-		// One copy, owned by the request from here on.
-		return w.decode(data.Materialize())
+		return w.decode(keepable(data))
 	}
 	return c.proto.Unmarshal(data, v)
+}
+
+// keepable returns a request's bytes in memory that nobody will write to
+// again, for the decoded request to point into for as long as anything
+// keeps one of its strings. A message that came in one mem.SliceBuffer is
+// read where it is: gRPC reads a frame of up to mem.BufferPoolingThreshold
+// (1 KiB) into a slice of its own and hands that on as a SliceBuffer,
+// which is never recycled (its Free does nothing), so only the collector
+// reclaims it. Any other message is copied: a pooled buffer goes back to
+// gRPC's pool when Unmarshal returns, to hold another request's bytes.
+func keepable(data mem.BufferSlice) []byte {
+	if len(data) == 1 {
+		if b, ok := data[0].(mem.SliceBuffer); ok {
+			return b
+		}
+	}
+	return data.Materialize()
 }
 
 // ServerOptions install the wire codec on a gRPC server that serves
@@ -357,7 +374,8 @@ func Register(gs *grpc.Server, s *Server) {
 
 // wirePool recycles wireRequests and their header maps: nothing keeps a
 // reference to either once the check has been answered (the strings in
-// them point into the message copy, which is never recycled).
+// them point into the message's bytes, which are never recycled: see
+// keepable).
 var wirePool = sync.Pool{New: func() any { return &wireRequest{in: check.Request{Headers: make(check.Headers, 32)}} }}
 
 func (w *wireRequest) release() {
