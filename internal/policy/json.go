@@ -55,9 +55,9 @@ const (
 )
 
 // jsonObject is a JSON object as a CEL map(string, dyn), read lazily from
-// its raw text. The text must be valid JSON without duplicate keys
-// (jsonrpc.Parse refuses other bodies); anything else reads as an error,
-// never a panic.
+// its raw text. The text must be valid JSON in valid UTF-8 without
+// duplicate keys (jsonrpc.Parse refuses other bodies); anything else reads
+// as an error or as its bytes say, never a panic.
 //
 // On first use the top level is scanned once into an index of members;
 // each member's value is decoded when first read and kept, so that an
