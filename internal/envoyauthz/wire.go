@@ -343,10 +343,11 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 // keepable returns a request's bytes in memory that nobody will write to
 // again, for the decoded request to point into for as long as anything
 // keeps one of its strings. A message that came in one mem.SliceBuffer is
-// read where it is: gRPC reads a frame of up to mem.BufferPoolingThreshold
-// (1 KiB) into a slice of its own and hands that on as a SliceBuffer,
-// which is never recycled (its Free does nothing), so only the collector
-// reclaims it. Any other message is copied: a pooled buffer goes back to
+// read where it is: gRPC reads an HTTP/2 frame of at most 1 KiB
+// (mem.IsBelowBufferPoolingThreshold) into a slice of its own and hands
+// that on as a SliceBuffer, which is never recycled (its Free does
+// nothing, so nobody can tell gRPC it is done with one): only the
+// collector reclaims it. Any other message is copied: a pooled buffer goes back to
 // gRPC's pool when Unmarshal returns, to hold another request's bytes.
 func keepable(data mem.BufferSlice) []byte {
 	if len(data) == 1 {

@@ -58,7 +58,7 @@ func StringValue(raw []byte) (s string, ok bool) {
 // U+FFFD, JavaScript the surrogate itself, some refuse the document), so a
 // reader that must read a document as every other one does refuses it.
 // A document without a backslash costs one vectorized scan. On a
-// document WalkStrict refuses the answer means nothing, but it never
+// document WalkStrict refuses, the answer means nothing, but it never
 // panics: an escape cut short counts as unpaired.
 func LoneSurrogate(doc []byte) bool {
 	for i := bytes.IndexByte(doc, '\\'); i >= 0; {
