@@ -102,6 +102,11 @@ func TestLineageDefaults(t *testing.T) {
 			headers: Headers{"x-root-context-id": "R", "x-parent-context-id": "P", "x-lineage-depth": "0", "x-actor-chain": "mallory"},
 			want:    map[string]string{"x-actor-chain": "agent-b,agent-a", "x-lineage-depth": "2"}},
 		{name: "malformed depth", headers: Headers{"x-root-context-id": "R", "x-lineage-depth": "-1"}, wantOutcome: Malformed},
+		// A workload that trims the ids it reads would take these for "R"
+		// and "ctx-9": another conversation than the one the service saw.
+		{name: "root id ending in a no-break space", headers: Headers{"x-root-context-id": "R\u00a0", "x-parent-context-id": "P"}, wantOutcome: Malformed},
+		{name: "parent id starting with an ideographic space", headers: Headers{"x-root-context-id": "R", "x-parent-context-id": "\u3000P"}, wantOutcome: Malformed},
+		{name: "A2A context id ending in a Unicode space", body: strings.Replace(a2aBody, `"ctx-9"`, `"ctx-9\u2005"`, 1), wantOutcome: Malformed},
 		{name: "forged identity never survives", headers: Headers{"x-user-id": "mallory", "x-session-id": "evil"}, claims: jwt.MapClaims{"session_id": nil},
 			want: map[string]string{"x-user-id": "alice", "x-session-id": ""}},
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -209,7 +210,9 @@ func inboundID(v, what string) (string, error) {
 
 // ValidID reports whether s can be a context id: 1 to MaxIDLength bytes of
 // UTF-8 without control characters, commas (a repeated header arrives
-// comma-joined) or surrounding spaces.
+// comma-joined) or surrounding spaces, Unicode's included: a workload that
+// trims an id it reads (Python's strip, JavaScript's trim) would take
+// "ctx-1\u00a0" for "ctx-1", one conversation where the service sees two.
 func ValidID(s string) bool {
 	if s == "" || len(s) > MaxIDLength || s[0] == ' ' || s[len(s)-1] == ' ' {
 		return false
@@ -231,9 +234,20 @@ func ValidID(s string) bool {
 				return false
 			}
 		}
+		first, _ := utf8.DecodeRuneInString(s)
+		last, _ := utf8.DecodeLastRuneInString(s)
+		if trimmedSpace(first) || trimmedSpace(last) {
+			return false
+		}
 	}
 	return true
 }
+
+// trimmedSpace reports whether a trimming function of a mainstream
+// language drops r at either end of a string: Unicode white space
+// (unicode.IsSpace, as Go's and Python's) and the byte order mark, which
+// JavaScript's trim drops too.
+func trimmedSpace(r rune) bool { return unicode.IsSpace(r) || r == '\ufeff' }
 
 // ParseDepth parses an inbound depth header: a decimal number of at most
 // four digits, optionally surrounded by spaces. present is false for "".

@@ -324,6 +324,13 @@ func TestValidID(t *testing.T) {
 		{"trailing space", "a ", false},
 		{"invalid UTF-8", "a\xc3", false},
 		{"C1 control", "a\u0085b", false},
+		{"inner no-break space", "a\u00a0b", true},
+		{"leading no-break space", "\u00a0ctx-1", false},
+		{"trailing four-per-em space", "ctx-1\u2005", false},
+		{"only an ideographic space", "\u3000", false},
+		{"trailing line separator", "ctx-1\u2028", false},
+		{"trailing byte order mark", "ctx-1\ufeff", false},
+		{"non-ASCII last letter", "ctx-é", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

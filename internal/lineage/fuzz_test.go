@@ -42,7 +42,7 @@ func FuzzValidID(f *testing.F) {
 			return
 		}
 		if len(s) == 0 || len(s) > MaxIDLength || !utf8.ValidString(s) || strings.ContainsAny(s, ",\x00\r\n\t\x7f") ||
-			strings.TrimSpace(s) != s {
+			strings.TrimSpace(s) != s || strings.Trim(s, "\ufeff") != s {
 			t.Fatalf("ValidID(%q) = true", s)
 		}
 	})
