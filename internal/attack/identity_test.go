@@ -373,3 +373,35 @@ func TestIdentityLoneSurrogate(t *testing.T) {
 		}
 	})
 }
+
+// TestIdentityPaddedValues: a subject padded with white space, ASCII or
+// Unicode, would reach a workload that trims it (HTTP trims the spaces of
+// a header, Python's strip and JavaScript's trim the rest) as the user
+// without it: refused, 401 invalid_token, and no tool runs.
+func TestIdentityPaddedValues(t *testing.T) {
+	s := start(t, identityYAML, options{})
+	for _, sub := range []string{"alice ", " alice", "alice\u00a0", "\u3000alice", "alice\u2005", "alice\ufeff"} {
+		t.Run(fmt.Sprintf("sub %q", sub), func(t *testing.T) {
+			v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + token(t, issuerHS, sub)}, Body: toolCall(6, "whoami", "")})
+			v.wantDenied(t, 401)
+			if www := v.Headers["www-authenticate"]; !strings.Contains(www, `error="invalid_token"`) || !strings.Contains(www, "white space") {
+				t.Fatalf("challenge %q", www)
+			}
+			if e := v.rpc(t); string(e.ID) != "6" {
+				t.Fatalf("JSON-RPC id %s", e.ID)
+			}
+		})
+	}
+	t.Run("end to end: the tool does not run", func(t *testing.T) {
+		status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", bearer(token(t, issuerHS, "alice\u00a0")), toolCall(2, "whoami", ""))
+		if status != 401 || s.ran("whoami") != 0 {
+			t.Fatalf("status %d, body %s, whoami ran %d times", status, body, s.ran("whoami"))
+		}
+	})
+	t.Run("control: an inner no-break space is part of the name", func(t *testing.T) {
+		v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice\u00a0b")}, Body: toolCall(1, "whoami", "")})
+		if !v.Allowed || v.Upstream["x-user-id"] != "hs:alice\u00a0b" {
+			t.Fatalf("allowed %v, x-user-id %q (%d %s)", v.Allowed, v.Upstream["x-user-id"], v.Status, v.Body)
+		}
+	})
+}

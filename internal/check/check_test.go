@@ -203,7 +203,7 @@ func TestCheck(t *testing.T) {
 				return agentReq(bearer(f.hs(t, jwt.MapClaims{"sub": "alice "})))
 			},
 			want: InvalidToken,
-			desc: "starts or ends with a space",
+			desc: "starts or ends with white space",
 		},
 		{
 			name: "NUL in session",
@@ -295,7 +295,31 @@ func TestCheck(t *testing.T) {
 				return filesReq(f.rs(t, jwt.MapClaims{"email": " bob@example.com"}))
 			},
 			want: InvalidToken,
-			desc: "claim email starts or ends with a space",
+			desc: "claim email starts or ends with white space",
+		},
+		{
+			name: "Unicode space after sub is never trimmed into another user",
+			req: func(t *testing.T) *Request {
+				return agentReq(bearer(f.hs(t, jwt.MapClaims{"sub": "alice\u00a0"})))
+			},
+			want: InvalidToken,
+			desc: "starts or ends with white space",
+		},
+		{
+			name: "Unicode space around a claim is never trimmed into another value",
+			req: func(t *testing.T) *Request {
+				return filesReq(f.rs(t, jwt.MapClaims{"email": "bob@example.com\u2005"}))
+			},
+			want: InvalidToken,
+			desc: "claim email starts or ends with white space",
+		},
+		{
+			name: "Unicode space around one group is never trimmed into another group",
+			req: func(t *testing.T) *Request {
+				return filesReq(f.rs(t, jwt.MapClaims{"groups": []any{"eng", "\u3000admins"}}))
+			},
+			want: InvalidToken,
+			desc: "claim groups cannot be carried in a header",
 		},
 		{
 			name: "space around one group is never trimmed into another group",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/jwtauth"
 	"github.com/extauthz/extauthz/internal/lineage"
+	"github.com/extauthz/extauthz/internal/segment"
 )
 
 // Grant is a verified caller on one route: what the cache holds instead of
@@ -356,7 +357,8 @@ func (d *grantDraft) release() {
 // booleans as they are, arrays of those joined with ",". A value that could
 // smuggle header syntax (control bytes), that the upstream would read as
 // another value (HTTP trims the spaces around a field value: " bob" reaches
-// it as "bob") or is too long is refused: the caller denies the request
+// it as "bob"; a workload may trim Unicode white space too: segment.Padded)
+// or is too long is refused: the caller denies the request
 // rather than drop or mangle an identity.
 func (p *Policy) claimValue(claims *jwtauth.Claims, name string) (string, bool, error) {
 	s, ok := claims.ClaimString(name) // nearly always a string: no boxing
@@ -374,8 +376,8 @@ func (p *Policy) claimValue(claims *jwtauth.Claims, name string) (string, bool, 
 			return "", false, &claimError{fmt.Sprintf("claim %s contains control characters", name)}
 		}
 	}
-	if s != "" && (s[0] == ' ' || s[len(s)-1] == ' ') {
-		return "", false, &claimError{fmt.Sprintf("claim %s starts or ends with a space", name)}
+	if segment.Padded(s) {
+		return "", false, &claimError{fmt.Sprintf("claim %s starts or ends with white space", name)}
 	}
 	return s, true, nil
 }
@@ -396,7 +398,7 @@ func (p *Policy) nonStringClaimValue(claims *jwtauth.Claims, name string) (strin
 		parts := make([]string, 0, len(v))
 		for _, e := range v {
 			es, ok := scalar(e)
-			if !ok || strings.Contains(es, ",") || es != "" && (es[0] == ' ' || es[len(es)-1] == ' ') {
+			if !ok || strings.Contains(es, ",") || segment.Padded(es) {
 				return "", false, &claimError{fmt.Sprintf("claim %s cannot be carried in a header", name)}
 			}
 			parts = append(parts, es)

@@ -7,6 +7,7 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/jwtauth"
+	"github.com/extauthz/extauthz/internal/segment"
 )
 
 // The session header (x-session-id) names the conversation a workload keys
@@ -66,10 +67,10 @@ func (p *Policy) compileSessionSources(id config.Identity) error {
 
 // sessionHeaderValue is v as the session header carries it (safe_values
 // applied), or false when it cannot be one: control bytes, too long, or
-// spaced at either end, which HTTP trims (" ctx" would reach the upstream
-// as another session's "ctx").
+// spaced at either end, which HTTP or the workload trims (" ctx" or
+// "ctx\u00a0" would reach it as another session's "ctx": segment.Padded).
 func (p *Policy) sessionHeaderValue(v string) (string, bool) {
-	if v == "" || len(v) > p.identity.MaxHeaderValue || v[0] == ' ' || v[len(v)-1] == ' ' {
+	if v == "" || len(v) > p.identity.MaxHeaderValue || segment.Padded(v) {
 		return "", false
 	}
 	for i := 0; i < len(v); i++ {

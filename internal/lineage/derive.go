@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/extauthz/extauthz/internal/segment"
 )
 
 const (
@@ -234,20 +235,12 @@ func ValidID(s string) bool {
 				return false
 			}
 		}
-		first, _ := utf8.DecodeRuneInString(s)
-		last, _ := utf8.DecodeLastRuneInString(s)
-		if trimmedSpace(first) || trimmedSpace(last) {
+		if segment.Padded(s) {
 			return false
 		}
 	}
 	return true
 }
-
-// trimmedSpace reports whether a trimming function of a mainstream
-// language drops r at either end of a string: Unicode white space
-// (unicode.IsSpace, as Go's and Python's) and the byte order mark, which
-// JavaScript's trim drops too.
-func trimmedSpace(r rune) bool { return unicode.IsSpace(r) || r == '\ufeff' }
 
 // ParseDepth parses an inbound depth header: a decimal number of at most
 // four digits, optionally surrounded by spaces. present is false for "".

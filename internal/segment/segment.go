@@ -15,6 +15,9 @@
 // not start with "~" is kept as it is; any other value becomes "~" followed
 // by the unpadded base64url (RFC 4648 section 5) encoding of its bytes.
 // Decode inverts it.
+//
+// Padded tells whether a value starts or ends with white space that a
+// reader may trim, so that it would reach a workload as another value.
 package segment
 
 import (
@@ -62,6 +65,23 @@ func check(v string) string {
 	}
 	return ""
 }
+
+// Padded reports whether v starts or ends with white space that a reader
+// may trim: HTTP trims the spaces around a header value (" bob" arrives as
+// "bob"), and workloads trim the values they read (Python's strip, Go's
+// strings.TrimSpace: Unicode white space, "bob\u00a0"; JavaScript's trim:
+// the byte order mark too). An identity or id that is padded would reach
+// them as another one.
+func Padded(v string) bool {
+	if v == "" {
+		return false
+	}
+	first, _ := utf8.DecodeRuneInString(v)
+	last, _ := utf8.DecodeLastRuneInString(v)
+	return trimmed(first) || trimmed(last)
+}
+
+func trimmed(r rune) bool { return unicode.IsSpace(r) || r == '\ufeff' }
 
 // Safe reports whether v is a safe single path segment.
 func Safe(v string) bool { return Check(v) == "" }

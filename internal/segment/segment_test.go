@@ -104,3 +104,38 @@ func decode(v string) (string, bool) {
 	}
 	return string(b), true
 }
+
+func TestPadded(t *testing.T) {
+	for _, tt := range []struct {
+		name, v string
+		padded  bool
+	}{
+		{"plain", "alice", false},
+		{"empty", "", false},
+		{"inner space", "a b", false},
+		{"inner no-break space", "a\u00a0b", false},
+		{"non-ASCII ends", "éa-ü", false},
+		{"zero-width space, which nobody trims", "alice\u200b", false},
+		{"leading space", " alice", true},
+		{"trailing space", "alice ", true},
+		{"trailing tab", "alice\t", true},
+		{"trailing no-break space", "alice\u00a0", true},
+		{"leading ideographic space", "\u3000alice", true},
+		{"trailing four-per-em space", "alice\u2005", true},
+		{"trailing line separator", "alice\u2028", true},
+		{"trailing next line", "alice\u0085", true},
+		{"trailing byte order mark", "alice\ufeff", true},
+		{"only a space", "\u00a0", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Padded(tt.v); got != tt.padded {
+				t.Errorf("Padded(%q) = %v, want %v", tt.v, got, tt.padded)
+			}
+			// What the trimming functions a workload may call make of it.
+			trimmed := strings.Trim(strings.TrimSpace(tt.v), "\ufeff")
+			if tt.padded != (trimmed != tt.v) {
+				t.Errorf("Padded(%q) = %v, but trimming gives %q", tt.v, tt.padded, trimmed)
+			}
+		})
+	}
+}
