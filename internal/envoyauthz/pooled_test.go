@@ -67,11 +67,19 @@ func TestPooledMissAnswersOverGRPC(t *testing.T) {
 	for i := range reqs {
 		reqs[i] = typicalRequest(typicalToken(t, i))
 	}
-	errs := make(chan error, users)
+	checkAllNameTheirUsers(t, client, reqs, clients)
+}
+
+// checkAllNameTheirUsers sends reqs[i], the first check of
+// typical.Subject(i), from clients goroutines at once and checks that every
+// allow names its own user.
+func checkAllNameTheirUsers(t *testing.T, client authv3.AuthorizationClient, reqs []*authv3.CheckRequest, clients int) {
+	t.Helper()
+	errs := make(chan error, len(reqs))
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
-			for i := c; i < users; i += clients {
+			for i := c; i < len(reqs); i += clients {
 				errs <- checkNamesUser(client, reqs[i], typical.Subject(i))
 			}
 		})
@@ -168,20 +176,5 @@ func TestRequestBytesOverGRPC(t *testing.T) {
 			reqs[i].Attributes.Request.Http.Headers["x-pad"] = strings.Repeat(string(rune('a'+i%26)), pad)
 		}
 	}
-	errs := make(chan error, users)
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Go(func() {
-			for i := c; i < users; i += clients {
-				errs <- checkNamesUser(client, reqs[i], typical.Subject(i))
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	checkAllNameTheirUsers(t, client, reqs, clients)
 }
