@@ -215,7 +215,7 @@ func inboundID(v, what string) (string, error) {
 // trims an id it reads (Python's strip, JavaScript's trim) would take
 // "ctx-1\u00a0" for "ctx-1", one conversation where the service sees two.
 func ValidID(s string) bool {
-	if s == "" || len(s) > MaxIDLength || s[0] == ' ' || s[len(s)-1] == ' ' {
+	if s == "" || len(s) > MaxIDLength || segment.Padded(s) {
 		return false
 	}
 	ascii := true
@@ -234,9 +234,6 @@ func ValidID(s string) bool {
 			if r == utf8.RuneError || (0x80 <= r && r < 0xa0) {
 				return false
 			}
-		}
-		if segment.Padded(s) {
-			return false
 		}
 	}
 	return true
