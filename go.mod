@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	cel.dev/cel-go v0.33.2
+	filippo.io/bigmod v0.1.0
 	github.com/KimMachineGun/automemlimit v0.7.5
 	github.com/MicahParks/jwkset v0.11.3
 	github.com/a2aproject/a2a-go v0.3.3

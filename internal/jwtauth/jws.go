@@ -258,19 +258,22 @@ var pssVerify = &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthAuto}
 
 // verifyWith checks sig over input with one public key of alg's family.
 // digest is input hashed with alg's hash (unused for EdDSA).
-func (s *scratch) verifyWith(alg *algorithm, key any, input string, digest, sig []byte) bool {
+func (s *scratch) verifyWith(alg *algorithm, k *verificationKey, input string, digest, sig []byte) bool {
 	switch alg.family {
 	case familyRSA:
-		pub, ok := key.(*rsa.PublicKey)
+		pub, ok := k.key.(*rsa.PublicKey)
 		if !ok {
 			return false
 		}
-		if alg.pss {
+		switch {
+		case alg.pss:
 			return rsa.VerifyPSS(pub, alg.hash, digest, sig, pssVerify) == nil
+		case k.rsa != nil:
+			return k.rsa.verifyPKCS1v15(alg.hash, digest, sig)
 		}
 		return rsa.VerifyPKCS1v15(pub, alg.hash, digest, sig) == nil
 	case familyEC:
-		pub, ok := key.(*ecdsa.PublicKey)
+		pub, ok := k.key.(*ecdsa.PublicKey)
 		if !ok || pub.Curve != alg.curve {
 			return false
 		}
@@ -281,7 +284,7 @@ func (s *scratch) verifyWith(alg *algorithm, key any, input string, digest, sig 
 		der, ok := appendASN1Signature(s.der[:0], sig[:size], sig[size:])
 		return ok && ecdsa.VerifyASN1(pub, digest, der)
 	case familyEdDSA:
-		pub, ok := key.(ed25519.PublicKey)
+		pub, ok := k.key.(ed25519.PublicKey)
 		if !ok || len(pub) != ed25519.PublicKeySize {
 			return false
 		}

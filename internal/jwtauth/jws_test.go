@@ -50,7 +50,7 @@ func TestAppendASN1Signature(t *testing.T) {
 		var sc scratch
 		for name, sig := range cases {
 			want := ecdsa.Verify(&key.PublicKey, digest[:], new(big.Int).SetBytes(sig[:size]), new(big.Int).SetBytes(sig[size:]))
-			got := sc.verifyWith(a, &key.PublicKey, "", digest[:], sig)
+			got := sc.verifyWith(a, &verificationKey{key: &key.PublicKey}, "", digest[:], sig)
 			if got != want {
 				t.Errorf("%s %s: verifyWith = %v, ecdsa.Verify = %v", alg, name, got, want)
 			}

@@ -25,6 +25,9 @@ type verificationKey struct {
 	id   string
 	key  any    // *rsa.PublicKey, *ecdsa.PublicKey or ed25519.PublicKey
 	algs algSet // the algorithms this key may verify: its type, narrowed by the JWK's own "alg"
+	// rsa is an RSA key prepared for RS256, RS384 and RS512 (nil: other
+	// keys, and RSA keys crypto/rsa verifies itself).
+	rsa *rsaModulus
 }
 
 // keySet is an immutable snapshot of an issuer's public keys. A refresh
@@ -148,7 +151,10 @@ func verificationKeyFrom(m jwkset.JWKMarshal) (verificationKey, bool) {
 	if err != nil {
 		return verificationKey{}, false
 	}
-	var algs algSet
+	var (
+		algs     algSet
+		prepared *rsaModulus
+	)
 	key := jwk.Key()
 	switch k := key.(type) {
 	case *rsa.PublicKey:
@@ -156,6 +162,7 @@ func verificationKeyFrom(m jwkset.JWKMarshal) (verificationKey, bool) {
 			return verificationKey{}, false
 		}
 		algs = familyAlgs(familyRSA)
+		prepared = newRSAModulus(k)
 	case *ecdsa.PublicKey:
 		for _, a := range supportedAlgorithms {
 			if a.family == familyEC && a.curve == k.Curve {
@@ -176,7 +183,7 @@ func verificationKeyFrom(m jwkset.JWKMarshal) (verificationKey, bool) {
 	if algs == 0 || id == "" {
 		return verificationKey{}, false
 	}
-	return verificationKey{kid: m.KID, id: id, key: key, algs: algs}, true
+	return verificationKey{kid: m.KID, id: id, key: key, algs: algs, rsa: prepared}, true
 }
 
 // thumbprint is the RFC 7638 JWK thumbprint (SHA-256, base64url) of a

@@ -291,8 +291,8 @@ func (s *scratch) verify(is *issuer, alg *algorithm, keys []verificationKey, inp
 	if alg.family != familyEdDSA {
 		digest = s.digest(alg.hash, input)
 	}
-	for _, k := range keys {
-		if k.algs&alg.bit != 0 && s.verifyWith(alg, k.key, input, digest, sig) {
+	for i := range keys {
+		if k := &keys[i]; k.algs&alg.bit != 0 && s.verifyWith(alg, k, input, digest, sig) {
 			return k.id, true
 		}
 	}
