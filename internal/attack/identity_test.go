@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/segment"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
@@ -402,6 +403,41 @@ func TestIdentityPaddedValues(t *testing.T) {
 		v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice\u00a0b")}, Body: toolCall(1, "whoami", "")})
 		if !v.Allowed || v.Upstream["x-user-id"] != "hs:alice\u00a0b" {
 			t.Fatalf("allowed %v, x-user-id %q (%d %s)", v.Allowed, v.Upstream["x-user-id"], v.Status, v.Body)
+		}
+	})
+}
+
+// TestIdentityClientIDOfAnotherIssuer: a client id is its issuer's name
+// for a client. The route trusts hs's client planner with lineage; issuer
+// other registers a client planner too and sends a forged conversation
+// root: it is not kept. Written bare, the entry is refused at load.
+func TestIdentityClientIDOfAnotherIssuer(t *testing.T) {
+	s := start(t, identityYAML+`lineage: {trust: {client_ids: ["hs:planner"]}}`+"\n", options{})
+	forged := map[string]string{"x-root-context-id": "victim-root", "x-parent-context-id": "victim-parent"}
+	for _, tc := range []struct {
+		name, iss string
+		kept      bool
+	}{
+		{"hs's planner keeps its lineage", issuerHS, true},
+		{"other's planner starts a new chain", issuerOther, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{"authorization": "Bearer " + tokenWith(t, jwt.MapClaims{"iss": tc.iss, "sub": "svc", "azp": "planner"})}
+			for k, v := range forged {
+				h[k] = v
+			}
+			v := s.check(t, raw{Headers: h, Body: toolCall(1, "whoami", "")})
+			if !v.Allowed {
+				t.Fatalf("refused: %d %s", v.Status, v.Body)
+			}
+			if kept := v.Upstream["x-root-context-id"] == "victim-root"; kept != tc.kept {
+				t.Fatalf("x-root-context-id %q upstream, kept %v, want %v", v.Upstream["x-root-context-id"], kept, tc.kept)
+			}
+		})
+	}
+	t.Run("a bare client id is refused at load", func(t *testing.T) {
+		if _, err := config.Parse([]byte(issuersYAML + identityYAML + "lineage: {trust: {client_ids: [planner]}}\n")); err == nil || !strings.Contains(err.Error(), `"planner" names no issuer's client`) {
+			t.Fatalf("load: %v", err)
 		}
 	})
 }

@@ -18,14 +18,16 @@ func TestPerAgentExchangeAudience(t *testing.T) {
 	clk := newClock()
 	sts := ststest.New(t, ststest.Options{Now: clk.Now, Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_basic", Secret: "sts-secret"}}})
 	doc := fmt.Sprintf(`
-issuers: [{name: dex, issuer: https://dex.example.com, algorithms: [HS256], secret: %s}]
+issuers:
+  - {name: dex, issuer: https://dex.example.com, algorithms: [HS256], secret: %[1]s}
+  - {name: tenant, issuer: https://tenant.example.com, algorithms: [HS256], secret: %[1]s}
 exchanges:
-  - {name: sts, token_endpoint: %s, client_auth: {method: client_secret_basic, client_id: extauthz, client_secret_env: STS_SECRET}}
+  - {name: sts, token_endpoint: %[2]s, client_auth: {method: client_secret_basic, client_id: extauthz, client_secret_env: STS_SECRET}}
 routes:
   - name: files
     hosts: [mcp.example.com]
     protocol: mcp
-    issuers: [dex]
+    issuers: [dex, tenant]
     exchange:
       sts: sts
       audience: [https://files.example.com]
@@ -34,8 +36,8 @@ routes:
       tools:
         - {names: ["github_*"], audience: [https://github-proxy.example.com], scope: repo}
       agents:
-        - {client_ids: [research-agent], audience: [https://research-files.example.com]}
-        - {act_subjects: [planner-agent], audience: [https://planner-files.example.com], scope: plan}
+        - {client_ids: ["dex:research-agent"], audience: [https://research-files.example.com]}
+        - {act_subjects: ["dex:planner-agent"], audience: [https://planner-files.example.com], scope: plan}
         - {principals: ["spiffe://mesh.example.com/ns/agents/*"], audience: [https://mesh-files.example.com]}
 `, secret, sts.TokenURL)
 	env := map[string]string{"STS_SECRET": "sts-secret"}
@@ -56,6 +58,11 @@ routes:
 		{"agent by act subject", jwt.MapClaims{"act": map[string]any{"sub": "planner-agent"}}, "", "github_issue", "https://planner-files.example.com", "plan"},
 		{"agent by SPIFFE principal", nil, "spiffe://mesh.example.com/ns/agents/sa/writer", "read_file", "https://mesh-files.example.com", "files"},
 		{"a principal outside the prefix", nil, "spiffe://mesh.example.com/ns/agents-evil/sa/x", "read_file", "https://files.example.com", "files"},
+		// Client ids and act subjects are their issuer's names: another
+		// identity provider on the route can issue the same ones.
+		{"another issuer's client of the same id", jwt.MapClaims{"iss": "https://tenant.example.com", "azp": "research-agent"}, "", "read_file", "https://files.example.com", "files"},
+		{"another issuer's act subject of the same name", jwt.MapClaims{"iss": "https://tenant.example.com", "act": map[string]any{"sub": "planner-agent"}}, "", "github_issue", "https://github-proxy.example.com", "repo"},
+		{"another issuer's client named as the entry", jwt.MapClaims{"iss": "https://tenant.example.com", "azp": "dex:research-agent"}, "", "read_file", "https://files.example.com", "files"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

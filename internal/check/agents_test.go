@@ -343,6 +343,58 @@ func TestDelegatedSubAgentJoinsSession(t *testing.T) {
 	}
 }
 
+// TestDelegatesAcrossIssuers: a delegates rule names its client ids and act
+// subjects in their issuer's namespace, as users are: another identity
+// provider on the route can issue a client "research-agent" or an act
+// subject "planner-agent" too, and that client is not dex's research
+// agent, even for its own issuer's users' sessions.
+func TestDelegatesAcrossIssuers(t *testing.T) {
+	clk := newClock()
+	pl := newPipeline(t, `
+issuers:
+  - {name: dex, issuer: https://dex.example.com, algorithms: [HS256], secret: `+secret+`}
+  - {name: tenant, issuer: https://tenant.example.com, algorithms: [HS256], secret: `+secret+`}
+routes:
+  - {name: mcp, hosts: [mcp.example.com], protocol: mcp, issuers: [dex, tenant]}
+sessions:
+  delegates:
+    - {name: research, client_ids: ["dex:research-agent"]}
+    - {name: planner, act_subjects: ["dex:planner-agent"]}
+    - {name: tenant helper, client_ids: ["tenant:helper"]}
+`, Deps{Now: clk.Now}, Options{Now: clk.Now})
+	mint := agentMint(t)
+	ctx := context.Background()
+	tenant := "https://tenant.example.com"
+	// s-dex is dex's alice's session, s-tenant the tenant's alice's.
+	for id, claims := range map[string]jwt.MapClaims{"s-dex": nil, "s-tenant": {"iss": tenant}} {
+		if v := pl.Check(ctx, call("mcp.example.com", mint(claims), Headers{"mcp-session-id": id}, mcpPing)); v.Outcome != Allowed {
+			t.Fatalf("%s: %v %s", id, v.Outcome, v.Description)
+		}
+	}
+	actsForAlice := map[string]any{"sub": "alice"}
+	tests := []struct {
+		name, session string
+		claims        jwt.MapClaims
+		want          Outcome
+	}{
+		{"dex's research agent", "s-dex", jwt.MapClaims{"sub": "research-agent", "azp": "research-agent", "act": actsForAlice}, Allowed},
+		{"dex's planner", "s-dex", jwt.MapClaims{"sub": "svc", "act": map[string]any{"sub": "planner-agent", "act": actsForAlice}}, Allowed},
+		{"the tenant's helper, named with its issuer", "s-tenant", jwt.MapClaims{"iss": tenant, "sub": "helper", "azp": "helper", "act": actsForAlice}, Allowed},
+		{"the tenant's client research-agent", "s-tenant", jwt.MapClaims{"iss": tenant, "sub": "research-agent", "azp": "research-agent", "act": actsForAlice}, SessionConflict},
+		{"the tenant's act subject planner-agent", "s-tenant", jwt.MapClaims{"iss": tenant, "sub": "svc", "act": map[string]any{"sub": "planner-agent", "act": actsForAlice}}, SessionConflict},
+		{"the tenant's client named as the entry", "s-tenant", jwt.MapClaims{"iss": tenant, "sub": "x", "azp": "dex:research-agent", "act": actsForAlice}, SessionConflict},
+		{"the tenant's helper for dex's alice", "s-dex", jwt.MapClaims{"iss": tenant, "sub": "helper", "azp": "helper", "act": actsForAlice}, SessionConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := pl.Check(ctx, call("mcp.example.com", mint(tt.claims), Headers{"mcp-session-id": tt.session}, mcpPing))
+			if v.Outcome != tt.want {
+				t.Fatalf("%v (%s), want %v", v.Outcome, v.Description, tt.want)
+			}
+		})
+	}
+}
+
 // TestTasksBelongToCreator: task operations in both protocols and
 // spellings by another user are refused with a JSON-RPC error carrying the
 // id; the creator and the delegates go on.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/lineage"
 	"github.com/extauthz/extauthz/internal/segment"
 )
 
@@ -53,6 +54,20 @@ func (ip *identityPolicy) user(issuer, sub string) (string, error) {
 		return "", err
 	}
 	return ns + sub, nil
+}
+
+// names reports whether names holds id, a client id or act subject of the
+// issuer named issuer, read in that issuer's namespace as a user is: with
+// several issuers, corp's client planner is named "corp:planner", and
+// another issuer's client planner is not named by it. An id that reads as
+// another issuer's (an issuer without a namespace, id "corp:planner") is
+// named by nothing.
+func (ip *identityPolicy) names(names []string, issuer, id string) bool {
+	if id == "" || len(names) == 0 {
+		return false
+	}
+	ns, err := ip.namespace(issuer, id)
+	return err == nil && lineage.InNamespace(names, ns, id)
 }
 
 // namespace is the namespace the user of subject sub of the issuer named

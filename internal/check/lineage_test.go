@@ -158,12 +158,13 @@ func TestLineageDefaults(t *testing.T) {
 func TestLineageTrust(t *testing.T) {
 	doc := `
 issuers:
-  - {name: users, issuer: https://login.example.com, secret: ` + secret + `}
+  - {name: users, issuer: https://login.example.com, secret: ` + secret + `, subject_prefix: ""}
   - {name: workloads, issuer: https://workloads.example.com, secret: ` + secret + `}
+  - {name: tenant, issuer: https://tenant.example.com, secret: ` + secret + `}
 lineage:
-  trust: {issuers: [workloads], client_ids: [planner], principals: ["spiffe://cluster.local/ns/agents/*"]}
+  trust: {issuers: [workloads], client_ids: [planner, "tenant:builder"], principals: ["spiffe://cluster.local/ns/agents/*"]}
 routes:
-  - {name: all, default: true, issuers: [users, workloads]}
+  - {name: all, default: true, issuers: [users, workloads, tenant]}
 `
 	pl, tok := pipelineFor(t, doc)
 	inbound := Headers{"x-root-context-id": "R", "x-parent-context-id": "P", "x-lineage-depth": "2"}
@@ -176,7 +177,16 @@ routes:
 		{"user token is not trusted: new chain", jwt.MapClaims{"iss": "https://login.example.com"}, "", false},
 		{"workload issuer is trusted", jwt.MapClaims{"iss": "https://workloads.example.com"}, "", true},
 		{"trusted client id", jwt.MapClaims{"iss": "https://login.example.com", "azp": "planner"}, "", true},
+		{"trusted client id as client_id", jwt.MapClaims{"iss": "https://login.example.com", "client_id": "planner"}, "", true},
 		{"other client id", jwt.MapClaims{"iss": "https://login.example.com", "azp": "browser"}, "", false},
+		// A client id is its issuer's name for a client, written in its
+		// issuer's namespace (users has none): a tenant's identity
+		// provider can register a client "planner" too.
+		{"the trusted client id of another issuer", jwt.MapClaims{"iss": "https://tenant.example.com", "azp": "planner"}, "", false},
+		{"a client id trusted in its issuer's namespace", jwt.MapClaims{"iss": "https://tenant.example.com", "azp": "builder"}, "", true},
+		{"that client id from another issuer", jwt.MapClaims{"iss": "https://login.example.com", "azp": "builder"}, "", false},
+		{"the whole entry as a client id of an issuer without a namespace", jwt.MapClaims{"iss": "https://login.example.com", "azp": "tenant:builder"}, "", false},
+		{"the whole entry as another issuer's client id", jwt.MapClaims{"iss": "https://tenant.example.com", "azp": "tenant:builder"}, "", false},
 		{"allow-listed SPIFFE peer", jwt.MapClaims{"iss": "https://login.example.com"}, "spiffe://cluster.local/ns/agents/sa/planner", true},
 		{"other SPIFFE peer", jwt.MapClaims{"iss": "https://login.example.com"}, "spiffe://cluster.local/ns/web/sa/ui", false},
 		{"token with act is trusted", jwt.MapClaims{"iss": "https://login.example.com", "act": map[string]any{"sub": "agent-a"}}, "", true},

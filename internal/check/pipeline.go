@@ -341,13 +341,25 @@ func routeReason(req *Request) string {
 	return "matched host " + req.Host + " and path " + pathOnly(req.Path)
 }
 
+// lineageCaller is who sent req, as lineage trust reads it: a client id
+// that reads as another issuer's (identityPolicy.names) is none.
+func (p *Policy) lineageCaller(g *Grant, req *Request) lineage.Caller {
+	c := lineage.Caller{IssuerName: g.Issuer, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal}
+	if g.ClientID != "" {
+		if ns, err := p.ident.namespace(g.Issuer, g.ClientID); err == nil {
+			c.ClientID, c.Namespace = g.ClientID, ns
+		}
+	}
+	return c
+}
+
 // deriveLineage derives the request's place in its conversation, for the
 // rules that read it (noMint: nothing minted before the lineage stage) and
 // for the lineage stage. A signed lineage token is verified once per check,
 // whoever asks first.
 func (e *evaluation) deriveLineage(noMint bool) (lineage.Result, error) {
 	p, r, g, req, call := e.p, e.route, e.grant, e.req, &e.call
-	trusted := r.trust.Trusted(lineage.Caller{IssuerName: g.Issuer, ClientID: g.ClientID, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal})
+	trusted := r.trust.Trusted(p.lineageCaller(g, req))
 	// Derive reads inbound headers only from a trusted caller, and a
 	// signed token only once verified: most requests look up none.
 	var in lineage.Inbound

@@ -178,9 +178,9 @@ func (p *Policy) mayJoin(g *Grant, owner string) (string, bool) {
 		return "", false
 	}
 	for _, d := range p.delegates {
-		named := g.ClientID != "" && slices.Contains(d.clientIDs, g.ClientID)
+		named := p.ident.names(d.clientIDs, g.Issuer, g.ClientID)
 		for _, a := range g.Actors {
-			named = named || slices.Contains(d.actSubjects, a)
+			named = named || p.ident.names(d.actSubjects, g.Issuer, a)
 		}
 		if !named {
 			continue

@@ -264,6 +264,7 @@ func TestSubjectNamespace(t *testing.T) {
 
 func TestIdentityErrors(t *testing.T) {
 	const routes = "routes: [{name: r, default: true, issuers: [a]}]\n"
+	const two = "issuers: [{name: a, secret: s}, {name: b, secret: s}]\n"
 	tests := []struct {
 		name, doc, want string
 	}{
@@ -277,6 +278,13 @@ func TestIdentityErrors(t *testing.T) {
 		{"unknown session source", "issuers: [{name: a, secret: s}]\nidentity: {session_sources: [cookie]}\n" + routes, "identity.session_sources"},
 		{"claim source without a name", "issuers: [{name: a, secret: s}]\nidentity: {session_sources: [\"claim:\"]}\n" + routes, "identity.session_sources"},
 		{"delegate naming nobody", "issuers: [{name: a, secret: s}]\nsessions: {delegates: [{name: x}]}\n" + routes, "sessions.delegates"},
+		{"bare client id with two issuers", two + "sessions: {delegates: [{client_ids: [helper]}]}\n" + routes, `sessions.delegates[0].client_ids[0]: "helper" names no issuer's client`},
+		{"bare act subject with two issuers", two + "sessions: {delegates: [{act_subjects: [\"a:ok\", planner]}]}\n" + routes, `sessions.delegates[0].act_subjects[1]: "planner" names no issuer's subject`},
+		{"a namespace alone", two + "lineage: {trust: {client_ids: [\"a:\"]}}\n" + routes, `lineage.trust.client_ids[0]: "a:"`},
+		{"bare route lineage client id", two + "routes: [{name: r, default: true, issuers: [a], lineage: {trust: {client_ids: [x]}}}]\n", `routes (r).lineage.trust.client_ids[0]: "x"`},
+		{"bare exchange agent", two + "exchanges: [{name: sts, token_endpoint: \"https://sts.example.com/token\", client_auth: {method: none, client_id: x}}]\n" +
+			"routes: [{name: r, default: true, issuers: [a], exchange: {sts: sts, audience: [https://d.example.com], agents: [{act_subjects: [x], audience: [https://e.example.com]}]}}]\n",
+			`routes (r).exchange.agents[0].act_subjects[0]: "x"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,6 +293,23 @@ func TestIdentityErrors(t *testing.T) {
 				t.Fatalf("Parse error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCallerNamesAccepted: a client id or act subject naming a trusted
+// caller is bare with one issuer or an issuer without a namespace, and
+// written in its issuer's namespace otherwise.
+func TestCallerNamesAccepted(t *testing.T) {
+	const routes = "routes: [{name: r, default: true, issuers: [a]}]\n"
+	for name, doc := range map[string]string{
+		"one issuer":                  "issuers: [{name: a, secret: s}]\nsessions: {delegates: [{client_ids: [helper]}]}\n",
+		"namespaced":                  "issuers: [{name: a, secret: s}, {name: b, secret: s}]\nsessions: {delegates: [{client_ids: [\"a:helper\"], act_subjects: [\"b:planner\"]}]}\n",
+		"an issuer without namespace": "issuers: [{name: a, secret: s, subject_prefix: \"\"}, {name: b, secret: s}]\nlineage: {trust: {client_ids: [helper, \"b:builder\"]}}\n",
+		"shared subjects":             "issuers: [{name: a, secret: s, shared_subjects: true}, {name: b, secret: s, shared_subjects: true}]\nsessions: {delegates: [{client_ids: [helper]}]}\n",
+	} {
+		if _, err := Parse([]byte(doc + routes)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/segment"
@@ -57,6 +58,7 @@ func (v *validator) identity(f *File) {
 			v.add("sessions.delegates[%d]: name client_ids or act_subjects", i)
 		}
 	}
+	v.callerNames(f)
 	type named struct{ ns, issuer string }
 	var seen []named
 	for _, is := range f.Issuers {
@@ -76,4 +78,56 @@ func (v *validator) identity(f *File) {
 		}
 		seen = append(seen, named{ns, is.Name})
 	}
+}
+
+// callerNames checks that every client id and act subject naming a trusted
+// caller (lineage trust, session delegates, exchange agents) can name one.
+// Those are read in their issuer's subject namespace, as users are: with
+// several issuers, "corp:planner" is corp's client planner, and a bare
+// "planner" would name no client of any of them (nothing would match, and
+// a caller thought trusted would silently not be).
+func (v *validator) callerNames(f *File) {
+	if len(f.Issuers) == 0 {
+		return // required says so
+	}
+	check := func(p, what string, names []string) {
+		for i, n := range names {
+			if n != "" && !f.namesCaller(n) {
+				v.add("%s[%d]: %q names no issuer's %s: with several issuers it is written in its issuer's subject namespace, as users are (e.g. %q)",
+					p, i, n, what, f.SubjectNamespace(f.Issuers[0].Name)+n)
+			}
+		}
+	}
+	check("lineage.trust.client_ids", "client", f.Lineage.Trust.ClientIDs)
+	for i, d := range f.Sessions.Delegates {
+		p := fmt.Sprintf("sessions.delegates[%d]", i)
+		check(p+".client_ids", "client", d.ClientIDs)
+		check(p+".act_subjects", "subject", d.ActSubjects)
+	}
+	for _, r := range f.Routes {
+		p := "routes (" + r.Name + ")"
+		if r.Lineage.Trust != nil {
+			check(p+".lineage.trust.client_ids", "client", r.Lineage.Trust.ClientIDs)
+		}
+		if r.Exchange == nil {
+			continue
+		}
+		for i, a := range r.Exchange.Agents {
+			ap := fmt.Sprintf("%s.exchange.agents[%d]", p, i)
+			check(ap+".client_ids", "client", a.ClientIDs)
+			check(ap+".act_subjects", "subject", a.ActSubjects)
+		}
+	}
+}
+
+// namesCaller reports whether name can be a caller's client id or act
+// subject read in its issuer's namespace: some issuer has no namespace, or
+// name is more than one's namespace.
+func (f *File) namesCaller(name string) bool {
+	for _, is := range f.Issuers {
+		if ns := f.SubjectNamespace(is.Name); ns == "" || len(name) > len(ns) && strings.HasPrefix(name, ns) {
+			return true
+		}
+	}
+	return false
 }

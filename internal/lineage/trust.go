@@ -13,7 +13,9 @@ type TrustConfig struct {
 	All bool
 	// Issuers are configured issuer names whose tokens are workload tokens.
 	Issuers []string
-	// ClientIDs are token azp / client_id values of trusted workloads.
+	// ClientIDs are token azp / client_id values of trusted workloads, in
+	// their issuer's subject namespace as users are ("corp:planner" with
+	// several issuers): see Caller.Namespace.
 	ClientIDs []string
 	// Principals are mTLS peer identities (SPIFFE ids in a mesh): exact, or
 	// a prefix glob ending in "/*" such as "spiffe://td/ns/agents/*", or "*"
@@ -37,8 +39,14 @@ type Trust struct {
 type Caller struct {
 	IssuerName string // the configured name of the token's issuer
 	ClientID   string // azp, else client_id
-	HasAct     bool   // the verified token carries an RFC 8693 act claim
-	Principal  string // the mTLS peer's identity; "" without mTLS
+	// Namespace is the subject namespace of the token's issuer: a client
+	// id is its issuer's name for a client, so a trusted client id is
+	// written as the service writes that issuer's users, namespace first,
+	// and another issuer's client of the same id is not trusted. The
+	// caller leaves ClientID empty when it reads as another issuer's.
+	Namespace string
+	HasAct    bool   // the verified token carries an RFC 8693 act claim
+	Principal string // the mTLS peer's identity; "" without mTLS
 }
 
 // NewTrust compiles c. Empty entries and globs other than a trailing "/*"
@@ -97,7 +105,7 @@ func (t *Trust) Trusted(c Caller) bool {
 	if c.IssuerName != "" && slices.Contains(t.issuers, c.IssuerName) {
 		return true
 	}
-	if c.ClientID != "" && slices.Contains(t.clientIDs, c.ClientID) {
+	if c.ClientID != "" && InNamespace(t.clientIDs, c.Namespace, c.ClientID) {
 		return true
 	}
 	if c.Principal == "" {
@@ -109,6 +117,19 @@ func (t *Trust) Trusted(c Caller) bool {
 	for _, p := range t.prefixes {
 		// The glob needs at least one character after the slash.
 		if len(c.Principal) > len(p) && strings.HasPrefix(c.Principal, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// InNamespace reports whether names holds id as read in namespace
+// (namespace followed by id), without building that string: the check on
+// every request of whether a token's client id or act subject is one a
+// configuration names.
+func InNamespace(names []string, namespace, id string) bool {
+	for _, n := range names {
+		if len(n) == len(namespace)+len(id) && strings.HasPrefix(n, namespace) && strings.HasSuffix(n, id) {
 			return true
 		}
 	}

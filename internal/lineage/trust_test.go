@@ -46,6 +46,9 @@ func TestTrusted(t *testing.T) {
 		{"user issuer", mesh, Caller{IssuerName: "users"}, false},
 		{"client id", mesh, Caller{IssuerName: "users", ClientID: "planner-agent"}, true},
 		{"other client id", mesh, Caller{IssuerName: "users", ClientID: "web-ui"}, false},
+		{"client id in its issuer's namespace", TrustConfig{ClientIDs: []string{"users:planner-agent"}}, Caller{IssuerName: "users", ClientID: "planner-agent", Namespace: "users:"}, true},
+		{"another issuer's client of the same id", TrustConfig{ClientIDs: []string{"users:planner-agent"}}, Caller{IssuerName: "tenant", ClientID: "planner-agent", Namespace: "tenant:"}, false},
+		{"a bare entry is no namespaced issuer's client", mesh, Caller{IssuerName: "users", ClientID: "planner-agent", Namespace: "users:"}, false},
 		{"act claim", mesh, Caller{IssuerName: "users", ClientID: "web-ui", HasAct: true}, true},
 		{"act claim with nothing configured", TrustConfig{}, Caller{HasAct: true}, true},
 		{"SPIFFE glob", mesh, Caller{Principal: "spiffe://cluster.local/ns/agents/sa/planner"}, true},
@@ -78,5 +81,28 @@ func TestNilTrust(t *testing.T) {
 	}
 	if !trust.Trusted(Caller{HasAct: true}) {
 		t.Error("a nil Trust distrusts a token with an act claim")
+	}
+}
+
+func TestInNamespace(t *testing.T) {
+	names := []string{"corp:planner", "helper"}
+	tests := []struct {
+		namespace, id string
+		want          bool
+	}{
+		{"corp:", "planner", true},
+		{"", "helper", true},
+		{"", "corp:planner", true}, // the caller refuses such an id first: identity's namespace check
+		{"tenant:", "planner", false},
+		{"corp:", "helper", false},
+		{"", "planner", false},
+		{"corp:", "plan", false},
+		{"corp:", "planner2", false},
+		{"corp:", "", false},
+	}
+	for _, tt := range tests {
+		if got := InNamespace(names, tt.namespace, tt.id); got != tt.want {
+			t.Errorf("InNamespace(%q, %q) = %v, want %v", tt.namespace, tt.id, got, tt.want)
+		}
 	}
 }
