@@ -275,3 +275,40 @@ func TestVerifyPreparedRSA(t *testing.T) {
 		}
 	}
 }
+
+// TestRSAKeySizes holds the fast path to crypto/rsa on moduli whose length
+// is not a whole number of bytes (2,049 bits: the encoding's first byte
+// carries a single bit of the modulus) and on larger ones.
+func TestRSAKeySizes(t *testing.T) {
+	for _, bits := range []int{2049, 2056, 3072} {
+		priv, err := rsa.GenerateKey(rand.Reader, bits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod := newRSAModulus(&priv.PublicKey)
+		if mod == nil {
+			t.Fatalf("%d bits: not prepared", bits)
+		}
+		digest := sha256.Sum256([]byte("header.payload"))
+		sig, err := rsa.SignPKCS1v15(rand.Reader, priv, crypto.SHA256, digest[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sigs := map[string][]byte{"valid": sig}
+		for i := range 20 {
+			s := bytes.Clone(sig)
+			s[i*len(s)/20] ^= 1 << (i % 8)
+			sigs["flipped "+string(rune('a'+i))] = s
+		}
+		random := make([]byte, len(sig))
+		_, _ = rand.Read(random)
+		random[0] = 0
+		sigs["random"] = random
+		for name, s := range sigs {
+			std := stdlibVerifies(&priv.PublicKey, crypto.SHA256, digest[:], s)
+			if got := mod.verifyPKCS1v15(crypto.SHA256, digest[:], s); got != std || got != (name == "valid") {
+				t.Errorf("%d bits, %s: verifyPKCS1v15 = %v, crypto/rsa = %v", bits, name, got, std)
+			}
+		}
+	}
+}
