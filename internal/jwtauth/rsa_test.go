@@ -312,3 +312,26 @@ func TestRSAKeySizes(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyAllocationsRS256 bounds an RS256 verification the same way,
+// plus the one allocation of the prepared RSA check (its result): crypto/rsa
+// would add nine, rebuilding the key on every call.
+func TestVerifyAllocationsRS256(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	v := newVerifier(t, newClock(), testSpecs(t)...)
+	token := sign(t, jwt.SigningMethodRS256, rsaPrivate(), map[string]any{"kid": "rsa-1"}, claimsAt(keysIss, jwt.MapClaims{"aud": "api"}))
+	ctx := context.Background()
+	aud := []string{"api"}
+	if _, err := v.Verify(ctx, token, nil, aud); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(50, func() {
+		if _, err := v.Verify(ctx, token, nil, aud); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 3 {
+		t.Errorf("Verify() allocates %v times, want at most 3", n)
+	}
+}
