@@ -482,7 +482,8 @@ func routeTrust(rc config.Route, l config.Lineage) (*lineage.Trust, error) {
 	if rc.Lineage.Trust != nil {
 		trust = *rc.Lineage.Trust
 	}
-	return lineage.NewTrust(lineage.TrustConfig{All: trust.All, Issuers: trust.Issuers, ClientIDs: trust.ClientIDs, Principals: trust.Principals})
+	return lineage.NewTrust(lineage.TrustConfig{All: trust.All, Issuers: trust.Issuers, ClientIDs: trust.ClientIDs, Principals: trust.Principals,
+		IgnoreAct: trust.Act != nil && !*trust.Act})
 }
 
 // keyPrefix starts the route's cache keys. Everything a grant on this

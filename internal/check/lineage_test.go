@@ -215,6 +215,49 @@ routes:
 	}
 }
 
+// TestLineageTrustWithoutAct: with trust.act false, a tenant's token with
+// an act claim (its identity provider can write any) keeps no inbound
+// lineage; the STS's exchanged tokens are trusted by issuer.
+func TestLineageTrustWithoutAct(t *testing.T) {
+	doc := `
+issuers:
+  - {name: sts, issuer: https://sts.example.com, secret: ` + secret + `}
+  - {name: tenant, issuer: https://tenant.example.com, secret: ` + secret + `}
+lineage:
+  trust: {issuers: [sts], act: false}
+routes:
+  - {name: acting, path_prefix: /acting, issuers: [sts, tenant], lineage: {trust: {}}}
+  - {name: all, default: true, issuers: [sts, tenant]}
+`
+	pl, tok := pipelineFor(t, doc)
+	act := map[string]any{"sub": "agent-a"}
+	tests := []struct {
+		name, path string
+		claims     jwt.MapClaims
+		trusted    bool
+	}{
+		{"the tenant's token with act", "/", jwt.MapClaims{"iss": "https://tenant.example.com", "act": act}, false},
+		{"the STS's exchanged token", "/", jwt.MapClaims{"iss": "https://sts.example.com", "act": act}, true},
+		{"a route whose own trust leaves act on", "/acting/x", jwt.MapClaims{"iss": "https://tenant.example.com", "act": act}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := Headers{"authorization": "Bearer " + tok(tt.claims), "x-root-context-id": "victim-root"}
+			v := pl.Check(context.Background(), &Request{Method: "GET", Host: "a", Path: tt.path, Headers: h})
+			if v.Outcome != Allowed {
+				t.Fatalf("outcome %v %s", v.Outcome, v.Description)
+			}
+			set, _ := upstream(v)
+			if kept := set["x-root-context-id"] == "victim-root"; kept != tt.trusted {
+				t.Fatalf("root %q upstream: kept %v, want %v", set["x-root-context-id"], kept, tt.trusted)
+			}
+			if got := set["x-actor-chain"]; got != "agent-a" {
+				t.Errorf("actor chain %q, want the claim's agent-a", got)
+			}
+		})
+	}
+}
+
 func TestKagentPreset(t *testing.T) {
 	doc := "issuers: [{name: a, secret: " + secret + "}]\nlineage: {preset: kagent, trust: {all: true}}\nroutes: [{name: r, default: true, issuers: [a]}]\n"
 	pl, tok := pipelineFor(t, doc)

@@ -262,12 +262,15 @@ type LineageHeaders struct {
 // LineageTrust says whose inbound lineage headers are kept: tokens of these
 // issuers or client ids (azp / client_id), mTLS peers with these principals
 // (exact SPIFFE ids, or prefixes ending in /*), or everybody. Tokens with an
-// act claim are always trusted.
+// act claim are trusted too unless Act is false.
 type LineageTrust struct {
 	All        bool     `yaml:"all"`
 	Issuers    []string `yaml:"issuers"`
 	ClientIDs  []string `yaml:"client_ids"`
 	Principals []string `yaml:"principals"`
+	// Act: a token with an act claim is trusted (nil: true). False on a
+	// route that accepts an issuer whose tokens could carry any act claim.
+	Act *bool `yaml:"act"`
 }
 
 // LineageSigning is the key the service signs lineage tokens with.

@@ -21,6 +21,11 @@ type TrustConfig struct {
 	// a prefix glob ending in "/*" such as "spiffe://td/ns/agents/*", or "*"
 	// for any peer that presented a certificate.
 	Principals []string
+	// IgnoreAct stops an act claim from making its token trusted: on a
+	// route that accepts an issuer whose tokens the operator does not
+	// control (a tenant's identity provider), any such token can carry
+	// one. The token's own actor chain is still read from its claim.
+	IgnoreAct bool
 }
 
 // Trust decides whether a caller's inbound lineage headers are kept. It is
@@ -28,6 +33,7 @@ type TrustConfig struct {
 // trusts only tokens with an act claim.
 type Trust struct {
 	all          bool
+	ignoreAct    bool
 	issuers      []string
 	clientIDs    []string
 	exact        []string
@@ -52,7 +58,7 @@ type Caller struct {
 // NewTrust compiles c. Empty entries and globs other than a trailing "/*"
 // are errors.
 func NewTrust(c TrustConfig) (*Trust, error) {
-	t := &Trust{all: c.All}
+	t := &Trust{all: c.All, ignoreAct: c.IgnoreAct}
 	var errs []error
 	for _, s := range c.Issuers {
 		if s == "" {
@@ -90,14 +96,14 @@ func NewTrust(c TrustConfig) (*Trust, error) {
 
 // Trusted reports whether c's inbound lineage is kept: everyone when the
 // route trusts all callers; otherwise tokens with an act claim (the token
-// itself vouches for the delegation), tokens from a trusted issuer or client,
-// and allow-listed mTLS peers.
+// itself vouches for the delegation) unless IgnoreAct, tokens from a
+// trusted issuer or client, and allow-listed mTLS peers.
 func (t *Trust) Trusted(c Caller) bool {
-	if c.HasAct {
-		return true
-	}
 	if t == nil {
-		return false
+		return c.HasAct
+	}
+	if c.HasAct && !t.ignoreAct {
+		return true
 	}
 	if t.all {
 		return true
