@@ -325,3 +325,38 @@ func TestVerifyAllocationsRS256(t *testing.T) {
 		t.Errorf("Verify() allocates %v times, want at most 3", n)
 	}
 }
+
+// TestPreparedRSAConcurrent verifies with one prepared key from several
+// goroutines at once (under the race detector in CI): the modulus is
+// shared by every check of its key and must only ever be read.
+func TestPreparedRSAConcurrent(t *testing.T) {
+	f := rsaFix()
+	digest := sha256.Sum256([]byte("header.payload"))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, f.priv, crypto.SHA256, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := bytes.Clone(sig)
+	forged[len(forged)/2] ^= 1
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				s, want := sig, true
+				if (g+i)%2 == 1 {
+					s, want = forged, false
+				}
+				if got := f.mod.verifyPKCS1v15(crypto.SHA256, digest[:], s); got != want {
+					errs <- "a check answered another's signature"
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}
