@@ -38,6 +38,17 @@ func (f rsaFixture) sigOf(em []byte) []byte {
 	return s.FillBytes(make([]byte, f.priv.Size()))
 }
 
+// rs256 is the fixture's RS256 signature over a fixed signing input, with
+// the input's digest.
+func (f rsaFixture) rs256(tb testing.TB) (digest, sig []byte) {
+	d := sha256.Sum256([]byte("header.payload"))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, f.priv, crypto.SHA256, d[:])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d[:], sig
+}
+
 // encoding is EMSA-PKCS1-v1_5 with its parts given: block type, padding
 // length, separator, DigestInfo prefix, digest and anything after it,
 // sized to k bytes by the padding unless pad says otherwise.
@@ -219,15 +230,11 @@ func FuzzRSAPKCS1v15(f *testing.F) {
 // crypto/rsa and by a prepared key: what preparing the modulus once saves.
 func BenchmarkRSAVerify(b *testing.B) {
 	f := rsaFix()
-	digest := sha256.Sum256([]byte("header.payload"))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, f.priv, crypto.SHA256, digest[:])
-	if err != nil {
-		b.Fatal(err)
-	}
+	digest, sig := f.rs256(b)
 	b.Run("crypto-rsa", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if !stdlibVerifies(&f.priv.PublicKey, crypto.SHA256, digest[:], sig) {
+			if !stdlibVerifies(&f.priv.PublicKey, crypto.SHA256, digest, sig) {
 				b.Fatal("refused")
 			}
 		}
@@ -235,7 +242,7 @@ func BenchmarkRSAVerify(b *testing.B) {
 	b.Run("prepared", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if !f.mod.verifyPKCS1v15(crypto.SHA256, digest[:], sig) {
+			if !f.mod.verifyPKCS1v15(crypto.SHA256, digest, sig) {
 				b.Fatal("refused")
 			}
 		}
@@ -331,11 +338,7 @@ func TestVerifyAllocationsRS256(t *testing.T) {
 // shared by every check of its key and must only ever be read.
 func TestPreparedRSAConcurrent(t *testing.T) {
 	f := rsaFix()
-	digest := sha256.Sum256([]byte("header.payload"))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, f.priv, crypto.SHA256, digest[:])
-	if err != nil {
-		t.Fatal(err)
-	}
+	digest, sig := f.rs256(t)
 	forged := bytes.Clone(sig)
 	forged[len(forged)/2] ^= 1
 	var wg sync.WaitGroup
@@ -347,7 +350,7 @@ func TestPreparedRSAConcurrent(t *testing.T) {
 				if (g+i)%2 == 1 {
 					s, want = forged, false
 				}
-				if got := f.mod.verifyPKCS1v15(crypto.SHA256, digest[:], s); got != want {
+				if got := f.mod.verifyPKCS1v15(crypto.SHA256, digest, s); got != want {
 					errs <- "a check answered another's signature"
 					return
 				}
