@@ -42,6 +42,25 @@ func TestCache(t *testing.T) {
 			key:  "a",
 		},
 		{
+			// The caller's instant decides, not the cache's clock: the
+			// pipeline reads the clock once per check.
+			name: "AddAt at an earlier instant stores",
+			run: func(c *Cache[string], clk *fakeClock) {
+				c.AddAt(NewKey("a"), "A", start.Add(time.Minute), start.Add(-time.Second))
+				clk.t = start.Add(time.Minute - time.Nanosecond)
+			},
+			key:     "a",
+			want:    "A",
+			wantHit: true,
+		},
+		{
+			name: "AddAt refuses what is due at its instant",
+			run: func(c *Cache[string], clk *fakeClock) {
+				c.AddAt(NewKey("a"), "A", start.Add(time.Minute), start.Add(time.Minute))
+			},
+			key: "a",
+		},
+		{
 			name: "removed",
 			run: func(c *Cache[string], clk *fakeClock) {
 				c.Add(NewKey("a"), "A", start.Add(time.Minute))
@@ -83,6 +102,14 @@ func TestCache(t *testing.T) {
 			got, ok := c.Get(NewKey(tt.key))
 			if ok != tt.wantHit || got != tt.want {
 				t.Fatalf("Get = %q, %v; want %q, %v", got, ok, tt.want, tt.wantHit)
+			}
+			// GetAt at the cache's own instant answers as Get; at the
+			// deadline, whatever the cache's clock says, nothing is due.
+			if got, ok := c.GetAt(NewKey(tt.key), clk.t); ok != tt.wantHit || got != tt.want {
+				t.Fatalf("GetAt(now) = %q, %v; want %q, %v", got, ok, tt.want, tt.wantHit)
+			}
+			if _, ok := c.GetAt(NewKey(tt.key), start.Add(time.Minute)); ok {
+				t.Fatal("GetAt at the deadline found the entry")
 			}
 		})
 	}

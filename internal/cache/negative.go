@@ -66,10 +66,13 @@ func NewNegative(size int, now func() time.Time) (*Negative, error) {
 func negativeKey(k Key) NegativeKey { return NegativeKey(k[:16]) }
 
 // Get returns the refusal for k if present and not expired.
-func (c *Negative) Get(k Key) (Refusal, bool) {
+func (c *Negative) Get(k Key) (Refusal, bool) { return c.GetAt(k, c.now()) }
+
+// GetAt is Get at the instant now (see Cache.GetAt).
+func (c *Negative) GetAt(k Key, now time.Time) (Refusal, bool) {
 	nk := negativeKey(k)
 	r, ok := c.lru.Get(nk)
-	if ok && c.now().Unix() < int64(r.expires) {
+	if ok && now.Unix() < int64(r.expires) {
 		c.hits.Add(1)
 		c.mu.RLock()
 		reason := c.reasons[r.reason]
@@ -95,8 +98,11 @@ func (c *Negative) Peek(k Key) (Refusal, bool) {
 }
 
 // Add stores r under k until expires (to the second).
-func (c *Negative) Add(k Key, r Refusal, expires time.Time) {
-	if !expires.After(c.now()) || expires.Unix() > 1<<32-1 {
+func (c *Negative) Add(k Key, r Refusal, expires time.Time) { c.AddAt(k, r, expires, c.now()) }
+
+// AddAt is Add at the instant now (see Cache.GetAt).
+func (c *Negative) AddAt(k Key, r Refusal, expires, now time.Time) {
+	if !expires.After(now) || expires.Unix() > 1<<32-1 {
 		return
 	}
 	i, ok := c.reasonIndex(r.Reason)

@@ -34,6 +34,18 @@ func TestNegative(t *testing.T) {
 	if _, ok := c.Get(a); ok {
 		t.Fatal("a refusal due now was stored")
 	}
+	// The caller's instant decides, not the cache's clock.
+	c.AddAt(a, Refusal{Reason: "x"}, now.Add(time.Second), now.Add(time.Second))
+	if _, ok := c.Get(a); ok {
+		t.Fatal("AddAt stored a refusal due at its instant")
+	}
+	c.AddAt(a, Refusal{Reason: "x"}, now.Add(2*time.Second), now.Add(-time.Minute))
+	if _, ok := c.GetAt(a, now.Add(time.Second)); !ok {
+		t.Fatal("GetAt before the deadline missed")
+	}
+	if _, ok := c.GetAt(a, now.Add(2*time.Second)); ok {
+		t.Fatal("GetAt at the deadline found the refusal")
+	}
 }
 
 // TestNegativeReasonsBounded: distinct reasons past the table's bound are

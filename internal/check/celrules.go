@@ -261,7 +261,7 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 		rq.Method, rq.Host, rq.Headers = req.Method, req.Host, req.Headers
 		rq.Path, _, _ = strings.Cut(req.Path, "?")
 		rq.Source.Principal, rq.Source.Address = req.SourcePrincipal, req.SourceAddress
-		in.Now = e.pl.now()
+		in.Now = e.now
 		switch call.Protocol {
 		case jsonrpc.ProtocolMCP:
 			in.MCP.Method, in.MCP.ProtocolVersion, in.MCP.Session = call.Method, call.ProtocolVersion, call.MCPSession

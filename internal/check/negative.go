@@ -1,6 +1,8 @@
 package check
 
 import (
+	"time"
+
 	"github.com/extauthz/extauthz/internal/cache"
 )
 
@@ -14,14 +16,15 @@ import (
 // least a thousand.
 func refusalsSize(cacheSize int) int { return max(cacheSize/4, 1000) }
 
-// lookup finds the cached verdict for key, a grant or a refusal, and
-// returns it in dst (the caller's, so that a hit allocates nothing).
-func (pl *Pipeline) lookup(key cache.Key, dst *cached) (*cached, bool) {
-	if g, ok := pl.cache.Get(key); ok {
+// lookup finds the cached verdict for key at the check's instant now, a
+// grant or a refusal, and returns it in dst (the caller's, so that a hit
+// allocates nothing).
+func (pl *Pipeline) lookup(key cache.Key, dst *cached, now time.Time) (*cached, bool) {
+	if g, ok := pl.cache.GetAt(key, now); ok {
 		*dst = cached{grant: g, outcome: Allowed, routeKey: g.routeKey}
 		return dst, true
 	}
-	if r, ok := pl.refusals.Get(key); ok {
+	if r, ok := pl.refusals.GetAt(key, now); ok {
 		*dst = cached{outcome: Outcome(r.Kind), description: r.Reason}
 		return dst, true
 	}
@@ -42,15 +45,15 @@ func (pl *Pipeline) peek(key cache.Key, dst *cached) (*cached, bool) {
 }
 
 // remember caches a verification's result until the token expires, or a
-// refusal for the negative TTL.
-func (pl *Pipeline) remember(p *Policy, key cache.Key, e *cached) {
+// refusal for the negative TTL from the check's instant now.
+func (pl *Pipeline) remember(p *Policy, key cache.Key, e *cached, now time.Time) {
 	if e.grant != nil {
 		// The grant names its route's key itself (newGrant): its shape may
 		// be shared and is never written.
-		pl.cache.Add(key, e.grant, pl.expiry(p, e))
+		pl.cache.AddAt(key, e.grant, e.grant.Expires(), now)
 		return
 	}
-	pl.refusals.Add(key, cache.Refusal{Reason: e.description, Kind: uint8(e.outcome)}, pl.expiry(p, e))
+	pl.refusals.AddAt(key, cache.Refusal{Reason: e.description, Kind: uint8(e.outcome)}, now.Add(p.negativeTTL), now)
 }
 
 // cacheStats adds up both caches: a lookup that finds neither is one miss.

@@ -74,7 +74,7 @@ func (e *evaluation) peerIdentity() *denial {
 		entry.grant = g
 		c.observe("peer", "ok")
 		if !e.st.readOnly {
-			e.pl.remember(e.p, key, entry)
+			e.pl.remember(e.p, key, entry, e.now)
 		}
 	}
 	g := entry.grant

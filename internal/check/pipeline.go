@@ -284,7 +284,7 @@ func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
 // check decides one request under p.
 func (pl *Pipeline) check(ctx context.Context, p *Policy, req *Request) Verdict {
 	start := pl.now()
-	e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state}, log: pl.log, observer: pl.observer}
+	e := evaluation{pl: pl, p: p, req: req, ctx: ctx, now: start, st: view{s: pl.state}, log: pl.log, observer: pl.observer}
 	v := e.decide()
 	if ctx.Err() != nil && v.Outcome.Allow() {
 		// The caller gave up mid-check; never hand back an allow we could
@@ -462,15 +462,6 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 		return
 	}
 	*dst = cached{grant: g, outcome: Allowed}
-}
-
-// expiry bounds a cache entry: a grant never outlives its token, a denial
-// lives the negative TTL.
-func (pl *Pipeline) expiry(p *Policy, e *cached) time.Time {
-	if e.grant != nil {
-		return e.grant.Expires()
-	}
-	return pl.now().Add(p.negativeTTL)
 }
 
 func (p *Policy) route(req *Request) (*Route, bool) {

@@ -126,6 +126,7 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 		return nil, ErrNotAllowed
 	}
 	var g *Grant
+	now := pl.now()
 	switch {
 	case id != nil:
 		if id.Outcome != Allowed.String() || id.Route != r.Name || id.Subject == "" {
@@ -144,7 +145,7 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 			return nil, ErrNotAllowed
 		}
 		var found cached
-		entry, hit := pl.lookup(cache.NewKey(r.keyPrefix, token), &found)
+		entry, hit := pl.lookup(cache.NewKey(r.keyPrefix, token), &found, now)
 		if !hit || entry.grant == nil {
 			return nil, ErrNotAllowed
 		}
@@ -156,7 +157,7 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 	if call.Method != "" {
 		// The evaluation holds the grant and call as the check's did:
 		// rule expressions read the request through them.
-		e := evaluation{pl: pl, p: p, req: req, ctx: ctx, st: view{s: pl.state, readOnly: true}, log: pl.log, route: r,
+		e := evaluation{pl: pl, p: p, req: req, ctx: ctx, now: now, st: view{s: pl.state, readOnly: true}, log: pl.log, route: r,
 			grant: g, call: call, callRead: true}
 		o, _, _ := e.authorizeCall(r, g, &e.call)
 		e.releasePolicy()

@@ -24,6 +24,9 @@ type evaluation struct {
 	// bound, released with the evaluation.
 	ctx    context.Context
 	budget *budget
+	// now is the check's instant, read once: the cache's lookups and
+	// writes and the rules see the same time.
+	now time.Time
 	// st is the decision's access to the state, log and observer where it
 	// reports: Explain's view writes nothing, its log discards and it has
 	// no observer, so explaining a request changes nothing.
@@ -284,7 +287,7 @@ func (e *evaluation) identify() *denial {
 			return &denial{outcome: Unavailable, desc: entry.description, retryAfter: entry.retryAfter}
 		}
 		if !e.st.readOnly {
-			e.pl.remember(e.p, key, entry)
+			e.pl.remember(e.p, key, entry, e.now)
 		}
 	}
 	e.hit = hit
@@ -311,7 +314,7 @@ func (e *evaluation) lookup(key cache.Key, dst *cached) (*cached, bool) {
 	if e.st.readOnly {
 		return e.pl.peek(key, dst)
 	}
-	return e.pl.lookup(key, dst)
+	return e.pl.lookup(key, dst, e.now)
 }
 
 // authorize applies the route's required scopes, then its rules to the
@@ -448,7 +451,7 @@ func (r *recorder) add(outcome string, detail func() string) {
 // would do with the answer. A dry-run route's verdict is the real decision.
 func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step) {
 	var steps []Step
-	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, rec: recorder{steps: &steps},
+	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, now: pl.now(), rec: recorder{steps: &steps},
 		st: view{s: pl.state, readOnly: true}, log: discard}
 	v := e.decide()
 	e.explainResponse(&v)

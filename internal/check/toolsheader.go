@@ -57,7 +57,7 @@ func (e *evaluation) toolsHeader() *denial {
 	if rt == nil || e.p.signer == nil {
 		return nil
 	}
-	g, now := e.grant, e.pl.now()
+	g, now := e.grant, e.now
 	m := g.memo().tools.Load()
 	if m != nil && now.Before(m.refresh) && e.v.HeadersID != 0 && m.baseID == e.v.HeadersID {
 		e.v.Set, e.v.Remove, e.v.HeadersID = m.set, m.remove, m.id
