@@ -229,15 +229,8 @@ func New(c Config, o Options) (*Client, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	// A redirect is not followed: it would turn the POST into a GET to
-	// wherever the Location says, and a decision from there is not the
-	// PDP's. The 3xx is a failure.
-	hc := http.Client{}
-	if o.HTTPClient != nil {
-		hc = *o.HTTPClient
-	}
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	o.HTTPClient = &hc
+	// A decision from wherever a redirect points is not the PDP's.
+	o.HTTPClient = bounded.NoRedirects(o.HTTPClient)
 	ch, err := cache.New[Decision](c.CacheSize, o.Now)
 	if err != nil {
 		return nil, err

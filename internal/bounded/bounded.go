@@ -1,7 +1,8 @@
 // Package bounded reads what comes from outside the process (an HTTP body,
 // a file named in configuration) with a size limit, so that a peer or a
-// misconfigured path cannot make the service read without end, and names
-// URLs in its errors without the credentials or query they may carry.
+// misconfigured path cannot make the service read without end, names
+// URLs in its errors without the credentials or query they may carry, and
+// keeps a call's answer to the server asked (NoRedirects).
 package bounded
 
 import (
@@ -76,6 +77,20 @@ func Get(ctx context.Context, client *http.Client, u, accept string, limit int64
 // connection can be reused.
 func Drain(r io.Reader) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(r, 4<<10))
+}
+
+// NoRedirects returns a copy of base (of a zero client when nil) that
+// follows no redirect: a 3xx is the answer, and the caller fails on it. A
+// POST to a token, introspection or decision endpoint that a redirect
+// turned into a GET to wherever Location says would take its answer from a
+// server nobody configured. base itself is not changed.
+func NoRedirects(base *http.Client) *http.Client {
+	c := &http.Client{}
+	if base != nil {
+		*c = *base
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
 }
 
 // Redact returns u without userinfo, query or fragment, fit for an error

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRead(t *testing.T) {
@@ -90,6 +91,41 @@ func TestGet(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "s3cret") {
 				t.Fatalf("Get() error shows a credential: %v", err)
+			}
+		})
+	}
+}
+
+func TestNoRedirects(t *testing.T) {
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"active":true}`))
+	}))
+	defer elsewhere.Close()
+	asked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL, http.StatusTemporaryRedirect)
+	}))
+	defer asked.Close()
+	timeout := &http.Client{Timeout: 7 * time.Second}
+	tests := []struct {
+		name string
+		base *http.Client
+	}{
+		{name: "no base", base: nil},
+		{name: "a base that follows redirects", base: timeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NoRedirects(tt.base)
+			resp, err := c.Post(asked.URL, "application/x-www-form-urlencoded", strings.NewReader("token=x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusTemporaryRedirect {
+				t.Fatalf("status %d: the redirect was followed", resp.StatusCode)
+			}
+			if tt.base != nil && (c.Timeout != tt.base.Timeout || tt.base.CheckRedirect != nil) {
+				t.Fatal("the copy lost the base's settings, or the base was changed")
 			}
 		})
 	}

@@ -43,6 +43,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/extauthz/extauthz/internal/bounded"
 	"github.com/extauthz/extauthz/internal/breaker"
 	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/oauthclient"
@@ -111,12 +112,7 @@ func New(cfg Config, opts Options) (*Exchanger, error) {
 	if now == nil {
 		now = time.Now
 	}
-	client := &http.Client{}
-	if opts.HTTPClient != nil {
-		c := *opts.HTTPClient
-		client = &c
-	}
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client := bounded.NoRedirects(opts.HTTPClient)
 
 	c, err := cache.New[*entry](cc.CacheSize, now)
 	if err != nil {

@@ -228,12 +228,7 @@ func New(cfg Config, opts Options) (*Introspector, error) {
 	if now == nil {
 		now = time.Now
 	}
-	client := &http.Client{}
-	if opts.HTTPClient != nil {
-		c := *opts.HTTPClient
-		client = &c
-	}
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client := bounded.NoRedirects(opts.HTTPClient)
 	active, err := cache.New[*entry](cfg.CacheSize, now)
 	if err != nil {
 		return nil, fmt.Errorf("introspect: %w", err)

@@ -199,6 +199,7 @@ func TestEndpointFailures(t *testing.T) {
 		{"garbage", introspecttest.Garbage, false, false, time.Second, "not a JSON object"},
 		{"no active member", introspecttest.NoActive, false, false, time.Second, "no boolean active"},
 		{"too large", introspecttest.Huge, false, false, time.Second, "reading the introspection response failed"},
+		{"redirect not followed", introspecttest.Redirect, false, false, time.Second, "status 307"},
 		{"slow", introspecttest.None, true, false, time.Second, "timed out"},
 		{"down", introspecttest.None, false, true, time.Second, "unreachable"},
 	}

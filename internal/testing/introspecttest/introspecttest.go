@@ -47,6 +47,7 @@ const (
 	NoActive          // 200 with a JSON object lacking active
 	Huge              // 200 with a body of 1 MiB
 	WrongType         // 200 with a JWT answer whatever was asked
+	Redirect          // 307 to an endpoint that says every token is mallory's
 )
 
 // Options configure a Server.
@@ -83,6 +84,12 @@ func New(t testing.TB, o Options) *Server {
 	s := &Server{opts: o, tokens: map[string]map[string]any{}, calls: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /introspect", s.introspect)
+	// Where Redirect points: a client that follows it reads an answer no
+	// configuration named.
+	mux.HandleFunc("POST /elsewhere", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"active":true,"sub":"mallory"}`))
+	})
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.metadata)
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
@@ -213,6 +220,9 @@ func (s *Server) introspect(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch fault {
+	case Redirect:
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+		return
 	case Unavailable:
 		w.Header().Set("Retry-After", "7")
 		http.Error(w, "down", http.StatusServiceUnavailable)
