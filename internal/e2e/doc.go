@@ -2,9 +2,10 @@
 // front end behind real proxies (nginx auth_request, nginx with njs, Caddy),
 // configured with the files of docs/forward-auth as they are, in front of an
 // MCP server and A2A agents built with the official SDKs, driven by the SDKs'
-// own clients: the Go SDK, and the TypeScript SDK v1 and v2 through the
-// script in testdata/ts (its packages pinned in package-lock.json, installed
-// by make deps with npm ci).
+// own clients: the Go SDKs, the TypeScript MCP SDK v1 and v2 and the A2A
+// JavaScript SDK (client and agent, A2A v1.0) through the scripts in
+// testdata/ts (their packages pinned in package-lock.json, installed by make
+// deps with npm ci).
 //
 // The tests need nginx, its js module and caddy (Debian's nginx,
 // libnginx-mod-http-js and caddy packages), and Node.js with the script's

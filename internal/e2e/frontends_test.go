@@ -351,18 +351,19 @@ func runCaddy(t *testing.T, bin, dir, conf, port, service, upstream string) erro
 
 // nodeResult is one JSON line of testdata/ts/client.mjs.
 type nodeResult struct {
-	OK               bool       `json:"ok"`
-	Connected        bool       `json:"connected"`
-	IsError          bool       `json:"isError"`
-	Text             string     `json:"text"`
-	Event            string     `json:"event"`
-	Error            string     `json:"error"`
-	Code             any        `json:"code"`
-	Message          string     `json:"message"`
-	AuthorizationURL string     `json:"authorizationURL"`
-	ElicitationID    string     `json:"elicitationId"`
-	Pages            []nodePage `json:"pages"`
-	All              []string   `json:"all"` // v2's own paging of tools/list
+	OK               bool            `json:"ok"`
+	Connected        bool            `json:"connected"`
+	IsError          bool            `json:"isError"`
+	Text             string          `json:"text"`
+	Event            string          `json:"event"`
+	Error            string          `json:"error"`
+	Code             any             `json:"code"`
+	Message          string          `json:"message"`
+	Data             json.RawMessage `json:"data"` // a JSON-RPC error's (a2a.mjs)
+	AuthorizationURL string          `json:"authorizationURL"`
+	ElicitationID    string          `json:"elicitationId"`
+	Pages            []nodePage      `json:"pages"`
+	All              []string        `json:"all"` // v2's own paging of tools/list
 	Elicitations     []struct {
 		Mode          string `json:"mode"`
 		ElicitationID string `json:"elicitationId"`
@@ -377,26 +378,41 @@ type nodePage struct {
 	NextCursor string   `json:"nextCursor"`
 }
 
-// nodeClient runs the TypeScript SDK client script with args; between
+// nodeClient runs the TypeScript MCP SDK client script with args; between
 // events it calls next (which may be nil) with each result, and returns
 // all of them.
 func nodeClient(t *testing.T, args map[string]any, next func(nodeResult)) []nodeResult {
+	t.Helper()
+	return runNode(t, "client.mjs", "@modelcontextprotocol/sdk", args, next)
+}
+
+// nodeScript finds Node.js and the script directory testdata/ts, with the
+// package pkg installed there.
+func nodeScript(t *testing.T, pkg string) (node, dir string) {
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("testdata", "ts"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := exec.LookPath("node")
+	node, err = exec.LookPath("node")
 	if err != nil {
 		missing(t, "node", "Node.js 20")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		missing(t, "the TypeScript MCP SDK", "npm ci in internal/e2e/testdata/ts, which make deps runs")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", filepath.FromSlash(pkg))); err != nil {
+		missing(t, pkg, "npm ci in internal/e2e/testdata/ts, which make deps runs")
 	}
+	return node, dir
+}
+
+// runNode runs script (of testdata/ts, which needs pkg) with args, as
+// nodeClient does.
+func runNode(t *testing.T, script, pkg string, args map[string]any, next func(nodeResult)) []nodeResult {
+	t.Helper()
+	node, dir := nodeScript(t, pkg)
 	arg, _ := json.Marshal(args)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "client.mjs", string(arg))
+	cmd := exec.CommandContext(ctx, node, script, string(arg))
 	cmd.Dir = dir
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
@@ -417,7 +433,7 @@ func nodeClient(t *testing.T, args map[string]any, next func(nodeResult)) []node
 	for sc.Scan() {
 		var r nodeResult
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("node client printed %q: %v", sc.Text(), err)
+			t.Fatalf("%s printed %q: %v", script, sc.Text(), err)
 		}
 		out = append(out, r)
 		if r.Event != "" {
@@ -429,10 +445,10 @@ func nodeClient(t *testing.T, args map[string]any, next func(nodeResult)) []node
 	}
 	stdin.Close()
 	if err := cmd.Wait(); err != nil && len(out) == 0 {
-		t.Fatalf("node client: %v\n%s", err, stderr.String())
+		t.Fatalf("%s: %v\n%s", script, err, stderr.String())
 	}
 	if len(out) == 0 {
-		t.Fatalf("node client printed nothing\n%s", stderr.String())
+		t.Fatalf("%s printed nothing\n%s", script, stderr.String())
 	}
 	return out
 }

@@ -170,6 +170,7 @@ func startService(t *testing.T, config, convention string) app.Addrs {
 	case a := <-started:
 		return a
 	case err := <-done:
+		done <- err // for the cleanup, which waits for it too
 		t.Fatalf("service: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("service did not start")

@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
+)
+
+// a2aJSConfig is one A2A route for the whole host, with the request body
+// as the front end sends it (%[2]s) and, where the body is sent, a rule in
+// the v0.3 spelling of the methods: sending a message needs agent:write.
+// The A2A JavaScript SDK speaks v1.0 (SendMessage). Without the body, a
+// task cannot be bound to its creator (the task id is in the body), which
+// the service refuses to configure unless tasks are left unbound.
+const a2aJSConfig = `
+issuers:
+  - {name: e2e, algorithms: [HS256], secret: %[1]s}
+%[4]sroutes:
+  - name: agent
+    default: true
+    protocol: a2a
+    issuers: [e2e]
+    request_body: %[2]s
+%[3]s`
+
+const a2aJSRules = `    rules:
+      - {name: writers-send, methods: [message/send, message/stream], scopes: ["agent:write"]}
+`
+
+// TestA2AJavaScriptSDK puts each documented front end (nginx, nginx with
+// njs, Caddy) between the official A2A JavaScript SDK's client and an
+// agent built with the same SDK, both speaking A2A v1.0 over JSON-RPC:
+// the SDK's own card discovery and SendMessage, not a request we wrote.
+func TestA2AJavaScriptSDK(t *testing.T) {
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			agent := startJSAgent(t)
+			body, rules, sessions := "none", "", "sessions: {task_ownership: false}\n"
+			if fe.body {
+				body, rules, sessions = "sent", a2aJSRules, ""
+			}
+			service := startService(t, fmt.Sprintf(a2aJSConfig, secret, body, rules, sessions), fe.convention).HTTP
+			var port string
+			switch fe.name {
+			case "caddy":
+				port = startCaddy(t, service, agent.addr)
+			default:
+				var module string
+				if fe.body {
+					module = njsModule(t)
+				}
+				port = startNginx(t, nginxBinary(t), func(dir, port string) string {
+					return feNginxConfig(dir, port, service, agent.addr, module)
+				})
+			}
+			base := "http://127.0.0.1:" + port
+			agent.publish(t, base)
+			writer := token(t, jwt.MapClaims{"session_id": "sess-js", "scope": "agent:write"})
+
+			t.Run("a message carries the token's identity, never a forged one", func(t *testing.T) {
+				forged := map[string]string{"X-User-Id": "mallory", "X-Session-Id": "evil", "X-Root-Context-Id": "forged-root", "X-Lineage-Depth": "7"}
+				o := agent.ask(t, base, writer, forged)
+				wantHeaders(t, "the JavaScript SDK's agent", o, map[string]string{
+					"X-User-Id":           "alice",
+					"X-Session-Id":        "sess-js",
+					"X-Lineage-Depth":     "0",
+					"X-Parent-Context-Id": "",
+					"X-Actor-Chain":       "",
+				})
+				// The conversation's root is the message's context where the
+				// service reads the body, the token's session where it cannot;
+				// never the client's header.
+				root := "sess-js"
+				if fe.body {
+					root = "ctx-js"
+				}
+				if got := header(o, "X-Root-Context-Id"); len(got) != 1 || got[0] != root {
+					t.Errorf("root context %q, want %q", got, root)
+				}
+				if o.ContextID != "ctx-js" {
+					t.Errorf("the agent served context %q, want the client's ctx-js", o.ContextID)
+				}
+			})
+
+			t.Run("an expired token is refused before the agent", func(t *testing.T) {
+				expired := token(t, jwt.MapClaims{"exp": time.Now().Add(-time.Hour).Unix()})
+				agent.refused(t, base, expired, "invalid_token", http.StatusUnauthorized)
+			})
+
+			if !fe.body {
+				return
+			}
+			t.Run("a rule in v0.3 spelling decides the SDK's v1.0 SendMessage", func(t *testing.T) {
+				reader := token(t, jwt.MapClaims{"session_id": "sess-js", "scope": "agent:read"})
+				agent.refused(t, base, reader, "insufficient_scope", http.StatusForbidden)
+				agent.ask(t, base, writer, nil) // the scope it needs lets it through
+			})
+		})
+	}
+}
+
+// jsAgent is the A2A JavaScript SDK agent of testdata/ts/a2a.mjs, running
+// until the test ends.
+type jsAgent struct {
+	addr  string // 127.0.0.1:port
+	stdin io.Writer
+	ready chan struct{}
+
+	mu       sync.Mutex
+	messages int // messages that reached it
+}
+
+// startJSAgent starts the agent and waits for its port.
+func startJSAgent(t *testing.T) *jsAgent {
+	t.Helper()
+	node, dir := nodeScript(t, "@a2a-js/sdk")
+	cmd := exec.Command(node, "a2a.mjs", `{"mode":"agent"}`)
+	cmd.Dir = dir
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &jsAgent{stdin: stdin, ready: make(chan struct{}, 1)}
+	ports := make(chan int, 1)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var line struct {
+				Port  int    `json:"port"`
+				Ready bool   `json:"ready"`
+				Event string `json:"event"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			switch {
+			case line.Port != 0:
+				ports <- line.Port
+			case line.Ready:
+				a.ready <- struct{}{}
+			case line.Event == "message":
+				a.mu.Lock()
+				a.messages++
+				a.mu.Unlock()
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		stdin.Close() // the agent stops once stdin ends
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("agent log:\n%s", stderr.String())
+		}
+	})
+	select {
+	case port := <-ports:
+		a.addr = fmt.Sprintf("127.0.0.1:%d", port)
+	case <-exited:
+		t.Fatalf("the agent exited:\n%s", stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the agent did not start:\n%s", stderr.String())
+	}
+	return a
+}
+
+// publish tells the agent the base URL clients reach it at, for its card.
+func (a *jsAgent) publish(t *testing.T, base string) {
+	t.Helper()
+	if _, err := io.WriteString(a.stdin, base+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not take its URL")
+	}
+}
+
+func (a *jsAgent) seen() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.messages
+}
+
+// send runs the SDK's client once: the card at base, then SendMessage in
+// context ctx-js with token and the extra headers.
+func (a *jsAgent) send(t *testing.T, base, token string, extra map[string]string) nodeResult {
+	t.Helper()
+	out := runNode(t, "a2a.mjs", "@a2a-js/sdk", map[string]any{"mode": "client", "url": base, "token": token, "contextId": "ctx-js", "headers": extra}, nil)
+	return out[len(out)-1]
+}
+
+// ask sends a message that must reach the agent, and returns what the
+// agent saw.
+func (a *jsAgent) ask(t *testing.T, base, token string, extra map[string]string) testpeers.Observation {
+	t.Helper()
+	before := a.seen()
+	res := a.send(t, base, token, extra)
+	if !res.OK {
+		t.Fatalf("the SDK's message failed: %+v", res)
+	}
+	o, err := testpeers.ParseObservation(res.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Peer != "agent-js" || a.seen() != before+1 {
+		t.Fatalf("answered by %q; %d messages reached the agent, want 1", o.Peer, a.seen()-before)
+	}
+	return o
+}
+
+// refused sends a message that must be refused with the OAuth error code
+// (invalid_token, insufficient_scope) and HTTP status given, and reach
+// nothing. The card is public: the SDK got as far as SendMessage, and read
+// the service's JSON-RPC error as the agent's own (JsonRpcTransportError
+// with its code and data), behind every front end.
+func (a *jsAgent) refused(t *testing.T, base, token, oauthError string, status int) {
+	t.Helper()
+	before := a.seen()
+	res := a.send(t, base, token, nil)
+	var data struct {
+		Status int    `json:"status"`
+		Error  string `json:"error"`
+	}
+	_ = json.Unmarshal(res.Data, &data)
+	if res.OK || res.Error != "JsonRpcTransportError" || fmt.Sprint(res.Code) != "-32000" || data.Error != oauthError || data.Status != status {
+		t.Fatalf("want SendMessage refused with %s (%d) as a JSON-RPC error: %+v, data %s", oauthError, status, res, res.Data)
+	}
+	if n := a.seen() - before; n != 0 {
+		t.Fatalf("%d refused messages reached the agent", n)
+	}
+}
