@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
@@ -38,33 +40,39 @@ const a2aJSRules = `    rules:
       - {name: writers-send, methods: [message/send, message/stream], scopes: ["agent:write"]}
 `
 
-// TestA2AJavaScriptSDK puts each documented front end (nginx, nginx with
-// njs, Caddy) between the official A2A JavaScript SDK's client and an
-// agent built with the same SDK, both speaking A2A v1.0 over JSON-RPC:
-// the SDK's own card discovery and SendMessage, not a request we wrote.
+// TestA2AJavaScriptSDK puts each front end (Envoy's ext_authz, as
+// envoytest's proxy speaks it with the body, and the documented nginx,
+// nginx with njs and Caddy) between the official A2A JavaScript SDK's
+// client and an agent built with the same SDK, both speaking A2A v1.0 over
+// JSON-RPC: the SDK's own card discovery and SendMessage, not a request we
+// wrote.
 func TestA2AJavaScriptSDK(t *testing.T) {
-	for _, fe := range frontEnds {
+	envoy := frontEnd{name: "envoy", body: true}
+	for _, fe := range append([]frontEnd{envoy}, frontEnds...) {
 		t.Run(fe.name, func(t *testing.T) {
 			agent := startJSAgent(t)
 			body, rules, sessions := "none", "", "sessions: {task_ownership: false}\n"
 			if fe.body {
 				body, rules, sessions = "sent", a2aJSRules, ""
 			}
-			service := startService(t, fmt.Sprintf(a2aJSConfig, secret, body, rules, sessions), fe.convention).HTTP
-			var port string
+			addrs := startService(t, fmt.Sprintf(a2aJSConfig, secret, body, rules, sessions), fe.convention)
+			var base string
 			switch fe.name {
+			case "envoy":
+				p := envoytest.NewProxyToURL(t, addrs.GRPC, &url.URL{Scheme: "http", Host: agent.addr}, envoytest.ProxyOptions{
+					Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+				base = p.URL
 			case "caddy":
-				port = startCaddy(t, service, agent.addr)
+				base = "http://127.0.0.1:" + startCaddy(t, addrs.HTTP, agent.addr)
 			default:
 				var module string
 				if fe.body {
 					module = njsModule(t)
 				}
-				port = startNginx(t, nginxBinary(t), func(dir, port string) string {
-					return feNginxConfig(dir, port, service, agent.addr, module)
+				base = "http://127.0.0.1:" + startNginx(t, nginxBinary(t), func(dir, port string) string {
+					return feNginxConfig(dir, port, addrs.HTTP, agent.addr, module)
 				})
 			}
-			base := "http://127.0.0.1:" + port
 			agent.publish(t, base)
 			writer := token(t, jwt.MapClaims{"session_id": "sess-js", "scope": "agent:write"})
 
