@@ -114,6 +114,26 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 				agent.refused(t, base, reader, "insufficient_scope", http.StatusForbidden)
 				agent.ask(t, base, writer, nil) // the scope it needs lets it through
 			})
+
+			t.Run("a task is its creator's: another user's GetTask, CancelTask and message in it never reach it", func(t *testing.T) {
+				created := agent.run(t, base, writer, map[string]any{"scenario": "task"})
+				if !created.OK || created.TaskID == "" {
+					t.Fatalf("no task: %+v", created)
+				}
+				id := created.TaskID
+				// The creator's first operation binds the task to her:
+				// ext_authz never sees the answer that created it.
+				if got := agent.run(t, base, writer, map[string]any{"scenario": "get", "taskId": id}); !got.OK || got.TaskID != id {
+					t.Fatalf("the creator's GetTask: %+v", got)
+				}
+				bob := token(t, jwt.MapClaims{"sub": "bob", "session_id": "sess-bob", "scope": "agent:write"})
+				for _, op := range []string{"get", "cancel", "continue"} {
+					wantRefused(t, op+" of another user's task", agent.run(t, base, bob, map[string]any{"scenario": op, "taskId": id}), "forbidden", http.StatusForbidden)
+				}
+				if got := agent.run(t, base, writer, map[string]any{"scenario": "get", "taskId": id}); !got.OK || got.TaskID != id {
+					t.Fatalf("the creator's GetTask after the refusals: %+v", got)
+				}
+			})
 		})
 	}
 }
@@ -218,20 +238,24 @@ func (a *jsAgent) seen() int {
 	return a.messages
 }
 
-// send runs the SDK's client once: the card at base, then SendMessage in
-// context ctx-js with token and the extra headers.
-func (a *jsAgent) send(t *testing.T, base, token string, extra map[string]string) nodeResult {
+// run runs the SDK's client once: the card at base, then the scenario of
+// args in context ctx-js with token.
+func (a *jsAgent) run(t *testing.T, base, token string, args map[string]any) nodeResult {
 	t.Helper()
-	out := runNode(t, "a2a.mjs", "@a2a-js/sdk", map[string]any{"mode": "client", "url": base, "token": token, "contextId": "ctx-js", "headers": extra}, nil)
+	all := map[string]any{"mode": "client", "url": base, "token": token, "contextId": "ctx-js"}
+	for k, v := range args {
+		all[k] = v
+	}
+	out := runNode(t, "a2a.mjs", "@a2a-js/sdk", all, nil)
 	return out[len(out)-1]
 }
 
-// ask sends a message that must reach the agent, and returns what the
-// agent saw.
+// ask sends a message that must reach the agent, with the extra headers,
+// and returns what the agent saw.
 func (a *jsAgent) ask(t *testing.T, base, token string, extra map[string]string) testpeers.Observation {
 	t.Helper()
 	before := a.seen()
-	res := a.send(t, base, token, extra)
+	res := a.run(t, base, token, map[string]any{"scenario": "message", "headers": extra})
 	if !res.OK {
 		t.Fatalf("the SDK's message failed: %+v", res)
 	}
@@ -253,16 +277,23 @@ func (a *jsAgent) ask(t *testing.T, base, token string, extra map[string]string)
 func (a *jsAgent) refused(t *testing.T, base, token, oauthError string, status int) {
 	t.Helper()
 	before := a.seen()
-	res := a.send(t, base, token, nil)
+	wantRefused(t, "SendMessage", a.run(t, base, token, map[string]any{"scenario": "message"}), oauthError, status)
+	if n := a.seen() - before; n != 0 {
+		t.Fatalf("%d refused messages reached the agent", n)
+	}
+}
+
+// wantRefused checks that the SDK read the service's denial of call: a
+// JSON-RPC error (JsonRpcTransportError, -32000) whose data names the OAuth
+// error and HTTP status.
+func wantRefused(t *testing.T, call string, res nodeResult, oauthError string, status int) {
+	t.Helper()
 	var data struct {
 		Status int    `json:"status"`
 		Error  string `json:"error"`
 	}
 	_ = json.Unmarshal(res.Data, &data)
 	if res.OK || res.Error != "JsonRpcTransportError" || fmt.Sprint(res.Code) != "-32000" || data.Error != oauthError || data.Status != status {
-		t.Fatalf("want SendMessage refused with %s (%d) as a JSON-RPC error: %+v, data %s", oauthError, status, res, res.Data)
-	}
-	if n := a.seen() - before; n != 0 {
-		t.Fatalf("%d refused messages reached the agent", n)
+		t.Fatalf("want %s refused with %s (%d) as a JSON-RPC error: %+v, data %s", call, oauthError, status, res, res.Data)
 	}
 }

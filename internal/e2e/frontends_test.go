@@ -362,6 +362,7 @@ type nodeResult struct {
 	Data             json.RawMessage `json:"data"` // a JSON-RPC error's (a2a.mjs)
 	AuthorizationURL string          `json:"authorizationURL"`
 	ElicitationID    string          `json:"elicitationId"`
+	TaskID           string          `json:"taskId"` // an A2A task's (a2a.mjs)
 	Pages            []nodePage      `json:"pages"`
 	All              []string        `json:"all"` // v2's own paging of tools/list
 	Elicitations     []struct {

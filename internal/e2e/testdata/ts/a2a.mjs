@@ -14,13 +14,22 @@
 //     Authorization header did (never its value); and prints
 //     {"event":"message"} for each, so that the test knows what reached it.
 //
+//     A message whose text is "make a task" is answered with a completed
+//     task instead, whose operations (GetTask, CancelTask) the SDK's
+//     request handler serves from its task store.
+//
 //   {"mode":"client","url":"http://127.0.0.1:8080","token":"...",
-//    "contextId":"ctx-1","headers":{"X-User-Id":"mallory"}}
-//     Reads the agent card at url, sends one message (SendMessage) with
-//     the bearer token and the extra headers on every request, and prints
-//     {"ok":true,"text":...} with the agent's reply, or
-//     {"ok":false,"error":<class>,"code":...,"message":...,"data":...}: for
-//     a JSON-RPC error answer, its code and data.
+//    "scenario":"message","contextId":"ctx-1","headers":{"X-User-Id":"mallory"}}
+//     Reads the agent card at url and, with the bearer token and the extra
+//     headers on every request, runs the scenario:
+//       message  send one message (SendMessage): {"ok":true,"text":...}
+//                with the agent's reply
+//       task     send "make a task": {"ok":true,"taskId":...}
+//       get      GetTask of args.taskId: {"ok":true,"taskId":...}
+//       cancel   CancelTask of args.taskId: {"ok":true,"taskId":...}
+//       continue send a message in args.taskId: {"ok":true,"taskId":...}
+//     A failure prints {"ok":false,"error":<class>,"code":...,"message":...,
+//     "data":...}: for a JSON-RPC error answer, its code and data.
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 
@@ -50,7 +59,7 @@ function observation(contextId, headers) {
 
 async function agent() {
     const { default: express } = await import('express');
-    const { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, Role } = await import('@a2a-js/sdk');
+    const { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, Role, TaskState } = await import('@a2a-js/sdk');
     const { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } = await import('@a2a-js/sdk/server');
     const { agentCardHandler, jsonRpcHandler, UserBuilder } = await import('@a2a-js/sdk/server/express');
     const card = {
@@ -66,6 +75,15 @@ async function agent() {
             // The SDK's default call context keeps the request's headers.
             const headers = request.context.state.get('headers') ?? {};
             emit({ event: 'message' });
+            const asked = request.userMessage.parts?.[0]?.content;
+            if (asked?.$case === 'text' && asked.value === 'make a task') {
+                bus.publish(AgentEvent.task({
+                    id: request.taskId, contextId: request.contextId, artifacts: [], history: [request.userMessage],
+                    status: { state: TaskState.TASK_STATE_COMPLETED, timestamp: new Date().toISOString() },
+                }));
+                bus.finished();
+                return;
+            }
             bus.publish(AgentEvent.message({
                 messageId: randomUUID(), role: Role.ROLE_AGENT, contextId: request.contextId,
                 parts: [{ content: { $case: 'text', value: observation(request.contextId, headers) } }],
@@ -111,9 +129,27 @@ async function client() {
             cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
         }));
         const client = await factory.createFromUrl(args.url);
-        const reply = await client.sendMessage({
-            message: { messageId: randomUUID(), role: Role.ROLE_USER, contextId: args.contextId ?? '', parts: [{ content: { $case: 'text', value: 'Who am I?' } }] },
+        const send = (text, taskId = '') => client.sendMessage({
+            message: { messageId: randomUUID(), role: Role.ROLE_USER, contextId: args.contextId ?? '', taskId, parts: [{ content: { $case: 'text', value: text } }] },
         });
+        switch (args.scenario) {
+        case 'task': {
+            const task = await send('make a task');
+            emit(task?.id ? { ok: true, taskId: task.id } : { ok: false, error: 'reply', message: JSON.stringify(task) });
+            return;
+        }
+        case 'get':
+            emit({ ok: true, taskId: (await client.getTask({ id: args.taskId })).id });
+            return;
+        case 'cancel':
+            emit({ ok: true, taskId: (await client.cancelTask({ id: args.taskId })).id });
+            return;
+        case 'continue':
+            await send('And then?', args.taskId);
+            emit({ ok: true, taskId: args.taskId });
+            return;
+        }
+        const reply = await send('Who am I?');
         const part = reply?.parts?.[0]?.content;
         if (part?.$case !== 'text') {
             emit({ ok: false, error: 'reply', message: JSON.stringify(reply) });
