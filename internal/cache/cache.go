@@ -206,12 +206,15 @@ func (c *Cache[V]) GetAt(k Key, now time.Time) (V, bool) {
 
 // Peek is Get without side effects: no counter moves, the entry's recency
 // stays, an expired entry stays until a Get drops it (Explain reads with it).
-func (c *Cache[V]) Peek(k Key) (V, bool) {
-	now := c.now().UnixNano()
+func (c *Cache[V]) Peek(k Key) (V, bool) { return c.PeekAt(k, c.now()) }
+
+// PeekAt is Peek at the instant now (see GetAt).
+func (c *Cache[V]) PeekAt(k Key, now time.Time) (V, bool) {
+	ns := now.UnixNano()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r, _ := c.find(&k); r != 0 {
-		if s := c.at(r); now < s.expires {
+		if s := c.at(r); ns < s.expires {
 			return s.value, true
 		}
 	}

@@ -111,6 +111,9 @@ func TestCache(t *testing.T) {
 			if _, ok := c.GetAt(NewKey(tt.key), start.Add(time.Minute)); ok {
 				t.Fatal("GetAt at the deadline found the entry")
 			}
+			if _, ok := c.PeekAt(NewKey(tt.key), start.Add(time.Minute)); ok {
+				t.Fatal("PeekAt at the deadline found the entry")
+			}
 		})
 	}
 }

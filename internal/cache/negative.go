@@ -87,9 +87,12 @@ func (c *Negative) GetAt(k Key, now time.Time) (Refusal, bool) {
 }
 
 // Peek is Get without side effects (see Cache.Peek).
-func (c *Negative) Peek(k Key) (Refusal, bool) {
+func (c *Negative) Peek(k Key) (Refusal, bool) { return c.PeekAt(k, c.now()) }
+
+// PeekAt is Peek at the instant now (see Cache.GetAt).
+func (c *Negative) PeekAt(k Key, now time.Time) (Refusal, bool) {
 	r, ok := c.lru.Peek(negativeKey(k))
-	if !ok || c.now().Unix() >= int64(r.expires) {
+	if !ok || now.Unix() >= int64(r.expires) {
 		return Refusal{}, false
 	}
 	c.mu.RLock()

@@ -40,6 +40,9 @@ func TestNegative(t *testing.T) {
 		t.Fatal("AddAt stored a refusal due at its instant")
 	}
 	c.AddAt(a, Refusal{Reason: "x"}, now.Add(2*time.Second), now.Add(-time.Minute))
+	if _, ok := c.PeekAt(a, now.Add(2*time.Second)); ok {
+		t.Fatal("PeekAt at the deadline found the refusal")
+	}
 	if _, ok := c.GetAt(a, now.Add(time.Second)); !ok {
 		t.Fatal("GetAt before the deadline missed")
 	}

@@ -121,4 +121,9 @@ func TestClockReadsPerCheck(t *testing.T) {
 				tt.name, pipelineReads, verifierReads, tt.pipeline, tt.verifier)
 		}
 	}
+	// Explain decides at one instant too, its cache reads included.
+	pipelineReads = 0
+	if v, _ := pl.Explain(t.Context(), req); v.Outcome != Allowed || pipelineReads != 1 {
+		t.Errorf("explain: %v, the pipeline's clock read %d times, want once", v.Outcome, pipelineReads)
+	}
 }

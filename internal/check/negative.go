@@ -32,12 +32,12 @@ func (pl *Pipeline) lookup(key cache.Key, dst *cached, now time.Time) (*cached, 
 }
 
 // peek is lookup without side effects, for Explain.
-func (pl *Pipeline) peek(key cache.Key, dst *cached) (*cached, bool) {
-	if g, ok := pl.cache.Peek(key); ok {
+func (pl *Pipeline) peek(key cache.Key, dst *cached, now time.Time) (*cached, bool) {
+	if g, ok := pl.cache.PeekAt(key, now); ok {
 		*dst = cached{grant: g, outcome: Allowed, routeKey: g.routeKey}
 		return dst, true
 	}
-	if r, ok := pl.refusals.Peek(key); ok {
+	if r, ok := pl.refusals.PeekAt(key, now); ok {
 		*dst = cached{outcome: Outcome(r.Kind), description: r.Reason}
 		return dst, true
 	}

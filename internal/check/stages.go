@@ -312,7 +312,7 @@ func (e *evaluation) identify() *denial {
 // lookup reads the verdict cache; Explain's reads leave its counters alone.
 func (e *evaluation) lookup(key cache.Key, dst *cached) (*cached, bool) {
 	if e.st.readOnly {
-		return e.pl.peek(key, dst)
+		return e.pl.peek(key, dst, e.now)
 	}
 	return e.pl.lookup(key, dst, e.now)
 }
