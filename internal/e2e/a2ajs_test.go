@@ -2,12 +2,12 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
@@ -152,22 +152,9 @@ type jsAgent struct {
 // startJSAgent starts the agent and waits for its port.
 func startJSAgent(t *testing.T) *jsAgent {
 	t.Helper()
-	node, dir := nodeScript(t, "@a2a-js/sdk")
-	cmd := exec.Command(node, "a2a.mjs", `{"mode":"agent"}`)
-	cmd.Dir = dir
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	// Not the test's context: the agent outlives the subtests, and its
+	// cleanup stops it.
+	cmd, stdin, stdout, stderr := startNode(t, context.Background(), "a2a.mjs", "@a2a-js/sdk", map[string]any{"mode": "agent"})
 	a := &jsAgent{stdin: stdin, ready: make(chan struct{}, 1)}
 	ports := make(chan int, 1)
 	exited := make(chan struct{})

@@ -405,18 +405,17 @@ func nodeScript(t *testing.T, pkg string) (node, dir string) {
 	return node, dir
 }
 
-// runNode runs script (of testdata/ts, which needs pkg) with args, as
-// nodeClient does.
-func runNode(t *testing.T, script, pkg string, args map[string]any, next func(nodeResult)) []nodeResult {
+// startNode starts script (of testdata/ts, which needs pkg) with args as
+// its one argument, until ctx ends: its stdin and stdout are the caller's
+// to use, stderr is collected.
+func startNode(t *testing.T, ctx context.Context, script, pkg string, args map[string]any) (*exec.Cmd, io.WriteCloser, io.Reader, *syncBuffer) {
 	t.Helper()
 	node, dir := nodeScript(t, pkg)
 	arg, _ := json.Marshal(args)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script, string(arg))
 	cmd.Dir = dir
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -428,6 +427,16 @@ func runNode(t *testing.T, script, pkg string, args map[string]any, next func(no
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, stdin, stdout, stderr
+}
+
+// runNode runs script (of testdata/ts, which needs pkg) with args, as
+// nodeClient does.
+func runNode(t *testing.T, script, pkg string, args map[string]any, next func(nodeResult)) []nodeResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd, stdin, stdout, stderr := startNode(t, ctx, script, pkg, args)
 	var out []nodeResult
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
