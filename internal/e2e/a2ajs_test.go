@@ -41,19 +41,22 @@ const a2aJSRules = `    rules:
 `
 
 // TestA2AJavaScriptSDK puts each front end (Envoy's ext_authz, as
-// envoytest's proxy speaks it with the body, and the documented nginx,
-// nginx with njs and Caddy) between the official A2A JavaScript SDK's
-// client and an agent built with the same SDK, both speaking A2A v1.0 over
-// JSON-RPC: the SDK's own card discovery and SendMessage, not a request we
-// wrote.
+// envoytest's proxy speaks it with the body; ext_authz and ext_proc as
+// envoy/extproc.yaml chains them; the documented nginx, nginx with njs and
+// Caddy) between the official A2A JavaScript SDK's client and an agent
+// built with the same SDK, both speaking A2A v1.0 over JSON-RPC: the SDK's
+// own card discovery and SendMessage, not a request we wrote.
 func TestA2AJavaScriptSDK(t *testing.T) {
-	envoy := frontEnd{name: "envoy", body: true}
-	for _, fe := range append([]frontEnd{envoy}, frontEnds...) {
+	envoy := []frontEnd{{name: "envoy", body: true}, {name: "envoy-extproc", body: true}}
+	for _, fe := range append(envoy, frontEnds...) {
 		t.Run(fe.name, func(t *testing.T) {
 			agent := startJSAgent(t)
 			body, rules, sessions := "none", "", "sessions: {task_ownership: false}\n"
 			if fe.body {
 				body, rules, sessions = "sent", a2aJSRules, ""
+			}
+			if fe.name == "envoy-extproc" {
+				rules = "    response_path: true\n" + rules
 			}
 			addrs := startService(t, fmt.Sprintf(a2aJSConfig, secret, body, rules, sessions), fe.convention)
 			var base string
@@ -62,6 +65,8 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 				p := envoytest.NewProxyToURL(t, addrs.GRPC, &url.URL{Scheme: "http", Host: agent.addr}, envoytest.ProxyOptions{
 					Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
 				base = p.URL
+			case "envoy-extproc":
+				base = startExtProcProxy(t, addrs.GRPC, map[string]string{"": "http://" + agent.addr})
 			case "caddy":
 				base = "http://127.0.0.1:" + startCaddy(t, addrs.HTTP, agent.addr)
 			default:
@@ -132,6 +137,24 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 				}
 				if got := agent.run(t, base, writer, map[string]any{"scenario": "get", "taskId": id}); !got.OK || got.TaskID != id {
 					t.Fatalf("the creator's GetTask after the refusals: %+v", got)
+				}
+			})
+
+			if fe.name != "envoy-extproc" {
+				return
+			}
+			t.Run("the answer that created a task binds it: another user's first GetTask is refused", func(t *testing.T) {
+				// Behind ext_authz alone the first operation binds a task;
+				// ext_proc reads the SendMessage answer, so the creator owns
+				// the task before anybody names it.
+				created := agent.run(t, base, writer, map[string]any{"scenario": "task"})
+				if !created.OK || created.TaskID == "" {
+					t.Fatalf("no task: %+v", created)
+				}
+				bob := token(t, jwt.MapClaims{"sub": "bob", "session_id": "sess-bob", "scope": "agent:write"})
+				wantRefused(t, "bob's GetTask of a task nobody operated on yet", agent.run(t, base, bob, map[string]any{"scenario": "get", "taskId": created.TaskID}), "forbidden", http.StatusForbidden)
+				if got := agent.run(t, base, writer, map[string]any{"scenario": "get", "taskId": created.TaskID}); !got.OK || got.TaskID != created.TaskID {
+					t.Fatalf("the creator's GetTask: %+v", got)
 				}
 			})
 		})

@@ -141,15 +141,23 @@ func startExtProc(t *testing.T) *xpEnv {
 	t.Cleanup(backend.Close)
 	upstreams["/backend"] = backend.URL
 
-	conn, err := grpc.NewClient(e.a.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	e.base = startExtProcProxy(t, e.a.GRPC, upstreams)
+	return e
+}
+
+// startExtProcProxy starts an extprocProxy asking the service at grpcAddr,
+// in front of upstreams (path prefix -> base URL; "" takes every path),
+// and returns its base URL.
+func startExtProcProxy(t *testing.T, grpcAddr string, upstreams map[string]string) string {
+	t.Helper()
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	front := httptest.NewServer(&extprocProxy{t: t, authz: authv3.NewAuthorizationClient(conn), conn: conn, upstreams: upstreams})
 	t.Cleanup(front.Close)
-	e.base = front.URL
-	return e
+	return front.URL
 }
 
 // startReplica runs the service with config and the environment vars, its
