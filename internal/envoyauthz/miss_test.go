@@ -154,6 +154,17 @@ func benchmarkMiss(b *testing.B, wire bool) {
 			toks, _ := fresh()
 			allocsSig := testing.AllocsPerRun(n/10, func() { verify(toks[0]) })
 			toks, reqs := fresh()
+			// check checks the j-th request of the batch, on the path the
+			// benchmark measures, and fails it if denied.
+			check := func(j int) {
+				if wire {
+					if !checkWireOnce(b, srv, ctx, cdc, msgs[j]) {
+						b.Fatal("denied")
+					}
+				} else if r, _ := srv.Check(ctx, reqs[j]); r.GetStatus().GetCode() != 0 {
+					b.Fatalf("denied: %v", r)
+				}
+			}
 			var verifyTime time.Duration
 			// mallocs counts the timed part's allocations, as allocs/op
 			// does, so that the miss's own can be reported.
@@ -179,13 +190,7 @@ func benchmarkMiss(b *testing.B, wire bool) {
 					b.Fatal("bare verification failed")
 				}
 				verifyTime += time.Since(t0)
-				if wire {
-					if !checkWireOnce(b, srv, ctx, cdc, msgs[i]) {
-						b.Fatal("denied")
-					}
-				} else if r, _ := srv.Check(ctx, reqs[i]); r.GetStatus().GetCode() != 0 {
-					b.Fatalf("denied: %v", r)
-				}
+				check(i)
 				i++
 			}
 			mallocs += mark() - start
@@ -194,15 +199,6 @@ func benchmarkMiss(b *testing.B, wire bool) {
 			// The same requests again, now cached: what every check costs on
 			// this path, hit or miss. The first pass memoizes the answers
 			// (a grant's second use), the timed passes read them.
-			check := func(j int) {
-				if wire {
-					if !checkWireOnce(b, srv, ctx, cdc, msgs[j]) {
-						b.Fatal("denied")
-					}
-				} else if r, _ := srv.Check(ctx, reqs[j]); r.GetStatus().GetCode() != 0 {
-					b.Fatalf("denied: %v", r)
-				}
-			}
 			for j := range i {
 				check(j)
 			}
