@@ -18,7 +18,6 @@ import (
 // the few distinct reasons, its kind and its deadline to the second.
 type Negative struct {
 	lru       *lru.Cache[NegativeKey, refusal]
-	now       func() time.Time
 	hits      atomic.Uint64
 	misses    atomic.Uint64
 	evictions atomic.Uint64
@@ -49,12 +48,10 @@ type refusal struct {
 	kind    uint8
 }
 
-// NewNegative returns a cache of at most size refusals.
-func NewNegative(size int, now func() time.Time) (*Negative, error) {
-	if now == nil {
-		now = time.Now
-	}
-	c := &Negative{now: now, index: map[string]uint16{}}
+// NewNegative returns a cache of at most size refusals. It has no clock of
+// its own: each call takes the caller's instant, the check's one reading.
+func NewNegative(size int) (*Negative, error) {
+	c := &Negative{index: map[string]uint16{}}
 	l, err := lru.NewWithEvict(size, func(NegativeKey, refusal) { c.evictions.Add(1) })
 	if err != nil {
 		return nil, err
@@ -65,10 +62,7 @@ func NewNegative(size int, now func() time.Time) (*Negative, error) {
 
 func negativeKey(k Key) NegativeKey { return NegativeKey(k[:16]) }
 
-// Get returns the refusal for k if present and not expired.
-func (c *Negative) Get(k Key) (Refusal, bool) { return c.GetAt(k, c.now()) }
-
-// GetAt is Get at the instant now (see Cache.GetAt).
+// GetAt returns the refusal for k if present and not expired at now.
 func (c *Negative) GetAt(k Key, now time.Time) (Refusal, bool) {
 	nk := negativeKey(k)
 	r, ok := c.lru.Get(nk)
@@ -86,10 +80,7 @@ func (c *Negative) GetAt(k Key, now time.Time) (Refusal, bool) {
 	return Refusal{}, false
 }
 
-// Peek is Get without side effects (see Cache.Peek).
-func (c *Negative) Peek(k Key) (Refusal, bool) { return c.PeekAt(k, c.now()) }
-
-// PeekAt is Peek at the instant now (see Cache.GetAt).
+// PeekAt is GetAt without side effects (see Cache.Peek).
 func (c *Negative) PeekAt(k Key, now time.Time) (Refusal, bool) {
 	r, ok := c.lru.Peek(negativeKey(k))
 	if !ok || now.Unix() >= int64(r.expires) {
@@ -100,10 +91,8 @@ func (c *Negative) PeekAt(k Key, now time.Time) (Refusal, bool) {
 	return Refusal{Reason: c.reasons[r.reason], Kind: r.kind}, true
 }
 
-// Add stores r under k until expires (to the second).
-func (c *Negative) Add(k Key, r Refusal, expires time.Time) { c.AddAt(k, r, expires, c.now()) }
-
-// AddAt is Add at the instant now (see Cache.GetAt).
+// AddAt stores r under k until expires (to the second), unless that is
+// not after now.
 func (c *Negative) AddAt(k Key, r Refusal, expires, now time.Time) {
 	if !expires.After(now) || expires.Unix() > 1<<32-1 {
 		return

@@ -66,7 +66,7 @@ func TestInvalidTokenFloodKeepsGrants(t *testing.T) {
 func BenchmarkRefusalMemory(b *testing.B) {
 	const n = 100_000
 	reason := "token signature is invalid"
-	c, err := cache.NewNegative(n, nil)
+	c, err := cache.NewNegative(n)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,15 +77,16 @@ func BenchmarkRefusalMemory(b *testing.B) {
 		return m.HeapAlloc
 	}
 	before := heap()
-	exp := time.Now().Add(time.Minute)
+	now := time.Now()
+	exp := now.Add(time.Minute)
 	for i := range n {
-		c.Add(cache.NewKey("route/0123456789abcdef", fmt.Sprint("bad-token-", i)), cache.Refusal{Reason: reason, Kind: uint8(InvalidToken)}, exp)
+		c.AddAt(cache.NewKey("route/0123456789abcdef", fmt.Sprint("bad-token-", i)), cache.Refusal{Reason: reason, Kind: uint8(InvalidToken)}, exp, now)
 	}
 	per := float64(int64(heap())-int64(before)) / n
 	runtime.KeepAlive(c)
 	k := cache.NewKey("route/0123456789abcdef", "bad-token-7")
 	for b.Loop() {
-		c.Get(k)
+		c.GetAt(k, now)
 	}
 	b.ReportMetric(per, "B/refusal")
 }

@@ -131,7 +131,7 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	refusals, err := cache.NewNegative(refusalsSize(p.cacheSize), o.Now)
+	refusals, err := cache.NewNegative(refusalsSize(p.cacheSize))
 	if err != nil {
 		return nil, err
 	}
