@@ -47,7 +47,7 @@ const a2aJSRules = `    rules:
 // built with the same SDK, both speaking A2A v1.0 over JSON-RPC: the SDK's
 // own card discovery and SendMessage, not a request we wrote.
 func TestA2AJavaScriptSDK(t *testing.T) {
-	envoy := []frontEnd{{name: "envoy", body: true}, {name: "envoy-extproc", body: true}}
+	envoy := []frontEnd{{name: "envoy", body: true}, {name: "envoy-extproc", body: true, responsePath: true}}
 	for _, fe := range append(envoy, frontEnds...) {
 		t.Run(fe.name, func(t *testing.T) {
 			agent := startJSAgent(t)
@@ -55,7 +55,7 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 			if fe.body {
 				body, rules, sessions = "sent", a2aJSRules, ""
 			}
-			if fe.name == "envoy-extproc" {
+			if fe.responsePath {
 				rules = "    response_path: true\n" + rules
 			}
 			addrs := startService(t, fmt.Sprintf(a2aJSConfig, secret, body, rules, sessions), fe.convention)
@@ -140,7 +140,7 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 				}
 			})
 
-			if fe.name != "envoy-extproc" {
+			if !fe.responsePath {
 				return
 			}
 			t.Run("the answer that created a task binds it: another user's first GetTask is refused", func(t *testing.T) {

@@ -34,6 +34,9 @@ type frontEnd struct {
 	name       string
 	convention string // the service's --http-convention
 	body       bool   // the service sees the request body
+	// responsePath: the service also sees the answer (ext_proc), so a
+	// route sets response_path.
+	responsePath bool
 }
 
 var frontEnds = []frontEnd{
