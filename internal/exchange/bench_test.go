@@ -2,6 +2,7 @@ package exchange_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -62,4 +63,51 @@ func BenchmarkExchangeMiss(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkExchangedTokenMemory reports the live heap per cached exchanged
+// token (B/token) after n distinct exchanges, and the length of the token
+// the STS issued (token-bytes), which the cache must hold in any case: the
+// difference is what the cache adds to it.
+func BenchmarkExchangedTokenMemory(b *testing.B) {
+	const n, warm = 5_000, 1_000
+	c := newClock()
+	sts := newSTS(b, c, ststest.Options{})
+	e := newExchanger(b, c, sts, func(cfg *exchange.Config) { cfg.CacheSize = n + warm })
+	ctx := context.Background()
+	subject := subjectToken(b, c, "alice", nil)
+	exchangeFor := func(session string) exchange.Token {
+		tok, err := e.Exchange(ctx, subject, docsAPI, exchange.Owner{Subject: "alice", Session: session})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return tok
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	// The STS's discovery, the client's connection, and the last requests
+	// the test STS remembers (ststest keeps 1,000): from here on the STS
+	// holds as much as before.
+	for i := range warm {
+		exchangeFor("warm-" + strconv.Itoa(i))
+	}
+	before := heap()
+	var length int
+	for i := range n {
+		length += len(exchangeFor(strconv.Itoa(i)).Value)
+	}
+	per := float64(int64(heap())-int64(before)) / n
+	for b.Loop() {
+		exchangeFor("7")
+	}
+	if got := sts.Calls(); got != n+warm {
+		b.Fatalf("STS calls = %d, want %d: a cached token was not used", got, n+warm)
+	}
+	b.ReportMetric(per, "B/token")
+	b.ReportMetric(float64(length)/n, "token-bytes")
 }

@@ -201,12 +201,27 @@ type Owner struct {
 type Token struct {
 	Value string
 	// Authorization is "Bearer " + Value, built once for the upstream
-	// Authorization header.
+	// Authorization header; Value is its tail (newToken), so that a cached
+	// token holds its bytes once.
 	Authorization   string
 	IssuedTokenType string
 	// Scope is the scope granted, as the STS said, else as requested.
 	Scope     string
 	ExpiresAt time.Time
+}
+
+// newToken is the Token for value: its Authorization built once, Value a
+// substring of it, and the issued token type one of the constants it was
+// checked against, so that a cached token shares it.
+func newToken(value, issuedType, scope string, exp time.Time) Token {
+	auth := "Bearer " + value
+	switch issuedType {
+	case TokenTypeAccessToken:
+		issuedType = TokenTypeAccessToken
+	case TokenTypeJWT:
+		issuedType = TokenTypeJWT
+	}
+	return Token{Value: auth[len("Bearer "):], Authorization: auth, IssuedTokenType: issuedType, Scope: scope, ExpiresAt: exp}
 }
 
 // LogValue describes t for slog without the token.

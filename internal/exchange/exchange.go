@@ -323,7 +323,7 @@ func (e *Exchanger) fromShared(k cache.Key, o Owner) *entry {
 	if json.Unmarshal(b, &st) != nil || st.Value == "" || !st.Deadline.After(e.now()) {
 		return nil
 	}
-	ent := &entry{token: Token{Value: st.Value, Authorization: "Bearer " + st.Value, IssuedTokenType: st.Type, Scope: st.Scope, ExpiresAt: st.ExpiresAt}, owner: o}
+	ent := &entry{token: newToken(st.Value, st.Type, st.Scope, st.ExpiresAt), owner: o}
 	ent.refreshAt.Store(st.RefreshAt.UnixNano())
 	e.cache.Add(k, ent, st.Deadline)
 	e.sharedHits.Add(1)

@@ -187,13 +187,8 @@ func parseResponse(status int, h http.Header, body []byte, requested string, now
 	if jwtExp, ok := unverifiedExp(r.AccessToken); ok && (exp.IsZero() || jwtExp.Before(exp)) {
 		exp = jwtExp
 	}
-	return outcome{token: Token{
-		Value:           r.AccessToken,
-		Authorization:   "Bearer " + r.AccessToken,
-		IssuedTokenType: r.IssuedTokenType,
-		Scope:           r.Scope,
-		ExpiresAt:       exp, // zero: unknown, the caller applies its fallback
-	}, healthy: true}
+	// A zero exp is unknown: the caller applies its fallback.
+	return outcome{token: newToken(r.AccessToken, r.IssuedTokenType, r.Scope, exp), healthy: true}
 }
 
 // headerSafe: visible ASCII only, as a bearer token (RFC 6750 b64token) or
