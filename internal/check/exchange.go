@@ -250,34 +250,38 @@ func (e *evaluation) applyExchange() *denial {
 	e.rec.add("exchanged", func() string {
 		return fmt.Sprintf("token for %v %v expires %s", target.Audience, target.Resource, tok.ExpiresAt.UTC().Format(time.RFC3339))
 	})
-	e.v.Set, e.v.Remove, e.v.HeadersID = withAuthorization(g, e.v.HeadersID, e.v.Set, e.v.Remove, tok.Authorization)
+	e.withAuthorization(g, tok.Authorization)
 	return nil
 }
 
 // withAuthorization sets the exchanged Authorization upstream (overwriting,
 // like every header) and takes it off the remove list. The slices of the
 // last exchange of this grant are reused while the token and the headers
-// it adds to (baseID) stay the same, so repeated requests keep sharing one
-// response. It returns the new headers and their HeadersID.
-func withAuthorization(g *Grant, baseID uint64, set []Header, remove []string, authorization string) ([]Header, []string, uint64) {
+// it adds to (the verdict's HeadersID) stay the same, so repeated requests
+// keep sharing one response.
+func (e *evaluation) withAuthorization(g *Grant, authorization string) {
+	v := &e.v
+	baseID := v.HeadersID
 	if m := g.memo().exchanged.Load(); baseID != 0 && m != nil && m.baseID == baseID && m.authorization == authorization {
-		return m.set, m.remove, m.id
+		v.Set, v.Remove, v.HeadersID = m.set, m.remove, m.id
+		return
 	}
-	out := make([]Header, 0, len(set)+1)
-	out = append(out, set...)
+	out := make([]Header, 0, len(v.Set)+1)
+	out = append(out, v.Set...)
 	out = append(out, Header{Name: "authorization", Value: authorization})
-	rm := make([]string, 0, len(remove))
-	for _, name := range remove {
+	rm := make([]string, 0, len(v.Remove))
+	for _, name := range v.Remove {
 		if name != "authorization" {
 			rm = append(rm, name)
 		}
 	}
+	v.Set, v.Remove, v.HeadersID = out, rm, 0
 	if baseID == 0 {
-		return out, rm, 0 // headers made for this request alone
+		return // headers made for this request alone
 	}
 	m := &exchangeMemo{id: nextMemoID(), baseID: baseID, authorization: authorization, set: out, remove: rm}
-	g.memoForWrite().exchanged.Store(m)
-	return out, rm, m.id
+	g.memoForWrite(e.pl.memos).exchanged.Store(m)
+	v.HeadersID = m.id
 }
 
 // exchangeMemo is the header mutations of a grant's last exchanged token.

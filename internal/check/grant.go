@@ -175,10 +175,19 @@ type lineageMemo struct {
 // verdict of the grant starts its Set with them.
 func (g *Grant) Headers() []Header { return g.set }
 
-// Rendered returns build(g), computed once per grant and shared by later
-// calls. A front end keeps a value of its own type there; a value of another
-// type (a second front end) is rebuilt on every call rather than shared.
-func Rendered[T any](g *Grant, build func(*Grant) T) T {
+// Rendered returns build(v.Grant), computed once per grant (of those
+// holding memos in the pipeline that decided v) and shared by later calls.
+// A front end keeps a value of its own type there; a value of another type
+// (a second front end) is rebuilt on every call rather than shared. A
+// verdict no check returned (an explained one) memoizes nothing.
+func Rendered[T any](v *Verdict, build func(*Grant) T) T {
+	if v.memos == nil {
+		return build(v.Grant)
+	}
+	return rendered(v.memos, v.Grant, build)
+}
+
+func rendered[T any](ring *memoRing, g *Grant, build func(*Grant) T) T {
 	if p := g.memo().rendered.Load(); p != nil {
 		if v, ok := (*p).(T); ok {
 			return v
@@ -186,7 +195,7 @@ func Rendered[T any](g *Grant, build func(*Grant) T) T {
 		return build(g)
 	}
 	var v any = build(g)
-	g.memoForWrite().rendered.CompareAndSwap(nil, &v)
+	g.memoForWrite(ring).rendered.CompareAndSwap(nil, &v)
 	return v.(T)
 }
 

@@ -58,6 +58,7 @@ type Pipeline struct {
 	policy   atomic.Pointer[Policy]
 	cache    *cache.Cache[*Grant]
 	refusals *cache.Negative // bounded apart: see negative.go
+	memos    *memoRing       // the grants holding memos: see memo.go
 	state    *state          // bindings, elicitations, consents, revocations
 	log      *slog.Logger
 	now      func() time.Time
@@ -143,7 +144,7 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 	if o.Shared != nil {
 		proofs.Shared, proofs.SharedFailOpen = o.Shared, o.Shared.FailOpen()
 	}
-	pl := &Pipeline{cache: c, refusals: refusals, state: st, log: o.Logger, now: o.Now, observer: o.Observer, tracer: o.Tracer,
+	pl := &Pipeline{cache: c, refusals: refusals, memos: newMemoRing(memoSlotsFor(p.cacheSize)), state: st, log: o.Logger, now: o.Now, observer: o.Observer, tracer: o.Tracer,
 		auditW: o.Audit, limiter: o.RateLimiter, dpop: dpop.New(proofs)}
 	pl.policy.Store(p)
 	pl.generation.Store(1)
@@ -304,6 +305,7 @@ func (pl *Pipeline) check(ctx context.Context, p *Policy, req *Request) Verdict 
 	if pl.auditW != nil {
 		pl.audit(ctx, req, &v, start)
 	}
+	v.memos = pl.memos
 	return v
 }
 
@@ -418,7 +420,7 @@ func (e *evaluation) applyLineage() *denial {
 	v.HeadersID = 0
 	if res.Signed == "" && v.CacheHit { // a signed token is new on every request; a grant used once needs no memo
 		v.HeadersID = nextMemoID()
-		g.memoForWrite().lineage.Store(&lineageMemo{id: v.HeadersID, res: res, set: v.Set, remove: v.Remove})
+		g.memoForWrite(e.pl.memos).lineage.Store(&lineageMemo{id: v.HeadersID, res: res, set: v.Set, remove: v.Remove})
 	}
 	return nil
 }

@@ -98,10 +98,10 @@ func (e *evaluation) toolsHeader() *denial {
 	if baseID != 0 && !e.st.readOnly {
 		// Headers shared by the grant's requests: worth keeping.
 		e.v.HeadersID = nextMemoID()
-		g.memoForWrite().tools.Store(&toolsMemo{id: e.v.HeadersID, baseID: baseID, token: token, refresh: refresh, set: set, remove: remove})
+		g.memoForWrite(e.pl.memos).tools.Store(&toolsMemo{id: e.v.HeadersID, baseID: baseID, token: token, refresh: refresh, set: set, remove: remove})
 	} else if !e.st.readOnly && (m == nil || m.token != token) {
 		// Headers made for this request alone: keep only the token.
-		g.memoForWrite().tools.Store(&toolsMemo{token: token, refresh: refresh})
+		g.memoForWrite(e.pl.memos).tools.Store(&toolsMemo{token: token, refresh: refresh})
 	}
 	return nil
 }

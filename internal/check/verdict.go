@@ -79,7 +79,10 @@ type Verdict struct {
 	Description string // why, safe to show the client
 	Grant       *Grant // who the caller is; nil unless the token was verified
 	CacheHit    bool   // the grant or denial came from the verdict cache
-	Call        Call   // the JSON-RPC call, when the request is one
+	// memos are the memo slots of the pipeline that returned the verdict,
+	// where Rendered keeps a front end's rendering of Grant.
+	memos *memoRing
+	Call  Call // the JSON-RPC call, when the request is one
 	// Lineage is the request's place in its conversation (allowed requests
 	// on routes with lineage).
 	Lineage lineage.Result

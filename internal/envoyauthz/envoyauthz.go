@@ -132,7 +132,7 @@ func Response(v *check.Verdict) *authv3.CheckResponse {
 	// Memoize from a grant's second use on: a token seen once (a fresh token
 	// per request) then costs no memo at all.
 	if v.Outcome == check.Allowed && v.Grant != nil && v.Route == v.Grant.Route && v.CacheHit {
-		r := check.Rendered(v.Grant, renderGrant)
+		r := check.Rendered(v, renderGrant)
 		if l := r.last.Load(); l != nil && l.matches(v, false) {
 			return l.resp
 		}

@@ -429,7 +429,7 @@ func wireAllow(v *check.Verdict) *encodedResponse {
 		b, pooled := encodeGrantAllow(v, shape, mem.DefaultBufferPool())
 		return &encodedResponse{b: b, pooled: pooled}
 	}
-	r := check.Rendered(g, renderGrant)
+	r := check.Rendered(v, renderGrant)
 	if l := r.last.Load(); l != nil && l.matches(v, true) {
 		return l.encoded
 	}

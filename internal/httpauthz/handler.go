@@ -218,7 +218,7 @@ func (h *handler) setUpstream(hdr http.Header, v *check.Verdict) {
 	set := v.Set
 	if g := v.Grant; g != nil && v.Outcome == check.Allowed {
 		// The grant's headers always come first (check.Grant.Headers).
-		r := check.Rendered(g, h.renderGrant)
+		r := check.Rendered(v, h.renderGrant)
 		if len(r.keys) <= len(set) {
 			for i, k := range r.keys {
 				hdr[k] = r.vals[i]
