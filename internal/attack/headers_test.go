@@ -72,6 +72,12 @@ func TestHeadersJoined(t *testing.T) {
 		{"credential cookie twice", "cookie", "at=" + user + "; at=" + other},
 		{"credential cookie twice among others", "cookie", "a=1; at=" + user + "; b=2; at=" + other},
 		{"credential cookie twice joined with a comma", "cookie", "at=" + user + ",at=" + other},
+		// Go's net/http, Node's cookie and Python read "at =x" as "at".
+		{"credential cookie twice, the second name followed by a space", "cookie", "at=" + user + "; at =" + other},
+		{"credential cookie twice, the second name followed by a tab", "cookie", "at=" + user + "; at\t=" + other},
+		{"credential cookie twice, the first name followed by a space", "cookie", "at =" + user + "; at=" + other},
+		// PHP percent-decodes cookie names.
+		{"credential cookie twice, the second name percent-encoded", "cookie", "at=" + user + "; a%74=" + other},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -216,6 +222,7 @@ func TestHeadersSessionHijackEndToEnd(t *testing.T) {
 func TestHeadersCredentialNotForwarded(t *testing.T) {
 	s := start(t, headersYAML, options{})
 	user := token(t, issuerHS, "mallory", "read")
+	other := token(t, issuerHS, "victim", "read")
 	tests := []struct {
 		name       string
 		headers    map[string]string
@@ -235,6 +242,9 @@ func TestHeadersCredentialNotForwarded(t *testing.T) {
 		{name: "credential header stripped even when Authorization was used", headers: map[string]string{"authorization": "Bearer " + user, "x-api-token": "other"}, keepCookie: true},
 		{name: "credential header stripped on a public path", headers: map[string]string{"x-api-token": user}, path: "/public/x", method: "GET", keepCookie: true},
 		{name: "credential cookie stripped on a public path", headers: map[string]string{"cookie": "at=" + user + "; x=1"}, path: "/public/x", method: "GET", wantCookie: "x=1"},
+		{name: "a spelling of the credential cookie beside a token header", headers: map[string]string{"x-api-token": user, "cookie": "theme=dark; at =" + other}, wantCookie: "theme=dark"},
+		{name: "a percent-encoded spelling beside a token header", headers: map[string]string{"x-api-token": user, "cookie": "a%74=" + other + "; theme=dark"}, wantCookie: "theme=dark"},
+		{name: "the only cookie, a spelling of the credential, on a public path", headers: map[string]string{"cookie": "at\t=" + user}, path: "/public/x", method: "GET"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -281,6 +291,7 @@ func TestHeadersCredentialEndToEnd(t *testing.T) {
 	}{
 		{"credential header", http.Header{"X-Api-Token": {user}}},
 		{"credential cookie", http.Header{"Cookie": {"theme=dark; at=" + user}}},
+		{"credential cookie, its name followed by a space", http.Header{"X-Api-Token": {user}, "Cookie": {"theme=dark; at =" + user}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", tt.header, toolCall(1, "whoami", ""))
@@ -291,7 +302,7 @@ func TestHeadersCredentialEndToEnd(t *testing.T) {
 			if seen.APIToken || slices.Contains(seen.Cookies, "at") || seen.Authorization {
 				t.Fatalf("the credential reached the MCP server: %+v", seen)
 			}
-			if tt.name == "credential cookie" && !slices.Contains(seen.Cookies, "theme") {
+			if tt.header.Get("Cookie") != "" && !slices.Contains(seen.Cookies, "theme") {
 				t.Fatalf("the other cookies were lost: %v", seen.Cookies)
 			}
 		})

@@ -92,7 +92,7 @@ func (p *Policy) ambiguousHeaderByName(r *Route, req *Request) *denial {
 		return headerDenial(hPartialBody + " is neither true nor false")
 	}
 	if name := r.credentials.Cookie; name != "" {
-		if c := h[hCookie]; c != "" && strings.Contains(c, name) && cookieCount(c, name) > 1 {
+		if c := h[hCookie]; c != "" && credential.MayNameCookie(c, name) && cookieCount(c, name) > 1 {
 			return headerDenial("the " + name + " cookie is sent more than once")
 		}
 	}
@@ -128,7 +128,7 @@ func (p *Policy) mayBeAmbiguous(r *Route, h Headers) bool {
 				return true
 			}
 		case name == hCookie:
-			if c := r.credentials.Cookie; c != "" && strings.Contains(v, c) {
+			if c := r.credentials.Cookie; c != "" && credential.MayNameCookie(v, c) {
 				return true
 			}
 		case name == hUpgrade:
@@ -163,7 +163,7 @@ func cookieCount(header, name string) int {
 	}
 	n := 0
 	credential.CookiePairs(header, func(k, _ string) {
-		if k == name {
+		if credential.CookieNamed(k, name) {
 			n++
 		}
 	})
@@ -176,7 +176,7 @@ func withoutCookie(header, name string) (rest string, found bool) {
 	var b strings.Builder
 	credential.CookiePairs(header, func(k, pair string) {
 		switch {
-		case k == name:
+		case credential.CookieNamed(k, name):
 			found = true
 		case pair == "":
 		default:
@@ -199,7 +199,7 @@ func (r *Route) stripCredentialCookie(req *Request, v *Verdict) {
 		return
 	}
 	header := req.Headers[hCookie]
-	if header == "" || !strings.Contains(header, name) {
+	if header == "" || !credential.MayNameCookie(header, name) {
 		return
 	}
 	rest, found := withoutCookie(header, name)

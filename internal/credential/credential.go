@@ -6,6 +6,7 @@ package credential
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 )
 
@@ -148,7 +149,7 @@ var b64token = func() (t [256]uint8) {
 // cookie finds name in a Cookie header.
 func cookie(header, name string) (value string, found bool) {
 	CookiePairs(header, func(k, pair string) {
-		if _, v, ok := strings.Cut(pair, "="); ok && !found && k == name {
+		if _, v, ok := strings.Cut(pair, "="); ok && !found && CookieNamed(k, name) {
 			value, found = strings.Trim(v, `"`), true
 		}
 	})
@@ -156,7 +157,9 @@ func cookie(header, name string) (value string, found bool) {
 }
 
 // CookiePairs calls fn with each name=value pair of a Cookie header, in
-// order; names are case-sensitive (RFC 6265). Pairs are separated by ";"
+// order, the name without the white space around it (as Go's net/http,
+// Node's cookie and Python's http.cookies read it: "at =x" is a cookie
+// "at"); names are case-sensitive (RFC 6265). Pairs are separated by ";"
 // (Envoy joins repeated Cookie headers with "; ") and by "," (a front end
 // that joins them as any other header; a cookie value never holds either).
 func CookiePairs(header string, fn func(name, pair string)) {
@@ -169,6 +172,44 @@ func CookiePairs(header string, fn func(name, pair string)) {
 		}
 		part = strings.TrimSpace(part)
 		name, _, _ := strings.Cut(part, "=")
-		fn(name, part)
+		fn(strings.TrimSpace(name), part)
 	}
+}
+
+// CookieNamed reports whether a Cookie pair's name (from CookiePairs) is
+// the cookie want as some mainstream upstream reads it: the same name, or
+// one PHP takes for it (it percent-decodes names and turns ".", " ", "+"
+// and "[" into "_": "a%74", "access.token"). A credential cookie is found,
+// counted and stripped by this, so that no spelling of it reaches an
+// upstream unchecked.
+func CookieNamed(name, want string) bool {
+	return name == want || lenientCookieName(name) == lenientCookieName(want)
+}
+
+// MayNameCookie reports whether a Cookie header may hold a pair
+// CookieNamed want, without reading its pairs: false only when no
+// spelling of want can be in it.
+func MayNameCookie(header, want string) bool {
+	return strings.Contains(header, want) || strings.IndexByte(header, '%') >= 0 ||
+		strings.ContainsAny(want, phpUnderscores) && strings.ContainsAny(header, phpUnderscores)
+}
+
+// phpUnderscores are the characters PHP reads as "_" in a cookie name,
+// "_" among them ("+" is a space once decoded).
+const phpUnderscores = "_.[ +"
+
+// lenientCookieName is a cookie name as PHP reads it: percent-decoded
+// ("+" a space), ".", " " and "[" as "_".
+func lenientCookieName(s string) string {
+	if strings.IndexByte(s, '%') >= 0 {
+		if u, err := url.QueryUnescape(s); err == nil {
+			s = u
+		}
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x80 && strings.IndexByte(phpUnderscores, byte(r)) >= 0 {
+			return '_'
+		}
+		return r
+	}, s)
 }

@@ -2,6 +2,7 @@ package credential
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -75,4 +76,64 @@ func findChecked(h Headers, src Source) (string, Scheme, error) {
 		return "", scheme, err
 	}
 	return tok, scheme, nil
+}
+
+func TestCookieNamed(t *testing.T) {
+	tests := []struct {
+		name, pair, want string
+		named            bool
+	}{
+		{"the name", "at", "at", true},
+		{"another name", "theme", "at", false},
+		{"names are case-sensitive", "AT", "at", false},
+		{"percent-encoded, as PHP decodes it", "a%74", "at", true},
+		{"percent-encoded plus, as PHP decodes it", "access+token", "access_token", true},
+		{"a dot for an underscore, as PHP reads it", "access.token", "access_token", true},
+		{"a bracket for an underscore", "access[token", "access_token", true},
+		{"a space for an underscore", "access token", "access_token", true},
+		{"a bad escape is the name as written", "a%7", "at", false},
+		{"an underscore for a dot", "access_token", "access.token", true},
+		{"a longer name", "att", "at", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CookieNamed(tt.pair, tt.want); got != tt.named {
+				t.Fatalf("CookieNamed(%q, %q) = %v, want %v", tt.pair, tt.want, got, tt.named)
+			}
+			if tt.named && !MayNameCookie("x=1; "+tt.pair+"=v", tt.want) {
+				t.Fatalf("MayNameCookie misses %q for %q", tt.pair, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzCookiePairsCoverNetHTTP: every cookie Go's net/http reads as "at"
+// in a Cookie header is a pair CookiePairs names "at" (CookieNamed), and
+// MayNameCookie never says no to such a header: what the service counts
+// and strips is at least what a Go upstream reads.
+func FuzzCookiePairsCoverNetHTTP(f *testing.F) {
+	for _, s := range []string{"at=1", "at =1; at=2", "x=1;\tat\t=2", "a%74=1", "at=1,at=2", " at = 1 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		r := http.Request{Header: http.Header{"Cookie": {header}}}
+		theirs := 0
+		for _, c := range r.Cookies() {
+			if c.Name == "at" {
+				theirs++
+			}
+		}
+		ours := 0
+		CookiePairs(header, func(name, _ string) {
+			if CookieNamed(name, "at") {
+				ours++
+			}
+		})
+		if ours < theirs {
+			t.Fatalf("net/http reads %d at cookies in %q, CookiePairs %d", theirs, header, ours)
+		}
+		if theirs > 0 && !MayNameCookie(header, "at") {
+			t.Fatalf("MayNameCookie(%q) is false", header)
+		}
+	})
 }
