@@ -215,6 +215,48 @@ func TestHeadersSessionHijackEndToEnd(t *testing.T) {
 	}
 }
 
+// TestHeadersUpgradeOverHTTP2: HTTP/2 carries a WebSocket as an extended
+// CONNECT (RFC 8441: :method CONNECT, :protocol websocket), which Envoy
+// forwards upstream as an HTTP/1.1 upgrade without buffering its body, as
+// it does an Upgrade header. On a JSON-RPC route it is refused like one;
+// so is any CONNECT. A route that declares protocol: http serves them.
+func TestHeadersUpgradeOverHTTP2(t *testing.T) {
+	s := start(t, strings.Replace(headersYAML, "routes:\n", "routes:\n  - name: sockets\n    path_prefix: /ws\n    protocol: http\n    issuers: [hs]\n    audiences: ["+audience+"]\n", 1), options{})
+	user := token(t, issuerHS, "mallory", "read")
+	tests := []struct {
+		name    string
+		method  string
+		path    string
+		headers map[string]string
+		refused bool
+	}{
+		{"extended CONNECT for a WebSocket", "CONNECT", "/mcp", map[string]string{":protocol": "websocket"}, true},
+		{"extended CONNECT for another protocol", "CONNECT", "/mcp", map[string]string{":protocol": "connect-udp"}, true},
+		{"a :protocol without CONNECT", "POST", "/mcp", map[string]string{":protocol": "websocket"}, true},
+		{"a plain CONNECT", "CONNECT", "/mcp", nil, true},
+		{"extended CONNECT on a route that serves WebSockets", "CONNECT", "/ws/chat", map[string]string{":protocol": "websocket"}, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := map[string]string{"authorization": "Bearer " + user}
+			for k, v := range tt.headers {
+				h[k] = v
+			}
+			v := s.check(t, raw{Method: tt.method, Path: tt.path, Headers: h, Body: toolCall(600+i, "whoami", "")})
+			if !tt.refused {
+				if !v.Allowed {
+					t.Fatalf("denied %d: %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, 400)
+			if !strings.Contains(v.Body, "upgrade") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+}
+
 // TestHeadersCredentialNotForwarded: a token read from the credential
 // header or cookie is removed upstream, the cookie by rewriting Cookie
 // without it (names are case-sensitive), and so is the credential header

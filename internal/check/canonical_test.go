@@ -179,7 +179,7 @@ func TestAmbiguousHeaderScan(t *testing.T) {
     protocol: http
 `)
 	p := f.pl.Policy()
-	names := []string{"mcp-method", "x-root-context-id", "x-lineage-token", "x-api-token", hMCPSession, hPartialBody, hCookie, hUpgrade, "accept", "authorization"}
+	names := []string{"mcp-method", "x-root-context-id", "x-lineage-token", "x-api-token", hMCPSession, hPartialBody, hCookie, hUpgrade, hProtocol, "accept", "authorization"}
 	values := []string{"a", "a,b", "a b", "true", "false", "at=1; at=2", "x=1; at=2", "websocket"}
 	for _, route := range []string{"agent", "files", "hooks"} {
 		r, ok := p.routes.ByName(route)
@@ -190,13 +190,17 @@ func TestAmbiguousHeaderScan(t *testing.T) {
 		rnd := rand.New(rand.NewPCG(1, 2)) // the same cases every run
 		const cases = 20000
 		for range cases {
-			h := Headers{":authority": "agent.example.com", ":path": "/a2a", ":method": "POST"}
+			method := "POST"
+			if rnd.IntN(8) == 0 {
+				method = "CONNECT"
+			}
+			h := Headers{":authority": "agent.example.com", ":path": "/a2a", ":method": method}
 			for _, name := range names {
 				if k := rnd.IntN(2 * len(values)); k < len(values) {
 					h[name] = values[k]
 				}
 			}
-			req := &Request{Method: "POST", Host: "agent.example.com", Path: "/a2a", Headers: h}
+			req := &Request{Method: method, Host: "agent.example.com", Path: "/a2a", Headers: h}
 			got, want := p.ambiguousHeader(r, req), p.ambiguousHeaderByName(r, req)
 			if (got == nil) != (want == nil) || got != nil && got.desc != want.desc {
 				t.Fatalf("%s %v: %v, want %v", route, h, got, want)

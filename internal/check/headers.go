@@ -20,6 +20,7 @@ const (
 	hPartialBody   = "x-envoy-auth-partial-body"
 	hCookie        = "cookie"
 	hUpgrade       = "upgrade"
+	hProtocol      = ":protocol" // HTTP/2 extended CONNECT (RFC 8441)
 	hDPoP          = "dpop"
 )
 
@@ -27,8 +28,10 @@ const (
 // reads JSON-RPC. Envoy's ext_authz does not buffer the body of a WebSocket
 // upgrade, whatever the method, yet forwards it once allowed (and an
 // upgraded connection carries whatever the client sends next): the service
-// would decide without the call the upstream executes. MCP and A2A never
-// upgrade; a route serving WebSockets declares protocol: http.
+// would decide without the call the upstream executes. The same holds for
+// HTTP/2's WebSocket, an extended CONNECT (":protocol: websocket"), which
+// Envoy turns into an HTTP/1.1 upgrade upstream, and for any CONNECT. MCP
+// and A2A never upgrade; a route serving WebSockets declares protocol: http.
 const errUpgrade = "a protocol upgrade is refused on a JSON-RPC route: the proxy does not send its body to the service (declare protocol: http for WebSockets)"
 
 // singleValuedHeaders are the headers every route reads as one value, by
@@ -54,7 +57,7 @@ func singleValuedHeaders(n lineage.Names) []string {
 // looked at only when no token can be read from it (ambiguousAuthorization):
 // a token read and verified before holds no comma.
 func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
-	if len(req.Headers) <= maxScannedHeaders && !p.mayBeAmbiguous(r, req.Headers) {
+	if len(req.Headers) <= maxScannedHeaders && req.Method != "CONNECT" && !p.mayBeAmbiguous(r, req.Headers) {
 		return nil
 	}
 	return p.ambiguousHeaderByName(r, req)
@@ -96,10 +99,19 @@ func (p *Policy) ambiguousHeaderByName(r *Route, req *Request) *denial {
 			return headerDenial("the " + name + " cookie is sent more than once")
 		}
 	}
-	if _, ok := h[hUpgrade]; ok && r.protocol != jsonrpc.ProtocolHTTP {
+	if r.protocol != jsonrpc.ProtocolHTTP && upgrades(req) {
 		return headerDenial(errUpgrade)
 	}
 	return nil
+}
+
+// upgrades reports whether req asks to switch protocols: an HTTP/1.1
+// Upgrade, an HTTP/2 extended CONNECT (its :protocol pseudo-header), or
+// any other CONNECT.
+func upgrades(req *Request) bool {
+	_, upgrade := req.Headers[hUpgrade]
+	_, protocol := req.Headers[hProtocol]
+	return upgrade || protocol || req.Method == "CONNECT"
 }
 
 // maxScannedHeaders is the most headers mayBeAmbiguous goes through: a
@@ -131,7 +143,7 @@ func (p *Policy) mayBeAmbiguous(r *Route, h Headers) bool {
 			if c := r.credentials.Cookie; c != "" && credential.MayNameCookie(v, c) {
 				return true
 			}
-		case name == hUpgrade:
+		case name == hUpgrade || name == hProtocol:
 			if r.protocol != jsonrpc.ProtocolHTTP {
 				return true
 			}
