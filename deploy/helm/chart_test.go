@@ -285,6 +285,12 @@ func checkChart(t *testing.T, o objects) {
 			t.Errorf("%s=%s, container port %s %d: want 0.0.0.0 and the same port", l.flag, addr, l.port, containerPort(c, l.port))
 		}
 	}
+	// The service refuses auto with proxies beyond loopback trusted.
+	if tp := a["--http-trusted-proxies"]; tp != "" && !strings.HasPrefix(tp, "127.") {
+		if conv := a["--http-convention"]; conv == "" || conv == "auto" {
+			t.Errorf("--http-trusted-proxies=%s without a proxy's --http-convention: the service would refuse to start", tp)
+		}
+	}
 	adminHost, adminPort := addrPort(t, a["--admin-addr"])
 	exposed := containerPort(c, "admin") != 0
 	switch {

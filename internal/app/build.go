@@ -46,6 +46,14 @@ func build(o ServeOptions, env Env) (settings, error) {
 	if s.httpTrusted, err = httpauthz.ParseTrustedProxies(o.HTTPTrusted); err != nil {
 		return settings{}, usageError{fmt.Errorf("--http-trusted-proxies: %w", err)}
 	}
+	if s.httpConvention == httpauthz.Auto && o.HTTPAddr != "" && !loopbackOnly(s.httpTrusted) {
+		// auto believes any convention's headers from a trusted peer: behind
+		// a proxy that forwards the client's own request (Envoy's
+		// http_service), a client's X-Forwarded-Uri would name the request
+		// checked.
+		return settings{}, usageError{errors.New("--http-convention auto reads every proxy's forwarding headers and is for trying things out on loopback: " +
+			"with --http-trusted-proxies beyond loopback, name the proxy's convention (nginx, forwarded for Caddy and Traefik, envoy)")}
+	}
 	if err := checkNotNegative(o); err != nil {
 		return settings{}, usageError{err}
 	}
@@ -103,4 +111,26 @@ func checkAdminFlags(o ServeOptions) (adminapi.AuthConfig, error) {
 			"or listen on 127.0.0.1", o.AdminAddr)
 	}
 	return auth, nil
+}
+
+// loopbackOnly reports whether every prefix holds loopback addresses only.
+func loopbackOnly(prefixes []netip.Prefix) bool {
+	for _, p := range prefixes {
+		// Loopback addresses are one range per family (127.0.0.0/8, ::1):
+		// a prefix within it starts and ends there.
+		if !p.Masked().Addr().IsLoopback() || !lastAddr(p).IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }

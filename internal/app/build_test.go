@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/extauthz/extauthz/internal/httpauthz"
 )
 
 // TestBadFlagFailsBeforeAnyIO: every flag is checked before the service
@@ -64,6 +66,10 @@ routes: [{name: mcp, default: true, protocol: mcp, issuers: [idp]}]
 		{"client CA without allowed clients", func(o *ServeOptions) { o.AdminClientCA = "ca.pem" }, "--admin-allowed-clients"},
 		{"certificate without key", func(o *ServeOptions) { o.AdminTLSCert = "cert.pem" }, "--admin-tls-key"},
 		{"exposed admin without authentication", func(o *ServeOptions) { o.AdminAddr = "0.0.0.0:0" }, "not a loopback address"},
+		{"auto convention trusting a network", func(o *ServeOptions) { o.HTTPTrusted = "10.0.0.0/8" }, "--http-convention auto"},
+		{"auto convention trusting one outside address", func(o *ServeOptions) { o.HTTPTrusted = "127.0.0.1,192.0.2.7" }, "--http-convention auto"},
+		{"auto convention trusting a prefix wider than loopback", func(o *ServeOptions) { o.HTTPTrusted = "127.0.0.0/7" }, "--http-convention auto"},
+		{"auto convention trusting every address", func(o *ServeOptions) { o.HTTPTrusted = "::/0" }, "--http-convention auto"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := good()
@@ -113,5 +119,33 @@ func TestBadFlagExitStatus(t *testing.T) {
 	code, _, stderr := runCmd(t, nil, "serve", "--http-convention", "apache", "--grpc-addr", "127.0.0.1:0", "--admin-addr", "", "--ops-addr", "")
 	if code != 2 || !strings.Contains(stderr, "--http-convention") {
 		t.Fatalf("exit %d, stderr %q: want 2 naming --http-convention", code, stderr)
+	}
+}
+
+// TestLoopbackOnly: auto's trusted proxies may be loopback addresses only.
+func TestLoopbackOnly(t *testing.T) {
+	tests := []struct {
+		name    string
+		trusted string
+		want    bool
+	}{
+		{"the default", "127.0.0.0/8,::1/128", true},
+		{"one loopback address", "127.0.0.1", true},
+		{"a part of loopback", "127.1.0.0/16", true},
+		{"wider than loopback", "127.0.0.0/7", false},
+		{"a private network", "10.0.0.0/8", false},
+		{"IPv6 beyond ::1", "::/127", false},
+		{"none", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := httpauthz.ParseTrustedProxies(tt.trusted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := loopbackOnly(p); got != tt.want {
+				t.Fatalf("loopbackOnly(%s) = %v, want %v", tt.trusted, got, tt.want)
+			}
+		})
 	}
 }
