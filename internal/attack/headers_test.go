@@ -154,6 +154,11 @@ func TestHeadersRawHeaderMap(t *testing.T) {
 		{"two Mcp-Method entries", [][2]string{{"authorization", "Bearer " + user}, {"mcp-method", "tools/call"}, {"mcp-method", "tools/list"}}},
 		{"two credential cookies in two Cookie entries", [][2]string{{"cookie", "at=" + user}, {"cookie", "at=" + other}}},
 		{"two credential header entries", [][2]string{{"x-api-token", user}, {"x-api-token", other}}},
+		// Envoy's raw header map keeps bytes its header map writes as "!":
+		// the upstream gets them, so "S!" is not the session it serves.
+		{"a session id with an invalid UTF-8 byte", [][2]string{{"authorization", "Bearer " + user}, {"mcp-session-id", "S\xff"}}},
+		{"a session id with a stray continuation byte", [][2]string{{"authorization", "Bearer " + user}, {"mcp-session-id", "S\x80junk"}}},
+		{"a session id in UTF-8 beyond ASCII", [][2]string{{"authorization", "Bearer " + user}, {"mcp-session-id", "S\xc3\xa4"}}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -85,12 +85,16 @@ func (h Headers) Mentions(name, word string) bool { return containsFold(h[name],
 // Add adds one entry of a proxy's header list as Envoy merges a header
 // map: the name lower-cased, a repeated header joined to the earlier value
 // with "," ("; " for Cookie, RFC 6265 section 5.4), invalid UTF-8 replaced
-// by "!". Every front end that receives a header list (ext_authz's raw
-// header map, ext_proc's headers) reads it through Add, so that they see
-// one request alike.
+// by "!" but in Mcp-Session-Id. Every front end that receives a header
+// list (ext_authz's raw header map, ext_proc's headers) reads it through
+// Add, so that they see one request alike.
 func (h Headers) Add(key, value string) {
 	k := strings.ToLower(key)
-	if !utf8.ValidString(value) {
+	// A session id keeps its bytes: as "!" it would pass as the visible
+	// ASCII id it must be, and be bound, while the upstream reads the raw
+	// bytes as another session; kept, it is refused (ambiguousHeader), as
+	// the forward-auth front end refuses it.
+	if k != hMCPSession && !utf8.ValidString(value) {
 		value = strings.ToValidUTF8(value, "!")
 	}
 	if prev, ok := h[k]; ok {
