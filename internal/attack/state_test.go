@@ -463,6 +463,50 @@ func TestStateResumeOthersStream(t *testing.T) {
 	}
 }
 
+// TestStateLegacySSESession: MCP's HTTP+SSE transport (2024-11-05, served
+// by the Python SDK at /messages/?session_id=, the TypeScript SDK at
+// /messages?sessionId= and the Go SDK at ?sessionid=) runs a POST in the session its query names. Such a
+// session is bound to its first user as Mcp-Session-Id is: another user's
+// calls, and the JSON-RPC responses that would answer its server's
+// requests, are refused; a query naming the session twice is refused.
+func TestStateLegacySSESession(t *testing.T) {
+	s := start(t, stateYAML, options{})
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+	const answer = `{"jsonrpc":"2.0","id":0,"result":{"action":"accept","content":{}}}`
+	for _, path := range []string{"/messages/?session_id=alice-sse-1", "/messages?sessionId=alice-sse-2", "/messages?session%5Fid=alice-sse-3", "/message?sessionid=alice-sse-4"} {
+		t.Run(path, func(t *testing.T) {
+			if v := s.check(t, raw{Path: path, Headers: alice, Body: toolCall(1, "whoami", "")}); !v.Allowed {
+				t.Fatalf("alice: %d %s", v.Status, v.Body)
+			}
+			if v := s.check(t, raw{Path: path, Headers: alice, Body: answer}); !v.Allowed {
+				t.Fatalf("alice's answer: %d %s", v.Status, v.Body)
+			}
+			s.check(t, raw{Path: path, Headers: bob, Body: toolCall(2, "whoami", "")}).wantDenied(t, 403)
+			s.check(t, raw{Path: path, Headers: bob, Body: answer}).wantDenied(t, 403)
+		})
+	}
+	for _, tc := range []struct{ name, query string }{
+		{"both spellings", "?sessionId=alice-sse-2&session_id=bob-sse"},
+		{"one spelling twice", "?sessionId=bob-sse&sessionId=alice-sse-2"},
+		{"the Go and TypeScript spellings", "?sessionid=bob-sse&sessionId=alice-sse-2"},
+		{"a query that cannot be read", "?sessionId=alice-sse-2;x=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Path: "/messages" + tc.query, Headers: bob, Body: toolCall(3, "whoami", "")})
+			v.wantDenied(t, 400)
+			v.rpc(t)
+		})
+	}
+	t.Run("a route without session binding", func(t *testing.T) {
+		s := start(t, strings.Replace(stateYAML, "audiences:", "mcp: {session_binding: false}\n    audiences:", 1), options{})
+		s.check(t, raw{Path: "/messages?sessionId=x", Headers: alice, Body: toolCall(1, "whoami", "")})
+		if v := s.check(t, raw{Path: "/messages?sessionId=x", Headers: bob, Body: toolCall(2, "whoami", "")}); !v.Allowed {
+			t.Fatalf("bound with session binding off: %d %s", v.Status, v.Body)
+		}
+	})
+}
+
 // protocolYAML is stateYAML's route declaring protocol p.
 func protocolYAML(p string) string {
 	return strings.Replace(stateYAML, "audiences:", "protocol: "+p+"\n    audiences:", 1)

@@ -2,8 +2,10 @@ package check
 
 import (
 	"log/slog"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/extauthz/extauthz/internal/cache"
@@ -81,6 +83,40 @@ func resumesOutsideSession(r *Route, req *Request) bool {
 }
 
 const errOrphanResume = "Last-Event-ID needs Mcp-Session-Id: a stream is resumed only inside its session"
+
+// legacySessionID is the session id of MCP's HTTP+SSE transport (protocol
+// 2024-11-05), which the SDKs still serve: the client posts each message
+// to the endpoint the server named, with the session in the query
+// (sessionId for TypeScript, session_id for Python, sessionid for Go), and
+// the server runs it in that session. Every parameter named so, in any
+// case and with or without "_", counts. It is bound as Mcp-Session-Id is, on routes that may
+// front an MCP server. A query naming the session more than once, in one
+// spelling or both, is ambiguous (the servers differ in which they read),
+// and so is a query that cannot be read: ok is false.
+func legacySessionID(r *Route, req *Request) (sid string, ok bool) {
+	if r.protocol != jsonrpc.ProtocolMCP && r.protocol != jsonrpc.ProtocolUnknown {
+		return "", true
+	}
+	_, query, found := strings.Cut(req.Path, "?")
+	// A name may arrive percent-encoded.
+	if !found || !containsFold(query, "session") && strings.IndexByte(query, '%') < 0 {
+		return "", true
+	}
+	values, err := url.ParseQuery(query)
+	if err != nil {
+		return "", false
+	}
+	names := 0
+	for name, vs := range values {
+		if strings.EqualFold(strings.ReplaceAll(name, "_", ""), "sessionid") {
+			sid = vs[0]
+			names += len(vs)
+		}
+	}
+	return sid, names <= 1
+}
+
+const errLegacySession = "the query names the session more than once, or cannot be read"
 
 // bindSession enforces that an MCP session is used only by the user who
 // first used it (or a delegate of theirs). Its owner's DELETE ends it.

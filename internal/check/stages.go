@@ -371,13 +371,24 @@ func (e *evaluation) session() *denial {
 	if !r.sessionBinding {
 		return nil
 	}
+	legacy := false
 	if sid == "" {
 		if resumesOutsideSession(r, e.req) {
 			return &denial{outcome: Malformed, desc: errOrphanResume, rpcCode: jsonrpc.CodeInvalidRequest}
 		}
-		return nil
+		var ok bool
+		if sid, ok = legacySessionID(r, e.req); !ok {
+			return &denial{outcome: Malformed, desc: errLegacySession, rpcCode: jsonrpc.CodeInvalidRequest}
+		}
+		if sid == "" {
+			return nil
+		}
+		legacy = true
 	}
-	if e.pl.sessionUnborn(e.ctx, r, sid) { // response_path routes bind at birth (response.go)
+	// response_path routes bind a session at its birth (response.go); an
+	// HTTP+SSE session is born in an event of its stream, which is not
+	// read, so it is bound on first use.
+	if !legacy && e.pl.sessionUnborn(e.ctx, r, sid) {
 		return &denial{outcome: UnknownSession, desc: "unknown session: initialize a new one"}
 	}
 	if d := e.bindSession(sid); d != nil {
