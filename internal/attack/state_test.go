@@ -1,6 +1,8 @@
 package attack
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -10,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Threat model class 6: bounded state that fails open. ext_authz binds an
@@ -505,6 +510,79 @@ func TestStateLegacySSESession(t *testing.T) {
 			t.Fatalf("bound with session binding off: %d %s", v.Status, v.Body)
 		}
 	})
+}
+
+// TestStateLegacySSEEndToEnd: the Go SDK's HTTP+SSE server behind the
+// Envoy-like proxy. Alice opens her stream (straight to the server: the
+// proxy buffers answers) and posts her messages through the proxy; bob's
+// message posted to her endpoint is refused and never reaches her session.
+func TestStateLegacySSEEndToEnd(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return server }, &mcp.SSEOptions{DisableLocalhostProtection: true})
+	direct := httptest.NewServer(sse)
+	t.Cleanup(direct.Close)
+	s := start(t, stateYAML, options{Upstream: func(http.Handler) http.Handler { return sse }})
+	alice, bob := token(t, issuerHS, "alice"), token(t, issuerHS, "bob")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, direct.URL+"/sse", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- data
+			}
+		}
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("alice's stream ended")
+			}
+			return e
+		case <-ctx.Done():
+			t.Fatal("no event on alice's stream")
+		}
+		return ""
+	}
+	endpoint := next()
+	if !strings.Contains(endpoint, "sessionid=") {
+		t.Fatalf("first event %q, want the endpoint", endpoint)
+	}
+	post := func(tok, body string) int {
+		status, _, _ := s.viaEnvoy(t, http.MethodPost, endpoint, bearer(tok), body)
+		return status
+	}
+	if got := post(alice, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"alice","version":"1"}}}`); got != http.StatusAccepted {
+		t.Fatalf("alice's initialize: %d", got)
+	}
+	if e := next(); !strings.Contains(e, `"id":1`) {
+		t.Fatalf("alice's stream: %s, want the initialize answer", e)
+	}
+	post(alice, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if got := post(bob, `{"jsonrpc":"2.0","id":99,"method":"ping"}`); got != http.StatusForbidden {
+		t.Fatalf("bob's message into alice's session: %d, want 403", got)
+	}
+	if got := post(alice, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); got != http.StatusAccepted {
+		t.Fatalf("alice's ping: %d", got)
+	}
+	if e := next(); !strings.Contains(e, `"id":2`) {
+		t.Fatalf("alice's stream: %s, want her ping's answer and nothing of bob's", e)
+	}
 }
 
 // protocolYAML is stateYAML's route declaring protocol p.
