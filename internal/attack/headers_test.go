@@ -262,6 +262,56 @@ func TestHeadersUpgradeOverHTTP2(t *testing.T) {
 	}
 }
 
+// TestHeadersQueryToken: a token in the query (RFC 6750 section 2.3) is
+// never read, and no forward-auth proxy can take it off the request: an
+// upstream reading it would act on a token nobody checked, so a request
+// carrying one is refused, beside a valid Authorization and on a public
+// path alike, unless the route forwards credentials.
+func TestHeadersQueryToken(t *testing.T) {
+	s := start(t, headersYAML, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	other := token(t, issuerHS, "victim", "read")
+	tests := []struct {
+		name, path string
+		refused    bool
+	}{
+		{"beside Authorization", "/mcp?access_token=" + other, true},
+		{"in another case", "/mcp?Access_Token=" + other, true},
+		{"percent-encoded", "/mcp?access%5Ftoken=" + other, true},
+		{"after a semicolon", "/mcp?x=1;access_token=" + other, true},
+		{"among other parameters", "/mcp?a=1&access_token=" + other + "&b=2", true},
+		{"on a public path", "/public/x?access_token=" + other, true},
+		{"another parameter naming a token", "/mcp?token_type=bearer", false},
+		{"a value holding the name", "/mcp?q=access_token", false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := raw{Path: tt.path, Headers: map[string]string{"authorization": "Bearer " + user}, Body: toolCall(700+i, "whoami", "")}
+			if strings.HasPrefix(tt.path, "/public/") {
+				r = raw{Method: "GET", Path: tt.path}
+			}
+			v := s.check(t, r)
+			if !tt.refused {
+				if !v.Allowed {
+					t.Fatalf("denied %d: %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, 400)
+			if !strings.Contains(v.Body, "access_token") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+	t.Run("a route that forwards credentials", func(t *testing.T) {
+		s := start(t, strings.Replace(headersYAML, "    public_paths:", "    forward_authorization: true\n    public_paths:", 1), options{})
+		v := s.check(t, raw{Path: "/mcp?access_token=" + other, Headers: map[string]string{"authorization": "Bearer " + user}, Body: toolCall(1, "whoami", "")})
+		if !v.Allowed {
+			t.Fatalf("denied %d: %s", v.Status, v.Body)
+		}
+	})
+}
+
 // TestHeadersCredentialNotForwarded: a token read from the credential
 // header or cookie is removed upstream, the cookie by rewriting Cookie
 // without it (names are case-sensitive), and so is the credential header

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 
@@ -226,3 +227,34 @@ func (r *Route) stripCredentialCookie(req *Request, v *Verdict) {
 		v.Set = append(v.Set[:len(v.Set):len(v.Set)], Header{Name: hCookie, Value: rest})
 	}
 }
+
+// queryToken reports whether the query of path carries an access_token
+// (RFC 6750 section 2.3), in any case of its name, percent-encoded or not,
+// with "&" or ";" between parameters. The service never reads a token
+// there and cannot take it off the request (no forward-auth proxy rewrites
+// the query), so an upstream that does would act on a token nobody
+// checked.
+func queryToken(path string) bool {
+	_, query, found := strings.Cut(path, "?")
+	if !found || !containsFold(query, "token") && strings.IndexByte(query, '%') < 0 {
+		return false
+	}
+	for query != "" {
+		var param string
+		if i := strings.IndexAny(query, "&;"); i >= 0 {
+			param, query = query[:i], query[i+1:]
+		} else {
+			param, query = query, ""
+		}
+		name, _, _ := strings.Cut(param, "=")
+		if u, err := url.QueryUnescape(name); err == nil {
+			name = u
+		}
+		if strings.EqualFold(strings.TrimSpace(name), "access_token") {
+			return true
+		}
+	}
+	return false
+}
+
+const errQueryToken = "an access_token in the query is refused: the service does not read it, and it would reach the upstream unchecked (send it in Authorization)"

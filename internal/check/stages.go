@@ -184,7 +184,11 @@ func (e *evaluation) findRoute() *denial {
 // headers refuses headers an upstream could read differently from us
 // (repeated single-valued headers, forged owned ones: headers.go).
 func (e *evaluation) headers() *denial {
-	if d := e.p.ambiguousHeader(e.route, e.req); d != nil {
+	d := e.p.ambiguousHeader(e.route, e.req)
+	if d == nil && !e.route.forwardAuthorization && queryToken(e.req.Path) {
+		d = headerDenial(errQueryToken)
+	}
+	if d != nil {
 		e.early = earlyCall(e.req)
 		return d
 	}
