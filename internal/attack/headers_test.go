@@ -220,6 +220,22 @@ func TestHeadersSessionHijackEndToEnd(t *testing.T) {
 	}
 }
 
+// wantRefusedSaying fails the test unless v is a 400 whose body says why
+// (holds why), when refused; an allow, when not.
+func (v verdict) wantRefusedSaying(t *testing.T, refused bool, why string) {
+	t.Helper()
+	if !refused {
+		if !v.Allowed {
+			t.Fatalf("denied %d: %s", v.Status, v.Body)
+		}
+		return
+	}
+	v.wantDenied(t, 400)
+	if !strings.Contains(v.Body, why) {
+		t.Fatalf("the refusal does not say why (%s): %s", why, v.Body)
+	}
+}
+
 // TestHeadersUpgradeOverHTTP2: HTTP/2 carries a WebSocket as an extended
 // CONNECT (RFC 8441: :method CONNECT, :protocol websocket), which Envoy
 // forwards upstream as an HTTP/1.1 upgrade without buffering its body, as
@@ -248,16 +264,7 @@ func TestHeadersUpgradeOverHTTP2(t *testing.T) {
 				h[k] = v
 			}
 			v := s.check(t, raw{Method: tt.method, Path: tt.path, Headers: h, Body: toolCall(600+i, "whoami", "")})
-			if !tt.refused {
-				if !v.Allowed {
-					t.Fatalf("denied %d: %s", v.Status, v.Body)
-				}
-				return
-			}
-			v.wantDenied(t, 400)
-			if !strings.Contains(v.Body, "upgrade") {
-				t.Fatalf("the refusal does not say why: %s", v.Body)
-			}
+			v.wantRefusedSaying(t, tt.refused, "upgrade")
 		})
 	}
 }
@@ -290,17 +297,7 @@ func TestHeadersQueryToken(t *testing.T) {
 			if strings.HasPrefix(tt.path, "/public/") {
 				r = raw{Method: "GET", Path: tt.path}
 			}
-			v := s.check(t, r)
-			if !tt.refused {
-				if !v.Allowed {
-					t.Fatalf("denied %d: %s", v.Status, v.Body)
-				}
-				return
-			}
-			v.wantDenied(t, 400)
-			if !strings.Contains(v.Body, "access_token") {
-				t.Fatalf("the refusal does not say why: %s", v.Body)
-			}
+			s.check(t, r).wantRefusedSaying(t, tt.refused, "access_token")
 		})
 	}
 	t.Run("a route that forwards credentials", func(t *testing.T) {
