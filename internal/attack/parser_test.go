@@ -369,3 +369,63 @@ func TestPartialBodyFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+// argumentRoutes: rules that read tool arguments inside lists and nested
+// objects; everything they do not allow is denied.
+const argumentRoutes = `routes:
+  - name: mcp
+    default: true
+    path_prefix: /mcp
+    protocol: mcp
+    issuers: [hs]
+    audiences: [` + audience + `]
+    default_action: deny
+    rules:
+      - {name: copy inside /tmp, methods: [tools/call], names: [copy_files], when: 'mcp.arguments.files.all(f, f.path.startsWith("/tmp/"))'}
+      - {name: move inside /tmp, methods: [tools/call], names: [move_file], when: 'mcp.arguments.files[0].path.startsWith("/tmp/")'}
+      - {name: write inside /tmp, methods: [tools/call], names: [write_file], when: 'mcp.arguments.opts.path.startsWith("/tmp/")'}
+      - {name: no forced sync, methods: [tools/call], names: [sync], when: 'mcp.arguments.items.all(i, !has(i.force))'}
+`
+
+// TestArgumentKeysInAnotherCase: Go's encoding/json binds a struct field to
+// a key in any case (Unicode folding), the last one winning, inside lists
+// as at the top level: a tool decoding []struct{Path string} copies
+// /etc/passwd from {"path": "/tmp/a", "PATH": "/etc/passwd"}. A rule
+// reading such arguments fails, and the call is denied (403, the request's
+// id); the same arguments without the other key pass.
+func TestArgumentKeysInAnotherCase(t *testing.T) {
+	s := start(t, argumentRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	auth := map[string]string{"authorization": "Bearer " + user}
+	for _, tc := range []struct {
+		name, tool, args string
+		allowed          bool
+	}{
+		{"control: list inside /tmp", "copy_files", `{"files":[{"path":"/tmp/a"},{"path":"/tmp/b"}]}`, true},
+		{"control: list outside /tmp", "copy_files", `{"files":[{"path":"/etc/passwd"}]}`, false},
+		{"list, PATH after path", "copy_files", `{"files":[{"path":"/tmp/a","PATH":"/etc/passwd"}]}`, false},
+		{"list, PATH before path", "copy_files", `{"files":[{"PATH":"/etc/passwd","path":"/tmp/a"}]}`, false},
+		{"list, pAth", "copy_files", `{"files":[{"path":"/tmp/a","pAth":"/etc/shadow"}]}`, false},
+		{"list, escaped upper case", "copy_files", `{"files":[{"path":"/tmp/a","p\u0041th":"/etc/shadow"}]}`, false},
+		{"list, deeper than read", "copy_files", `{"files":[{"path":"/tmp/a","meta":{"mode":1,"MODE":2}}]}`, false},
+		{"list in the second element", "copy_files", `{"files":[{"path":"/tmp/a"},{"path":"/tmp/b","Path":"/etc/passwd"}]}`, false},
+		{"indexed list, PATH after path", "move_file", `{"files":[{"path":"/tmp/a","PATH":"/etc/passwd"}]}`, false},
+		{"nested object, PATH after path", "write_file", `{"opts":{"path":"/tmp/a","PATH":"/etc/passwd"}}`, false},
+		{"control: list without force", "sync", `{"items":[{"id":1},{"id":2}]}`, true},
+		{"list, only Force", "sync", `{"items":[{"id":1,"Force":true}]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: auth, Body: toolCall(7, tc.tool, tc.args)})
+			if tc.allowed {
+				if !v.Allowed {
+					t.Fatalf("refused: %d %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, 403)
+			if e := v.rpc(t); string(e.ID) != "7" {
+				t.Fatalf("JSON-RPC error id %s, want 7", e.ID)
+			}
+		})
+	}
+}

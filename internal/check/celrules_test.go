@@ -108,6 +108,8 @@ func TestCELRules(t *testing.T) {
 		// decide on either reading.
 		{"the path in another case too", nil, celCall("read_file", `{"path": "/workspace/dev:alice/a.txt", "PATH": "/etc/passwd"}`), nil, false, PolicyError},
 		{"PDP shown the amount in another case too", nil, celCall("pay_invoice", `{"amount": 50, "AMOUNT": 5000000}`), nil, false, PolicyError},
+		{"PDP shown an amount holding keys equal but for case", nil, celCall("pay_invoice", `{"amount": {"value": 50, "VALUE": 5000000}}`), nil, false, PolicyError},
+		{"PDP shown a list holding keys equal but for case", nil, celCall("pay_invoice", `{"amount": [{"value": 50, "Value": 5000000}]}`), nil, false, PolicyError},
 		{"lineage and headers", nil, celCall("deep_think", `{}`), Headers{"x-tenant": "acme"}, false, Allowed},
 		{"lineage and another tenant", nil, celCall("deep_think", `{}`), Headers{"x-tenant": "other"}, false, Forbidden},
 	}

@@ -73,6 +73,20 @@ func TestKeysInAnotherCase(t *testing.T) {
 		{"nested", `mcp.arguments.opts.path == "/tmp"`, `{"opts": {"path": "/tmp", "pAth": "/etc"}}`},
 		{"a big object", `mcp.arguments.path == "/tmp"`, `{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"path":"/tmp","PATH":"/etc"}`},
 		{"a big object, only the other case", `has(mcp.arguments.path)`, `{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"PATH":"/etc"}`},
+		// Objects inside lists: a Go tool decoding []struct{Path string}
+		// binds PATH (the last) as well.
+		{"in a list, all", `mcp.arguments.files.all(f, f.path.startsWith("/tmp/"))`, `{"files": [{"path": "/tmp/a", "PATH": "/etc/passwd"}]}`},
+		{"in a list, exists", `mcp.arguments.files.exists(f, f.path == "/tmp/a")`, `{"files": [{"path": "/tmp/a", "pAth": "/etc/shadow"}]}`},
+		{"in a list, indexed", `mcp.arguments.files[0].path.startsWith("/tmp/")`, `{"files": [{"path": "/tmp/a", "PATH": "/etc/passwd"}]}`},
+		{"in a list, Kelvin sign", `mcp.arguments.l.all(x, x.k == 1)`, `{"l": [{"k": 1, "\u212a": 2}]}`},
+		{"in a list, only the other case", `mcp.arguments.l.all(x, !has(x.force))`, `{"l": [{"Force": true}]}`},
+		{"in a list, read whole", `size(mcp.arguments.files) == 1`, `{"files": [{"path": "/tmp/a", "PATH": "/etc/passwd"}]}`},
+		{"in a list in a list", `mcp.arguments.l[0][0].path == "/tmp"`, `{"l": [[{"path": "/tmp", "PATH": "/etc"}]]}`},
+		{"in a list, a big object", `mcp.arguments.l[0].path == "/tmp"`, `{"l": [{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"path":"/tmp","PATH":"/etc"}]}`},
+		{"deeper in a list than read", `size(mcp.arguments.l) == 1`, `{"l": [{"o": {"x": 1, "X": 2}}]}`},
+		// Objects read whole: compared, or converted.
+		{"nested object compared whole", `mcp.arguments.opts == {"path": "/tmp"}`, `{"opts": {"path": "/tmp", "PATH": "/etc"}}`},
+		{"nested object deeper compared whole", `mcp.arguments.opts == {"o": {"path": "/tmp"}}`, `{"opts": {"o": {"path": "/tmp", "PATH": "/etc"}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,10 +96,49 @@ func TestKeysInAnotherCase(t *testing.T) {
 			}
 		})
 	}
-	// Control: keys that merely share letters are not ambiguous.
-	in := &Input{MCP: MCP{Arguments: `{"path": "/tmp", "paths": ["/etc"], "pat": 1}`, BodyComplete: true}}
-	if got, err := compile(t, env, `mcp.arguments.path == "/tmp"`).Eval(in); !got || err != nil {
-		t.Errorf("Eval = %v, %v; want true", got, err)
+	// Controls: keys that merely share letters are not ambiguous, nor are
+	// keys in another case in different objects of a list, nor one deeper
+	// than what an expression reads of an object.
+	for _, tt := range []struct{ expr, args string }{
+		{`mcp.arguments.path == "/tmp"`, `{"path": "/tmp", "paths": ["/etc"], "pat": 1}`},
+		{`mcp.arguments.files.all(f, f.path.startsWith("/tmp/"))`, `{"files": [{"path": "/tmp/a", "mode": 1}, {"path": "/tmp/b", "Mode": 2}]}`},
+		{`mcp.arguments.files.map(f, f.path) == ["/tmp/a", "/tmp/b"]`, `{"files": [{"path": "/tmp/a"}, {"path": "/tmp/b"}]}`},
+		{`mcp.arguments.opts.path == "/tmp"`, `{"opts": {"path": "/tmp", "o": {"x": 1, "X": 2}}}`},
+		{`mcp.arguments.l == [1.0, "a", [true], {"k": null}]`, `{"l": [1, "a", [true], {"k": null}]}`},
+	} {
+		in := &Input{MCP: MCP{Arguments: tt.args, BodyComplete: true}}
+		if got, err := compile(t, env, tt.expr).Eval(in); !got || err != nil {
+			t.Errorf("%s on %s: Eval = %v, %v; want true", tt.expr, tt.args, got, err)
+		}
+	}
+}
+
+// TestDecisionPointArguments: the arguments an AuthZEN rule sends are left
+// out, and reported ambiguous, when the member's value holds keys equal
+// but for case at any depth (in an object, in a list), not only when the
+// member itself is in another case.
+func TestDecisionPointArguments(t *testing.T) {
+	tests := []struct {
+		name, args string
+		ambiguous  bool
+	}{
+		{"plain", `{"opts": {"path": "/tmp/a"}, "files": [{"path": "/tmp/a"}]}`, false},
+		{"member in another case", `{"opts": {"path": "/tmp/a"}, "OPTS": {}, "files": [], "Files": 1}`, true},
+		{"in a nested object", `{"opts": {"path": "/tmp/a", "PATH": "/etc/passwd"}, "files": [{"path": "/tmp/a", "PATH": "/etc/shadow"}]}`, true},
+		{"deeper in a nested object", `{"opts": {"o": {"path": "/tmp/a", "PATH": "/etc/passwd"}}, "files": [[{"o": {"k": 1, "\u212a": 2}}]]}`, true},
+		{"in different objects of a list", `{"opts": {"a": {"path": 1}, "b": {"PATH": 2}}, "files": [{"path": "/tmp/a"}, {"PATH": "/etc"}]}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &Input{MCP: MCP{BodyComplete: true, Arguments: tt.args}}
+			for _, name := range []string{"opts", "files"} {
+				amb := in.ArgumentsAmbiguous([]string{name})
+				v, ok := in.Argument(name)
+				if amb != tt.ambiguous || ok == tt.ambiguous {
+					t.Errorf("%s: ambiguous %v, Argument = %#v, %v; want ambiguous %v", name, amb, v, ok, tt.ambiguous)
+				}
+			}
+		})
 	}
 }
 

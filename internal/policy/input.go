@@ -151,7 +151,9 @@ var anyType = reflect.TypeFor[any]()
 
 // ArgumentsAmbiguous reports whether the call's arguments hold one of
 // names under another key as well, equal to it only under case folding
-// ("amount" and "AMOUNT"): Argument leaves such a member out, and a tool
+// ("amount" and "AMOUNT"), or whether the value of one of names holds, at
+// any depth, an object with two such keys ({"path": …, "PATH": …} inside
+// a list or an object): Argument leaves such a member out, and a tool
 // binding arguments to a struct with Go's encoding/json may read the other
 // key's value, so a decision on it must not be made.
 func (in *Input) ArgumentsAmbiguous(names []string) bool {
@@ -161,8 +163,15 @@ func (in *Input) ArgumentsAmbiguous(names []string) bool {
 	var o jsonObject
 	o.reset(in.MCP.Arguments)
 	for _, name := range names {
-		if v, _ := o.Find(types.String(name)); v != nil && types.IsError(v) && errors.Is(v.(*types.Err), errKeyCase) {
-			return true
+		switch v, _ := o.Find(types.String(name)); v := v.(type) {
+		case *types.Err:
+			if errors.Is(v, errKeyCase) {
+				return true
+			}
+		case *jsonObject:
+			if foldedKeys(v.raw) {
+				return true
+			}
 		}
 	}
 	return false

@@ -24,10 +24,12 @@ var (
 	errNotObject = errors.New("policy: not an object of the expected type")
 	errMalformed = errors.New("policy: arguments are not a JSON object")
 	// errKeyCase: the object holds a key equal to the one read only under
-	// case folding. Go's encoding/json (mcp-go's BindArguments) and .NET's
-	// web defaults bind such a key to the same field, the last one
-	// winning, so the tool may read another value than the expression.
-	errKeyCase = errors.New("policy: the arguments hold the key read in another case, which tools may read instead")
+	// case folding, or a value read whole (a list, an object converted or
+	// compared) holds an object with two such keys, at any depth. Go's
+	// encoding/json (mcp-go's BindArguments) and .NET's web defaults bind
+	// such keys to the same field, the last one winning, so the tool may
+	// read another value than the expression.
+	errKeyCase = errors.New("policy: the arguments hold keys equal but for case, which tools may read as one another")
 )
 
 // mcpArguments returns the call's arguments as a CEL map that decodes
@@ -279,6 +281,102 @@ func foldRune(r rune) rune {
 	}
 }
 
+// foldLevel is an object or list foldedKeys is inside.
+type foldLevel struct {
+	object bool
+	start  int                 // its first key in foldedKeys' keys
+	folds  map[string]struct{} // from bigObject keys on: their fold keys
+}
+
+// foldedKeys reports whether some object in the JSON value v, at any
+// depth, holds two keys equal under Unicode case folding (as
+// strings.EqualFold and bytes.EqualFold compare them, which is how Go's
+// encoding/json matches a key to a struct field), or twice the same key.
+// v must be valid JSON (anything else reads as it may, never a panic).
+// Objects of up to bigObject keys are compared pairwise without
+// allocating, bigger ones through a set of fold keys.
+func foldedKeys(v string) bool {
+	folded, _ := scanKeys(v, -1)
+	return folded
+}
+
+// scanKeys is foldedKeys, stopping (deep) when v nests deeper than
+// maxDepth objects and arrays (maxDepth < 0: no limit).
+func scanKeys(v string, maxDepth int) (folded, deep bool) {
+	var levelBuf [16]foldLevel
+	var keyBuf [32]string
+	levels, keys := levelBuf[:0], keyBuf[:0]
+	expectKey := false
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '{', '[':
+			if len(levels) == maxDepth {
+				return false, true
+			}
+			levels = append(levels, foldLevel{object: v[i] == '{', start: len(keys)})
+			expectKey = v[i] == '{'
+		case '}', ']':
+			if len(levels) == 0 {
+				return false, false
+			}
+			keys = keys[:levels[len(levels)-1].start]
+			levels = levels[:len(levels)-1]
+			expectKey = false
+		case ',':
+			expectKey = len(levels) > 0 && levels[len(levels)-1].object
+		case ':':
+			expectKey = false
+		case '"':
+			e := jsonrpc.SkipString(v, i)
+			if e < 0 {
+				return false, false
+			}
+			if expectKey {
+				k, ok := decodeKey(v[i:e])
+				if !ok {
+					return false, false
+				}
+				if levels[len(levels)-1].repeats(&keys, k) {
+					return true, false
+				}
+				expectKey = false
+			}
+			i = e - 1
+		}
+	}
+	return false, false
+}
+
+// repeats adds key k to the object l and reports whether one of its keys
+// before folds onto it.
+func (l *foldLevel) repeats(keys *[]string, k string) bool {
+	if l.folds != nil {
+		f := foldKey(k)
+		if _, ok := l.folds[f]; ok {
+			return true
+		}
+		l.folds[f] = struct{}{}
+		return false
+	}
+	own := (*keys)[l.start:]
+	for _, prev := range own {
+		if strings.EqualFold(prev, k) {
+			return true
+		}
+	}
+	if len(own) < bigObject {
+		*keys = append(*keys, k)
+		return false
+	}
+	l.folds = make(map[string]struct{}, 2*bigObject)
+	for _, prev := range own {
+		l.folds[foldKey(prev)] = struct{}{}
+	}
+	l.folds[foldKey(k)] = struct{}{}
+	*keys = (*keys)[:l.start] // the set holds them now
+	return false
+}
+
 // keyEquals compares a raw JSON string token with a decoded key.
 func keyEquals(rawKey, key string) bool {
 	body := rawKey[1 : len(rawKey)-1]
@@ -308,11 +406,7 @@ func decodeValue(v string) ref.Val {
 	case '{':
 		return &jsonObject{raw: v}
 	case '[':
-		var l []any
-		if err := json.Unmarshal([]byte(v), &l); err != nil {
-			return types.WrapErr(errMalformed)
-		}
-		return types.DefaultTypeAdapter.NativeToValue(l)
+		return decodeList(v)
 	case 't':
 		if v == "true" {
 			return types.True
@@ -333,6 +427,79 @@ func decodeValue(v string) ref.Val {
 		}
 	}
 	return types.WrapErr(errMalformed)
+}
+
+// maxListDepth is how deep a list read whole may nest (encoding/json's
+// limit): a deeper one is an error, not a list.
+const maxListDepth = 10000
+
+// decodeList turns a raw JSON array into a CEL list whose objects are
+// jsonObjects, so that reading a member of one is refused like at the top
+// level when the object holds the key in another case. A list holding,
+// at any depth, an object with two keys equal under case folding is an
+// error as a whole: an expression may read it whole (all, exists, size,
+// ==), and a tool decoding it with encoding/json reads one key as the
+// other.
+func decodeList(v string) ref.Val {
+	folded, deep := scanKeys(v, maxListDepth)
+	switch {
+	case deep:
+		return types.WrapErr(errMalformed)
+	case folded:
+		return types.WrapErr(errKeyCase)
+	}
+	l, end := parseList(v, 0)
+	if end < 0 || jsonrpc.SkipSpace(v, end) != len(v) {
+		return types.WrapErr(errMalformed)
+	}
+	return l
+}
+
+// parseList reads the array starting at v[i] ('['): its value (an error
+// when malformed) and the index just past it (-1 when malformed). Nested
+// lists are read in the same pass, objects are left to be read lazily.
+func parseList(v string, i int) (ref.Val, int) {
+	elems := []ref.Val{}
+	i = jsonrpc.SkipSpace(v, i+1)
+	if i < len(v) && v[i] == ']' {
+		return types.NewRefValList(types.DefaultTypeAdapter, elems), i + 1
+	}
+	// Each iteration consumes at least one byte: bounded by len(v).
+	for i < len(v) {
+		var ev ref.Val
+		var e int
+		switch v[i] {
+		case '[':
+			ev, e = parseList(v, i)
+		case '{':
+			if e = jsonrpc.SkipValue(v, i); e > 0 {
+				ev = &jsonObject{raw: v[i:e]}
+			}
+		default:
+			if e = jsonrpc.SkipValue(v, i); e > 0 {
+				ev = decodeValue(v[i:e])
+			}
+		}
+		if e < 0 {
+			return types.WrapErr(errMalformed), -1
+		}
+		if types.IsError(ev) {
+			return ev, -1
+		}
+		elems = append(elems, ev)
+		i = jsonrpc.SkipSpace(v, e)
+		if i >= len(v) {
+			break
+		}
+		if v[i] == ']' {
+			return types.NewRefValList(types.DefaultTypeAdapter, elems), i + 1
+		}
+		if v[i] != ',' {
+			break
+		}
+		i = jsonrpc.SkipSpace(v, i+1)
+	}
+	return types.WrapErr(errMalformed), -1
 }
 
 // Get implements traits.Indexer.
@@ -378,6 +545,9 @@ func (o *jsonObject) Iterator() traits.Iterator {
 
 // native decodes the whole object.
 func (o *jsonObject) native() (map[string]any, error) {
+	if foldedKeys(o.raw) {
+		return nil, errKeyCase
+	}
 	var m map[string]any
 	if err := json.Unmarshal([]byte(o.raw), &m); err != nil || m == nil {
 		return nil, errMalformed
