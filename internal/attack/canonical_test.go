@@ -160,6 +160,11 @@ func TestCanonicalPublicPathWithCall(t *testing.T) {
 		})
 	}
 
+	// A compressed call labelled text/plain: an upstream that inflates it
+	// reads the call, so it is not public, and it is refused as unreadable.
+	gz := s.checkBytes(t, raw{Path: "/public/x", Headers: map[string]string{"content-type": "text/plain", "content-encoding": "gzip"}, Body: compress(toolCall(5, "delete_file", "{}"), false)})
+	gz.wantDenied(t, 400)
+
 	// End to end: the MCP server answers on every path.
 	status, _, body := s.viaEnvoy(t, http.MethodPost, "/.well-known/oauth-protected-resource", nil, toolCall(9, "delete_file", `{"path":"/etc/passwd"}`))
 	if status != 401 || s.ran("delete_file") != 0 {

@@ -3,10 +3,14 @@ package attack
 import (
 	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"encoding/binary"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf16"
@@ -14,6 +18,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
 	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
 // Class 1: parser differentials. Each body below is a tools/call of
@@ -427,5 +432,152 @@ func TestArgumentKeysInAnotherCase(t *testing.T) {
 				t.Fatalf("JSON-RPC error id %s, want 7", e.ID)
 			}
 		})
+	}
+}
+
+// inflating is request decompression as an upstream may run it after the
+// service (an Envoy decompressor after ext_authz, Echo's Decompress): a
+// gzip or deflate body is inflated whatever its Content-Type.
+func inflating(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rd io.ReadCloser
+		var err error
+		switch strings.ToLower(r.Header.Get("Content-Encoding")) {
+		case "gzip":
+			rd, err = gzip.NewReader(r.Body)
+		case "deflate":
+			rd, err = zlib.NewReader(r.Body)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if rd != nil {
+			r.Body = rd
+			r.Header.Del("Content-Encoding")
+			r.Header.Del("Content-Length")
+			r.ContentLength = -1
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// a2aUpstream replaces the suite's MCP server with an A2A agent (a2a-go,
+// which reads a body whatever its Content-Type), behind wrap, counting the
+// calls it answered with a result.
+func a2aUpstream(results *atomic.Int32, wrap func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	agent := wrap(testpeers.NewA2AAgent(testpeers.A2AOptions{}))
+	return func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			agent.ServeHTTP(rec, r)
+			if strings.Contains(rec.Body.String(), `"result"`) {
+				results.Add(1)
+			}
+			for k, vs := range rec.Header() {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		})
+	}
+}
+
+const messageSend = `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`
+
+func compress(s string, deflate bool) string {
+	var b bytes.Buffer
+	var w io.WriteCloser = gzip.NewWriter(&b)
+	if deflate {
+		w = zlib.NewWriter(&b)
+	}
+	_, _ = w.Write([]byte(s))
+	_ = w.Close()
+	return b.String()
+}
+
+// TestCompressedBodies: a body with any Content-Encoding but identity
+// cannot be read as the upstream will read it once inflated, whatever its
+// Content-Type says: on every route but protocol: http it is refused with
+// 400 / -32700 and a null id (the id is in the compressed bytes). A body
+// that says identity is read as usual.
+func TestCompressedBodies(t *testing.T) {
+	s := start(t, parserRoutes, packAsBytes)
+	user := token(t, issuerHS, "mallory", "read")
+	gzDelete := compress(deleteBody, false)
+	for _, path := range []string{"/mcp", "/strict/mcp"} {
+		for _, tc := range []struct {
+			name, encoding, contentType, body string
+		}{
+			{"gzip, json", "gzip", "application/json", gzDelete},
+			{"gzip, text/plain", "gzip", "text/plain", gzDelete},
+			{"gzip, octet-stream", "gzip", "application/octet-stream", gzDelete},
+			{"gzip, form", "gzip", "application/x-www-form-urlencoded", gzDelete},
+			{"gzip, no content type", "gzip", "", gzDelete},
+			{"deflate, text/plain", "deflate", "text/plain", compress(deleteBody, true)},
+			{"br, text/plain", "br", "text/plain", gzDelete},
+			{"zstd, octet-stream", "zstd", "application/octet-stream", gzDelete},
+			{"upper case GZIP", "GZIP", "text/plain", gzDelete},
+			{"an unknown coding", "x-custom", "text/plain", gzDelete},
+			{"gzip then identity", "gzip, identity", "text/plain", gzDelete},
+			{"identity then gzip", "identity,gzip", "text/plain", gzDelete},
+			// The bytes are plain JSON, but an upstream that honours the
+			// label refuses them or reads something else.
+			{"plain JSON labelled gzip", "gzip", "application/json", deleteBody},
+		} {
+			t.Run(path+"/"+tc.name, func(t *testing.T) {
+				h := map[string]string{"authorization": "Bearer " + user, "content-encoding": tc.encoding, "content-type": tc.contentType}
+				v := s.checkBytes(t, raw{Path: path, Headers: h, Body: tc.body})
+				v.wantDenied(t, 400)
+				if e := v.rpc(t); e.Error.Code != -32700 || string(e.ID) != "null" {
+					t.Fatalf("JSON-RPC error %d id %s, want -32700 id null", e.Error.Code, e.ID)
+				}
+			})
+		}
+	}
+	// Controls: identity is no coding; the rules then decide.
+	for _, enc := range []string{"identity", "Identity", " identity "} {
+		h := map[string]string{"authorization": "Bearer " + user, "content-encoding": enc}
+		if v := s.checkBytes(t, raw{Headers: h, Body: deleteBody}); v.Allowed || v.Status != 403 {
+			t.Errorf("delete_file with content-encoding %q: allowed %v status %d, want 403", enc, v.Allowed, v.Status)
+		}
+		if v := s.checkBytes(t, raw{Headers: h, Body: toolCall(1, "echo", "")}); !v.Allowed {
+			t.Errorf("echo with content-encoding %q: refused %d %s", enc, v.Status, v.Body)
+		}
+	}
+}
+
+// TestCompressedBodiesEndToEnd: an agent behind a decompressor serves a
+// gzip or deflate body labelled text/plain; on a route denying message/*
+// it never runs, through the proxy and on the forward-auth front end.
+func TestCompressedBodiesEndToEnd(t *testing.T) {
+	var results atomic.Int32
+	s := start(t, methodRoutes, options{Upstream: a2aUpstream(&results, inflating)})
+	user := token(t, issuerHS, "mallory", "read")
+	for _, tc := range []struct{ name, encoding, contentType, body string }{
+		{"gzip, text/plain", "gzip", "text/plain", compress(messageSend, false)},
+		{"gzip, octet-stream", "gzip", "application/octet-stream", compress(messageSend, false)},
+		{"deflate, text/plain", "deflate", "text/plain", compress(messageSend, true)},
+		{"gzip, json", "gzip", "application/json", compress(messageSend, false)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := bearer(user)
+			h.Set("Content-Type", tc.contentType)
+			h.Set("Content-Encoding", tc.encoding)
+			status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", h, tc.body)
+			if status != 400 || !strings.Contains(body, `"code":-32700`) || results.Load() != 0 {
+				t.Fatalf("through the proxy: status %d body %.200s; the agent answered %d calls", status, body, results.Load())
+			}
+			if status, _, body := s.forwardAuth(t, fwd{Header: h, Body: tc.body}); status != 400 || !strings.Contains(body, `"code":-32700`) {
+				t.Fatalf("forward-auth: status %d body %.200s", status, body)
+			}
+		})
+	}
+	// The control: the agent runs a message labelled text/plain that the
+	// rules allow (a2a-go does not look at Content-Type).
+	h := bearer(token(t, issuerHS, "alice", "a2a.write"))
+	h.Set("Content-Type", "text/plain")
+	if status, _, body := s.viaEnvoy(t, http.MethodPost, "/a2a", h, messageSend); status != 200 || results.Load() != 1 {
+		t.Fatalf("control: status %d body %.200s; the agent answered %d calls", status, body, results.Load())
 	}
 }

@@ -118,8 +118,12 @@ func earlyCall(req *Request) *Call {
 }
 
 // looksLikeCall reports whether a request carries (or claims to carry) a
-// JSON-RPC call: a body that starts like JSON, or an MCP call header.
+// JSON-RPC call: a body that starts like JSON, a compressed body (which an
+// inflating upstream may read as one), or an MCP call header.
 func looksLikeCall(req *Request) bool {
+	if hasBody(req) && encoded(req) {
+		return true
+	}
 	for _, c := range req.Body {
 		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
 			continue

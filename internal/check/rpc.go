@@ -80,7 +80,10 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 
 	var rpc jsonrpc.Request
 	parsed := false
-	jsonBody := carriesBody(req) && (r.protocol != jsonrpc.ProtocolUnknown || mayBeJSONRPC(req))
+	// A body may be JSON-RPC when the route says so, when something about
+	// it says so, or when it is compressed (an upstream that inflates it
+	// may read a call).
+	jsonBody := carriesBody(req) && (r.protocol != jsonrpc.ProtocolUnknown || mayBeJSONRPC(req) || hasBody(req) && encoded(req))
 	if jsonBody && hasBody(req) {
 		if c.Protocol == jsonrpc.ProtocolUnknown {
 			c.Protocol = jsonrpc.ProtocolMCP // JSON-RPC's error shape, whichever protocol it is
@@ -89,6 +92,11 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 			// RFC 9110: methods are case-sensitive. "post" is not POST to
 			// us, but some upstream may still read the body.
 			return c, &rpcDenial{jsonrpc.CodeInvalidRequest, "a JSON-RPC body needs an upper-case HTTP method"}
+		}
+		if encoded(req) {
+			// An upstream that inflates the body (a decompressor after
+			// us, its own middleware) reads what we cannot.
+			return c, &rpcDenial{jsonrpc.CodeParseError, "a JSON-RPC body must not be compressed: the Content-Encoding is not identity"}
 		}
 		if !UTF8Charset(req.Headers.Get("content-type")) {
 			// An upstream that honours the charset reads other characters.
@@ -184,6 +192,18 @@ func carriesBody(req *Request) bool {
 		return true
 	}
 	return req.Headers.Get("transfer-encoding") != ""
+}
+
+// encoded reports whether req's body is labelled with a content coding
+// (RFC 9110 section 8.4) other than identity: gzip, deflate, br, zstd or
+// any other, or a list of them.
+func encoded(req *Request) bool {
+	ce, ok := req.Headers["content-encoding"]
+	if !ok {
+		return false
+	}
+	ce = strings.Trim(ce, " \t")
+	return ce != "" && !strings.EqualFold(ce, "identity")
 }
 
 // UTF8Charset reports whether a content type leaves the body UTF-8: it

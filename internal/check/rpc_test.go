@@ -248,6 +248,44 @@ func TestRulesApplyWhateverTheHTTPMethod(t *testing.T) {
 	}
 }
 
+// TestCompressedBodiesAreRefused: a Content-Encoding other than identity
+// makes the body unreadable as the upstream reads it once inflated,
+// whatever the Content-Type and the bytes: 400 / -32700, id null, on every
+// route but protocol http.
+func TestCompressedBodiesAreRefused(t *testing.T) {
+	f := newFixture(t, rpcRoutes)
+	echo := strings.Replace(deleteCall, "delete_file", "echo", 1)
+	for _, host := range []string{"auto.example.com", "mcp.example.com", "a2a.example.com"} {
+		for _, enc := range []string{"gzip", "deflate", "br", "zstd", "compress", "x-gzip", "GZIP", "gzip, identity", "identity,gzip"} {
+			for _, ct := range []string{"application/json", "text/plain", "application/octet-stream", ""} {
+				for _, body := range []string{"\x1f\x8b\x08\x00\x00\x00\x00\x00", echo, "hello"} {
+					v := f.pl.Check(t.Context(), f.rpcReq(t, "POST", host, body, Headers{"content-encoding": enc, "content-type": ct}))
+					if v.Status() != 400 {
+						t.Errorf("%s %q %q %q: %v %d, want 400", host, enc, ct, body, v.Outcome, v.Status())
+						continue
+					}
+					if id, code := rpcErr(t, v.Body); code != -32700 || id != "null" {
+						t.Errorf("%s %q %q: code %d id %s, want -32700 id null", host, enc, ct, code, id)
+					}
+				}
+			}
+		}
+	}
+	for _, enc := range []string{"identity", "IDENTITY", " identity", ""} {
+		if v := f.pl.Check(t.Context(), f.rpcReq(t, "POST", "auto.example.com", echo, Headers{"content-encoding": enc})); v.Outcome != Allowed {
+			t.Errorf("content-encoding %q: %v %s, want allowed", enc, v.Outcome, v.Body)
+		}
+	}
+	// Without the body there is nothing to read: the headers decide.
+	if v := f.pl.Check(t.Context(), f.rpcReq(t, "GET", "auto.example.com", "", Headers{"content-encoding": "gzip", "content-type": ""})); v.Outcome != Allowed {
+		t.Errorf("GET with content-encoding and no body: %v %s, want allowed", v.Outcome, v.Body)
+	}
+	// protocol http reads no body.
+	if v := f.pl.Check(t.Context(), f.rpcReq(t, "POST", "plain.example.com", "\x1f\x8b", Headers{"content-encoding": "gzip"})); v.Outcome != Allowed {
+		t.Errorf("protocol http: %v, want allowed", v.Outcome)
+	}
+}
+
 // TestBodyNotGivenFailsClosed: a request that carries a JSON body the proxy
 // did not send is refused where rules apply, unless Mcp-Method names it.
 func TestBodyNotGivenFailsClosed(t *testing.T) {
