@@ -581,3 +581,168 @@ func TestCompressedBodiesEndToEnd(t *testing.T) {
 		t.Fatalf("control: status %d body %.200s; the agent answered %d calls", status, body, results.Load())
 	}
 }
+
+// withheldRoutes: an auto route with rules, the documented configuration
+// without the body (request_body: none, upstream_validates_mcp_headers),
+// and an auto route without rules.
+const withheldRoutes = `sessions:
+  task_ownership: false
+routes:
+  - name: auto
+    default: true
+    path_prefix: /mcp
+    issuers: [hs]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], scopes: [admin]}
+      - {methods: ["message/*"], action: deny}
+  - name: headers
+    path_prefix: /validated
+    request_body: none
+    upstream_validates_mcp_headers: true
+    issuers: [hs]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+      - {methods: ["message/*"], action: deny}
+  - name: open
+    path_prefix: /open
+    issuers: [hs]
+    audiences: [` + audience + `]
+`
+
+// TestWithheldBodies: a request carrying a body the service was not given
+// (a Content-Length, a Transfer-Encoding, a POST without a length, a cut
+// body) says what it holds only in its Content-Type, the client's word: on
+// a route with rules it is refused (400, -32600, id null) unless
+// Mcp-Method and Mcp-Name name the call to an upstream that checks them.
+// Requests without a body (a GET of an event stream, a DELETE of a
+// session, OPTIONS, a POST with Content-Length: 0) pass, as does anything
+// on a route without rules.
+func TestWithheldBodies(t *testing.T) {
+	s := start(t, withheldRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	with := func(kv ...string) map[string]string {
+		h := map[string]string{"authorization": "Bearer " + user}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h[kv[i]] = kv[i+1]
+		}
+		return h
+	}
+	mcpHeaders := func(tool string, kv ...string) map[string]string {
+		return with(append([]string{"mcp-method", "tools/call", "mcp-name", tool, "mcp-protocol-version", "2026-07-28", "content-type", "application/json"}, kv...)...)
+	}
+	for _, tc := range []struct {
+		name   string
+		r      raw
+		status int // 200: allowed
+	}{
+		{"POST, text/plain, content-length", raw{Headers: with("content-type", "text/plain", "content-length", "160")}, 400},
+		{"POST, form, content-length", raw{Headers: with("content-type", "application/x-www-form-urlencoded", "content-length", "160")}, 400},
+		{"POST, octet-stream, content-length", raw{Headers: with("content-type", "application/octet-stream", "content-length", "160")}, 400},
+		{"POST, no content type, content-length", raw{Headers: with("content-length", "160")}, 400},
+		{"POST, text/plain, no length (HTTP/2)", raw{Headers: with("content-type", "text/plain")}, 400},
+		{"POST, no content type, no length", raw{Headers: with()}, 400},
+		{"PUT, text/plain, chunked", raw{Method: "PUT", Headers: with("content-type", "text/plain", "transfer-encoding", "chunked")}, 400},
+		{"PATCH, text/plain, content-length", raw{Method: "PATCH", Headers: with("content-type", "text/plain", "content-length", "160")}, 400},
+		{"DELETE, content-length", raw{Method: "DELETE", Headers: with("content-length", "160")}, 400},
+		{"POST, text/plain, cut body", raw{Headers: with("content-type", "text/plain"), Body: "hello, this is not", Partial: true}, 400},
+		{"POST, text/plain, content-length, MCP version only", raw{Headers: with("content-type", "text/plain", "content-length", "160", "mcp-protocol-version", "2025-06-18")}, 400},
+		// Legitimate requests without a body.
+		{"GET of an event stream", raw{Method: "GET", Headers: with("accept", "text/event-stream")}, 200},
+		{"DELETE of a session", raw{Method: "DELETE", Headers: with("mcp-session-id", "s-withheld-1")}, 200},
+		{"OPTIONS", raw{Method: "OPTIONS", Headers: with()}, 200},
+		{"HEAD", raw{Method: "HEAD", Headers: with()}, 200},
+		{"POST, content-length 0", raw{Headers: with("content-type", "text/plain", "content-length", "0")}, 200},
+		{"POST, text/plain, the body given", raw{Headers: with("content-type", "text/plain"), Body: "hello"}, 200},
+		// The documented configuration without the body.
+		{"documented: POST, text/plain, no MCP headers", raw{Path: "/validated", Headers: with("content-type", "text/plain")}, 400},
+		{"documented: POST, no content type, no MCP headers", raw{Path: "/validated", Headers: with()}, 400},
+		{"documented: POST, json, no MCP headers", raw{Path: "/validated", Headers: with("content-type", "application/json", "content-length", "160")}, 400},
+		{"documented: MCP headers name an allowed tool", raw{Path: "/validated", Headers: mcpHeaders("echo", "content-length", "160")}, 200},
+		{"documented: MCP headers name an allowed tool, text/plain", raw{Path: "/validated", Headers: mcpHeaders("echo", "content-type", "text/plain")}, 200},
+		{"documented: MCP headers name a denied tool", raw{Path: "/validated", Headers: mcpHeaders("delete_file", "content-length", "160")}, 403},
+		{"documented: GET of an event stream", raw{Method: "GET", Path: "/validated", Headers: with("accept", "text/event-stream")}, 200},
+		// No rules: nothing to decide on the call.
+		{"no rules: POST, text/plain, content-length", raw{Path: "/open", Headers: with("content-type", "text/plain", "content-length", "160")}, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, tc.r)
+			if tc.status == 200 {
+				if !v.Allowed {
+					t.Fatalf("refused: %d %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, tc.status)
+			e := v.rpc(t)
+			if tc.status == 400 && (e.Error.Code != -32600 || string(e.ID) != "null" || !strings.Contains(v.Body, "send the body to the service")) {
+				t.Fatalf("JSON-RPC error %d id %s, body %s; want -32600 id null naming the remedy", e.Error.Code, e.ID, v.Body)
+			}
+		})
+	}
+}
+
+// TestWithheldBodiesForwardAuth: a forward-auth proxy that does not send
+// the body (nginx auth_request, Caddy forward_auth, Traefik without
+// forwardBody) asks with a request of its own, whose Content-Length
+// (0, or none) says nothing of the client's body.
+func TestWithheldBodiesForwardAuth(t *testing.T) {
+	s := start(t, withheldRoutes, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	for _, tc := range []struct {
+		name, method, uri string
+		header            map[string]string
+		status            int
+	}{
+		{"POST, text/plain", "POST", "/mcp", map[string]string{"Content-Type": "text/plain"}, 400},
+		{"POST, no content type", "POST", "/mcp", nil, 400},
+		{"POST, form", "POST", "/mcp", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 400},
+		{"documented: POST, text/plain", "POST", "/validated", map[string]string{"Content-Type": "text/plain"}, 400},
+		{"documented: MCP headers name an allowed tool", "POST", "/validated", map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "echo", "Mcp-Protocol-Version": "2026-07-28"}, 200},
+		{"documented: MCP headers name a denied tool", "POST", "/validated", map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "delete_file", "Mcp-Protocol-Version": "2026-07-28"}, 403},
+		{"GET of an event stream", "GET", "/mcp", map[string]string{"Accept": "text/event-stream"}, 200},
+		{"DELETE of a session", "DELETE", "/mcp", map[string]string{"Mcp-Session-Id": "s-withheld-2"}, 200},
+		{"no rules: POST, text/plain", "POST", "/open", map[string]string{"Content-Type": "text/plain"}, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := bearer(user)
+			for k, v := range tc.header {
+				h.Set(k, v)
+			}
+			status, _, body := s.forwardAuth(t, fwd{Method: tc.method, URI: tc.uri, Header: h})
+			if status != tc.status {
+				t.Fatalf("status %d body %s, want %d", status, body, tc.status)
+			}
+			if status == 400 && !strings.Contains(body, `"code":-32600`) {
+				t.Fatalf("body %s, want a JSON-RPC error", body)
+			}
+		})
+	}
+}
+
+// TestWithheldBodiesEndToEnd: behind a proxy that does not send the body
+// (Envoy without with_request_body), an agent that ignores Content-Type
+// never runs a message/send labelled text/plain or form on a route
+// denying message/*.
+func TestWithheldBodiesEndToEnd(t *testing.T) {
+	var results atomic.Int32
+	s := start(t, withheldRoutes, options{Build: &envoytest.BuildOptions{}, Upstream: a2aUpstream(&results, func(h http.Handler) http.Handler { return h })})
+	user := token(t, issuerHS, "mallory", "read")
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/octet-stream", "application/json"} {
+		t.Run(ct, func(t *testing.T) {
+			h := bearer(user)
+			h.Set("Content-Type", ct)
+			status, _, body := s.viaEnvoy(t, http.MethodPost, "/mcp", h, messageSend)
+			if status != 400 || results.Load() != 0 {
+				t.Fatalf("status %d body %.200s; the agent answered %d calls", status, body, results.Load())
+			}
+		})
+	}
+	// The control: on the route without rules the agent runs it.
+	h := bearer(user)
+	h.Set("Content-Type", "text/plain")
+	if status, _, body := s.viaEnvoy(t, http.MethodPost, "/open", h, messageSend); status != 200 || results.Load() != 1 {
+		t.Fatalf("control: status %d body %.200s; the agent answered %d calls", status, body, results.Load())
+	}
+}

@@ -81,9 +81,11 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	var rpc jsonrpc.Request
 	parsed := false
 	// A body may be JSON-RPC when the route says so, when something about
-	// it says so, or when it is compressed (an upstream that inflates it
-	// may read a call).
-	jsonBody := carriesBody(req) && (r.protocol != jsonrpc.ProtocolUnknown || mayBeJSONRPC(req) || hasBody(req) && encoded(req))
+	// it says so, when it is compressed (an upstream that inflates it may
+	// read a call), or, on a route with rules, when we were not given it:
+	// its Content-Type is only the client's word for what it holds.
+	jsonBody := carriesBody(req) && (r.protocol != jsonrpc.ProtocolUnknown || mayBeJSONRPC(req) ||
+		hasBody(req) && encoded(req) || r.hasRules() && withheld(req))
 	if jsonBody && hasBody(req) {
 		if c.Protocol == jsonrpc.ProtocolUnknown {
 			c.Protocol = jsonrpc.ProtocolMCP // JSON-RPC's error shape, whichever protocol it is
@@ -192,6 +194,30 @@ func carriesBody(req *Request) bool {
 		return true
 	}
 	return req.Headers.Get("transfer-encoding") != ""
+}
+
+// withheld reports whether req carries a body the service was not given
+// whole: one cut short (BodyPartial), or none at all while the request has
+// a non-zero Content-Length, a Transfer-Encoding, or is a POST without a
+// Content-Length (HTTP/2 need not send one, and forward-auth proxies drop
+// it with the body). A request that says its body is empty
+// (Content-Length: 0), and a GET, DELETE or OPTIONS without a length, carry
+// none.
+func withheld(req *Request) bool {
+	if req.BodyPartial {
+		return true
+	}
+	if len(req.Body) > 0 {
+		return false
+	}
+	cl, hasLength := req.Headers["content-length"]
+	switch {
+	case hasLength && cl != "0":
+		return true
+	case req.Headers["transfer-encoding"] != "":
+		return true
+	}
+	return !hasLength && strings.EqualFold(req.Method, "POST")
 }
 
 // encoded reports whether req's body is labelled with a content coding

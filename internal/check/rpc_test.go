@@ -286,8 +286,9 @@ func TestCompressedBodiesAreRefused(t *testing.T) {
 	}
 }
 
-// TestBodyNotGivenFailsClosed: a request that carries a JSON body the proxy
-// did not send is refused where rules apply, unless Mcp-Method names it.
+// TestBodyNotGivenFailsClosed: a request that carries a body the proxy did
+// not send is refused where rules apply, whatever its Content-Type says,
+// unless Mcp-Method names it. Requests without a body pass.
 func TestBodyNotGivenFailsClosed(t *testing.T) {
 	f := newFixture(t, rpcRoutes)
 	for _, tt := range []struct {
@@ -304,6 +305,16 @@ func TestBodyNotGivenFailsClosed(t *testing.T) {
 		{"partial body on GET", "GET", nil, true, 400},
 		{"GET without body", "GET", Headers{"content-type": ""}, false, 200},
 		{"Mcp-Method names the call", "POST", Headers{"mcp-method": "tools/call", "mcp-name": "delete_file"}, false, 403},
+		{"POST, text/plain, no body", "POST", Headers{"content-type": "text/plain"}, false, 400},
+		{"POST, no content type, no body", "POST", Headers{"content-type": ""}, false, 400},
+		{"POST, form, Content-Length", "POST", Headers{"content-type": "application/x-www-form-urlencoded", "content-length": "20"}, false, 400},
+		{"PATCH, octet-stream, Content-Length", "PATCH", Headers{"content-type": "application/octet-stream", "content-length": "20"}, false, 400},
+		{"DELETE, text/plain, chunked", "DELETE", Headers{"content-type": "text/plain", "transfer-encoding": "chunked"}, false, 400},
+		{"partial text/plain body", "POST", Headers{"content-type": "text/plain"}, true, 400},
+		{"POST, text/plain, Content-Length 0", "POST", Headers{"content-type": "text/plain", "content-length": "0"}, false, 200},
+		{"DELETE without body", "DELETE", Headers{"content-type": "", "mcp-session-id": "s-not-given"}, false, 200},
+		{"OPTIONS without body", "OPTIONS", Headers{"content-type": ""}, false, 200},
+		{"GET of an event stream", "GET", Headers{"content-type": "", "accept": "text/event-stream"}, false, 200},
 	} {
 		req := f.rpcReq(t, tt.method, "auto.example.com", "", tt.headers)
 		if tt.partial {

@@ -140,6 +140,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			in.ContextExtensions = map[string]string{"route": route}
 		}
 	}
+	if in.Headers["content-length"] == "0" {
+		// The length of the proxy's own request, which carries no body: it
+		// says nothing of the client's (which forward-auth proxies do not
+		// send without forwardBody), so it must not read as "empty".
+		delete(in.Headers, "content-length")
+	}
 	if h.maxBody > 0 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		in.Body, in.BodyPartial = readBody(r.Body, r.ContentLength, h.maxBody)
 	}
