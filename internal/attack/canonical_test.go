@@ -164,6 +164,18 @@ func TestCanonicalPublicPathWithCall(t *testing.T) {
 	// reads the call, so it is not public, and it is refused as unreadable.
 	gz := s.checkBytes(t, raw{Path: "/public/x", Headers: map[string]string{"content-type": "text/plain", "content-encoding": "gzip"}, Body: compress(toolCall(5, "delete_file", "{}"), false)})
 	gz.wantDenied(t, 400)
+	// So is a call some upstream reads as JSON though it does not start
+	// with '{' (Python's json.loads decodes UTF-16 and skips a BOM).
+	for name, body := range map[string]string{
+		"UTF-16LE":              encodeUTF16(toolCall(6, "delete_file", "{}"), false, false),
+		"UTF-16BE with BOM":     encodeUTF16(toolCall(6, "delete_file", "{}"), true, true),
+		"UTF-8 byte order mark": "\xef\xbb\xbf" + toolCall(6, "delete_file", "{}"),
+	} {
+		v := s.checkBytes(t, raw{Path: "/public/x", Headers: map[string]string{"content-type": "text/plain"}, Body: body})
+		if v.Allowed {
+			t.Errorf("%s call on a public path passed without a token", name)
+		}
+	}
 
 	// End to end: the MCP server answers on every path.
 	status, _, body := s.viaEnvoy(t, http.MethodPost, "/.well-known/oauth-protected-resource", nil, toolCall(9, "delete_file", `{"path":"/etc/passwd"}`))

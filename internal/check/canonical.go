@@ -118,20 +118,13 @@ func earlyCall(req *Request) *Call {
 }
 
 // looksLikeCall reports whether a request carries (or claims to carry) a
-// JSON-RPC call: a body that starts like JSON, a compressed body (which an
-// inflating upstream may read as one), or an MCP call header.
+// JSON-RPC call: a body some upstream may read as JSON (jsonrpc.LooksLikeJSON:
+// after a byte order mark, in UTF-16 or UTF-32, behind a comment), a
+// compressed body (which an inflating upstream may read as one), or an MCP
+// call header.
 func looksLikeCall(req *Request) bool {
-	if hasBody(req) && encoded(req) {
+	if jsonrpc.LooksLikeJSON(req.Body) || hasBody(req) && encoded(req) {
 		return true
-	}
-	for _, c := range req.Body {
-		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
-			continue
-		}
-		if c == '{' || c == '[' {
-			return true
-		}
-		break
 	}
 	h := req.Headers
 	return h["mcp-method"] != "" || h["mcp-session-id"] != "" || h["mcp-name"] != ""
