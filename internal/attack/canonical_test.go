@@ -149,6 +149,10 @@ func TestCanonicalPublicPathWithCall(t *testing.T) {
 		{"batch posted to a public glob", "/public/x", nil, "[" + toolCall(4, "delete_file", "{}") + "]", 400}, // batches are refused outright
 		{"Mcp-Method header alone on a public path", "/public/x", map[string]string{"mcp-method": "tools/call", "mcp-name": "delete_file"}, "", 0},
 		{"Mcp-Session-Id alone on a public path", "/public/x", map[string]string{"mcp-session-id": "s-1"}, "", 0},
+		// A body the service was not given may be a call.
+		{"POST with a body not given, text/plain", "/public/x", map[string]string{"content-type": "text/plain", "content-length": "120"}, "", 0},
+		{"POST with a body not given, json", "/.well-known/oauth-protected-resource", map[string]string{"content-type": "application/json", "content-length": "120"}, "", 0},
+		{"POST with a body not given, no length", "/public/x", map[string]string{"content-type": "text/plain"}, "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -261,15 +261,35 @@ func TestCheck(t *testing.T) {
 			name: "public path needs no token and strips identity",
 			req: func(t *testing.T) *Request {
 				r := agentReq(Headers{"x-user-id": "mallory"})
-				r.Path = "/.well-known/agent-card.json"
+				r.Method, r.Path = "GET", "/.well-known/agent-card.json"
 				return r
 			},
 			want:   Public,
 			remove: []string{"x-user-id", "x-session-id", "authorization"},
 		},
 		{
+			// A POST without a Content-Length may carry a body (HTTP/2)
+			// the proxy did not send, which may be a call.
+			name: "public path with a body not given needs a token",
+			req: func(t *testing.T) *Request {
+				r := agentReq(nil)
+				r.Path = "/.well-known/agent-card.json"
+				return r
+			},
+			want: MissingToken,
+		},
+		{
+			name: "public path, POST with an empty body",
+			req: func(t *testing.T) *Request {
+				r := agentReq(Headers{"content-length": "0"})
+				r.Path = "/public/x"
+				return r
+			},
+			want: Public,
+		},
+		{
 			name: "public prefix",
-			req:  func(t *testing.T) *Request { r := agentReq(nil); r.Path = "/public/x?y=1"; return r },
+			req:  func(t *testing.T) *Request { r := agentReq(nil); r.Method, r.Path = "GET", "/public/x?y=1"; return r },
 			want: Public,
 		},
 		{

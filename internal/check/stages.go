@@ -197,10 +197,11 @@ func (e *evaluation) headers() *denial {
 
 // public lets requests to the route's public paths through without a
 // token. A JSON-RPC call is never public (unless the route declares plain
-// HTTP): an MCP server serving every path would run it.
+// HTTP): an MCP server serving every path would run it. Nor is a body we
+// were not given, which may be one.
 func (e *evaluation) public() *denial {
 	r := e.route
-	if !r.isPublic(e.req.Path) || (r.protocol != jsonrpc.ProtocolHTTP && looksLikeCall(e.req)) {
+	if !r.isPublic(e.req.Path) || (r.protocol != jsonrpc.ProtocolHTTP && (looksLikeCall(e.req) || withheld(e.req))) {
 		return nil
 	}
 	if d := ambiguousAuthorization(e.req); d != nil {
