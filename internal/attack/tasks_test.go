@@ -107,6 +107,76 @@ func TestTasksAnotherUsersTask(t *testing.T) {
 	})
 }
 
+// a2aTasksYAML is an A2A route that binds tasks and contexts.
+const a2aTasksYAML = `routes:
+  - name: a2a
+    default: true
+    protocol: a2a
+    issuers: [hs]
+    audiences: [` + audience + `]
+`
+
+// TestTasksProtoFieldNames: A2A v1.0's requests name their task in
+// task_id (a2a.proto: CreateTaskPushNotificationConfigRequest{tenant,
+// task_id, config}, GetTaskPushNotificationConfigRequest{tenant, task_id,
+// id}, ...), and protobuf JSON upstreams accept it beside taskId. Bob
+// names alice's task by that spelling, or by both spellings at once so
+// that the service and the agent could read different ones.
+func TestTasksProtoFieldNames(t *testing.T) {
+	s := start(t, a2aTasksYAML, options{})
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+	const task = "task-of-alice"
+	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
+		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
+	}
+	hook := `,"config":{"url":"https://bob.example/hook"}`
+	refused := []struct{ name, body, id string }{
+		{"CreateTaskPushNotificationConfig", `{"jsonrpc":"2.0","id":2,"method":"CreateTaskPushNotificationConfig","params":{"task_id":"` + task + `"` + hook + `}}`, "2"},
+		{"SetTaskPushNotificationConfig", `{"jsonrpc":"2.0","id":3,"method":"SetTaskPushNotificationConfig","params":{"task_id":"` + task + `"` + hook + `}}`, "3"},
+		{"GetTaskPushNotificationConfig", `{"jsonrpc":"2.0","id":4,"method":"GetTaskPushNotificationConfig","params":{"tenant":"","task_id":"` + task + `","id":"cfg-1"}}`, "4"},
+		{"ListTaskPushNotificationConfigs", `{"jsonrpc":"2.0","id":5,"method":"ListTaskPushNotificationConfigs","params":{"task_id":"` + task + `"}}`, "5"},
+		{"DeleteTaskPushNotificationConfig", `{"jsonrpc":"2.0","id":6,"method":"DeleteTaskPushNotificationConfig","params":{"task_id":"` + task + `","id":"cfg-1"}}`, "6"},
+		{"v0.3 tasks/pushNotificationConfig/set", `{"jsonrpc":"2.0","id":7,"method":"tasks/pushNotificationConfig/set","params":{"task_id":"` + task + `","pushNotificationConfig":{"url":"https://bob.example/hook"}}}`, "7"},
+		{"task_id, escaped", `{"jsonrpc":"2.0","id":8,"method":"ListTaskPushNotificationConfigs","params":{"task\u005fid":"` + task + `"}}`, "8"},
+		{"a string id", `{"jsonrpc":"2.0","id":"x-9","method":"GetTaskPushNotificationConfig","params":{"task_id":"` + task + `","id":"cfg-1"}}`, `"x-9"`},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			wantTaskRefused(t, s.check(t, raw{Headers: bob, Body: tc.body}), tc.id)
+		})
+	}
+	ambiguous := []struct{ name, body, id string }{
+		{"bob's task in taskId, alice's in task_id", `{"jsonrpc":"2.0","id":10,"method":"GetTaskPushNotificationConfig","params":{"taskId":"bobs-own","task_id":"` + task + `","id":"cfg-1"}}`, "10"},
+		{"alice's in taskId, bob's in task_id", `{"jsonrpc":"2.0","id":11,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"` + task + `","task_id":"bobs-own"` + hook + `}}`, "11"},
+		{"the same id in both", `{"jsonrpc":"2.0","id":12,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"bobs-own","task_id":"bobs-own"}}`, "12"},
+		{"a case variant of task_id", `{"jsonrpc":"2.0","id":13,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"bobs-own","TASK_ID":"` + task + `"}}`, "13"},
+		{"task_id twice", `{"jsonrpc":"2.0","id":14,"method":"ListTaskPushNotificationConfigs","params":{"task_id":"bobs-own","task_id":"` + task + `"}}`, "14"},
+		{"task_id not a string", `{"jsonrpc":"2.0","id":15,"method":"ListTaskPushNotificationConfigs","params":{"task_id":["` + task + `"]}}`, "15"},
+	}
+	for _, tc := range ambiguous {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: bob, Body: tc.body})
+			v.wantDenied(t, 400)
+			if e := v.rpc(t); string(e.ID) != tc.id || e.Error.Code != -32600 {
+				t.Fatalf("refusal %s, want -32600 with id %s", v.Body, tc.id)
+			}
+		})
+	}
+	t.Run("the refusal of both spellings says why", func(t *testing.T) {
+		v := s.check(t, raw{Headers: bob, Body: ambiguous[0].body})
+		if !strings.Contains(v.Body, "taskId and task_id") {
+			t.Fatalf("refusal %s does not name the fields", v.Body)
+		}
+	})
+	t.Run("alice uses the proto field name for her own task", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":16,"method":"ListTaskPushNotificationConfigs","params":{"task_id":"` + task + `"}}`
+		if v := s.check(t, raw{Headers: alice, Body: body}); !v.Allowed {
+			t.Fatalf("alice: %d %s", v.Status, v.Body)
+		}
+	})
+}
+
 // TestTasksBodyWithheldByAnUpgrade: Envoy's ext_authz does not buffer the
 // body of a WebSocket upgrade, whatever the method (ext_authz.cc,
 // isWebSocketUpgradeRequest), yet forwards it once the check allows. Where

@@ -416,6 +416,9 @@ func TestTasksBelongToCreator(t *testing.T) {
 		{"agent.example.com", `{"jsonrpc":"2.0","id":18,"method":"tasks/resubscribe","params":{"id":"T"}}`},
 		{"agent.example.com", `{"jsonrpc":"2.0","id":19,"method":"SubscribeToTask","params":{"id":"T"}}`},
 		{"agent.example.com", `{"jsonrpc":"2.0","id":20,"method":"message/send","params":{"message":{"messageId":"m","taskId":"T","role":"user","parts":[]}}}`},
+		{"agent.example.com", `{"jsonrpc":"2.0","id":21,"method":"ListTaskPushNotificationConfigs","params":{"task_id":"T"}}`},
+		{"agent.example.com", `{"jsonrpc":"2.0","id":22,"method":"CreateTaskPushNotificationConfig","params":{"task_id":"T","config":{"url":"https://hook.example"}}}`},
+		{"agent.example.com", `{"jsonrpc":"2.0","id":23,"method":"SendMessage","params":{"message":{"messageId":"m","task_id":"T","role":"ROLE_USER","parts":[]}}}`},
 	}
 	for _, op := range ops {
 		t.Run(op.body[30:60], func(t *testing.T) {

@@ -27,7 +27,10 @@ const (
 // CodeFor maps an error from Parse to the JSON-RPC error code and message to
 // answer it with. Any other error is an internal error.
 func CodeFor(err error) (code int, message string) {
+	var reason invalid
 	switch {
+	case errors.As(err, &reason):
+		return CodeInvalidRequest, "Invalid Request: " + string(reason)
 	case errors.Is(err, ErrParse):
 		return CodeParseError, "Parse error"
 	case errors.Is(err, ErrBatch):

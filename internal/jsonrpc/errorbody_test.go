@@ -108,6 +108,7 @@ func TestCodeFor(t *testing.T) {
 		{"too large", ErrTooLarge, CodeInvalidRequest},
 		{"too deep", ErrTooDeep, CodeInvalidRequest},
 		{"wrapped", errors.Join(errors.New("reading body"), ErrParse), CodeParseError},
+		{"invalid, with its reason", invalid("params names the task twice"), CodeInvalidRequest},
 		{"other", errors.New("boom"), CodeInternal},
 	}
 	for _, tt := range tests {
@@ -115,6 +116,9 @@ func TestCodeFor(t *testing.T) {
 			code, msg := CodeFor(tt.err)
 			if code != tt.code || msg == "" {
 				t.Errorf("CodeFor(%v) = %d, %q; want %d and a message", tt.err, code, msg, tt.code)
+			}
+			if reason, ok := tt.err.(invalid); ok && msg != "Invalid Request: "+string(reason) {
+				t.Errorf("CodeFor(%v) = %q, want the reason", tt.err, msg)
 			}
 		})
 	}

@@ -19,6 +19,10 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","error":{"code":-32700,"message":"m"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"context_id":"c","task_id":"t"}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t","taskId":"u"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"GetTaskPushNotificationConfig","params":{"task_id":"t","id":"c"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"context_id":"c","contextId":null}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"referenceTaskIds":["a","b\u0000",""]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"reference_task_ids":["\ud83d\ude00"],"referenceTaskIds":null}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"metadata":{"skillId":"refund","SKILL":1}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":{"skill":"s\u00e9"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
@@ -58,9 +62,17 @@ func FuzzParse(f *testing.F) {
 		// Accepted: the strings are UTF-8, the id is a JSON id, and a
 		// request has a method.
 		for _, s := range []string{r.Method, r.Name, r.URI, r.ProtocolVersion, r.Traceparent, r.Tracestate,
-			r.Baggage, r.MetaAuthorization, r.ContextID, r.TaskID, r.ParamsID, r.ParamsTaskID, r.Skill} {
+			r.Baggage, r.MetaAuthorization, r.ContextID, r.TaskID, r.ParamsID, r.ParamsTaskID, r.ParamsContextID, r.Skill} {
 			if !utf8.ValidString(s) {
 				t.Fatalf("Parse(%q): %q is not UTF-8", body, s)
+			}
+		}
+		if len(r.ReferenceTaskIDs) > MaxReferenceTaskIDs {
+			t.Fatalf("Parse(%q) read %d referenced tasks", body, len(r.ReferenceTaskIDs))
+		}
+		for _, s := range r.ReferenceTaskIDs {
+			if !utf8.ValidString(s) {
+				t.Fatalf("Parse(%q): referenced task %q is not UTF-8", body, s)
 			}
 		}
 		if r.IsResponse == (r.Method != "") {
@@ -206,6 +218,9 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		URI             raw `json:"uri"`
 		ID              raw `json:"id"`
 		TaskID          raw `json:"taskId"`
+		TaskIDSnake     raw `json:"task_id"`
+		ContextID       raw `json:"contextId"`
+		ContextIDSnake  raw `json:"context_id"`
 		Meta            raw `json:"_meta"`
 		Message         raw `json:"message"`
 		ProtocolVersion raw `json:"protocolVersion"`
@@ -219,11 +234,13 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 	decodeObject(t, params.Arguments, &arguments)
 	decodeObject(t, arguments["_metadata"], &metadata)
 	var message struct {
-		ContextID      raw `json:"contextId"`
-		ContextIDSnake raw `json:"context_id"`
-		TaskID         raw `json:"taskId"`
-		TaskIDSnake    raw `json:"task_id"`
-		Metadata       raw `json:"metadata"`
+		ContextID       raw `json:"contextId"`
+		ContextIDSnake  raw `json:"context_id"`
+		TaskID          raw `json:"taskId"`
+		TaskIDSnake     raw `json:"task_id"`
+		References      raw `json:"referenceTaskIds"`
+		ReferencesProto raw `json:"reference_task_ids"`
+		Metadata        raw `json:"metadata"`
 	}
 	decodeObject(t, params.Message, &message)
 	var messageMetadata map[string]raw
@@ -262,7 +279,8 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		ContextID:         jsonText(t, message.ContextID) + jsonText(t, message.ContextIDSnake), // never both
 		TaskID:            jsonText(t, message.TaskID) + jsonText(t, message.TaskIDSnake),
 		ParamsID:          jsonText(t, params.ID),
-		ParamsTaskID:      jsonText(t, params.TaskID),
+		ParamsTaskID:      jsonText(t, params.TaskID) + jsonText(t, params.TaskIDSnake), // never both
+		ParamsContextID:   jsonText(t, params.ContextID) + jsonText(t, params.ContextIDSnake),
 	}
 	if top.Method == "initialize" {
 		if want.ProtocolVersion == "" {
@@ -275,6 +293,17 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 	}
 	if c, _ := ClassifyA2A(top.Method); c == "SendMessage" || c == "SendStreamingMessage" {
 		want.Skill = jsonText(t, messageMetadata["skillId"]) + jsonText(t, messageMetadata["skill"]) // never both
+		// As a2a-go's Message decodes them: an array of strings (Parse
+		// refuses any other shape), either spelling (never both).
+		for _, refs := range []raw{message.References, message.ReferencesProto} {
+			var ids []string
+			if len(refs) > 0 && refs[0] == '[' {
+				if err := json.Unmarshal(refs, &ids); err != nil {
+					t.Fatalf("Parse(%q) accepted references encoding/json refuses: %v", body, err)
+				}
+			}
+			want.ReferenceTaskIDs = append(want.ReferenceTaskIDs, ids...)
+		}
 	}
 	if got.ArgumentsEnd > 0 {
 		var args map[string]any

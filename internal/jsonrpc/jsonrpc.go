@@ -29,6 +29,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 )
 
@@ -86,20 +87,31 @@ type Request struct {
 	// (LogValue and String leave it out).
 	MetaAuthorization string
 
-	// A2A. The message ids are also read under their proto field names
-	// (context_id, task_id), which protobuf JSON parsers accept.
+	// A2A. Every id is also read under its proto field name (context_id,
+	// task_id, reference_task_ids), which protobuf JSON parsers accept
+	// beside the JSON name; a body naming one in both spellings is invalid.
 	ContextID string // params.message.contextId
 	TaskID    string // params.message.taskId
-	ParamsID  string // params.id (task operations)
+	ParamsID  string // params.id (task operations; a push notification configuration's own id in v1.0)
 	// Skill is the skill a message send names, in
 	// params.message.metadata.skillId or .skill: A2A has no field for it,
 	// and clients that pick a skill put it there. A string of at most
 	// MaxSkillLen bytes without control characters; both keys, or either
 	// of another type, make the request invalid.
 	Skill string
-	// ParamsTaskID is params.taskId (MCP 2025-11-25 tasks/*, A2A push
-	// notification configs).
+	// ParamsTaskID is params.taskId or params.task_id (MCP 2025-11-25
+	// tasks/*, A2A push notification configurations).
 	ParamsTaskID string
+	// ParamsContextID is params.contextId or params.context_id: the
+	// context A2A v1.0's ListTasks filters by.
+	ParamsContextID string
+	// ReferenceTaskIDs are the tasks a message send references
+	// (params.message.referenceTaskIds or reference_task_ids), which the
+	// agent may load into its context (a2a-go's ReferencedTasksLoader).
+	// Read for message sends only: an array of at most
+	// MaxReferenceTaskIDs strings, nil when empty; any other value makes
+	// the request invalid.
+	ReferenceTaskIDs []string
 
 	// ArgumentsStart and ArgumentsEnd locate params.arguments in the parsed
 	// body (body[ArgumentsStart:ArgumentsEnd]) when it is an object; both
@@ -177,6 +189,10 @@ func (r Request) LogValue() slog.Value {
 	add("params_id", r.ParamsID)
 	add("skill", r.Skill)
 	add("params_task_id", r.ParamsTaskID)
+	add("params_context_id", r.ParamsContextID)
+	if len(r.ReferenceTaskIDs) > 0 {
+		attrs = append(attrs, slog.Int("reference_task_ids", len(r.ReferenceTaskIDs)))
+	}
 	add("traceparent", r.Traceparent)
 	if r.MetaAuthorization != "" {
 		attrs = append(attrs, slog.Bool("meta_authorization", true))
@@ -262,6 +278,9 @@ func (s *scanner) request(r *Request) error {
 	if s.ambiguous || !s.isString(fJSONRPC, "2.0") {
 		return ErrInvalidRequest
 	}
+	if err := s.spelledTwice(); err != nil {
+		return err
+	}
 	hasResult, hasError := sp[fResult].kind != absent, sp[fError].kind != absent
 	if sp[fMethod].kind == absent {
 		// A response: exactly one of result and error; only an error
@@ -287,6 +306,7 @@ func (s *scanner) request(r *Request) error {
 		return ErrInvalidRequest
 	}
 	var ok bool
+	var err error
 	if r.ProtocolVersion == "" && r.Method == "initialize" {
 		if r.ProtocolVersion, ok = s.text(fProtocolVersion); !ok {
 			return ErrInvalidRequest
@@ -299,6 +319,9 @@ func (s *scanner) request(r *Request) error {
 	}
 	if r.Skill, ok = s.skill(r.Method); !ok {
 		return ErrInvalidRequest
+	}
+	if r.ReferenceTaskIDs, err = s.referenceTaskIDs(r.Method); err != nil {
+		return err
 	}
 	if sp := s.spans[fArguments]; sp.kind == object {
 		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
@@ -353,6 +376,7 @@ func hasControl(s string) bool {
 var decoded = [...]field{
 	fMethod, fName, fURI, fMetaProtocolVersion, fTraceparent, fTracestate, fBaggage,
 	fContextID, fTaskID, fContextIDSnake, fTaskIDSnake, fParamsID, fParamsTaskID,
+	fParamsTaskIDSnake, fParamsContextID, fParamsContextIDSnake,
 }
 
 func (r *Request) setString(f field, v string) {
@@ -377,8 +401,10 @@ func (r *Request) setString(f field, v string) {
 		r.TaskID = v
 	case fParamsID:
 		r.ParamsID = v
-	case fParamsTaskID:
+	case fParamsTaskID, fParamsTaskIDSnake:
 		r.ParamsTaskID = v
+	case fParamsContextID, fParamsContextIDSnake:
+		r.ParamsContextID = v
 	}
 }
 
@@ -445,11 +471,6 @@ func (s *scanner) typesValid(method string) bool {
 		!s.is(fTracestate, str) || !s.is(fBaggage, str) || !s.is(fMetaAuthorization, str) {
 		return false
 	}
-	// Both spellings of one A2A field would let two decoders read different ids.
-	if s.present(fContextID) && s.present(fContextIDSnake) ||
-		s.present(fTaskID) && s.present(fTaskIDSnake) {
-		return false
-	}
 	// The methods rules name by a member take their params by name only.
 	switch method {
 	case "tools/call", "prompts/get":
@@ -462,7 +483,8 @@ func (s *scanner) typesValid(method string) bool {
 	}
 	canonical, isA2A := ClassifyA2A(method)
 	if isA2A || strings.HasPrefix(method, "tasks/") {
-		if !s.is(fParamsID, str) || !s.is(fParamsTaskID, str) {
+		if !s.is(fParamsID, str) || !s.is(fParamsTaskID, str) || !s.is(fParamsTaskIDSnake, str) ||
+			!s.is(fParamsContextID, str) || !s.is(fParamsContextIDSnake, str) {
 			return false
 		}
 	}
@@ -475,6 +497,102 @@ func (s *scanner) typesValid(method string) bool {
 			!(s.present(fSkillID) && s.present(fSkill))
 	}
 	return true
+}
+
+// invalid is ErrInvalidRequest with the reason the refusal gives.
+type invalid string
+
+func (e invalid) Error() string        { return "jsonrpc: " + string(e) }
+func (e invalid) Is(target error) bool { return target == ErrInvalidRequest }
+
+// twice pairs the two spellings of each A2A field Parse reads (the JSON
+// name and the proto field name) with the refusal of a body naming both:
+// protobuf JSON parsers take either, so two decoders could read different
+// ids.
+var twice = [...]struct {
+	json, proto field
+	err         invalid
+}{
+	{fContextID, fContextIDSnake, "params.message names its context twice, as contextId and context_id"},
+	{fTaskID, fTaskIDSnake, "params.message names its task twice, as taskId and task_id"},
+	{fReferenceTaskIDs, fReferenceTaskIDsSnake, "params.message names its referenced tasks twice, as referenceTaskIds and reference_task_ids"},
+	{fParamsTaskID, fParamsTaskIDSnake, "params names the task twice, as taskId and task_id"},
+	{fParamsContextID, fParamsContextIDSnake, "params names the context twice, as contextId and context_id"},
+}
+
+// spelledTwice refuses a body naming an A2A field in both spellings,
+// whatever the method.
+func (s *scanner) spelledTwice() error {
+	for _, t := range twice {
+		if s.present(t.json) && s.present(t.proto) {
+			return t.err
+		}
+	}
+	return nil
+}
+
+// MaxReferenceTaskIDs bounds the tasks a message may reference: each is
+// looked up in the task bindings.
+const MaxReferenceTaskIDs = 64
+
+var (
+	errReferenceType     = invalid("params.message.referenceTaskIds must be an array of strings")
+	errReferenceTooMany  = invalid("params.message references more than " + strconv.Itoa(MaxReferenceTaskIDs) + " tasks")
+	errReferenceEncoding = invalid("a referenced task id escapes an unpaired surrogate")
+)
+
+// referenceTaskIDs reads the tasks a message send references
+// (Request.ReferenceTaskIDs): nil for other methods, and for none.
+func (s *scanner) referenceTaskIDs(method string) ([]string, error) {
+	f := fReferenceTaskIDs
+	if !s.present(f) {
+		f = fReferenceTaskIDsSnake // spelledTwice refused both
+	}
+	sp := s.spans[f]
+	switch sp.kind {
+	case absent, null:
+		return nil, nil
+	}
+	if canonical, _ := ClassifyA2A(method); canonical != "SendMessage" && canonical != "SendStreamingMessage" {
+		return nil, nil
+	}
+	if sp.kind != array {
+		return nil, errReferenceType
+	}
+	// The scan validated the array: its elements are values separated by
+	// commas, and only strings are taken.
+	var ids []string
+	s.pos = int(sp.start) + 1
+	for {
+		s.ws()
+		switch s.peek() {
+		case ']':
+			return ids, nil
+		case ',':
+			s.pos++
+			continue
+		case '"':
+		default:
+			return nil, errReferenceType
+		}
+		if len(ids) == MaxReferenceTaskIDs {
+			return nil, errReferenceTooMany
+		}
+		start := s.pos
+		if err := s.str(); err != nil {
+			return nil, err
+		}
+		c := s.data[start+1 : s.pos-1]
+		if !s.escaped {
+			ids = append(ids, string(c))
+			continue
+		}
+		b, ok := unescape(make([]byte, 0, len(c)), c)
+		if !ok {
+			return nil, errReferenceEncoding
+		}
+		ids = append(ids, string(b))
+	}
 }
 
 // MaxSkillLen bounds the skill name a message may carry.

@@ -165,6 +165,47 @@ func TestParse(t *testing.T) {
 			want: Request{Method: "GetTaskPushNotificationConfig", ID: []byte(`6`), ParamsID: "cfg-1", ParamsTaskID: "t-1"},
 		},
 		{
+			name: "A2A v1.0 push notification configuration by proto field name",
+			body: `{"jsonrpc":"2.0","id":6,"method":"GetTaskPushNotificationConfig","params":{"tenant":"","task_id":"t-1","id":"cfg-1"}}`,
+			want: Request{Method: "GetTaskPushNotificationConfig", ID: []byte(`6`), ParamsID: "cfg-1", ParamsTaskID: "t-1"},
+		},
+		{
+			name: "A2A v0.3 tasks/pushNotificationConfig/set by proto field name",
+			body: `{"jsonrpc":"2.0","id":6,"method":"tasks/pushNotificationConfig/set","params":{"task_id":"t\u002d1","pushNotificationConfig":{"url":"https://x"}}}`,
+			want: Request{Method: "tasks/pushNotificationConfig/set", ID: []byte(`6`), ParamsTaskID: "t-1"},
+		},
+		{
+			name: "A2A v1.0 ListTasks by context",
+			body: `{"jsonrpc":"2.0","id":7,"method":"ListTasks","params":{"contextId":"ctx-1","includeArtifacts":true}}`,
+			want: Request{Method: "ListTasks", ID: []byte(`7`), ParamsContextID: "ctx-1"},
+		},
+		{
+			name: "A2A v1.0 ListTasks by context, proto field name",
+			body: `{"jsonrpc":"2.0","id":7,"method":"ListTasks","params":{"context_id":"ctx-1","include_artifacts":true}}`,
+			want: Request{Method: "ListTasks", ID: []byte(`7`), ParamsContextID: "ctx-1"},
+		},
+		{
+			name: "A2A message referencing tasks",
+			body: `{"jsonrpc":"2.0","id":8,"method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m",
+				"referenceTaskIds":[ "t-1" , "t\u002d2","t-1"]}}}`,
+			want: Request{Method: "message/send", ID: []byte(`8`), ReferenceTaskIDs: []string{"t-1", "t-2", "t-1"}},
+		},
+		{
+			name: "A2A message referencing tasks by proto field name",
+			body: `{"jsonrpc":"2.0","id":8,"method":"SendStreamingMessage","params":{"message":{"message_id":"m","reference_task_ids":["t-1"]}}}`,
+			want: Request{Method: "SendStreamingMessage", ID: []byte(`8`), ReferenceTaskIDs: []string{"t-1"}},
+		},
+		{
+			name: "A2A message referencing no task",
+			body: `{"jsonrpc":"2.0","id":8,"method":"SendMessage","params":{"message":{"referenceTaskIds":[],"reference_task_ids":null}}}`,
+			want: Request{Method: "SendMessage", ID: []byte(`8`)},
+		},
+		{
+			name: "the references of a method that is not a message send are not read",
+			body: `{"jsonrpc":"2.0","id":8,"method":"tasks/get","params":{"id":"t","message":{"referenceTaskIds":[1]}}}`,
+			want: Request{Method: "tasks/get", ID: []byte(`8`), ParamsID: "t"},
+		},
+		{
 			name: "notification with params",
 			body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"123","reason":"User requested cancellation"}}`,
 			want: Request{Method: "notifications/cancelled"},
@@ -341,6 +382,15 @@ func TestParseErrors(t *testing.T) {
 		{"A2A contextId not a string", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"contextId":1}}}`, ErrInvalidRequest},
 		{"A2A task id not a string", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":7}}`, ErrInvalidRequest},
 		{"MCP taskId not a string", `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":7}}`, ErrInvalidRequest},
+		{"A2A task_id not a string", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"task_id":["t"]}}`, ErrInvalidRequest},
+		{"A2A ListTasks contextId not a string", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"contextId":{}}}`, ErrInvalidRequest},
+		{"A2A ListTasks context_id not a string", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"context_id":1}}`, ErrInvalidRequest},
+		{"A2A references not an array", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"referenceTaskIds":"t"}}}`, ErrInvalidRequest},
+		{"A2A reference not a string", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"referenceTaskIds":["t",7]}}}`, ErrInvalidRequest},
+		{"A2A null reference", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"reference_task_ids":[null]}}}`, ErrInvalidRequest},
+		{"A2A nested references", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":[["t"]]}}}`, ErrInvalidRequest},
+		{"A2A too many references", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":[` + strings.Repeat(`"t",`, MaxReferenceTaskIDs) + `"t"]}}}`, ErrInvalidRequest},
+		{"A2A reference with an unpaired surrogate", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":["\ud800"]}}}`, ErrInvalidRequest},
 
 		{"duplicate method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}`, ErrInvalidRequest},
 		{"duplicate jsonrpc", `{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"ping"}`, ErrInvalidRequest},
@@ -358,6 +408,14 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate contextId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"contextId":"a","contextId":"b"}}}`, ErrInvalidRequest},
 		{"both spellings of contextId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"contextId":"a","context_id":"b"}}}`, ErrInvalidRequest},
 		{"both spellings of taskId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"taskId":"a","task_id":"b"}}}`, ErrInvalidRequest},
+		{"both spellings of params.taskId", `{"jsonrpc":"2.0","id":1,"method":"GetTaskPushNotificationConfig","params":{"taskId":"a","task_id":"b","id":"c"}}`, ErrInvalidRequest},
+		{"both spellings of params.taskId, the same id", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a","task_id":"a"}}`, ErrInvalidRequest},
+		{"both spellings of params.taskId, any method", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","taskId":"a","task_id":"b"}}`, ErrInvalidRequest},
+		{"both spellings of params.contextId", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"contextId":"a","context_id":"b"}}`, ErrInvalidRequest},
+		{"both spellings of referenceTaskIds", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":["a"],"reference_task_ids":["b"]}}}`, ErrInvalidRequest},
+		{"case variant of task_id", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a","Task_Id":"b"}}`, ErrInvalidRequest},
+		{"case variant of referenceTaskIds", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referencetaskids":["a"]}}}`, ErrInvalidRequest},
+		{"duplicate task_id", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"task_id":"a","task_id":"b"}}`, ErrInvalidRequest},
 		{"case variant of method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call"}`, ErrInvalidRequest},
 		{"case variant of name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"allowed","NAME":"forbidden"}}`, ErrInvalidRequest},
 		{"Kelvin sign variant of taskId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"tas\u212aId":"t"}}}`, ErrInvalidRequest},
@@ -395,6 +453,31 @@ func TestParseErrors(t *testing.T) {
 			}
 			if got.ID != nil && string(got.ID) != "1" {
 				t.Errorf("Parse returned id %s with its error, want 1 or none", got.ID)
+			}
+		})
+	}
+}
+
+// TestParseRefusalReasons: the refusals of A2A ids spelled twice or of the
+// wrong shape say why, and echo the id.
+func TestParseRefusalReasons(t *testing.T) {
+	tests := []struct{ name, body, reason string }{
+		{"params.taskId and task_id", `{"jsonrpc":"2.0","id":"g","method":"GetTaskPushNotificationConfig","params":{"taskId":"a","task_id":"b"}}`, "params names the task twice, as taskId and task_id"},
+		{"message taskId and task_id", `{"jsonrpc":"2.0","id":"g","method":"message/send","params":{"message":{"taskId":"a","task_id":"b"}}}`, "params.message names its task twice"},
+		{"ListTasks contextId and context_id", `{"jsonrpc":"2.0","id":"g","method":"ListTasks","params":{"contextId":"a","context_id":"b"}}`, "params names the context twice"},
+		{"references spelled twice", `{"jsonrpc":"2.0","id":"g","method":"SendMessage","params":{"message":{"referenceTaskIds":[],"reference_task_ids":["b"]}}}`, "referenced tasks twice"},
+		{"a reference that is no string", `{"jsonrpc":"2.0","id":"g","method":"SendMessage","params":{"message":{"referenceTaskIds":[{"id":"b"}]}}}`, "must be an array of strings"},
+		{"too many references", `{"jsonrpc":"2.0","id":"g","method":"SendMessage","params":{"message":{"referenceTaskIds":[` + strings.Repeat(`"t",`, MaxReferenceTaskIDs) + `"t"]}}}`, "more than 64 tasks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.body))
+			code, msg := CodeFor(err)
+			if !errors.Is(err, ErrInvalidRequest) || code != CodeInvalidRequest || !strings.Contains(msg, tt.reason) {
+				t.Fatalf("Parse: %v (%d %q), want -32600 saying %q", err, code, msg, tt.reason)
+			}
+			if string(got.ID) != `"g"` {
+				t.Errorf("refused with id %s, want \"g\"", got.ID)
 			}
 		})
 	}

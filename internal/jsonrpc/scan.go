@@ -56,11 +56,16 @@ const (
 	fContextIDSnake // context_id: the proto field name, which protobuf JSON parsers also accept
 	fTaskID
 	fTaskIDSnake
-	fMessageMetadata // params.message.metadata (A2A)
-	fSkillID         // params.message.metadata.skillId
-	fSkill           // params.message.metadata.skill
-	fParamsID        // params.id (A2A task operations)
-	fParamsTaskID    // params.taskId (MCP tasks, A2A push notification configs)
+	fReferenceTaskIDs      // params.message.referenceTaskIds (A2A)
+	fReferenceTaskIDsSnake // params.message.reference_task_ids
+	fMessageMetadata       // params.message.metadata (A2A)
+	fSkillID               // params.message.metadata.skillId
+	fSkill                 // params.message.metadata.skill
+	fParamsID              // params.id (A2A task operations)
+	fParamsTaskID          // params.taskId (MCP tasks, A2A push notification configs)
+	fParamsTaskIDSnake     // params.task_id (A2A v1.0's proto field name)
+	fParamsContextID       // params.contextId (A2A ListTasks' filter)
+	fParamsContextIDSnake  // params.context_id
 
 	// params._meta.*
 	fMetaProtocolVersion
@@ -130,6 +135,8 @@ var (
 		{key: "context_id", field: fContextIDSnake},
 		{key: "taskId", field: fTaskID},
 		{key: "task_id", field: fTaskIDSnake},
+		{key: "referenceTaskIds", field: fReferenceTaskIDs},
+		{key: "reference_task_ids", field: fReferenceTaskIDsSnake},
 	}}
 	paramsNode = &node{fold: true, members: []member{
 		{key: "name", field: fName},
@@ -141,6 +148,9 @@ var (
 		{key: "message", field: fMessage, child: messageNode},
 		{key: "id", field: fParamsID},
 		{key: "taskId", field: fParamsTaskID},
+		{key: "task_id", field: fParamsTaskIDSnake},
+		{key: "contextId", field: fParamsContextID},
+		{key: "context_id", field: fParamsContextIDSnake},
 	}}
 	topNode = &node{fold: true, members: []member{
 		{key: "jsonrpc", field: fJSONRPC},

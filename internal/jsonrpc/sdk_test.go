@@ -36,6 +36,7 @@ type reading struct {
 	context  string // A2A params.message.contextId
 	taskID   string // A2A params.message.taskId
 	paramsID string // A2A params.id / params.taskId
+	refs     string // A2A params.message.referenceTaskIds, joined by commas
 }
 
 // recorder keeps the last reading of an SDK server.
@@ -115,6 +116,7 @@ func (h a2aReference) message(method string, p *a2a.MessageSendParams) {
 	r := reading{method: method}
 	if p.Message != nil {
 		r.context, r.taskID = p.Message.ContextID, string(p.Message.TaskID)
+		r.refs = joinIDs(p.Message.ReferenceTasks)
 	}
 	h.rec.set(r)
 }
@@ -157,6 +159,17 @@ func (h a2aReference) OnDeleteTaskPushConfig(_ context.Context, p *a2a.DeleteTas
 func (h a2aReference) OnGetExtendedAgentCard(context.Context) (*a2a.AgentCard, error) {
 	h.rec.set(reading{method: "agent/getAuthenticatedExtendedCard"})
 	return nil, errRecorded
+}
+
+func joinIDs[S ~string](ids []S) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(string(id))
+	}
+	return b.String()
 }
 
 // references are the SDK servers a body is sent to.
@@ -248,9 +261,11 @@ func assertAgreement(t *testing.T, refs *references, body []byte) {
 		// a2a-go reads only the JSON names; Parse also reads the proto
 		// field names (context_id), which protobuf JSON upstreams accept.
 		snake := bytes.Contains(body, []byte("context_id")) || bytes.Contains(body, []byte("task_id"))
-		if got.paramsID != paramsID || !snake && (got.context != r.ContextID || got.taskID != r.TaskID) {
-			t.Fatalf("a2a-go read %q as context %q task %q id %q; Parse as %q %q %q",
-				body, got.context, got.taskID, got.paramsID, r.ContextID, r.TaskID, paramsID)
+		// (set reads params.taskId, which Parse also reads as task_id.)
+		paramsAgree := got.paramsID == paramsID || snake && r.Method == "tasks/pushNotificationConfig/set"
+		if !paramsAgree || !snake && (got.context != r.ContextID || got.taskID != r.TaskID || got.refs != joinIDs(r.ReferenceTaskIDs)) {
+			t.Fatalf("a2a-go read %q as context %q task %q id %q references %q; Parse as %q %q %q %q",
+				body, got.context, got.taskID, got.paramsID, got.refs, r.ContextID, r.TaskID, paramsID, joinIDs(r.ReferenceTaskIDs))
 		}
 		if r.ID != nil && got.id != nil && !sameID(got.id, r.ID) {
 			t.Fatalf("a2a-go answered %q with id %s; Parse read id %s", body, got.id, r.ID)
@@ -296,6 +311,11 @@ func sdkSeeds(t testing.TB) [][]byte {
 		`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"t","ID":"u"}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"t","pushNotificationConfig":{"url":"https://x"}}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tasks/resubscribe","params":{"id":"t"}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","referenceTaskIds":["t","u"]}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","ReferenceTaskIds":["t"]}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","referenceTaskIds":["t",1]}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/set","params":{"task_id":"t","pushNotificationConfig":{"url":"https://x"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/get","params":{"id":"t","taskId":"u"}}`,
 	} {
 		out = append(out, []byte(s))
 	}
@@ -356,6 +376,8 @@ func TestReferencesAct(t *testing.T) {
 			reading{method: "message/send", context: "c", taskID: "t", id: []byte(`"a"`)}},
 		{"tasks/get", `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"t"}}`, false,
 			reading{method: "tasks/get", paramsID: "t", id: []byte("2")}},
+		{"message/send referencing tasks", `{"jsonrpc":"2.0","id":"r","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","referenceTaskIds":["t","u"]}}}`, false,
+			reading{method: "message/send", refs: "t,u", id: []byte(`"r"`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -369,7 +391,7 @@ func TestReferencesAct(t *testing.T) {
 				t.Fatal("the SDK server did not act on it")
 			}
 			if got.method != tt.want.method || got.name != tt.want.name || got.context != tt.want.context ||
-				got.taskID != tt.want.taskID || got.paramsID != tt.want.paramsID || !sameID(got.id, tt.want.id) {
+				got.taskID != tt.want.taskID || got.paramsID != tt.want.paramsID || got.refs != tt.want.refs || !sameID(got.id, tt.want.id) {
 				t.Fatalf("read %+v (id %s), want %+v (id %s)", *got, got.id, tt.want, tt.want.id)
 			}
 		})
