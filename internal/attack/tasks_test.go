@@ -177,6 +177,95 @@ func TestTasksProtoFieldNames(t *testing.T) {
 	})
 }
 
+// TestTasksOperationNamesItsTask: a task operation the service cannot tie
+// to a task is refused, not let through unchecked: bob names alice's task
+// where the service reads nothing (positional params, a field of no
+// protocol), or names none and hopes for the upstream's default. A v1.0
+// push notification configuration's params.id is the configuration's
+// own id: it is never bound as a task (bob cannot take alice's
+// configuration ids from her), but it cannot name her task either.
+func TestTasksOperationNamesItsTask(t *testing.T) {
+	s := start(t, a2aTasksYAML, options{})
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+	const task = "task-of-alice"
+	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
+		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
+	}
+	op := func(id int, method, params string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
+	}
+	unnamed := []struct{ name, body, id string }{
+		{"GetTask without params", `{"jsonrpc":"2.0","id":2,"method":"GetTask"}`, "2"},
+		{"GetTask with null params", op(3, "GetTask", `null`), "3"},
+		{"GetTask by position", op(4, "GetTask", `["`+task+`"]`), "4"},
+		{"tasks/get by a field no protocol has", op(5, "tasks/get", `{"task":"`+task+`"}`), "5"},
+		{"CancelTask with an empty id", op(6, "CancelTask", `{"id":""}`), "6"},
+		{"SubscribeToTask", op(7, "SubscribeToTask", `{}`), "7"},
+		{"tasks/resubscribe", op(8, "tasks/resubscribe", `{}`), "8"},
+		{"MCP tasks/result", op(9, "tasks/result", `{}`), "9"},
+		{"MCP tasks/cancel", op(10, "tasks/cancel", `{"taskId":null}`), "10"},
+		{"CreateTaskPushNotificationConfig", op(11, "CreateTaskPushNotificationConfig", `{"config":{"url":"https://bob.example/hook"}}`), "11"},
+		{"tasks/pushNotificationConfig/set", op(12, "tasks/pushNotificationConfig/set", `{"pushNotificationConfig":{"url":"https://bob.example/hook"}}`), "12"},
+		{"ListTaskPushNotificationConfigs", op(13, "ListTaskPushNotificationConfigs", `{}`), "13"},
+		{"v1.0 GetTaskPushNotificationConfig by the configuration's id alone", op(14, "GetTaskPushNotificationConfig", `{"id":"`+task+`"}`), "14"},
+		{"v1.0 DeleteTaskPushNotificationConfig by the configuration's id alone", op(15, "DeleteTaskPushNotificationConfig", `{"id":"cfg-1"}`), "15"},
+		{"v0.3 tasks/pushNotificationConfig/get by the configuration's id alone", op(16, "tasks/pushNotificationConfig/get", `{"pushNotificationConfigId":"cfg-1"}`), "16"},
+		{"a string id", `{"jsonrpc":"2.0","id":"x-17","method":"GetTask","params":{}}`, `"x-17"`},
+	}
+	for _, tc := range unnamed {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: bob, Body: tc.body})
+			v.wantDenied(t, 400)
+			if e := v.rpc(t); string(e.ID) != tc.id || !strings.Contains(v.Body, "must name its task") {
+				t.Fatalf("refusal %s, want id %s and the reason", v.Body, tc.id)
+			}
+		})
+	}
+	allowed := []struct{ name, body string }{
+		{"a message starting a new task", `{"jsonrpc":"2.0","id":20,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]}}}`},
+		{"a v0.3 message starting a new task", `{"jsonrpc":"2.0","id":21,"method":"message/stream","params":{"message":{"messageId":"m","role":"user","parts":[]}}}`},
+		{"ListTasks", op(22, "ListTasks", `{"pageSize":10}`)},
+		{"tasks/list without params", `{"jsonrpc":"2.0","id":23,"method":"tasks/list"}`},
+		{"the extended agent card", `{"jsonrpc":"2.0","id":24,"method":"GetExtendedAgentCard"}`},
+	}
+	for _, tc := range allowed {
+		t.Run(tc.name, func(t *testing.T) {
+			if v := s.check(t, raw{Headers: bob, Body: tc.body}); !v.Allowed {
+				t.Fatalf("refused: %d %s", v.Status, v.Body)
+			}
+		})
+	}
+	t.Run("a configuration id is not bound as a task", func(t *testing.T) {
+		get := func(id int, task string) string {
+			return op(id, "GetTaskPushNotificationConfig", `{"taskId":"`+task+`","id":"cfg-1"}`)
+		}
+		if v := s.check(t, raw{Headers: alice, Body: get(30, task)}); !v.Allowed {
+			t.Fatalf("alice's configuration: %d %s", v.Status, v.Body)
+		}
+		// Configuration ids are the client's or the agent's choice, and
+		// the same in every task: bob's own task's cfg-1 is his.
+		for _, m := range []string{"GetTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig"} {
+			if v := s.check(t, raw{Headers: bob, Body: op(31, m, `{"task_id":"bobs-own","id":"cfg-1"}`)}); !v.Allowed {
+				t.Fatalf("bob's %s of his own task's cfg-1: %d %s", m, v.Status, v.Body)
+			}
+		}
+		if v := s.check(t, raw{Headers: alice, Body: get(32, task)}); !v.Allowed {
+			t.Fatalf("alice's configuration after bob's: %d %s", v.Status, v.Body)
+		}
+		// Nor did either bind cfg-1 as a task: bob may still poll a task
+		// of that id.
+		if v := s.check(t, raw{Headers: bob, Body: taskOp(33, "GetTask", "id", "cfg-1")}); !v.Allowed {
+			t.Fatalf("cfg-1 was bound as a task: %d %s", v.Status, v.Body)
+		}
+	})
+	t.Run("a configuration id naming another user's task", func(t *testing.T) {
+		// An upstream reading v0.3's params under the v1.0 name takes
+		// params.id as the task.
+		wantTaskRefused(t, s.check(t, raw{Headers: bob, Body: op(34, "GetTaskPushNotificationConfig", `{"taskId":"bobs-own","id":"`+task+`"}`)}), "34")
+	})
+}
+
 // TestTasksBodyWithheldByAnUpgrade: Envoy's ext_authz does not buffer the
 // body of a WebSocket upgrade, whatever the method (ext_authz.cc,
 // isWebSocketUpgradeRequest), yet forwards it once the check allows. Where

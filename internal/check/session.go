@@ -184,6 +184,13 @@ func (e *evaluation) bind(store *session.Store, kind, id string) *denial {
 		e.rec.add("delegate", func() string { return "joins " + owner + "'s " + kind + " by sessions.delegates " + rule })
 		return nil
 	}
+	return e.conflict(kind)
+}
+
+// conflict refuses a binding of kind another user holds: logged as a
+// hijack attempt, counted for sessions and contexts.
+func (e *evaluation) conflict(kind string) *denial {
+	r, g := e.route, e.grant
 	e.log.LogAttrs(e.ctx, slog.LevelWarn, kind+" hijack attempt",
 		slog.String("route", r.Name), slog.String("user", g.Subject),
 		slog.String("request_id", e.req.RequestID), slog.String("method", e.req.Method))

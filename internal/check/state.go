@@ -183,6 +183,27 @@ func (v view) sessionElicitsURL(key string) bool {
 	return ok && b.ElicitationURL
 }
 
+// owner is the user holding the binding of key in store, "" when nobody
+// does, here or (with a shared tier) on another replica; it binds nothing.
+// A shared tier that does not answer is an error, unless it may fail open
+// (redis.fail_open: this replica's bindings decide, as they do binding).
+func (v view) owner(ctx context.Context, store *session.Store, key string) (string, error) {
+	s := v.s
+	if b, ok := store.Lookup(key); ok || s.shared == nil {
+		return b.Subject, nil
+	}
+	b, found, err := s.shared.Lookup(ctx, key)
+	switch {
+	case err != nil && s.shared.FailOpen():
+		return "", nil
+	case err != nil:
+		return "", err
+	case !found:
+		return "", nil
+	}
+	return b.Subject, nil
+}
+
 // taskTool is the tool the task under key was created for, "" if unknown.
 // The rules read it before the task's binding is checked (tasks stage):
 // with shared, a task this replica holds no binding of is looked up in the

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/session"
 )
 
 // Tasks belong to their creator (MCP tasks since 2025-11-25, A2A
@@ -30,59 +31,129 @@ import (
 // store's memory.
 const maxTaskID = 512
 
-// taskMethod classifies a method in either protocol's spelling: op names an
-// existing task by id (get, result, cancel, resubscribe, push notification
-// configurations); send may continue one (params.message.taskId). tasks/list
-// names none: its answer is the upstream's to filter.
-func taskMethod(method string) (op, send bool) {
-	switch method {
-	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/resubscribe",
-		"GetTask", "CancelTask", "SubscribeToTask":
-		return true, false
-	case "message/send", "message/stream", "SendMessage", "SendStreamingMessage":
-		return false, true
+// taskUse is what a method does with task ids.
+type taskUse uint8
+
+const (
+	noTask taskUse = iota
+	// taskOp names an existing task by id: get, result, cancel,
+	// resubscribe, and a task's push notification configurations.
+	taskOp
+	// taskConfigOp is A2A v1.0's GetTaskPushNotificationConfig and
+	// DeleteTaskPushNotificationConfig: the task is params.taskId
+	// (task_id), and params.id is the configuration's own id, which v0.3's
+	// tasks/pushNotificationConfig/get and /delete name
+	// pushNotificationConfigId (their params.id is the task).
+	taskConfigOp
+	// taskSend may continue a task (params.message.taskId) and reference
+	// others (params.message.referenceTaskIds).
+	taskSend
+	// taskList names no task (its answer is the upstream's to filter), but
+	// A2A's may filter by context (params.contextId).
+	taskList
+)
+
+// namesTask reports whether a call of the method must name its task.
+func (u taskUse) namesTask() bool { return u == taskOp || u == taskConfigOp }
+
+// taskUses classifies every spelling of the methods of the vocabulary
+// (jsonrpc.Methods) that use tasks, in either protocol. A spelling with
+// two meanings (tasks/get: MCP's and A2A's) has the same use in both
+// (tasks/list lists in both, by context in A2A's).
+var taskUses = func() map[string]taskUse {
+	byName := map[string]taskUse{
+		"tasks/get": taskOp, "tasks/result": taskOp, "tasks/cancel": taskOp,
+		"GetTask": taskOp, "CancelTask": taskOp, "SubscribeToTask": taskOp,
+		"CreateTaskPushNotificationConfig": taskOp, "ListTaskPushNotificationConfigs": taskOp,
+		"GetTaskPushNotificationConfig": taskConfigOp, "DeleteTaskPushNotificationConfig": taskConfigOp,
+		"SendMessage": taskSend, "SendStreamingMessage": taskSend,
+		"ListTasks": taskList,
+	}
+	m := map[string]taskUse{}
+	for _, md := range jsonrpc.Methods {
+		u, ok := byName[md.Name]
+		if !ok {
+			continue
+		}
+		for _, sp := range md.Spellings {
+			su := u
+			if u == taskConfigOp && sp != md.Name {
+				su = taskOp // v0.3's params.id is the task
+			}
+			m[sp] = su
+		}
+	}
+	return m
+}()
+
+// taskMethod classifies a method in either protocol's spelling. A name
+// of a push notification configuration method the vocabulary does not
+// know (a draft's, an SDK's) is taken for an operation on a task.
+func taskMethod(method string) taskUse {
+	if u, ok := taskUses[method]; ok {
+		return u
 	}
 	if strings.HasPrefix(method, "tasks/pushNotificationConfig/") ||
 		strings.HasSuffix(method, "TaskPushNotificationConfig") || strings.HasSuffix(method, "TaskPushNotificationConfigs") {
-		return true, false
+		return taskOp
 	}
-	return false, false
+	return noTask
 }
 
-// taskIDs are the ids of the tasks the call acts on. An operation's every
-// id is checked, whichever field its upstream reads (MCP params.taskId, A2A
-// params.id); a message continues the task of params.message.taskId.
+// Where Call.taskRefs holds each task id a call may name.
+const (
+	refParamsTaskID  = iota // params.taskId or params.task_id
+	refParamsID             // params.id
+	refMessageTaskID        // params.message.taskId or task_id
+)
+
+// taskIDs are the ids of the tasks the call acts on, which it binds. An
+// operation's every id is bound, whichever field its upstream reads (MCP
+// params.taskId, A2A params.id, A2A v1.0 params.task_id), but a v1.0
+// configuration's params.id, which is no task (bindTasks checks it
+// apart); a message continues the task of params.message.taskId.
 func taskIDs(call *Call) []string {
-	op, send := taskMethod(call.Method)
+	use := taskMethod(call.Method)
 	var ids []string
 	switch {
-	case op:
-		for _, id := range call.taskRefs {
-			if id != "" && !slices.Contains(ids, id) {
+	case use.namesTask():
+		for i, id := range call.taskRefs {
+			if id != "" && !(i == refParamsID && use == taskConfigOp) && !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
 		}
-	case send && call.taskRefs[2] != "":
-		ids = append(ids, call.taskRefs[2])
+	case use == taskSend && call.taskRefs[refMessageTaskID] != "":
+		ids = append(ids, call.taskRefs[refMessageTaskID])
 	}
 	return ids
 }
 
-// bindTasks is the task ownership stage.
+// bindTasks is the task ownership stage. An operation must name its task
+// in a field the service reads: one it names otherwise (params by
+// position, a field of no protocol) or not at all (for the upstream to
+// pick one, or to fail) would go unchecked.
 func (e *evaluation) bindTasks() *denial {
 	call, g := &e.call, e.grant
 	if !e.p.taskOwnership || call.Protocol == jsonrpc.ProtocolUnknown || call.Method == "" {
 		return nil
 	}
-	op, send := taskMethod(call.Method)
-	if !op && !send {
+	use := taskMethod(call.Method)
+	if use == noTask || use == taskList {
 		return nil
 	}
-	if op && !call.Body {
+	if use.namesTask() && !call.Body {
 		// Mcp-Method alone names a task operation but not its task.
 		return &denial{outcome: Malformed, desc: "a task operation needs its body to be checked: send the body to the service", rpcCode: jsonrpc.CodeInvalidRequest}
 	}
-	for _, id := range taskIDs(call) {
+	ids := taskIDs(call)
+	if use.namesTask() && len(ids) == 0 {
+		desc := call.Method + " must name its task in params.id, params.taskId or params.task_id"
+		if use == taskConfigOp {
+			desc = call.Method + " must name its task in params.taskId or params.task_id (params.id is the configuration's)"
+		}
+		return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidParams}
+	}
+	for _, id := range ids {
 		if len(id) > maxTaskID {
 			return &denial{outcome: Malformed, desc: "task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
 		}
@@ -91,7 +162,39 @@ func (e *evaluation) bindTasks() *denial {
 		}
 		e.rec.add("bound", func() string { return "task " + id + " belongs to " + g.Subject })
 	}
+	if id := call.taskRefs[refParamsID]; use == taskConfigOp && id != "" && len(id) <= maxTaskID {
+		// A configuration's id is not bound: it is no task, and binding it
+		// would take the id (ids like cfg-1 recur in every task) from the
+		// next user. An upstream reading v0.3's params under the v1.0 name
+		// takes it for the task, though, so it must not name somebody
+		// else's. (An id over maxTaskID names no bound task.)
+		if d := e.checkOwner(e.pl.state.tasks, bindTask, id, nil); d != nil {
+			return d
+		}
+	}
 	return nil
+}
+
+// checkOwner refuses id (of kind, in store) when it is bound to another
+// user than the caller and the caller is no delegate of theirs, and binds
+// nothing: it is for ids a call names that are not, or need not be, what
+// it acts on. An id nobody holds gets unbound (nil: allowed).
+func (e *evaluation) checkOwner(store *session.Store, kind, id string, unbound *denial) *denial {
+	g := e.grant
+	owner, err := e.st.owner(e.ctx, store, bindingKey(kind, id))
+	switch {
+	case err != nil:
+		return &denial{outcome: Unavailable, desc: "the session store is unavailable"}
+	case owner == "":
+		return unbound
+	case owner == g.Subject:
+		return nil
+	}
+	if rule, ok := e.p.mayJoin(g, owner); ok {
+		e.rec.add("delegate", func() string { return "names " + owner + "'s " + kind + " by sessions.delegates " + rule })
+		return nil
+	}
+	return e.conflict(kind)
 }
 
 // authorizeCall applies the route's rules. A task operation on a task
@@ -105,7 +208,7 @@ func (e *evaluation) bindTasks() *denial {
 // on the tool would no longer apply once the binding is forgotten.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
-	op, _ := taskMethod(call.Method)
+	op := taskMethod(call.Method).namesTask()
 	records := op && name == "" && e.recordsTaskTools(r, call)
 	if op && name == "" {
 		var err error
@@ -138,7 +241,7 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 // in params.taskId, the one field MCP servers read; A2A operations (params.id,
 // and A2A-only methods) are not recorded with a tool and are left alone.
 func (e *evaluation) recordsTaskTools(r *Route, call *Call) bool {
-	if !r.responsePath || !e.p.taskOwnership || call.taskRefs[0] == "" {
+	if !r.responsePath || !e.p.taskOwnership || call.taskRefs[refParamsTaskID] == "" {
 		return false
 	}
 	for _, i := range jsonrpc.Meanings(call.Method, r.rpcProtocol()) {

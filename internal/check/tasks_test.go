@@ -1,0 +1,106 @@
+package check
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+)
+
+// TestTaskMethodEverySpelling: every spelling of every method of the
+// vocabulary that acts on tasks is classified, and nothing else is.
+func TestTaskMethodEverySpelling(t *testing.T) {
+	want := map[string]taskUse{
+		"tasks/get": taskOp, "tasks/result": taskOp, "tasks/cancel": taskOp,
+		"GetTask": taskOp, "CancelTask": taskOp, "SubscribeToTask": taskOp, "tasks/resubscribe": taskOp,
+		"CreateTaskPushNotificationConfig": taskOp, "SetTaskPushNotificationConfig": taskOp, "tasks/pushNotificationConfig/set": taskOp,
+		"ListTaskPushNotificationConfigs": taskOp, "ListTaskPushNotificationConfig": taskOp, "tasks/pushNotificationConfig/list": taskOp,
+		// v0.3's params.id is the task, v1.0's the configuration.
+		"tasks/pushNotificationConfig/get": taskOp, "GetTaskPushNotificationConfig": taskConfigOp,
+		"tasks/pushNotificationConfig/delete": taskOp, "DeleteTaskPushNotificationConfig": taskConfigOp,
+		"message/send": taskSend, "message/stream": taskSend, "SendMessage": taskSend, "SendStreamingMessage": taskSend,
+		"tasks/list": taskList, "ListTasks": taskList,
+		// Names the vocabulary does not know.
+		"tasks/pushNotificationConfig/update": taskOp, "UpdateTaskPushNotificationConfig": taskOp,
+		"tasks/unknown": noTask,
+	}
+	for _, md := range jsonrpc.Methods {
+		for _, sp := range md.Spellings {
+			if _, ok := want[sp]; !ok {
+				want[sp] = noTask
+			}
+		}
+	}
+	for method, use := range want {
+		if got := taskMethod(method); got != use {
+			t.Errorf("taskMethod(%q) = %d, want %d", method, got, use)
+		}
+	}
+}
+
+// TestTaskOperationMustNameItsTask: a task operation naming no task in a
+// field the service reads is refused (400, -32602 with the id); calls
+// that need none go on. A v1.0 configuration's params.id is checked but
+// not bound.
+func TestTaskOperationMustNameItsTask(t *testing.T) {
+	pl, mint := agentPipeline(t, "", nil)
+	alice, bob := mint(nil), mint(jwt.MapClaims{"sub": "bob"})
+	ctx := context.Background()
+	if v := pl.Check(ctx, call("agent.example.com", alice, nil, `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"T"}}`)); v.Outcome != Allowed {
+		t.Fatalf("alice: %v %s", v.Outcome, v.Description)
+	}
+	for _, tt := range []struct {
+		name, host, body, reason string
+	}{
+		{"GetTask without params", "agent.example.com", `{"jsonrpc":"2.0","id":2,"method":"GetTask"}`, "GetTask must name its task in params.id, params.taskId or params.task_id"},
+		{"GetTask by position", "agent.example.com", `{"jsonrpc":"2.0","id":2,"method":"GetTask","params":["T"]}`, "GetTask must name its task"},
+		{"MCP tasks/result", "mcp.example.com", `{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":""}}`, "tasks/result must name its task"},
+		{"the configuration's id alone", "agent.example.com", `{"jsonrpc":"2.0","id":2,"method":"DeleteTaskPushNotificationConfig","params":{"id":"T"}}`,
+			"DeleteTaskPushNotificationConfig must name its task in params.taskId or params.task_id (params.id is the configuration's)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := pl.Check(ctx, call(tt.host, bob, nil, tt.body))
+			if v.Outcome != Malformed || v.Status() != 400 || !strings.HasPrefix(v.Description, tt.reason) {
+				t.Fatalf("%v %d %q, want 400 %q", v.Outcome, v.Status(), v.Description, tt.reason)
+			}
+			if body := string(v.Body); !strings.Contains(body, `"id":2,`) || !strings.Contains(body, `"code":-32602`) {
+				t.Fatalf("refusal %s, want -32602 with the id", body)
+			}
+		})
+	}
+	for _, tt := range []struct{ name, host, body string }{
+		{"a message starting a task", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]}}}`},
+		{"A2A ListTasks", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"ListTasks","params":{}}`},
+		{"MCP tasks/list", "mcp.example.com", `{"jsonrpc":"2.0","id":3,"method":"tasks/list"}`},
+		{"bob's configuration cfg-1", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"GetTaskPushNotificationConfig","params":{"task_id":"B","id":"cfg-1"}}`},
+		{"alice's configuration cfg-1", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"GetTaskPushNotificationConfig","params":{"task_id":"T","id":"cfg-1"}}`},
+	} {
+		tok := bob
+		if strings.HasPrefix(tt.name, "alice") {
+			tok = alice
+		}
+		if v := pl.Check(ctx, call(tt.host, tok, nil, tt.body)); v.Outcome != Allowed {
+			t.Errorf("%s: %v %s", tt.name, v.Outcome, v.Description)
+		}
+	}
+	if b, bound := pl.state.tasks.Lookup(bindingKey(bindTask, "cfg-1")); bound {
+		t.Errorf("a configuration id was bound as %s's task", b.Subject)
+	}
+	// Checked all the same: alice's task in a configuration's params.id.
+	v := pl.Check(ctx, call("agent.example.com", bob, nil, `{"jsonrpc":"2.0","id":4,"method":"GetTaskPushNotificationConfig","params":{"taskId":"B","id":"T"}}`))
+	if v.Outcome != Forbidden || !strings.Contains(v.Description, "task belongs to another user") {
+		t.Fatalf("alice's task as bob's configuration id: %v %s", v.Outcome, v.Description)
+	}
+	if _, steps := pl.Explain(ctx, call("agent.example.com", bob, nil, `{"jsonrpc":"2.0","id":5,"method":"CancelTask","params":{}}`)); !explainedIn(steps, "tasks", "must name its task") {
+		t.Errorf("Explain does not say why: %+v", steps)
+	}
+}
+
+// explainedIn reports whether Explain's step name says want.
+func explainedIn(steps []Step, name, want string) bool {
+	s, ok := explained(steps, name)
+	return ok && strings.Contains(s.Detail, want)
+}
