@@ -2,12 +2,18 @@ package attack
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 )
 
 // Tasks belong to their creator (threat model classes 3 and 6). A task id is
@@ -264,6 +270,194 @@ func TestTasksOperationNamesItsTask(t *testing.T) {
 		// params.id as the task.
 		wantTaskRefused(t, s.check(t, raw{Headers: bob, Body: op(34, "GetTaskPushNotificationConfig", `{"taskId":"bobs-own","id":"`+task+`"}`)}), "34")
 	})
+}
+
+// TestTasksReferencedByAMessage: a message may reference other tasks
+// (params.message.referenceTaskIds), and an agent may load them into its
+// context (a2a-go's ReferencedTasksLoader): their history and artifacts
+// are then the agent's to quote. Bob references alice's task instead of
+// naming it in a task operation, in every spelling and shape.
+func TestTasksReferencedByAMessage(t *testing.T) {
+	s := start(t, a2aTasksYAML, options{})
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+	const task = "task-of-alice"
+	for who, h := range map[string]map[string]string{task: alice, "bobs-own": bob} {
+		if v := s.check(t, raw{Headers: h, Body: taskOp(1, "GetTask", "id", who)}); !v.Allowed {
+			t.Fatalf("%s: %d %s", who, v.Status, v.Body)
+		}
+	}
+	send := func(id int, method, refs string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"message":{"messageId":"m%d","role":"user","parts":[{"kind":"text","text":"summarise"}],%s}}}`, id, method, id, refs)
+	}
+	refused := []struct{ name, body, id string }{
+		{"v0.3 message/send", send(2, "message/send", `"referenceTaskIds":["`+task+`"]`), "2"},
+		{"v0.3 message/stream", send(3, "message/stream", `"referenceTaskIds":["`+task+`"]`), "3"},
+		{"v1.0 SendMessage", send(4, "SendMessage", `"referenceTaskIds":["`+task+`"]`), "4"},
+		{"v1.0 SendStreamingMessage", send(5, "SendStreamingMessage", `"referenceTaskIds":["`+task+`"]`), "5"},
+		{"the proto field name", send(6, "SendMessage", `"reference_task_ids":["`+task+`"]`), "6"},
+		{"after bob's own task", send(7, "message/send", `"referenceTaskIds":["bobs-own","`+task+`"]`), "7"},
+		{"escaped", send(8, "message/send", `"referenceTaskIds":["task-of-\u0061lice"]`), "8"},
+		{"beside bob's own task continued", send(9, "message/send", `"taskId":"bobs-own","referenceTaskIds":["`+task+`"]`), "9"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			wantTaskRefused(t, s.check(t, raw{Headers: bob, Body: tc.body}), tc.id)
+		})
+	}
+	malformed := []struct{ name, body, id string }{
+		{"both spellings", send(10, "message/send", `"referenceTaskIds":["bobs-own"],"reference_task_ids":["`+task+`"]`), "10"},
+		{"a case variant", send(11, "message/send", `"referenceTaskIds":["bobs-own"],"ReferenceTaskIDs":["`+task+`"]`), "11"},
+		{"twice", send(12, "message/send", `"referenceTaskIds":["bobs-own"],"referenceTaskIds":["`+task+`"]`), "12"},
+		{"a string, not an array", send(13, "message/send", `"referenceTaskIds":"`+task+`"`), "13"},
+		{"an object in the array", send(14, "message/send", `"referenceTaskIds":[{"id":"`+task+`"}]`), "14"},
+		{"a number in the array", send(15, "message/send", `"referenceTaskIds":["bobs-own",7]`), "15"},
+		{"too many", send(16, "message/send", `"referenceTaskIds":[`+strings.Repeat(`"bobs-own",`, 64)+`"`+task+`"]`), "16"},
+	}
+	for _, tc := range malformed {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: bob, Body: tc.body})
+			v.wantDenied(t, 400)
+			if e := v.rpc(t); string(e.ID) != tc.id || e.Error.Code != -32600 {
+				t.Fatalf("refusal %s, want -32600 with id %s", v.Body, tc.id)
+			}
+		})
+	}
+	t.Run("a task nobody holds is not referenced, nor bound by the reference", func(t *testing.T) {
+		v := s.check(t, raw{Headers: bob, Body: send(20, "message/send", `"referenceTaskIds":["task-unbound"]`)})
+		v.wantDenied(t, 403)
+		if e := v.rpc(t); string(e.ID) != "20" || !strings.Contains(v.Body, "bound to nobody") {
+			t.Fatalf("refusal %s, want id 20 and the reason", v.Body)
+		}
+		if v := s.check(t, raw{Headers: alice, Body: taskOp(21, "GetTask", "id", "task-unbound")}); !v.Allowed {
+			t.Fatalf("bob's reference bound the task: %d %s", v.Status, v.Body)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		h    map[string]string
+		body string
+	}{
+		{"alice references her task", alice, send(30, "SendMessage", `"referenceTaskIds":["`+task+`","`+task+`"]`)},
+		{"bob references his", bob, send(31, "message/send", `"reference_task_ids":["bobs-own"]`)},
+		{"an empty list", bob, send(32, "message/send", `"referenceTaskIds":[]`)},
+		{"null", bob, send(33, "message/send", `"referenceTaskIds":null`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if v := s.check(t, raw{Headers: tc.h, Body: tc.body}); !v.Allowed {
+				t.Fatalf("refused: %d %s", v.Status, v.Body)
+			}
+		})
+	}
+}
+
+// refStore is an a2a-go task store.
+type refStore struct {
+	mu    sync.Mutex
+	tasks map[a2a.TaskID][]byte
+}
+
+func (s *refStore) Save(_ context.Context, task *a2a.Task) error {
+	b, err := json.Marshal(task)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tasks[task.ID] = b
+	return err
+}
+
+func (s *refStore) Get(_ context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.tasks[id]
+	if !ok {
+		return nil, a2a.ErrTaskNotFound
+	}
+	var task a2a.Task
+	return &task, json.Unmarshal(b, &task)
+}
+
+// quotingAgent answers a message with its text and the artifacts of the
+// tasks it references, which a2a-go loaded (RelatedTasks).
+type quotingAgent struct{}
+
+func (quotingAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if rc.StoredTask == nil {
+		if err := q.Write(ctx, a2a.NewSubmittedTask(rc, rc.Message)); err != nil {
+			return err
+		}
+	}
+	var text strings.Builder
+	for _, p := range rc.Message.Parts {
+		if tp, ok := p.(a2a.TextPart); ok {
+			text.WriteString(tp.Text)
+		}
+	}
+	for _, related := range rc.RelatedTasks {
+		b, _ := json.Marshal(related.Artifacts)
+		fmt.Fprintf(&text, " [quoting %s: %s]", related.ID, b)
+	}
+	if err := q.Write(ctx, a2a.NewArtifactEvent(rc, a2a.TextPart{Text: text.String()})); err != nil {
+		return err
+	}
+	done := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
+	done.Final = true
+	return q.Write(ctx, done)
+}
+
+func (quotingAgent) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+// TestTasksReferencedThroughTheAgent: behind Envoy, an a2a-go agent that
+// loads referenced tasks quotes them to whoever references them. Bob's
+// reference to alice's task never reaches it. A task the service has not
+// bound yet (ext_authz never sees the answer that creates it) cannot be
+// referenced by anybody, alice included, until a task operation binds it.
+func TestTasksReferencedThroughTheAgent(t *testing.T) {
+	store := &refStore{tasks: map[a2a.TaskID][]byte{}}
+	agent := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(quotingAgent{}, a2asrv.WithTaskStore(store),
+		a2asrv.WithRequestContextInterceptor(&a2asrv.ReferencedTasksLoader{Store: store})))
+	s := start(t, `routes:
+  - name: a2a
+    default: true
+    path_prefix: /a2a
+    protocol: a2a
+    issuers: [hs]
+    audiences: [`+audience+`]
+`, options{Upstream: func(http.Handler) http.Handler { return agent }})
+	alice, bob := bearer(token(t, issuerHS, "alice")), bearer(token(t, issuerHS, "bob"))
+	send := func(h http.Header, id int, text, refs string) (int, string) {
+		t.Helper()
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"message/send","params":{"message":{"kind":"message","messageId":"m%d","role":"user","parts":[{"kind":"text","text":%q}]%s}}}`, id, id, text, refs)
+		status, _, resp := s.viaEnvoy(t, http.MethodPost, "/a2a", h, body)
+		return status, resp
+	}
+	status, resp := send(alice, 1, "alice-secret-4711", "")
+	var created struct {
+		Result struct {
+			ID string `json:"id"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(resp), &created); status != 200 || err != nil || created.Result.ID == "" {
+		t.Fatalf("alice's task: %d %s", status, resp)
+	}
+	task := created.Result.ID
+	refs := `,"referenceTaskIds":["` + task + `"]`
+	if status, resp := send(alice, 2, "summarise", refs); status != 403 || !strings.Contains(resp, "bound to nobody") {
+		t.Fatalf("a reference to a task nobody operated on yet: %d %s", status, resp)
+	}
+	if status, _, resp := s.viaEnvoy(t, http.MethodPost, "/a2a", alice, taskOp(3, "tasks/get", "id", task)); status != 200 {
+		t.Fatalf("alice polls her task: %d %s", status, resp)
+	}
+	status, resp = send(bob, 4, "summarise", refs)
+	if status != 403 || strings.Contains(resp, "alice-secret-4711") || !strings.Contains(resp, "task belongs to another user") {
+		t.Fatalf("bob's reference to alice's task: %d %s", status, resp)
+	}
+	if status, resp := send(alice, 5, "summarise", refs); status != 200 || !strings.Contains(resp, "alice-secret-4711") {
+		t.Fatalf("alice's reference to her task: %d %s", status, resp)
+	}
 }
 
 // TestTasksBodyWithheldByAnUpgrade: Envoy's ext_authz does not buffer the

@@ -33,6 +33,9 @@ type Call struct {
 	// taskRefs are every task id the call names (params.taskId, params.id,
 	// params.message.taskId): an upstream reads one of them (tasks.go).
 	taskRefs [3]string
+	// refTasks are the tasks a message send references
+	// (params.message.referenceTaskIds), which the agent may read.
+	refTasks []string
 	// argsStart and argsEnd locate params.arguments in the request body
 	// (both 0 when the call has none).
 	argsStart, argsEnd int
@@ -129,6 +132,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.Skill = rpc.Skill
 		c.metaToken = rpc.MetaAuthorization
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
+		c.refTasks = rpc.ReferenceTaskIDs
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd
 		if rpc.IsResponse {
 			c.Method = ""

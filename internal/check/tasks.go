@@ -162,6 +162,9 @@ func (e *evaluation) bindTasks() *denial {
 		}
 		e.rec.add("bound", func() string { return "task " + id + " belongs to " + g.Subject })
 	}
+	if use == taskSend {
+		return e.checkReferences()
+	}
 	if id := call.taskRefs[refParamsID]; use == taskConfigOp && id != "" && len(id) <= maxTaskID {
 		// A configuration's id is not bound: it is no task, and binding it
 		// would take the id (ids like cfg-1 recur in every task) from the
@@ -171,6 +174,33 @@ func (e *evaluation) bindTasks() *denial {
 		if d := e.checkOwner(e.pl.state.tasks, bindTask, id, nil); d != nil {
 			return d
 		}
+	}
+	return nil
+}
+
+// errUnboundReference refuses a reference to a task nobody holds.
+const errUnboundReference = "a referenced task is bound to nobody: a message may reference only the caller's tasks, " +
+	"and a task is bound to the first user naming it in a task operation (GetTask) or, where the response path is read, to its creator"
+
+// checkReferences refuses a message send referencing a task that is not
+// the caller's (or their delegator's): the agent may load referenced tasks
+// into its context (a2a-go's ReferencedTasksLoader) and quote their
+// history and artifacts. A reference binds nothing, so a task nobody holds
+// is refused too: the agent may hold it (its binding idled out, or the
+// answer that created it was not seen), and a reference must not be a way
+// to claim somebody else's task.
+func (e *evaluation) checkReferences() *denial {
+	for _, id := range e.call.refTasks {
+		if id == "" {
+			continue // names no task the agent could load
+		}
+		if len(id) > maxTaskID {
+			return &denial{outcome: Malformed, desc: "referenced task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
+		}
+		if d := e.checkOwner(e.pl.state.tasks, bindTask, id, &denial{outcome: Forbidden, desc: errUnboundReference}); d != nil {
+			return d
+		}
+		e.rec.add("referenced", func() string { return "task " + id + " is " + e.grant.Subject + "'s" })
 	}
 	return nil
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
+	"github.com/extauthz/extauthz/internal/shared"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
 )
 
 // TestTaskMethodEverySpelling: every spelling of every method of the
@@ -103,4 +106,92 @@ func TestTaskOperationMustNameItsTask(t *testing.T) {
 func explainedIn(steps []Step, name, want string) bool {
 	s, ok := explained(steps, name)
 	return ok && strings.Contains(s.Detail, want)
+}
+
+// TestReferencedTasksAreTheCallers: a message may reference only tasks
+// bound to the caller (or to the user a delegate acts for); a reference
+// to another user's task, or to one nobody holds, is refused, and binds
+// nothing.
+func TestReferencedTasksAreTheCallers(t *testing.T) {
+	pl, mint := agentPipeline(t, "sessions: {delegates: [{client_ids: [research-agent]}]}\n", nil)
+	ctx := context.Background()
+	alice, bob := mint(nil), mint(jwt.MapClaims{"sub": "bob"})
+	helper := mint(jwt.MapClaims{"sub": "research-agent", "azp": "research-agent", "act": map[string]any{"sub": "alice"}})
+	// Created through the response path: bound without a task operation.
+	if !pl.TaskCreated(ctx, "T-alice", "alice", "") || !pl.TaskCreated(ctx, "T-bob", "bob", "") {
+		t.Fatal("TaskCreated refused")
+	}
+	send := func(refs string) string {
+		return `{"jsonrpc":"2.0","id":9,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[],"referenceTaskIds":` + refs + `}}}`
+	}
+	for _, tt := range []struct {
+		name, tok, refs string
+		want            Outcome
+		reason          string
+	}{
+		{"alice's own", alice, `["T-alice"]`, Allowed, ""},
+		{"alice's delegate", helper, `["T-alice"]`, Allowed, ""},
+		{"bob's own", bob, `["T-bob",""]`, Allowed, ""},
+		{"alice's, by bob", bob, `["T-bob","T-alice"]`, Forbidden, "task belongs to another user"},
+		{"bob's, by alice's delegate", helper, `["T-bob"]`, Forbidden, "task belongs to another user"},
+		{"nobody's", alice, `["T-alice","T-nobody"]`, Forbidden, "bound to nobody"},
+		{"too long", alice, `["` + strings.Repeat("t", maxTaskID+1) + `"]`, Malformed, "referenced task id is too long"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := pl.Check(ctx, call("agent.example.com", tt.tok, nil, send(tt.refs)))
+			if v.Outcome != tt.want || !strings.Contains(v.Description, tt.reason) {
+				t.Fatalf("%v %q, want %v %q", v.Outcome, v.Description, tt.want, tt.reason)
+			}
+			if tt.want != Allowed && !strings.Contains(string(v.Body), `"id":9,`) {
+				t.Fatalf("refusal %s without the id", v.Body)
+			}
+		})
+	}
+	if b, bound := pl.state.tasks.Lookup(bindingKey(bindTask, "T-nobody")); bound {
+		t.Errorf("a reference bound the task to %s", b.Subject)
+	}
+	// Off with task ownership.
+	pl2, mint2 := agentPipeline(t, "sessions: {task_ownership: false}\n", nil)
+	if v := pl2.Check(ctx, call("agent.example.com", mint2(nil), nil, send(`["T-nobody"]`))); v.Outcome != Allowed {
+		t.Fatalf("task_ownership false: %v %s", v.Outcome, v.Description)
+	}
+}
+
+// TestReferencedTasksAcrossReplicas: the owner of a referenced task is
+// looked up in the shared tier when this replica holds no binding of it;
+// a shared tier that does not answer refuses the reference (503).
+func TestReferencedTasksAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	replica := func() *Pipeline {
+		st, err := shared.New(ctx, shared.Config{Addrs: []string{srv.Addr}, OpTimeout: time.Second}, shared.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		p := compileDoc(t, agentDoc(), Deps{Now: newClock().Now})
+		t.Cleanup(p.Close)
+		pl, err := New(p, Options{Now: newClock().Now, Shared: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl
+	}
+	a, b := replica(), replica()
+	mint := agentMint(t)
+	if !a.TaskCreated(ctx, "T-alice", "alice", "") {
+		t.Fatal("TaskCreated refused")
+	}
+	send := `{"jsonrpc":"2.0","id":9,"method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[],"referenceTaskIds":["T-alice"]}}}`
+	if v := b.Check(ctx, call("agent.example.com", mint(nil), nil, send)); v.Outcome != Allowed {
+		t.Errorf("alice on another replica: %v %s", v.Outcome, v.Description)
+	}
+	if v := b.Check(ctx, call("agent.example.com", mint(jwt.MapClaims{"sub": "bob"}), nil, send)); v.Outcome != Forbidden {
+		t.Errorf("bob on another replica: %v %s", v.Outcome, v.Description)
+	}
+	c := replica()
+	srv.Kill()
+	if v := c.Check(ctx, call("agent.example.com", mint(nil), nil, send)); v.Outcome != Unavailable {
+		t.Errorf("Redis down: %v %s, want unavailable", v.Outcome, v.Description)
+	}
 }
