@@ -351,6 +351,87 @@ func TestTasksReferencedByAMessage(t *testing.T) {
 	}
 }
 
+// TestTasksListedByAnotherUsersContext: an A2A context is bound to its
+// user (a message in another user's context is refused), and A2A v1.0's
+// ListTasks filters by context (params.contextId), returning that
+// context's tasks, their history and, asked, their artifacts. Bob lists
+// alice's context in every spelling, on an a2a route and on an auto route
+// (where tasks/list without a message reads as MCP's).
+func TestTasksListedByAnotherUsersContext(t *testing.T) {
+	for _, protocol := range []string{"a2a", "auto"} {
+		t.Run(protocol, func(t *testing.T) {
+			s := start(t, `routes:
+  - name: agent
+    default: true
+    protocol: `+protocol+`
+    issuers: [hs]
+    audiences: [`+audience+`]
+`, options{})
+			alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+			bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+			send := func(id int, contextID string) string {
+				return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":{"messageId":"m%d","role":"ROLE_USER","parts":[],"contextId":%q}}}`, id, id, contextID)
+			}
+			if v := s.check(t, raw{Headers: alice, Body: send(1, "ctx-of-alice")}); !v.Allowed {
+				t.Fatalf("alice's message: %d %s", v.Status, v.Body)
+			}
+			wantConflict(t, s.check(t, raw{Headers: bob, Body: send(2, "ctx-of-alice")}))
+			list := func(id int, method, params string) string {
+				return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
+			}
+			refused := []struct{ name, body, id string }{
+				{"ListTasks", list(3, "ListTasks", `{"contextId":"ctx-of-alice","includeArtifacts":true,"historyLength":100}`), "3"},
+				{"ListTasks by the proto field name", list(4, "ListTasks", `{"context_id":"ctx-of-alice","include_artifacts":true}`), "4"},
+				{"tasks/list", list(5, "tasks/list", `{"contextId":"ctx-of-alice"}`), "5"},
+				{"escaped", list(6, "ListTasks", `{"contextId":"ctx-of-\u0061lice"}`), "6"},
+				{"a string id", `{"jsonrpc":"2.0","id":"x-7","method":"ListTasks","params":{"contextId":"ctx-of-alice"}}`, `"x-7"`},
+			}
+			for _, tc := range refused {
+				t.Run(tc.name, func(t *testing.T) {
+					v := s.check(t, raw{Headers: bob, Body: tc.body})
+					v.wantDenied(t, 403)
+					if e := v.rpc(t); string(e.ID) != tc.id || !strings.Contains(v.Body, "A2A context belongs to another user") {
+						t.Fatalf("refusal %s, want id %s and the reason", v.Body, tc.id)
+					}
+				})
+			}
+			for _, tc := range []struct{ name, body string }{
+				{"both spellings", list(8, "ListTasks", `{"contextId":"ctx-of-bob","context_id":"ctx-of-alice"}`)},
+				{"a case variant", list(9, "ListTasks", `{"contextId":"ctx-of-bob","ContextID":"ctx-of-alice"}`)},
+				{"not a string", list(10, "ListTasks", `{"contextId":["ctx-of-alice"]}`)},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					v := s.check(t, raw{Headers: bob, Body: tc.body})
+					v.wantDenied(t, 400)
+					if e := v.rpc(t); e.Error.Code != -32600 {
+						t.Fatalf("refusal %s, want -32600", v.Body)
+					}
+				})
+			}
+			for _, tc := range []struct {
+				name string
+				h    map[string]string
+				body string
+			}{
+				{"alice lists her context", alice, list(11, "ListTasks", `{"contextId":"ctx-of-alice"}`)},
+				{"bob lists his tasks", bob, list(12, "ListTasks", `{"pageSize":50}`)},
+				{"bob lists a context nobody holds", bob, list(13, "ListTasks", `{"contextId":"ctx-unbound"}`)},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					if v := s.check(t, raw{Headers: tc.h, Body: tc.body}); !v.Allowed {
+						t.Fatalf("refused: %d %s", v.Status, v.Body)
+					}
+				})
+			}
+			t.Run("a list binds no context", func(t *testing.T) {
+				if v := s.check(t, raw{Headers: alice, Body: send(14, "ctx-unbound")}); !v.Allowed {
+					t.Fatalf("bob's list took the context: %d %s", v.Status, v.Body)
+				}
+			})
+		})
+	}
+}
+
 // refStore is an a2a-go task store.
 type refStore struct {
 	mu    sync.Mutex

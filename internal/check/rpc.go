@@ -36,6 +36,9 @@ type Call struct {
 	// refTasks are the tasks a message send references
 	// (params.message.referenceTaskIds), which the agent may read.
 	refTasks []string
+	// listContext is the context a task list filters by (A2A
+	// params.contextId).
+	listContext string
 	// argsStart and argsEnd locate params.arguments in the request body
 	// (both 0 when the call has none).
 	argsStart, argsEnd int
@@ -132,7 +135,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.Skill = rpc.Skill
 		c.metaToken = rpc.MetaAuthorization
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
-		c.refTasks = rpc.ReferenceTaskIDs
+		c.refTasks, c.listContext = rpc.ReferenceTaskIDs, rpc.ParamsContextID
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd
 		if rpc.IsResponse {
 			c.Method = ""

@@ -403,8 +403,14 @@ func (e *evaluation) session() *denial {
 	return nil
 }
 
-// tasks binds tasks to their creator and refuses anybody else (tasks.go).
-func (e *evaluation) tasks() *denial { return e.bindTasks() }
+// tasks binds tasks to their creator and refuses anybody else, and
+// refuses a task list filtered by another user's context (tasks.go).
+func (e *evaluation) tasks() *denial {
+	if d := e.bindTasks(); d != nil {
+		return d
+	}
+	return e.checkListContext()
+}
 
 // lineage derives the request's place in its conversation and adds the
 // lineage headers.

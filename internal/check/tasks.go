@@ -205,6 +205,30 @@ func (e *evaluation) checkReferences() *denial {
 	return nil
 }
 
+// checkListContext refuses a task list filtered by an A2A context bound to
+// another user (A2A v1.0 ListTasks' params.contextId): the upstream would
+// answer with that context's tasks, their history and, asked, their
+// artifacts. The filter is checked against the binding a message in the
+// context makes (sessionFor), on the routes that make it, and binds
+// nothing: a list creates no context, and one nobody holds is the
+// upstream's to filter. An id that cannot be a session header value is
+// never bound, and so cannot be another user's.
+func (e *evaluation) checkListContext() *denial {
+	call := &e.call
+	id := call.listContext
+	if id == "" || !e.route.sessionBinding || call.Protocol == jsonrpc.ProtocolUnknown || taskMethod(call.Method) != taskList {
+		return nil
+	}
+	if _, good := e.p.sessionHeaderValue(id); !good {
+		return nil
+	}
+	if d := e.checkOwner(e.pl.state.sessions, bindContext, id, nil); d != nil {
+		return d
+	}
+	e.rec.add("listed", func() string { return "the A2A context is not another user's" })
+	return nil
+}
+
 // checkOwner refuses id (of kind, in store) when it is bound to another
 // user than the caller and the caller is no delegate of theirs, and binds
 // nothing: it is for ids a call names that are not, or need not be, what

@@ -195,3 +195,45 @@ func TestReferencedTasksAcrossReplicas(t *testing.T) {
 		t.Errorf("Redis down: %v %s, want unavailable", v.Outcome, v.Description)
 	}
 }
+
+// TestListTasksByContext: a task list filtered by a context bound to
+// another user is refused as a message in it is; the owner, a delegate
+// and a context nobody holds go on, and a list binds nothing.
+func TestListTasksByContext(t *testing.T) {
+	pl, mint := agentPipeline(t, "sessions: {delegates: [{client_ids: [research-agent]}]}\n", nil)
+	ctx := context.Background()
+	alice, bob := mint(nil), mint(jwt.MapClaims{"sub": "bob"})
+	helper := mint(jwt.MapClaims{"sub": "research-agent", "azp": "research-agent", "act": map[string]any{"sub": "alice"}})
+	if v := pl.Check(ctx, call("agent.example.com", alice, nil, a2aSend("ctx-a"))); v.Outcome != Allowed {
+		t.Fatalf("alice's message: %v %s", v.Outcome, v.Description)
+	}
+	list := func(params string) string {
+		return `{"jsonrpc":"2.0","id":5,"method":"ListTasks","params":` + params + `}`
+	}
+	for _, tt := range []struct {
+		name, host, tok, body string
+		want                  Outcome
+	}{
+		{"alice", "agent.example.com", alice, list(`{"contextId":"ctx-a"}`), Allowed},
+		{"alice's delegate", "agent.example.com", helper, list(`{"context_id":"ctx-a"}`), Allowed},
+		{"bob", "agent.example.com", bob, list(`{"contextId":"ctx-a","includeArtifacts":true}`), SessionConflict},
+		{"bob, tasks/list", "agent.example.com", bob, `{"jsonrpc":"2.0","id":5,"method":"tasks/list","params":{"context_id":"ctx-a"}}`, SessionConflict},
+		{"bob, without a filter", "agent.example.com", bob, list(`{}`), Allowed},
+		{"bob, a context nobody holds", "agent.example.com", bob, list(`{"contextId":"ctx-x"}`), Allowed},
+		{"bob, an id no binding can have", "agent.example.com", bob, list(`{"contextId":" ctx-a"}`), Allowed},
+		{"bob, on a route that binds nothing", "unbound.example.com", bob, list(`{"contextId":"ctx-a"}`), Allowed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := pl.Check(ctx, call(tt.host, tt.tok, nil, tt.body))
+			if v.Outcome != tt.want {
+				t.Fatalf("%v %s, want %v", v.Outcome, v.Description, tt.want)
+			}
+			if tt.want != Allowed && (!strings.Contains(string(v.Body), `"id":5,`) || !strings.Contains(v.Description, "A2A context belongs to another user")) {
+				t.Fatalf("refusal %s %q lacks the id or the reason", v.Body, v.Description)
+			}
+		})
+	}
+	if b, bound := pl.state.sessions.Lookup(bindingKey(bindContext, "ctx-x")); bound {
+		t.Errorf("a list bound the context to %s", b.Subject)
+	}
+}
