@@ -15,7 +15,12 @@ import (
 // to a user like an MCP session (the same store design: bounded per user,
 // never evicting another user's live task, shared through Redis) and
 // refuses every task operation by anybody else (403, JSON-RPC error with
-// the request's id) but the delegates sessions.delegates lets join.
+// the request's id) but the delegates sessions.delegates lets join. An
+// operation that names no task where the service reads one is refused: the
+// upstream would act on a task nobody checked. Ids a call names without
+// acting on them as its own are checked against their owner but never
+// bound: a message's referenced tasks (which must be the caller's), a v1.0
+// push notification configuration's id, a task list's context filter.
 //
 // ext_authz never sees the response that creates a task, so a task is bound
 // on first sight: the first task operation that names it. TaskCreated binds

@@ -17,6 +17,10 @@
 //   - A string Parse reads that escapes an unpaired surrogate (\ud800) is
 //     invalid: no UTF-8 string can carry it faithfully. A method, name or
 //     URI holding a control character (\u0000) is invalid too.
+//   - An A2A id under both its JSON name and its proto field name (taskId
+//     and task_id, contextId and context_id, referenceTaskIds and
+//     reference_task_ids) is invalid: protobuf JSON parsers accept either,
+//     and the refusal says which.
 //   - Batches, nesting deeper than MaxDepth, and numeric ids that are not
 //     integers of at most 15 digits are refused.
 //
