@@ -74,7 +74,13 @@ func (e *evaluation) count(l *ratelimit.Limit) *denial {
 		return nil
 	}
 	e.rateLimit = l.ID
-	return &denial{outcome: RateLimited, desc: "rate limit exceeded", retryAfter: max(d.RetryAfter, time.Second)}
+	desc := "rate limit exceeded"
+	if d.Full {
+		// Counts still limiting their keys are never forgotten to make room
+		// (a forgotten count would start again with a full burst).
+		desc = "rate limit: too many requests are being counted to count this one; retry later"
+	}
+	return &denial{outcome: RateLimited, desc: desc, retryAfter: max(d.RetryAfter, time.Second)}
 }
 
 // limitKey is what the request counts as under a limit of kind k.

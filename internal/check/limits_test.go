@@ -302,3 +302,87 @@ routes:
 		}
 	}
 }
+
+// TestRateLimitToolFlood: a subject_tool limit keeps a caller's count of
+// the tool it is limited on, however many made-up tools the caller calls
+// (its tools beyond the limiter's MaxTools share one count), and the
+// limiter's table full of counts still limiting their keys refuses a new
+// key with a 429 saying so, never by forgetting one of them.
+func TestRateLimitToolFlood(t *testing.T) {
+	doc := fmt.Sprintf(`issuers: [{name: dev, algorithms: [HS256], secret: %s}]
+routes:
+- name: tools
+  default: true
+  issuers: [dev]
+  protocol: mcp
+  limits: [{key: subject_tool, requests: 1, per: 1h}]
+`, secret)
+	const maxKeys, maxTools = 8 * 16, 4 // 8 counts in each of the limiter's 16 shards
+	tests := []struct {
+		name string
+		run  func(t *testing.T, f *fixture, check func(tok, tool string) Verdict)
+	}{
+		{"made-up tools leave deploy limited", func(t *testing.T, f *fixture, check func(tok, tool string) Verdict) {
+			mallory := f.hs(t, map[string]any{"sub": "mallory"})
+			if v := check(mallory, "deploy"); v.Outcome != Allowed {
+				t.Fatalf("first deploy: %v %s", v.Outcome, v.Description)
+			}
+			for i := range 1000 {
+				check(mallory, fmt.Sprint("junk-", i))
+				f.clock.Advance(time.Second)
+			}
+			if v := check(mallory, "deploy"); v.Outcome != RateLimited || v.Description != "rate limit exceeded" {
+				t.Errorf("deploy after 1,000 made-up tools within the hour: %v %q, want limited", v.Outcome, v.Description)
+			}
+		}},
+		{"made-up tools share one count", func(t *testing.T, f *fixture, check func(tok, tool string) Verdict) {
+			mallory := f.hs(t, map[string]any{"sub": "mallory"})
+			allowed := 0
+			for i := range 100 {
+				if check(mallory, fmt.Sprint("junk-", i)).Outcome == Allowed {
+					allowed++
+				}
+			}
+			if allowed != maxTools+1 {
+				t.Errorf("%d of 100 made-up tools allowed at 1 an hour each, want %d counted apart and 1 in the shared count", allowed, maxTools+1)
+			}
+		}},
+		{"a full table refuses a new key, saying so", func(t *testing.T, f *fixture, check func(tok, tool string) Verdict) {
+			var full Verdict
+			for u := 0; u < 200 && full.Outcome != RateLimited; u++ {
+				tok := f.hs(t, map[string]any{"sub": fmt.Sprint("user-", u)})
+				for i := range maxTools {
+					if v := check(tok, fmt.Sprint("tool-", i)); v.Outcome != Allowed {
+						full = v
+						break
+					}
+				}
+			}
+			if full.Outcome != RateLimited {
+				t.Fatal("800 counts fit in a table of 128")
+			}
+			if full.Status() != 429 || full.Description != "rate limit: too many requests are being counted to count this one; retry later" {
+				t.Errorf("full table: %d %q", full.Status(), full.Description)
+			}
+			if ra, ok := header(full.ResponseHeaders, "retry-after"); !ok || ra == "0" {
+				t.Errorf("full table: retry-after %q", ra)
+			}
+			if v := check(f.hs(t, map[string]any{"sub": "user-0"}), "tool-0"); v.Outcome != RateLimited || v.Description != "rate limit exceeded" {
+				t.Errorf("user-0's tool-0 again within the hour: %v %q, want its count kept", v.Outcome, v.Description)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			pl := newPipeline(t, doc, Deps{Now: clk.Now}, Options{Now: clk.Now,
+				RateLimiter: ratelimit.New(ratelimit.Options{Clock: clk.Now, MaxKeys: maxKeys, MaxTools: maxTools})})
+			f := &fixture{pl: pl, clock: clk}
+			n := 0
+			tc.run(t, f, func(tok, tool string) Verdict {
+				n++
+				return pl.Check(context.Background(), toolCall(tok, n, tool))
+			})
+		})
+	}
+}

@@ -2,11 +2,16 @@
 // requests per interval with a burst, keyed by subject, subject and tool,
 // client id, conversation (lineage root) or source principal.
 //
-// Every replica keeps in-process GCRA buckets, bounded in number by an LRU
-// (the least recently used key forgets its history first), each keyed by a
-// fixed-size hash of the request's key rather than the key itself (a tool
-// name is whatever the caller sent), and rested buckets are dropped as new
-// keys come, since they decide as a new bucket would. With Redis, the
+// Every replica keeps in-process GCRA buckets, bounded in number, each
+// keyed by a fixed-size hash of the request's key rather than the key
+// itself (a tool name is whatever the caller sent). Rested buckets are
+// dropped as new keys come, since they decide as a new bucket would; a
+// bucket still limiting its key is never dropped to make room: a new key
+// finding no room is refused instead. A subject_tool limit counts at most
+// MaxTools tools of one subject apart at a time, and the subject's further
+// tools in one catch-all bucket, so that a caller naming made-up tools
+// can neither fill the table nor push out the count of the tool it is
+// limited on. With Redis, the
 // count is shared: one GCRA counter per key, updated by one script call
 // with a per-call timeout. When Redis fails or is slow, the replica falls
 // back to its own buckets for a short while: limits then hold per replica
@@ -76,6 +81,10 @@ type Decision struct {
 	// RetryAfter is how long until the key may make a request again
 	// (denials only).
 	RetryAfter time.Duration
+	// Full: the key was refused, uncounted, because this replica's counts
+	// had no room for it: they were all of keys still being limited, which
+	// are never forgotten to make room.
+	Full bool
 }
 
 // gcra decides one request against a bucket whose theoretical arrival

@@ -15,10 +15,11 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultMaxKeys = 100_000
-	DefaultTimeout = 20 * time.Millisecond
-	DefaultBackoff = time.Second
-	DefaultPrefix  = "extauthz:"
+	DefaultMaxKeys  = 100_000
+	DefaultMaxTools = 100
+	DefaultTimeout  = 20 * time.Millisecond
+	DefaultBackoff  = time.Second
+	DefaultPrefix   = "extauthz:"
 )
 
 // Options shape a Limiter. Zero fields get the defaults.
@@ -26,6 +27,9 @@ type Options struct {
 	Clock   func() time.Time
 	Logger  *slog.Logger
 	MaxKeys int // local buckets kept, across all limits
+	// MaxTools is how many tools of one subject a subject_tool limit
+	// counts apart at a time; the subject's further tools share one count.
+	MaxTools int
 	// Redis shares the counts across replicas; nil keeps them local. The
 	// client must honour context deadlines (ContextTimeoutEnabled, as the
 	// shared tier's client does) for Timeout to bound a call.
@@ -66,6 +70,9 @@ func New(o Options) *Limiter {
 	if o.MaxKeys <= 0 {
 		o.MaxKeys = DefaultMaxKeys
 	}
+	if o.MaxTools <= 0 {
+		o.MaxTools = DefaultMaxTools
+	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
@@ -75,7 +82,7 @@ func New(o Options) *Limiter {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	l := &Limiter{clock: o.Clock, log: o.Logger, local: newLocal(o.MaxKeys), prefix: o.Prefix + "ratelimit:",
+	l := &Limiter{clock: o.Clock, log: o.Logger, local: newLocal(o.MaxKeys, o.MaxTools), prefix: o.Prefix + "ratelimit:",
 		timeout: o.Timeout, backoff: int64(o.Backoff)}
 	l.name = l.redisKey
 	if o.Redis != nil {
@@ -93,7 +100,7 @@ type Key struct {
 }
 
 // Allow decides one request of key against lim. It never fails: without a usable Redis the local bucket
-// decides.
+// decides, and a key the local buckets have no room for is refused (Full).
 //
 // The local bucket counts every request even while Redis decides, so that
 // a fallback starts from this replica's recent traffic instead of a full
@@ -101,11 +108,11 @@ type Key struct {
 func (l *Limiter) Allow(ctx context.Context, lim *Limit, key Key) Decision {
 	now := l.clock().UnixNano()
 	if l.shared == nil {
-		allowed, retry, _ := l.local.take(lim, key, now, nil)
-		return Decision{Allowed: allowed, RetryAfter: time.Duration(retry)}
+		t := l.local.take(lim, key, now, nil)
+		return Decision{Allowed: t.allowed, RetryAfter: time.Duration(t.retry), Full: t.full}
 	}
-	allowed, retry, name := l.local.take(lim, key, now, l.name)
-	d := Decision{Allowed: allowed, RetryAfter: time.Duration(retry)}
+	t := l.local.take(lim, key, now, l.name)
+	d, name := Decision{Allowed: t.allowed, RetryAfter: time.Duration(t.retry), Full: t.full}, t.shared
 	if now < l.skipUntil.Load() {
 		l.fallbacks.Add(1)
 		return d
