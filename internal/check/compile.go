@@ -79,6 +79,7 @@ type Policy struct {
 
 	exchangers     map[string]*exchange.Exchanger
 	elicitMax      int
+	elicitPerUser  int
 	elicitTTL      time.Duration
 	lineageNames   lineage.Names
 	signer         *lineage.Signer         // nil unless configured
@@ -266,7 +267,7 @@ func Compile(ctx context.Context, f *config.File, d Deps) (*Policy, error) {
 		return nil, err
 	}
 	p.exchangers = exchangers
-	p.elicitMax, p.elicitTTL = f.Elicitations.MaxEntries, f.Elicitations.TTL.D()
+	p.elicitMax, p.elicitPerUser, p.elicitTTL = f.Elicitations.MaxEntries, f.Elicitations.MaxPerSubject, f.Elicitations.TTL.D()
 	closeRest := p.close
 	p.close = func() {
 		for _, ex := range exchangers {

@@ -305,7 +305,14 @@ func (e *evaluation) reauthorize(key string) *denial {
 		return forbidden
 	}
 	pending, err := e.st.beginElicitation(e.ctx, g.Issuer, g.Subject, call.MCPSession, key, re.authorizeURL)
-	if err != nil {
+	var full *elicit.FullError
+	switch {
+	case errors.As(err, &full):
+		// The store is full of other users' pending ones, none of which is
+		// dropped for this one.
+		return &denial{outcome: Unavailable, desc: "too many authorizations are pending; retry later",
+			retryAfter: max(full.RetryAfter, time.Second)}
+	case err != nil:
 		return forbidden
 	}
 	d := &denial{outcome: AuthorizationRequired, desc: forbidden.desc}

@@ -67,6 +67,7 @@ func newState(p *Policy, o Options) (*state, error) {
 		consents:     consents, initURL: initURL, shared: o.Shared, sessionIdle: p.sessionIdle,
 		log: o.Logger, now: o.Now, apiKeys: p.verifier.revoked,
 	}
+	s.elicitations.SetPerSubject(p.elicitPerUser)
 	if o.ElicitationKey != nil {
 		if err := s.elicitations.SetStateKey(o.ElicitationKey); err != nil {
 			return nil, err

@@ -134,8 +134,12 @@ type ExchangeClient struct {
 
 // Elicitations bounds the pending re-authorizations.
 type Elicitations struct {
-	MaxEntries int      `yaml:"max_entries"`
-	TTL        Duration `yaml:"ttl"`
+	MaxEntries int `yaml:"max_entries"`
+	// MaxPerSubject bounds one user's pending elicitations (and completed
+	// consents): a user's new one beyond it replaces only that user's
+	// oldest.
+	MaxPerSubject int      `yaml:"max_per_subject"`
+	TTL           Duration `yaml:"ttl"`
 	// StateKeyEnv or StateKeyFile holds the key (at least 32 bytes) that
 	// signs the state of authorization URLs; without either a random key is
 	// made at start. Replicas sharing Redis must share it. Read at start
@@ -634,6 +638,11 @@ const (
 	UnsafeEncode          = "encode"
 )
 
+// DefaultElicitationsPerSubject bounds one user's pending elicitations
+// (and completed consents) where elicitations.max_per_subject is left
+// empty.
+const DefaultElicitationsPerSubject = 100
+
 // Defaults applied where a field is left empty.
 const (
 	DefaultMaxEntries     = 100_000
@@ -750,6 +759,9 @@ func (f *File) applyDefaults() {
 	}
 	if f.Elicitations.MaxEntries == 0 {
 		f.Elicitations.MaxEntries = 10_000
+	}
+	if f.Elicitations.MaxPerSubject == 0 {
+		f.Elicitations.MaxPerSubject = min(DefaultElicitationsPerSubject, f.Elicitations.MaxEntries)
 	}
 	if f.Elicitations.TTL == 0 {
 		f.Elicitations.TTL = Duration(10 * time.Minute)

@@ -177,6 +177,9 @@ func (v *validator) redis(f *File) {
 }
 
 func (v *validator) elicitations(e Elicitations) {
+	if e.MaxPerSubject < 0 || e.MaxPerSubject > max(e.MaxEntries, 1) {
+		v.add("elicitations.max_per_subject: must be between 1 and max_entries")
+	}
 	if e.StateKeyEnv != "" && e.StateKeyFile != "" {
 		v.add("elicitations: state_key_env and state_key_file exclude each other")
 	}

@@ -4,7 +4,10 @@
 //
 // A Store remembers pending elicitations, bounded and expiring, each bound
 // to the user from the token (and to the MCP session, for clean-up), so a
-// completion can be matched to that user later. Begin gives each one an
+// completion can be matched to that user later. Each user holds at most
+// PerSubject of them, a new one beyond that replacing only the user's own
+// oldest; a store full of other users' is never made room in by dropping
+// theirs: Begin refuses (ErrFull) until some expire or complete. Begin gives each one an
 // unguessable id and the authorization URL with a signed state added
 // (state.go): the third party's callback hands it back, and a completion
 // must present it (VerifyState), so knowing an id is not enough.
@@ -32,8 +35,9 @@ import (
 
 // Defaults for New.
 const (
-	DefaultSize = 10_000
-	DefaultTTL  = 10 * time.Minute
+	DefaultSize       = 10_000
+	DefaultTTL        = 10 * time.Minute
+	DefaultPerSubject = 100
 )
 
 // Errors from Begin.
@@ -41,6 +45,20 @@ var (
 	ErrNoSubject    = errors.New("elicit: an elicitation needs the user it is for")
 	ErrAuthorizeURL = errors.New("elicit: the authorization URL must be an absolute http(s) URL")
 )
+
+// ErrFull is returned by Begin when the store is full of other users'
+// pending elicitations: none of them is dropped to make room. The error
+// is a *FullError.
+var ErrFull = errors.New("elicit: too many pending elicitations")
+
+// FullError is Begin's ErrFull, with how long until the oldest pending
+// elicitation expires.
+type FullError struct{ RetryAfter time.Duration }
+
+func (e *FullError) Error() string { return ErrFull.Error() }
+
+// Is makes errors.Is(err, ErrFull) hold.
+func (e *FullError) Is(target error) bool { return target == ErrFull }
 
 // ErrNotPending is returned by Complete for an id with no pending
 // elicitation (never begun, completed, expired or dropped).
@@ -64,20 +82,32 @@ type Pending struct {
 
 // Store holds pending elicitations. It is safe for concurrent use.
 type Store struct {
-	size int
-	ttl  time.Duration
-	now  func() time.Time
-	key  stateKey // read-only after SetStateKey
+	size       int
+	perSubject int
+	ttl        time.Duration
+	now        func() time.Time
+	key        stateKey // read-only after SetStateKey
 
 	mu sync.Mutex
 	// order lists entries oldest first; with one TTL for all, that is also
 	// soonest to expire first.
-	order   *list.List // of *Pending
+	order   *list.List // of *entry
 	byID    map[string]*list.Element
 	byOwner map[owner]*list.Element
+	// bySubject lists each user's entries (their elements in order),
+	// oldest first.
+	bySubject map[user]*list.List
 }
 
 type owner struct{ issuer, subject, session, key string }
+
+type user struct{ issuer, subject string }
+
+// entry is one pending elicitation and its place in its user's list.
+type entry struct {
+	Pending
+	mine *list.Element
+}
 
 // New returns a Store of at most size pending elicitations, each kept for
 // ttl. Non-positive values get DefaultSize and DefaultTTL; now is the clock
@@ -94,14 +124,28 @@ func New(size int, ttl time.Duration, now func() time.Time) *Store {
 		now = time.Now
 	}
 	return &Store{
-		size:    size,
-		ttl:     ttl,
-		now:     now,
-		key:     randomStateKey(),
-		order:   list.New(),
-		byID:    make(map[string]*list.Element),
-		byOwner: make(map[owner]*list.Element),
+		size:       size,
+		perSubject: min(DefaultPerSubject, size),
+		ttl:        ttl,
+		now:        now,
+		key:        randomStateKey(),
+		order:      list.New(),
+		byID:       make(map[string]*list.Element),
+		byOwner:    make(map[owner]*list.Element),
+		bySubject:  make(map[user]*list.List),
 	}
+}
+
+// SetPerSubject bounds the pending elicitations of one user (issuer and
+// subject) to n, at most the store's size; n <= 0 keeps the default
+// (DefaultPerSubject, at most the size). Call it before the store is used.
+func (s *Store) SetPerSubject(n int) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perSubject = min(n, s.size)
 }
 
 // SetStateKey makes the store sign and verify states with key (at least
@@ -136,6 +180,11 @@ func (s *Store) VerifyState(p Pending, state string) error {
 // the user is never sent to a URL about to stop working. authorizeURL is
 // the third party's authorization URL; its query is kept, and any state
 // parameter in it replaced by the signed state.
+//
+// A user with PerSubject pending elicitations has the oldest of them
+// replaced, as does a user with any when the store is full; a user with
+// none in a store full of other users' gets a *FullError (ErrFull) and no
+// elicitation.
 func (s *Store) Begin(issuer, subject, session, key, authorizeURL string) (Pending, error) {
 	if subject == "" {
 		return Pending{}, ErrNoSubject
@@ -147,7 +196,7 @@ func (s *Store) Begin(issuer, subject, session, key, authorizeURL string) (Pendi
 	defer s.mu.Unlock()
 	s.expire(now)
 	if el, ok := s.byOwner[o]; ok {
-		p := el.Value.(*Pending)
+		p := &el.Value.(*entry).Pending
 		if p.Expires.Sub(now) >= s.ttl/2 {
 			return *p, nil
 		}
@@ -160,10 +209,22 @@ func (s *Store) Begin(issuer, subject, session, key, authorizeURL string) (Pendi
 		return Pending{}, err
 	}
 	p.URL = u
-	for s.order.Len() >= s.size {
-		s.remove(s.order.Front())
+	who := user{issuer, subject}
+	mine := s.bySubject[who]
+	for mine != nil && mine.Len() > 0 && (mine.Len() >= s.perSubject || s.order.Len() >= s.size) {
+		s.remove(mine.Front().Value.(*list.Element))
+		mine = s.bySubject[who]
 	}
-	el := s.order.PushBack(p)
+	if s.order.Len() >= s.size {
+		return Pending{}, &FullError{RetryAfter: s.order.Front().Value.(*entry).Expires.Sub(now)}
+	}
+	if mine == nil {
+		mine = list.New()
+		s.bySubject[who] = mine
+	}
+	e := &entry{Pending: *p}
+	el := s.order.PushBack(e)
+	e.mine = mine.PushBack(el)
 	s.byID[p.ID] = el
 	s.byOwner[o] = el
 	return *p, nil
@@ -182,7 +243,7 @@ func (s *Store) Complete(id, state string) (Pending, error) {
 	if !ok {
 		return Pending{}, ErrNotPending
 	}
-	p := el.Value.(*Pending)
+	p := &el.Value.(*entry).Pending
 	if err := s.key.verify(*p, state, now); err != nil {
 		return Pending{}, err
 	}
@@ -200,7 +261,7 @@ func (s *Store) Get(id string) (Pending, bool) {
 	if !ok {
 		return Pending{}, false
 	}
-	return *el.Value.(*Pending), true
+	return el.Value.(*entry).Pending, true
 }
 
 // DropSession forgets the elicitations begun in an MCP session (on its
@@ -244,7 +305,7 @@ func (s *Store) dropWhere(match func(*Pending) bool) int {
 	n := 0
 	for el := s.order.Front(); el != nil; {
 		next := el.Next()
-		if match(el.Value.(*Pending)) {
+		if match(&el.Value.(*entry).Pending) {
 			s.remove(el)
 			n++
 		}
@@ -255,15 +316,22 @@ func (s *Store) dropWhere(match func(*Pending) bool) int {
 
 // expire drops entries past their deadline, from the oldest.
 func (s *Store) expire(now time.Time) {
-	for el := s.order.Front(); el != nil && !now.Before(el.Value.(*Pending).Expires); el = s.order.Front() {
+	for el := s.order.Front(); el != nil && !now.Before(el.Value.(*entry).Expires); el = s.order.Front() {
 		s.remove(el)
 	}
 }
 
 func (s *Store) remove(el *list.Element) {
-	p := s.order.Remove(el).(*Pending)
-	delete(s.byID, p.ID)
-	delete(s.byOwner, owner{p.Issuer, p.Subject, p.Session, p.Key})
+	e := s.order.Remove(el).(*entry)
+	delete(s.byID, e.ID)
+	delete(s.byOwner, owner{e.Issuer, e.Subject, e.Session, e.Key})
+	who := user{e.Issuer, e.Subject}
+	if mine := s.bySubject[who]; mine != nil {
+		mine.Remove(e.mine)
+		if mine.Len() == 0 {
+			delete(s.bySubject, who)
+		}
+	}
 }
 
 // WithState returns authorizeURL with its state parameters replaced by

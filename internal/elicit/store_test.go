@@ -2,7 +2,9 @@ package elicit_test
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -198,22 +200,68 @@ func TestExpiry(t *testing.T) {
 	}
 }
 
+// TestBound: the store holds at most its size, and each user at most
+// PerSubject; a user's new elicitation beyond either replaces only that
+// user's own oldest, and a store full of other users' refuses a user with
+// none (ErrFull, with the time until the oldest expires) instead of
+// dropping someone else's.
 func TestBound(t *testing.T) {
-	c := newClock()
-	s := elicit.New(3, time.Hour, c.Now)
-	var ids []string
-	for _, user := range []string{"u1", "u2", "u3", "u4", "u5"} {
-		ids = append(ids, begin(t, s, user, "", "k").ID)
-		c.Advance(time.Second)
+	type step struct {
+		user string
+		wait time.Duration // before the step
 	}
-	if s.Len() != 3 {
-		t.Fatalf("Len = %d, want 3", s.Len())
+	tests := []struct {
+		name  string
+		steps []step
+		// refused are the steps Begin refuses with ErrFull; pending those
+		// still pending at the end.
+		refused, pending []int
+	}{
+		{"a user beyond PerSubject replaces their own oldest",
+			[]step{{"alice", 0}, {"alice", time.Second}, {"alice", time.Second}, {"bob", time.Second}},
+			nil, []int{1, 2, 3}},
+		{"a full store refuses a user with none",
+			[]step{{"alice", 0}, {"bob", time.Second}, {"bob", time.Second}, {"carol", time.Second}, {"mallory", time.Second}},
+			[]int{4}, []int{0, 1, 2, 3}},
+		{"a full store replaces the user's own oldest",
+			[]step{{"alice", 0}, {"bob", time.Second}, {"bob", time.Second}, {"carol", time.Second}, {"bob", time.Second}},
+			nil, []int{0, 2, 3, 4}},
+		{"an expired one makes room",
+			[]step{{"alice", 0}, {"bob", time.Second}, {"bob", time.Second}, {"carol", time.Second}, {"mallory", time.Hour}},
+			nil, []int{4}},
 	}
-	for i, id := range ids {
-		_, ok := s.Get(id)
-		if want := i >= 2; ok != want {
-			t.Errorf("elicitation %d pending = %v, want %v (oldest go first)", i, ok, want)
-		}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClock()
+			s := elicit.New(4, time.Hour, c.Now)
+			s.SetPerSubject(2)
+			ids := make([]string, len(tc.steps))
+			for i, st := range tc.steps {
+				c.Advance(st.wait)
+				p, err := s.Begin(issuer, st.user, "", fmt.Sprint("k", i), authorize)
+				var full *elicit.FullError
+				switch refused := slices.Contains(tc.refused, i); {
+				case refused && (!errors.Is(err, elicit.ErrFull) || !errors.As(err, &full)):
+					t.Fatalf("step %d (%s): %v, want ErrFull", i, st.user, err)
+				case refused && (full.RetryAfter <= 0 || full.RetryAfter > time.Hour):
+					t.Errorf("step %d: retry after %v, want until the oldest expires", i, full.RetryAfter)
+				case !refused && err != nil:
+					t.Fatalf("step %d (%s): %v", i, st.user, err)
+				}
+				ids[i] = p.ID
+			}
+			for i, id := range ids {
+				if id == "" {
+					continue
+				}
+				if _, ok := s.Get(id); ok != slices.Contains(tc.pending, i) {
+					t.Errorf("step %d's elicitation pending = %v, want %v", i, ok, !ok)
+				}
+			}
+			if s.Len() > 4 {
+				t.Errorf("Len = %d, want at most 4", s.Len())
+			}
+		})
 	}
 }
 
@@ -287,6 +335,9 @@ func TestConcurrentUse(t *testing.T) {
 			for i := range 200 {
 				user := string(rune('a' + g))
 				p, err := s.Begin(issuer, user, "s", string(rune('0'+i%10)), authorize)
+				if errors.Is(err, elicit.ErrFull) {
+					continue // 8 users × 10 keys do not fit in 50: a user with none is refused
+				}
 				if err != nil {
 					t.Error(err)
 					return
