@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"time"
 
 	"github.com/extauthz/extauthz/internal/adminapi"
 	"github.com/extauthz/extauthz/internal/check"
@@ -121,7 +122,12 @@ func completeElicitation(pl *check.Pipeline, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	p, err := pl.CompleteElicitation(r.Context(), id, r.Form.Get("state"))
+	var full *elicit.FullError
 	switch {
+	case errors.As(err, &full):
+		// Still pending: the completion may be retried.
+		w.Header().Set("Retry-After", strconv.Itoa(int((max(full.RetryAfter, time.Second)+time.Second-1)/time.Second)))
+		http.Error(w, "too many consents are held; retry later", http.StatusServiceUnavailable)
 	case errors.Is(err, elicit.ErrNotPending):
 		http.Error(w, "no such pending elicitation", http.StatusNotFound)
 	case errors.Is(err, elicit.ErrStateMissing):

@@ -44,11 +44,13 @@ func pendingOf(t *testing.T, v Verdict) (id, state string) {
 	return body.Result.Meta.AuthRequired.ID, u.Query().Get("state")
 }
 
-// TestElicitationsBoundedPerUser: pending elicitations are bounded per
-// user (elicitations.max_per_subject) as well as in all: one user starting
-// elicitations for made-up tool names replaces only their own, and a store
-// full of other users' refuses a new user's with 503 and Retry-After
-// instead of dropping someone's; the victim's completion still holds.
+// TestElicitationsBoundedPerUser: pending elicitations and completed
+// consents are bounded per user (elicitations.max_per_subject) as well as
+// in all: one user starting elicitations or giving consents for made-up
+// tool names replaces only their own, and a store full of other users'
+// refuses a new user's (503 and Retry-After; a completion stays pending)
+// instead of dropping someone's; the victim's completion and consent
+// still hold.
 func TestElicitationsBoundedPerUser(t *testing.T) {
 	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "s"}}})
 	doc := consentDoc(sts.TokenURL, false) + "elicitations: {max_entries: 8, max_per_subject: 2}\n"
@@ -105,6 +107,48 @@ func TestElicitationsBoundedPerUser(t *testing.T) {
 			for i, p := range held {
 				if _, err := pl.CompleteElicitation(context.Background(), p.id, p.state); err != nil {
 					t.Errorf("pending %d after the refusal: %v", i, err)
+				}
+			}
+		}},
+		{"another user's consents keep the victim's", func(t *testing.T, pl *Pipeline, call func(sub, tool string) Verdict) {
+			complete := func(sub, tool string) {
+				id, state := pendingOf(t, call(sub, tool))
+				if _, err := pl.CompleteElicitation(context.Background(), id, state); err != nil {
+					t.Fatalf("%s's completion for %s: %v", sub, tool, err)
+				}
+			}
+			complete("alice", "calendar_add")
+			for i := range 20 {
+				complete("mallory", fmt.Sprint("calendar_", i))
+			}
+			if v := call("alice", "calendar_add"); v.Outcome != Allowed {
+				t.Errorf("alice after mallory's 20 consents: %v %s, want her consent kept", v.Outcome, v.Description)
+			}
+			if v := call("mallory", "calendar_0"); v.Outcome != AuthorizationRequired {
+				t.Errorf("mallory's oldest consent: %v, want replaced by her own newer ones", v.Outcome)
+			}
+		}},
+		{"consents full of other users' refuse a completion, which stays pending", func(t *testing.T, pl *Pipeline, call func(sub, tool string) Verdict) {
+			for u := range 4 {
+				for i := range 2 {
+					id, state := pendingOf(t, call(fmt.Sprint("user-", u), fmt.Sprint("calendar_", i)))
+					if _, err := pl.CompleteElicitation(context.Background(), id, state); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			id, state := pendingOf(t, call("mallory", "calendar_x"))
+			_, err := pl.CompleteElicitation(context.Background(), id, state)
+			var full *elicit.FullError
+			if !errors.As(err, &full) || full.RetryAfter < ConsentTTL-time.Minute {
+				t.Fatalf("a ninth consent in a store of 8: %v, want ErrFull until the oldest expires", err)
+			}
+			if n := pl.ElicitationCount(); n != 1 {
+				t.Errorf("%d pending after the refused completion, want mallory's still pending", n)
+			}
+			for u := range 4 {
+				if v := call(fmt.Sprint("user-", u), "calendar_1"); v.Outcome != Allowed {
+					t.Errorf("user-%d after the refusal: %v, want the consent kept", u, v.Outcome)
 				}
 			}
 		}},

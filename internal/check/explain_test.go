@@ -160,7 +160,7 @@ routes:
 // prove Explain changes none of it.
 type stateSnapshot struct {
 	sessions, tasks, elicitations, consents, initURL, revoked int
-	consentStats, initURLStats                                cache.Stats
+	initURLStats                                              cache.Stats
 }
 
 func (s *state) snapshot() stateSnapshot {
@@ -171,7 +171,7 @@ func (s *state) snapshot() stateSnapshot {
 	return stateSnapshot{
 		sessions: s.sessions.Len(), tasks: s.tasks.Len(), elicitations: s.elicitations.Len(),
 		consents: s.consents.Len(), initURL: s.initURL.Len(), revoked: n,
-		consentStats: s.consents.Stats(), initURLStats: s.initURL.Stats(),
+		initURLStats: s.initURL.Stats(),
 	}
 }
 

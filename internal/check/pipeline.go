@@ -249,7 +249,7 @@ func (pl *Pipeline) invalidateSubjectLocal(subject string) Invalidated {
 	// The user's consents go too, as the shared tier drops them with the
 	// user's other values: a token issued after the revocation authorizes
 	// again.
-	pl.state.consents.RemoveFunc(func(s string) bool { return s == subject })
+	pl.state.consents.DropSubject(subject)
 	for _, ex := range pl.Policy().exchangers {
 		d.ExchangedTokens += ex.DropSubject(subject)
 	}

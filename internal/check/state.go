@@ -27,9 +27,10 @@ type state struct {
 	sessions     *session.Store // MCP sessions and A2A contexts
 	tasks        *session.Store // tasks, bound to their creator
 	elicitations *elicit.Store
-	// consents hold the user who gave each one, so that revoking the user
-	// drops them (RevokeSubject).
-	consents *cache.Cache[string]
+	// consents hold the user who gave each one, bounded per user as
+	// pending elicitations are, so that another user's consents never push
+	// one out and revoking the user drops them (RevokeSubject).
+	consents *session.Store
 	// initURL remembers, per route and subject, whether the client's last
 	// initialize declared URL elicitation, for the session it is about to
 	// get (ext_authz never sees the response that names it).
@@ -52,10 +53,6 @@ type state struct {
 }
 
 func newState(p *Policy, o Options) (*state, error) {
-	consents, err := cache.New[string](max(p.elicitMax, 1), o.Now)
-	if err != nil {
-		return nil, err
-	}
 	initURL, err := cache.New[bool](max(p.sessionsMax, 1), o.Now)
 	if err != nil {
 		return nil, err
@@ -64,7 +61,8 @@ func newState(p *Policy, o Options) (*state, error) {
 		sessions:     session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now),
 		tasks:        session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now),
 		elicitations: elicit.New(max(p.elicitMax, 1), cmpDuration(p.elicitTTL, 10*time.Minute), o.Now),
-		consents:     consents, initURL: initURL, shared: o.Shared, sessionIdle: p.sessionIdle,
+		consents:     session.New(max(p.elicitMax, 1), p.elicitPerUser, ConsentTTL, o.Now),
+		initURL:      initURL, shared: o.Shared, sessionIdle: p.sessionIdle,
 		log: o.Logger, now: o.Now, apiKeys: p.verifier.revoked,
 	}
 	s.elicitations.SetPerSubject(p.elicitPerUser)
@@ -250,15 +248,18 @@ func (v view) beginElicitation(ctx context.Context, issuer, subject, sess, key, 
 // here or on another replica (then remembered here, except by Explain).
 func (v view) hasConsent(ctx context.Context, subject, key string) bool {
 	s := v.s
-	if _, ok := s.consents.Peek(cache.NewKey(subject, key)); ok {
+	id := consentID(subject, key)
+	if b, ok := s.consents.Lookup(id); ok && b.Subject == subject {
 		return true
 	}
 	if s.shared == nil {
 		return false
 	}
-	if _, ok, err := s.shared.GetElicitation(ctx, consentID(subject, key)); err == nil && ok {
+	if _, ok, err := s.shared.GetElicitation(ctx, id); err == nil && ok {
 		if !v.readOnly {
-			s.consents.Add(cache.NewKey(subject, key), subject, s.now().Add(ConsentTTL))
+			// No room here (other users' live consents) only costs a round
+			// trip: the shared tier holds it.
+			s.consents.Put(id, session.Binding{Subject: subject})
 		}
 		return true
 	}
@@ -277,19 +278,30 @@ func (v view) endSession(subject, sid string) {
 // completeElicitation records that the user finished the authorization of
 // a pending elicitation, here or on another replica (see
 // Pipeline.CompleteElicitation).
+//
+// The consent is remembered before the pending elicitation ends: a replica
+// without a shared tier whose consents are all other users' live ones
+// refuses the completion (*elicit.FullError) and keeps the elicitation
+// pending, for the completion to be retried, rather than drop someone's.
 func (s *state) completeElicitation(ctx context.Context, id, st string) (elicit.Pending, error) {
-	p, err := s.elicitations.Complete(id, st)
-	if err == elicit.ErrNotPending {
+	p, local := s.elicitations.Get(id)
+	if !local {
 		var ok bool
 		if p, ok = s.sharedElicitation(ctx, id); !ok {
 			return elicit.Pending{}, elicit.ErrNotPending
 		}
-		err = s.elicitations.VerifyState(p, st)
 	}
-	if err != nil {
+	if err := s.elicitations.VerifyState(p, st); err != nil {
 		return elicit.Pending{}, err
 	}
-	s.consents.Add(cache.NewKey(p.Subject, p.Key), p.Subject, s.now().Add(ConsentTTL))
+	if !s.consents.Put(consentID(p.Subject, p.Key), session.Binding{Subject: p.Subject}) && s.shared == nil {
+		return elicit.Pending{}, &elicit.FullError{RetryAfter: s.consents.RetryAfter()}
+	}
+	if local {
+		// Ended here; a concurrent completion of the same one may have
+		// ended it first, which recorded the same consent.
+		_, _ = s.elicitations.Complete(id, st)
+	}
 	if s.shared != nil {
 		_ = s.shared.DeleteElicitation(ctx, id)
 		_ = s.shared.PutElicitation(ctx, consentID(p.Subject, p.Key), shared.Owner{Subject: p.Subject, Session: p.Session}, []byte("1"), ConsentTTL)

@@ -197,6 +197,21 @@ func (s *Store) RetryAfter() time.Duration {
 	return max(time.Duration(s.tail.idleUntil-now), time.Second)
 }
 
+// DropSubject forgets subject's bindings and returns how many.
+func (s *Store) DropSubject(subject string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.users[subject]
+	if u == nil {
+		return 0
+	}
+	n := u.n
+	for u.head != nil {
+		s.remove(u.head)
+	}
+	return n
+}
+
 // Len is the number of bindings, expired ones included until they are
 // pushed out.
 func (s *Store) Len() int {

@@ -301,3 +301,39 @@ func (s *Store) countSubject(subject string) int {
 	}
 	return 0
 }
+
+// TestDropSubject: dropping a user forgets that user's bindings, all of
+// them, and nobody else's.
+func TestDropSubject(t *testing.T) {
+	tests := []struct {
+		name    string
+		subject string
+		dropped int
+		left    []string // keys still bound
+	}{
+		{"a user with bindings", "alice", 3, []string{"b0"}},
+		{"a user without", "carol", 0, []string{"a0", "a1", "a2", "b0"}},
+		{"no user", "", 0, []string{"a0", "a1", "a2", "b0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(10, 0, time.Minute, newClock().now)
+			for i := range 3 {
+				mustBind(t, s, fmt.Sprint("a", i), "alice", Created)
+			}
+			mustBind(t, s, "b0", "bob", Created)
+			if n := s.DropSubject(tc.subject); n != tc.dropped {
+				t.Errorf("dropped %d, want %d", n, tc.dropped)
+			}
+			if s.Len() != len(tc.left) {
+				t.Errorf("Len = %d, want %d", s.Len(), len(tc.left))
+			}
+			for _, k := range tc.left {
+				if _, ok := s.Lookup(k); !ok {
+					t.Errorf("%s dropped", k)
+				}
+			}
+			mustBind(t, s, "a0", "alice", map[bool]Result{true: Created, false: Owned}[tc.dropped > 0])
+		})
+	}
+}
