@@ -154,3 +154,19 @@ func TestSharedToolsBounded(t *testing.T) {
 		t.Errorf("%d shared counters for one subject, want at most MaxTools + 1 = 5", len(keys))
 	}
 }
+
+// TestSubjectsSpreadOverShards: the buckets of a subject_tool limit use
+// every shard, so that the table holds as many subjects as it has room
+// for.
+func TestSubjectsSpreadOverShards(t *testing.T) {
+	l := New(Options{})
+	lim := Limit{ID: "r/limits[0]", Kind: KindSubjectTool, Requests: 1, Per: time.Hour}
+	for i := range 1000 {
+		l.Allow(context.Background(), &lim, Key{Value: fmt.Sprint("iss|user-", i), Qualifier: "deploy"})
+	}
+	for i := range l.local.shards {
+		if n := l.local.shards[i].lru.Len(); n == 0 {
+			t.Errorf("shard %d holds no bucket of 1,000 subjects", i)
+		}
+	}
+}

@@ -133,7 +133,7 @@ func (l *local) take(lim *Limit, key Key, now int64, name func(*Limit, Key) stri
 	var s *shard
 	if lim.Kind == KindSubjectTool {
 		own = l.ownerSum(key)
-		s = &l.shards[own%shards]
+		s = &l.shards[(own>>2)%shards] // above the two bits ownerSum sets
 	} else {
 		s = &l.shards[k.sum[0]%shards]
 	}
