@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/extauthz/extauthz/internal/elicit"
+	"github.com/extauthz/extauthz/internal/shared"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
@@ -164,5 +167,39 @@ func TestElicitationsBoundedPerUser(t *testing.T) {
 				return pl.Check(context.Background(), req)
 			})
 		})
+	}
+}
+
+// TestSharedElicitationsBoundedPerUser: with Redis, the pending
+// elicitations a user's new ones replace here are dropped there too, so a
+// flood of made-up consent tools keeps no more of the user's in Redis than
+// the replica holds.
+func TestSharedElicitationsBoundedPerUser(t *testing.T) {
+	srv := redistest.Start(t)
+	st, err := shared.New(t.Context(), shared.Config{Addrs: []string{srv.Addr}, OpTimeout: time.Second}, shared.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "s"}}})
+	doc := consentDoc(sts.TokenURL, false) + "elicitations: {max_entries: 8, max_per_subject: 2}\n"
+	pl := newPipeline(t, doc, Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }}, Options{Shared: st})
+	tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": "https://a.example.com", "sub": "mallory",
+		"iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+	for i := range 50 {
+		req := agentReq(Headers{"authorization": "Bearer " + tok, "content-type": "application/json"})
+		req.Body = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"calendar_%d"}}`, i, i)
+		if v := pl.Check(context.Background(), req); v.Outcome != AuthorizationRequired {
+			t.Fatalf("call %d: %v %s", i, v.Outcome, v.Description)
+		}
+	}
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	keys, err := rc.Keys(context.Background(), "*elicit:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 {
+		t.Errorf("%d pending elicitations of one user in Redis after 50, want the 2 the replica holds: %v", len(keys), keys)
 	}
 }

@@ -237,7 +237,14 @@ func (v view) beginElicitation(ctx context.Context, issuer, subject, sess, key, 
 	if v.readOnly {
 		return elicit.Pending{ID: "(explain)", URL: url, Issuer: issuer, Subject: subject}, nil
 	}
-	p, err := v.s.elicitations.Begin(issuer, subject, sess, key, url)
+	p, replaced, err := v.s.elicitations.BeginReplacing(issuer, subject, sess, key, url)
+	if v.s.shared != nil {
+		// The user's own, dropped here for room: the shared tier keeps of a
+		// user's pending ones no more than the replicas do.
+		for _, id := range replaced {
+			_ = v.s.shared.DeleteElicitation(ctx, id)
+		}
+	}
 	if err == nil {
 		v.s.shareElicitation(ctx, p)
 	}

@@ -186,8 +186,18 @@ func (s *Store) VerifyState(p Pending, state string) error {
 // none in a store full of other users' gets a *FullError (ErrFull) and no
 // elicitation.
 func (s *Store) Begin(issuer, subject, session, key, authorizeURL string) (Pending, error) {
+	p, _, err := s.BeginReplacing(issuer, subject, session, key, authorizeURL)
+	return p, err
+}
+
+// BeginReplacing is Begin, also returning the ids of the user's own
+// pending elicitations dropped to make room for the new one (the user's
+// oldest beyond PerSubject or in a full store), for a shared tier holding
+// copies of them to drop: without it, one user's flood of new ones would
+// pile up there until they expire.
+func (s *Store) BeginReplacing(issuer, subject, session, key, authorizeURL string) (p Pending, replaced []string, err error) {
 	if subject == "" {
-		return Pending{}, ErrNoSubject
+		return Pending{}, nil, ErrNoSubject
 	}
 	now := s.now()
 	o := owner{issuer, subject, session, key}
@@ -198,36 +208,38 @@ func (s *Store) Begin(issuer, subject, session, key, authorizeURL string) (Pendi
 	if el, ok := s.byOwner[o]; ok {
 		p := &el.Value.(*entry).Pending
 		if p.Expires.Sub(now) >= s.ttl/2 {
-			return *p, nil
+			return *p, nil, nil
 		}
 		s.remove(el)
 	}
-	p := &Pending{ID: rand.Text(), Issuer: issuer, Subject: subject, Session: session, Key: key, Expires: now.Add(s.ttl)}
-	p.State = s.key.sign(*p, p.Expires)
+	p = Pending{ID: rand.Text(), Issuer: issuer, Subject: subject, Session: session, Key: key, Expires: now.Add(s.ttl)}
+	p.State = s.key.sign(p, p.Expires)
 	u, err := WithState(authorizeURL, p.State)
 	if err != nil {
-		return Pending{}, err
+		return Pending{}, replaced, err
 	}
 	p.URL = u
 	who := user{issuer, subject}
 	mine := s.bySubject[who]
 	for mine != nil && mine.Len() > 0 && (mine.Len() >= s.perSubject || s.order.Len() >= s.size) {
-		s.remove(mine.Front().Value.(*list.Element))
+		el := mine.Front().Value.(*list.Element)
+		replaced = append(replaced, el.Value.(*entry).ID)
+		s.remove(el)
 		mine = s.bySubject[who]
 	}
 	if s.order.Len() >= s.size {
-		return Pending{}, &FullError{RetryAfter: s.order.Front().Value.(*entry).Expires.Sub(now)}
+		return Pending{}, replaced, &FullError{RetryAfter: s.order.Front().Value.(*entry).Expires.Sub(now)}
 	}
 	if mine == nil {
 		mine = list.New()
 		s.bySubject[who] = mine
 	}
-	e := &entry{Pending: *p}
+	e := &entry{Pending: p}
 	el := s.order.PushBack(e)
 	e.mine = mine.PushBack(el)
 	s.byID[p.ID] = el
 	s.byOwner[o] = el
-	return *p, nil
+	return p, replaced, nil
 }
 
 // Complete ends the pending elicitation id when state is the one issued

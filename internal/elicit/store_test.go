@@ -357,3 +357,35 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("Len = %d beyond the bound", s.Len())
 	}
 }
+
+// TestBeginReplacing: Begin reports the user's own pending elicitations it
+// dropped for room, and nothing else: not a renewal's, not another user's.
+func TestBeginReplacing(t *testing.T) {
+	c := newClock()
+	s := elicit.New(3, 10*time.Minute, c.Now)
+	s.SetPerSubject(2)
+	a0 := begin(t, s, "alice", "", "k0")
+	b0 := begin(t, s, "bob", "", "k0")
+	steps := []struct {
+		name     string
+		user     string
+		key      string
+		advance  time.Duration
+		replaced []string
+	}{
+		{"room for alice's second", "alice", "k1", 0, nil},
+		{"alice beyond the bound: her oldest", "alice", "k2", 0, []string{a0.ID}},
+		{"bob's second in a full store: his own oldest", "bob", "k1", 0, []string{b0.ID}},
+		{"a renewal is not reported", "alice", "k2", 6 * time.Minute, nil},
+	}
+	for _, st := range steps {
+		c.Advance(st.advance)
+		_, replaced, err := s.BeginReplacing(issuer, st.user, "", st.key, authorize)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if !slices.Equal(replaced, st.replaced) {
+			t.Errorf("%s: replaced %v, want %v", st.name, replaced, st.replaced)
+		}
+	}
+}
