@@ -2,14 +2,19 @@ package check
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // TestInvalidTokenFloodKeepsGrants: an attacker sending many distinct
@@ -89,4 +94,88 @@ func BenchmarkRefusalMemory(b *testing.B) {
 		c.GetAt(k, now)
 	}
 	b.ReportMetric(per, "B/refusal")
+}
+
+// TestUnknownKeyRefusalNotCached: a token naming a key its issuer's set does
+// not hold is refused, but the refusal is not remembered: the key may be
+// one the issuer is rotating in, which the rate-limited refetch has not
+// seen yet. A refusal that is a property of the token (a bad signature, an
+// expired token) stays cached.
+func TestUnknownKeyRefusalNotCached(t *testing.T) {
+	k1, k2 := testtoken.RSA(t, "k1"), testtoken.RSA(t, "k2")
+	jwksPath := filepath.Join(t.TempDir(), "jwks.json")
+	writeKeys := func(keys ...testtoken.Key) {
+		t.Helper()
+		if err := os.WriteFile(jwksPath, testtoken.JWKS(t, keys...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKeys(k1)
+	doc := fmt.Sprintf(`
+issuers:
+  - {name: corp, issuer: https://idp.example.com, algorithms: [RS256], jwks_file: %s}
+routes:
+  - {name: r, default: true, issuers: [corp], audiences: [https://files.example.com/mcp]}
+cache: {negative_ttl: 5m}
+`, jwksPath)
+	clk := newClock()
+	pl := newPipeline(t, doc, Deps{Now: clk.Now}, Options{Now: clk.Now})
+	claims := func(sub string) jwt.MapClaims {
+		return jwt.MapClaims{"sub": sub, "iss": "https://idp.example.com", "aud": "https://files.example.com/mcp",
+			"iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()}
+	}
+	check := func(tok string) Verdict { return pl.Check(context.Background(), filesReq(tok)) }
+	// unsigned is a token naming kid with a signature nobody made.
+	unsigned := func(kid string) string {
+		h := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"RS256","kid":"` + kid + `"}`))
+		p := base64.RawURLEncoding.EncodeToString([]byte(`{"iss":"https://idp.example.com","sub":"x","exp":9999999999}`))
+		return h + "." + p + ".AAAA"
+	}
+
+	t.Run("refusals", func(t *testing.T) {
+		badSig := k1.Sign(t, claims("eve"))
+		for _, tt := range []struct {
+			name   string
+			token  string
+			cached bool
+		}{
+			{"bad signature", badSig[:len(badSig)-4] + "AAAA", true},
+			{"expired", k1.Sign(t, jwt.MapClaims{"sub": "eve", "iss": "https://idp.example.com", "aud": "https://files.example.com/mcp", "exp": t0.Add(-time.Hour).Unix()}), true},
+			{"unknown kid", unsigned("nobody-has-it"), false},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				first, second := check(tt.token), check(tt.token)
+				if first.Outcome != InvalidToken || second.Outcome != InvalidToken {
+					t.Fatalf("outcomes %v, %v; want invalid_token twice", first.Outcome, second.Outcome)
+				}
+				if second.CacheHit != tt.cached {
+					t.Errorf("second refusal answered from the cache: %v, want %v (%s)", second.CacheHit, tt.cached, second.Description)
+				}
+			})
+		}
+	})
+
+	t.Run("rotation", func(t *testing.T) {
+		if v := check(k1.Sign(t, claims("bob"))); v.Outcome != Allowed {
+			t.Fatalf("k1 token: %v %s", v.Outcome, v.Description)
+		}
+		// The attacker spends the on-demand refetch, then the issuer
+		// publishes k2 and alice presents a k2 token before the next one
+		// may run: refused, since the set does not have k2 yet.
+		clk.Advance(time.Minute)
+		check(unsigned("random-1"))
+		writeKeys(k1, k2)
+		alice := k2.Sign(t, claims("alice"))
+		clk.Advance(time.Second)
+		if v := check(alice); v.Outcome != InvalidToken || !strings.Contains(v.Description, "unknown") {
+			t.Fatalf("k2 token before the set has k2: %v %s, want an unknown-key refusal", v.Outcome, v.Description)
+		}
+		// Once the refetch interval has passed, the next unknown kid
+		// loads k2, and alice's same token is accepted.
+		clk.Advance(30 * time.Second)
+		check(unsigned("random-2"))
+		if v := check(alice); v.Outcome != Allowed {
+			t.Errorf("alice's k2 token once the set holds k2: %v (%s, cache hit %v)", v.Outcome, v.Description, v.CacheHit)
+		}
+	})
 }

@@ -95,6 +95,11 @@ type cached struct {
 	// retryAfter is when an Unavailable verification may be retried (never
 	// cached).
 	retryAfter time.Duration
+	// passing marks a refusal that is not a property of the token: the
+	// key it names is not in the issuer's key set yet (a rotation the
+	// rate-limited refetch has not seen). It is not cached, so that the
+	// token is accepted as soon as the set has the key.
+	passing bool
 }
 
 // Options configure a Pipeline.
@@ -450,6 +455,8 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 			*dst = cached{outcome: Unavailable, description: broken.desc, retryAfter: broken.retryAfter}
 		case errors.Is(err, jwtauth.ErrKeysUnavailable):
 			*dst = cached{outcome: Unavailable, description: "signing keys are not available yet"}
+		case errors.Is(err, jwtauth.ErrUnknownKey):
+			*dst = cached{outcome: InvalidToken, description: err.Error(), passing: true}
 		default:
 			*dst = cached{outcome: InvalidToken, description: err.Error()}
 		}

@@ -291,7 +291,7 @@ func (e *evaluation) identify() *denial {
 			// A broken dependency is not a property of the token.
 			return &denial{outcome: Unavailable, desc: entry.description, retryAfter: entry.retryAfter}
 		}
-		if !e.st.readOnly {
+		if !e.st.readOnly && !entry.passing {
 			e.pl.remember(e.p, key, entry, e.now)
 		}
 	}
