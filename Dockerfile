@@ -5,6 +5,11 @@
 #   docker build -t extauthz --build-arg VERSION=$(git describe --tags --always) .
 #   docker run -e JWT_SECRET=... -p 9191:9191 -p 9090:9090 extauthz
 #
+# The default command runs the built-in configuration, which needs
+# JWT_SECRET (at least 32 random bytes): without it, or a configuration
+# file, the service refuses to start, since its development secret is
+# public and may only serve loopback.
+#
 # Listeners bind all interfaces in the container: gRPC ext_authz on 9191,
 # ops (/healthz, /readyz, /metrics; read-only) on 9090; add --http-addr
 # 0.0.0.0:9193 for the HTTP forward-auth front end (nginx, Traefik, Caddy).

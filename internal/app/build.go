@@ -60,7 +60,28 @@ func build(o ServeOptions, env Env) (settings, error) {
 	if s.adminAuth, err = checkAdminFlags(o); err != nil {
 		return settings{}, usageError{err}
 	}
+	if err := checkDevelopmentSecret(o, env.Getenv); err != nil {
+		return settings{}, usageError{err}
+	}
 	return s, nil
+}
+
+// checkDevelopmentSecret refuses the built-in default's development secret
+// (no --config, no JWT_SECRET) on a listener that answers checks and is
+// not on loopback: anyone can mint tokens with that secret, so it may only
+// serve callers on the same machine.
+func checkDevelopmentSecret(o ServeOptions, getenv func(string) string) error {
+	if o.ConfigFile != "" || getenv("JWT_SECRET") != "" {
+		return nil
+	}
+	for _, l := range []struct{ flag, addr string }{{"--grpc-addr", o.GRPCAddr}, {"--http-addr", o.HTTPAddr}} {
+		if l.addr != "" && adminapi.Exposed(l.addr) {
+			return fmt.Errorf("%s %s is not a loopback address, and without --config or JWT_SECRET the built-in default "+
+				"accepts tokens signed with the public development secret: anyone could mint a token for any user. "+
+				"Set JWT_SECRET (at least 32 random bytes) or pass --config FILE, or listen on 127.0.0.1", l.flag, l.addr)
+		}
+	}
+	return nil
 }
 
 // checkNotNegative refuses durations and caps below zero (0 is "off" or

@@ -149,3 +149,59 @@ func TestLoopbackOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestDevelopmentSecretOnlyOnLoopback: without --config and JWT_SECRET the
+// built-in default accepts tokens anyone can mint, so serve refuses to
+// start with it on a check listener (gRPC, HTTP forward-auth) that is not
+// on loopback, before any I/O, saying what to set; on loopback, with
+// JWT_SECRET or with --config it starts.
+func TestDevelopmentSecretOnlyOnLoopback(t *testing.T) {
+	const want = "Set JWT_SECRET (at least 32 random bytes) or pass --config FILE"
+	for _, tc := range []struct {
+		name       string
+		config     string
+		secret     string
+		grpc, http string
+		refused    string // "" when it starts; else the flag named
+	}{
+		{"loopback, development secret", "", "", "127.0.0.1:9191", "", ""},
+		{"localhost and IPv6 loopback", "", "", "localhost:9191", "[::1]:9193", ""},
+		{"gRPC on every interface", "", "", "0.0.0.0:9191", "", "--grpc-addr 0.0.0.0:9191"},
+		{"gRPC on a host name", "", "", "extauthz:9191", "", "--grpc-addr extauthz:9191"},
+		{"gRPC with no host", "", "", ":9191", "", "--grpc-addr :9191"},
+		{"HTTP front end exposed", "", "", "127.0.0.1:9191", "0.0.0.0:9193", "--http-addr 0.0.0.0:9193"},
+		{"exposed with JWT_SECRET", "", strings.Repeat("k", 32), "0.0.0.0:9191", "0.0.0.0:9193", ""},
+		{"exposed with a configuration", "config.yaml", "", "0.0.0.0:9191", "0.0.0.0:9193", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := ServeOptions{ConfigFile: tc.config, GRPCAddr: tc.grpc, HTTPAddr: tc.http}
+			err := checkDevelopmentSecret(o, func(k string) string {
+				if k == "JWT_SECRET" {
+					return tc.secret
+				}
+				return ""
+			})
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), want)):
+				t.Fatalf("error %v, want one naming %q and saying %q", err, tc.refused, want)
+			}
+		})
+	}
+
+	t.Run("serve refuses before any I/O", func(t *testing.T) {
+		o := ServeOptions{GRPCAddr: "0.0.0.0:0", AdminAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0",
+			LogLevel: "info", LogFormat: "json", HTTPConvention: "auto", HTTPTrusted: "127.0.0.0/8", MemoryLimit: "off",
+			Started: func(Addrs) { t.Error("the service started") }}
+		var logs bytes.Buffer
+		err := Serve(context.Background(), o, env(nil, &logs, &logs))
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Serve: %v, want a usage error saying %q", err, want)
+		}
+		if logs.Len() != 0 {
+			t.Errorf("logged before failing: %s", logs.String())
+		}
+	})
+}
