@@ -17,7 +17,8 @@ import (
 // reloader replaces the pipeline's policy when the configuration file
 // changes (polled, so that Kubernetes' ConfigMap symlink swaps are seen) or
 // on SIGHUP. A new file is parsed, validated and compiled completely before
-// it is swapped in; an invalid one is logged and counted while the old
+// it is swapped in; an invalid one, or one that would rename the users of
+// an issuer (check.Pipeline.Swap), is logged and counted while the old
 // policy keeps serving.
 type reloader struct {
 	path     string
@@ -60,7 +61,11 @@ func (r *reloader) reload(force bool) error {
 		return r.failed(err)
 	}
 	r.last = sum
-	old := r.pipeline.Swap(p)
+	old, err := r.pipeline.Swap(p)
+	if err != nil {
+		p.Close()
+		return r.failed(err)
+	}
 	// Key sources the new policy does not share stop refreshing now (50
 	// reloads must not mean 50 sources fetching); the rest of the old
 	// policy stays open for the checks still using it.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -141,4 +142,44 @@ func reloadCounts(t *testing.T, s *server) (ok, bad float64) {
 		}
 	}
 	return ok, bad
+}
+
+// TestReloadRenamingUsersRefused: a file that would rename an issuer's
+// users (a second issuer flips the first one's namespace from none to
+// "a:") is refused like a broken one, logged and counted, and the running
+// configuration keeps serving; the same change that keeps the first
+// issuer's names (subject_prefix: "") is loaded.
+func TestReloadRenamingUsersRefused(t *testing.T) {
+	const other = "reload-test-secret-of-the-second-issuer-x"
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, routeConfig(""))
+	s := startServerWith(t, nil, ServeOptions{ConfigFile: cfg, WatchInterval: 20 * time.Millisecond})
+	tokB := testtoken.HMAC(t, "HS256", other, map[string]any{"iss": "https://b.example.com", "sub": "bob", "exp": time.Now().Add(time.Hour).Unix()})
+	two := func(prefix string) string {
+		return fmt.Sprintf("issuers:\n  - {name: a, secret: %s%s}\n  - {name: b, issuer: https://b.example.com, secret: %s}\nroutes: [{name: main, default: true, issuers: [a, b]}]\n",
+			reloadSecret, prefix, other)
+	}
+	writeFile(t, cfg, two(""))
+	deadline := time.Now().Add(10 * time.Second)
+	for _, bad := reloadCounts(t, s); bad < 1; _, bad = reloadCounts(t, s) {
+		if time.Now().After(deadline) {
+			t.Fatal("the renaming file was neither refused nor counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, _ := s.statusOf(t, tokB); code != 401 {
+		t.Fatalf("b's token after the refused reload: %d, want 401 (b not configured)", code)
+	}
+	if logs := s.logs.String(); !strings.Contains(logs, "configuration rejected") || !strings.Contains(logs, "subject namespace would change") {
+		t.Fatalf("the refusal is not logged with its reason:\n%s", logs)
+	}
+	writeFile(t, cfg, two(`, subject_prefix: ""`))
+	for deadline = time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if code, _ := s.statusOf(t, tokB); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the file keeping a's names was not loaded")
+		}
+	}
 }

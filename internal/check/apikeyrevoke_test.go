@@ -157,7 +157,7 @@ func TestRevokeAPIKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl.Swap(next) // the old policy is closed at cleanup
+	swap(t, pl, next) // the old policy is closed at cleanup
 	t.Cleanup(next.Close)
 	if v := pl.Check(ctx, bearerReq(f.billing)); v.Outcome != InvalidToken {
 		t.Errorf("after a reload: %v %s", v.Outcome, v.Description)

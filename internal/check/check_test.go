@@ -566,11 +566,11 @@ func TestReloadKeepsOnlyUnchangedRoutes(t *testing.T) {
 	if v := pl.Check(context.Background(), req); v.CacheHit || v.Outcome != Allowed {
 		t.Fatalf("first check: %+v", v)
 	}
-	pl.Swap(compile("")).Close()
+	swap(t, pl, compile("")).Close()
 	if v := pl.Check(context.Background(), req); !v.CacheHit {
 		t.Fatal("unchanged route lost its cache entries on reload")
 	}
-	pl.Swap(compile(", scopes: [x]")).Close()
+	swap(t, pl, compile(", scopes: [x]")).Close()
 	if v := pl.Check(context.Background(), req); v.CacheHit || v.Outcome != InsufficientScope {
 		t.Fatalf("changed route answered from the old cache: %v hit=%v", v.Outcome, v.CacheHit)
 	}
@@ -604,7 +604,7 @@ func TestReloadAfterSecretRotation(t *testing.T) {
 			t.Fatalf("before the rotation: %v %s", v.Outcome, v.Description)
 		}
 	}
-	pl.Swap(compile(rotated)).Close()
+	swap(t, pl, compile(rotated)).Close()
 	if v := pl.Check(t.Context(), leaked); v.Outcome != InvalidToken {
 		t.Fatalf("a token of the rotated-out secret: %v (cache hit %v), want invalid_token", v.Outcome, v.CacheHit)
 	}

@@ -36,3 +36,15 @@ func newPipeline(tb testing.TB, doc string, deps Deps, opts Options) *Pipeline {
 	}
 	return pl
 }
+
+// swap is Pipeline.Swap, failing the test when p is refused; it returns
+// the old policy for the caller to close.
+func swap(tb testing.TB, pl *Pipeline, p *Policy) *Policy {
+	tb.Helper()
+	old, err := pl.Swap(p)
+	if err != nil {
+		p.Close()
+		tb.Fatal(err)
+	}
+	return old
+}

@@ -1,7 +1,10 @@
 package check
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/config"
@@ -86,6 +89,39 @@ func (ip *identityPolicy) namespace(issuer, sub string) (string, error) {
 		}
 	}
 	return ns, nil
+}
+
+// renamesUsers refuses a policy next that gives an issuer cur has too
+// (by configured name) another subject namespace: that renames its users
+// ("alice" becomes "corp:alice" when a second issuer is added, and back
+// when it is removed), while revocations, session, task and context
+// bindings and consents stay keyed by the old names. A revoked user would
+// be accepted again, and a subject spelling an old name ("corp:alice"
+// once corp has no namespace) would own that user's sessions.
+func renamesUsers(cur, next *Policy) error {
+	var errs []string
+	for name, ns := range cur.ident.namespaces {
+		nns, ok := next.ident.namespaces[name]
+		if !ok || nns == ns {
+			continue
+		}
+		errs = append(errs, fmt.Sprintf("issuers (%s): the subject namespace would change from %s to %s, renaming its users (%q would become %q); "+
+			"revocations, session bindings and consents are held under the current names. Keep the names with subject_prefix: %q on this issuer, "+
+			"or restart the service to rename its users",
+			name, describeNamespace(ns), describeNamespace(nns), ns+"alice", nns+"alice", ns))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	slices.Sort(errs)
+	return errors.New(strings.Join(errs, "\n"))
+}
+
+func describeNamespace(ns string) string {
+	if ns == "" {
+		return "none"
+	}
+	return strconv.Quote(ns)
 }
 
 // User is the service's user for subject of the issuer named issuer (its

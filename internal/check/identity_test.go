@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,4 +148,91 @@ func giveConsent(t *testing.T, pl *Pipeline, v Verdict) elicit.Pending {
 		t.Fatalf("completion: %v", err)
 	}
 	return done
+}
+
+// TestReloadRenamingUsersRefused: a user is the issuer's namespace followed
+// by the subject, and revocations, session bindings and consents survive a
+// reload keyed by it. A policy that gives an issuer the running one has
+// another namespace (adding or removing an issuer flips the single-issuer
+// default, or subject_prefix is edited) is refused, and the running policy
+// keeps serving: corp's revoked alice stays revoked, and nobody inherits
+// her session. A reload that keeps every name is installed, and the
+// revocation still holds under it.
+func TestReloadRenamingUsersRefused(t *testing.T) {
+	const corp = `  - {name: corp, issuer: https://corp.example.com, algorithms: [HS256], secret: ` + secret + `%s}
+`
+	const partner = `  - {name: partner, issuer: https://partner.example.com, algorithms: [HS256], secret: ` + secret + `-partner}
+`
+	doc := func(issuers ...string) string {
+		return "issuers:\n" + fmt.Sprint(strings.Join(issuers, "")) +
+			"routes:\n  - {name: r, default: true, protocol: mcp, issuers: [corp]}\n"
+	}
+	one := doc(fmt.Sprintf(corp, ""))
+	two := doc(fmt.Sprintf(corp, ""), partner)
+	tests := []struct {
+		name    string
+		from    string
+		to      string
+		refused string // "" when installed
+	}{
+		{"an issuer added", one, two, `issuers (corp): the subject namespace would change from none to "corp:"`},
+		{"an issuer removed", two, one, `issuers (corp): the subject namespace would change from "corp:" to none`},
+		{"subject_prefix edited", one, doc(fmt.Sprintf(corp, ", subject_prefix: corp/")), `from none to "corp/"`},
+		{"an issuer added, the first one's names kept", one, doc(fmt.Sprintf(corp, `, subject_prefix: ""`), partner), ""},
+		{"an issuer removed, the remaining one's names kept", two, doc(fmt.Sprintf(corp, ", subject_prefix: \"corp:\"")), ""},
+		{"nothing renamed", two, two, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newClock()
+			pl := newPipeline(t, tt.from, Deps{Now: clk.Now}, Options{Now: clk.Now})
+			mint := func(sub string) string {
+				return testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": "https://corp.example.com", "sub": sub, "iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix()})
+			}
+			call := func(tok string) Verdict {
+				r := agentReq(Headers{"authorization": "Bearer " + tok, "mcp-session-id": "sess-of-alice", "content-type": "application/json"})
+				r.Body = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`)
+				return pl.Check(context.Background(), r)
+			}
+			alice, bob := mint("alice"), mint("bob")
+			if v := call(alice); v.Outcome != Allowed {
+				t.Fatalf("alice: %v %s", v.Outcome, v.Description)
+			}
+			user, err := pl.Policy().User("corp", "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pl.RevokeSubject(context.Background(), user); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(time.Second)
+			before := pl.Policy()
+			next := compileDoc(t, tt.to, Deps{Now: clk.Now})
+			old, err := pl.Swap(next)
+			switch {
+			case tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused)):
+				t.Fatalf("Swap: %v, want it refused: %q", err, tt.refused)
+			case tt.refused != "":
+				next.Close()
+				if pl.Policy() != before {
+					t.Fatal("a refused policy was installed")
+				}
+			case err != nil:
+				t.Fatalf("Swap: %v", err)
+			default:
+				old.Close()
+				t.Cleanup(next.Close)
+			}
+			if v := call(alice); v.Outcome != InvalidToken {
+				t.Errorf("corp's revoked alice after the reload: %v (%s)", v.Outcome, v.Description)
+			}
+			// Another corp user cannot take alice's session either way.
+			if v := call(bob); v.Outcome == Allowed {
+				t.Errorf("bob owns alice's session after the reload")
+			}
+			if v := call(mint(user)); v.Outcome == Allowed {
+				t.Errorf("sub %q owns alice's session after the reload", user)
+			}
+		})
+	}
 }

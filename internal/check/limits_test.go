@@ -134,7 +134,7 @@ func TestRateLimits(t *testing.T) {
 	}
 	// A reload with a bigger burst keeps the count (same place in the
 	// configuration) and applies the new numbers.
-	pl.Swap(compile(limitedConfig(10))).Close()
+	swap(t, pl, compile(limitedConfig(10))).Close()
 	if v := pl.Check(context.Background(), toolCall(alice, 7, "search")); v.Outcome != Allowed {
 		t.Errorf("after the reload: %v", v.Outcome)
 	}

@@ -159,8 +159,14 @@ func New(p *Policy, o Options) (*Pipeline, error) {
 
 // Swap installs a new policy and returns the old one for the caller to Close.
 // Cache entries of unchanged routes stay valid: keys carry a fingerprint of
-// everything a grant depends on.
-func (pl *Pipeline) Swap(p *Policy) *Policy {
+// everything a grant depends on. A policy that would rename the users of an
+// issuer the policy in force has too (renamesUsers) is refused: the state
+// kept across the swap names users the old way. The caller closes a
+// refused p. Swaps must not run concurrently.
+func (pl *Pipeline) Swap(p *Policy) (*Policy, error) {
+	if err := renamesUsers(pl.policy.Load(), p); err != nil {
+		return nil, err
+	}
 	old := pl.policy.Swap(p)
 	pl.generation.Add(1)
 	pl.loadedAt.Store(pl.now().UnixNano())
@@ -176,7 +182,7 @@ func (pl *Pipeline) Swap(p *Policy) *Policy {
 		live[r.keyPrefix] = true
 	}
 	pl.cache.RemoveFunc(func(g *Grant) bool { return !live[g.routeKey] })
-	return old
+	return old, nil
 }
 
 // Generation counts the policies loaded (1 at start) and says when the

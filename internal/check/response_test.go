@@ -399,7 +399,7 @@ func TestExchangeKeepsItsPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := pl.Swap(p)
+	old := swap(t, pl, p)
 	t.Cleanup(old.Close)
 
 	if !x.BindsTasks() {

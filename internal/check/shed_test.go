@@ -49,7 +49,7 @@ func TestShedding(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.limits != "" {
-				pl.Swap(compile(tt.limits)).Close()
+				swap(t, pl, compile(tt.limits)).Close()
 			}
 			pl.inflight.Store(tt.inflight)
 			beforeShed, beforeSpans := overloaded, tracer.spans
