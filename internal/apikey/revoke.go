@@ -15,11 +15,6 @@ var ErrRevoked = errors.New("API key is revoked")
 // that expires sooner is remembered until it expires.
 const RevocationTTL = 90 * 24 * time.Hour
 
-// MaxRevocations bounds the revocations held; beyond it the one that ends
-// first is forgotten first. Revocations are operator actions, so the bound
-// is far from what any service sees.
-const MaxRevocations = 100_000
-
 // ValidID reports whether id can name a key (an id of a file entry). A
 // revocation of an id that is not valid could never match a key, so it is
 // refused instead of silently doing nothing.
@@ -70,10 +65,11 @@ func (r *Revocations) Revoke(ref Ref, until time.Time) bool {
 			}
 		}
 	}
+	// Ended revocations are dropped; one that has not ended never is,
+	// however many there are: forgetting it would let its key in.
+	// Revocations are operator actions, each ending within
+	// RevocationTTL, so they stay few.
 	next[ref] = until
-	for len(next) > MaxRevocations {
-		delete(next, earliest(next))
-	}
 	r.m.Store(&next)
 	return true
 }
@@ -83,18 +79,6 @@ func (r *Revocations) lenOf(m *map[Ref]time.Time) int {
 		return 0
 	}
 	return len(*m)
-}
-
-// earliest is the revocation that ends first (bounded by MaxRevocations).
-func earliest(m map[Ref]time.Time) Ref {
-	var ref Ref
-	var first time.Time
-	for k, t := range m {
-		if first.IsZero() || t.Before(first) {
-			ref, first = k, t
-		}
-	}
-	return ref
 }
 
 // Revoked reports whether the key id of issuer is revoked now. It costs one
