@@ -303,7 +303,7 @@ func TestResyncRetriesUntilRedisAnswers(t *testing.T) {
 		}
 	}
 	// Revocations made through another replica while b was not listening.
-	if err := stA.Revoke(ctx, user, t0); err != nil {
+	if err := stA.Revoke(ctx, user, t0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := stA.RevokeAPIKey(ctx, shared.APIKey{Issuer: "keys", ID: "backup"}, t0.Add(time.Hour)); err != nil {

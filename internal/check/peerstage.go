@@ -72,6 +72,7 @@ func (e *evaluation) peerIdentity() *denial {
 			return &denial{outcome: InvalidToken, desc: gerr.Error()}
 		}
 		entry.grant = g
+		e.pl.state.accepted(g)
 		c.observe("peer", "ok")
 		if !e.st.readOnly {
 			e.pl.remember(e.p, key, entry, e.now)

@@ -74,8 +74,10 @@ type Pipeline struct {
 	dpop     *dpop.Checker      // the proofs of DPoP-bound tokens (binding.go)
 }
 
-// RevocationTTL is how long a revocation is remembered: longer than any
-// access token should live.
+// RevocationTTL is the least time a revocation is remembered for: longer
+// than any access token should live. It is kept longer when the tokens
+// accepted live longer, and for as long as it may match a credential
+// without iat (see state.keepRevocations).
 const RevocationTTL = 24 * time.Hour
 
 // Observer is told about every decision (metrics). Implementations must be
@@ -242,7 +244,7 @@ func (pl *Pipeline) RevokeSubject(ctx context.Context, subject string) (Invalida
 	}
 	n, _ := sh.DropSubject(ctx, subject)
 	d.ExchangedTokens += n
-	err := sh.Revoke(ctx, subject, now)
+	err := sh.Revoke(ctx, subject, now, pl.state.keepRevocations())
 	if err == nil {
 		err = sh.Publish(ctx, shared.Event{Kind: shared.EventRevoke, ID: subject, At: now})
 	}
@@ -476,6 +478,7 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 		*dst = cached{outcome: InvalidToken, description: err.Error()}
 		return
 	}
+	pl.state.accepted(g)
 	*dst = cached{grant: g, outcome: Allowed}
 }
 

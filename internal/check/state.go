@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,9 +43,16 @@ type state struct {
 
 	// revoked maps a subject to when it was revoked: its tokens issued
 	// before then are refused. Copied on write (revocations are rare), read
-	// on every check.
+	// on every check. An entry is kept as long as a credential it covers
+	// may still be accepted (see keepRevocations).
 	revoked  atomic.Pointer[map[string]time.Time]
 	revokeMu sync.Mutex
+	// longest is the longest lifetime (exp - iat, seconds) of the tokens
+	// with an iat this pipeline has accepted; undated says it has accepted
+	// a credential without one (an API key, a token without iat), which
+	// counts as issued at the epoch.
+	longest atomic.Int64
+	undated atomic.Bool
 	// apiKeys are the revoked API keys: the first policy's set
 	// (Deps.APIKeyRevocations), which its key stores refuse at lookup;
 	// every grant made from a key is checked against it too, on cache hits
@@ -369,29 +377,84 @@ func (s *state) taskCreated(ctx context.Context, key, subject, tool string, perS
 	return res.Accepted()
 }
 
+// MaxRevocations is how many revocations of subjects are held before
+// those that can no longer match a credential are dropped. A revocation
+// that still can is never dropped, whatever the count.
+const MaxRevocations = 100_000
+
+// accepted notes the lifetime of a credential the pipeline accepted, which
+// bounds how long a revocation must be kept (keepRevocations).
+func (s *state) accepted(g *Grant) {
+	if g.iat == 0 {
+		if !s.undated.Load() {
+			s.undated.Store(true)
+		}
+		return
+	}
+	for l := g.exp - g.iat; ; {
+		cur := s.longest.Load()
+		if l <= cur || s.longest.CompareAndSwap(cur, l) {
+			return
+		}
+	}
+}
+
+// keepRevocations is how long after it was made a revocation may still
+// match a credential the pipeline accepts: a token issued before it lives
+// at most as long as the longest-lived token accepted (RevocationTTL at
+// least, since a token not seen yet may live longer than those seen). 0
+// means forever: a credential without iat counts as issued at the epoch,
+// so every revocation of its user covers it for as long as it is valid,
+// which may be as long as an API key is in the file.
+func (s *state) keepRevocations() time.Duration {
+	if s.undated.Load() {
+		return 0
+	}
+	return max(RevocationTTL, time.Duration(s.longest.Load())*time.Second)
+}
+
 // revokeLocal refuses subject's tokens issued until at on this replica
 // (Pipeline.RevokeSubject shares it with the others).
 func (s *state) revokeLocal(subject string, at time.Time) {
-	now := s.now()
+	s.revokeAllLocal(map[string]time.Time{subject: at})
+}
+
+// revokeAllLocal applies revocations of subjects at once: a later one of
+// a subject replaces an earlier one, never the other way round. Beyond
+// MaxRevocations, the revocations that can no longer match a credential
+// are dropped; the others are kept.
+func (s *state) revokeAllLocal(revs map[string]time.Time) {
 	s.revokeMu.Lock()
 	defer s.revokeMu.Unlock()
-	next := map[string]time.Time{}
-	if cur := s.revoked.Load(); cur != nil {
-		for sub, t := range *cur {
-			if now.Sub(t) < RevocationTTL {
-				next[sub] = t
-			}
+	cur := s.revoked.Load()
+	n := len(revs)
+	if cur != nil {
+		n += len(*cur)
+	}
+	next := make(map[string]time.Time, n)
+	if cur != nil {
+		maps.Copy(next, *cur)
+	}
+	for sub, at := range revs {
+		if prev, ok := next[sub]; !ok || at.After(prev) {
+			next[sub] = at
 		}
 	}
-	if prev, ok := next[subject]; !ok || at.After(prev) {
-		next[subject] = at
+	if keep := s.keepRevocations(); len(next) > MaxRevocations && keep > 0 {
+		horizon := s.now().Add(-keep)
+		for sub, at := range next {
+			if at.Before(horizon) {
+				delete(next, sub)
+			}
+		}
 	}
 	s.revoked.Store(&next)
 }
 
 // isRevoked reports whether g's API key is revoked, or g's token was issued
 // before its subject was revoked. A token without iat counts as issued at
-// the epoch.
+// the epoch. A revocation held is in force: it is dropped only once it can
+// no longer match (revokeAllLocal).
 func (s *state) isRevoked(g *Grant) bool {
 	if g.APIKeyID != "" && s.apiKeys.Revoked(g.Issuer, g.APIKeyID) {
 		return true
@@ -401,7 +464,7 @@ func (s *state) isRevoked(g *Grant) bool {
 		return false
 	}
 	at, ok := (*m)[g.Subject]
-	return ok && !g.IssuedAt().After(at) && s.now().Sub(at) < RevocationTTL
+	return ok && !g.IssuedAt().After(at)
 }
 
 // Retries of a catch-up Redis did not answer: from resyncRetryMin,
@@ -424,9 +487,7 @@ func (s *state) resync(ctx context.Context) {
 	for wait := resyncRetryMin; ; wait = min(2*wait, resyncRetryMax) {
 		if !subjects {
 			if revs, err := s.shared.Revocations(ctx); err == nil {
-				for sub, at := range revs {
-					s.revokeLocal(sub, at)
-				}
+				s.revokeAllLocal(revs)
 				subjects = true
 			}
 		}

@@ -39,7 +39,7 @@ func everyOperation(s *Store) []struct {
 		{OpGetToken, func(ctx context.Context) error { _, _, err := s.GetToken(ctx, "k1"); return err }},
 		{OpDropSession, func(ctx context.Context) error { _, err := s.DropSession(ctx, "s"); return err }},
 		{OpDropSubject, func(ctx context.Context) error { _, err := s.DropSubject(ctx, "alice"); return err }},
-		{OpRevoke, func(ctx context.Context) error { return s.Revoke(ctx, "alice", time.Now()) }},
+		{OpRevoke, func(ctx context.Context) error { return s.Revoke(ctx, "alice", time.Now(), 0) }},
 		{OpRevocations, func(ctx context.Context) error { _, err := s.Revocations(ctx); return err }},
 		{OpPublish, func(ctx context.Context) error { return s.Publish(ctx, Event{Kind: EventSession, ID: "s1"}) }},
 	}

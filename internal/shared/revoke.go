@@ -9,27 +9,32 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RevocationTTL is how long a revocation is remembered: longer than any
-// token the service accepts lives, so by then every token it revoked has
-// expired by itself.
-const RevocationTTL = 24 * time.Hour
-
-// maxRevocations bounds what Revocations reads, newest first.
-const maxRevocations = 100_000
+// maxRevocations is how many revocations of subjects the set holds before
+// Revoke drops those its caller says can no longer match; a revocation
+// that may still match is never dropped, whatever the count.
+var maxRevocations = 100_000 // a variable for the tests
 
 // Revoke records that the subject's tokens issued before at are revoked.
 // A later revocation of the same subject replaces an earlier one, never the
-// other way round. Revocations older than RevocationTTL are pruned.
-func (s *Store) Revoke(ctx context.Context, subject string, at time.Time) error {
+// other way round. Revocations are kept for as long as they may match a
+// credential the service accepts: once the set holds more than
+// maxRevocations, those made more than keep ago are dropped (keep 0:
+// none is). The set itself never expires.
+func (s *Store) Revoke(ctx context.Context, subject string, at time.Time, keep time.Duration) error {
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
-	horizon := s.now().Add(-RevocationTTL).UnixMilli()
+	var card *redis.IntCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZAddGT(ctx, s.revokeKey, redis.Z{Score: float64(at.UnixMilli()), Member: subject})
-		p.ZRemRangeByScore(ctx, s.revokeKey, "-inf", "("+strconv.FormatInt(horizon, 10))
-		p.PExpire(ctx, s.revokeKey, RevocationTTL)
+		// A set written with an expiry (by an earlier version) keeps none.
+		p.Persist(ctx, s.revokeKey)
+		card = p.ZCard(ctx, s.revokeKey)
 		return nil
 	})
+	if err == nil && keep > 0 && card.Val() > int64(maxRevocations) {
+		horizon := s.now().Add(-keep).UnixMilli()
+		err = s.rdb.ZRemRangeByScore(ctx, s.revokeKey, "-inf", "("+strconv.FormatInt(horizon, 10)).Err()
+	}
 	if err != nil {
 		return s.fail(OpRevoke, err)
 	}
@@ -37,21 +42,13 @@ func (s *Store) Revoke(ctx context.Context, subject string, at time.Time) error 
 	return nil
 }
 
-// Revocations returns the live revocations, subject to the time before
+// Revocations returns every revocation held, subject to the time before
 // which its tokens are revoked (millisecond precision). Callers load it at
 // start and on every "resync" event, and apply "revoke" events in between.
 func (s *Store) Revocations(ctx context.Context) (map[string]time.Time, error) {
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
-	horizon := s.now().Add(-RevocationTTL).UnixMilli()
-	zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
-		Key:     s.revokeKey,
-		Start:   "+inf",
-		Stop:    "(" + strconv.FormatInt(horizon, 10),
-		ByScore: true,
-		Rev:     true,
-		Count:   maxRevocations,
-	}).Result()
+	zs, err := s.rdb.ZRangeWithScores(ctx, s.revokeKey, 0, -1).Result()
 	if err != nil {
 		return nil, s.fail(OpRevocations, err)
 	}
@@ -108,8 +105,8 @@ func (s *Store) RevokeAPIKey(ctx context.Context, key APIKey, until time.Time) e
 }
 
 // APIKeyRevocations returns the revoked keys that have not ended, each with
-// its end (millisecond precision), at most maxRevocations of them, the
-// longest-lasting first. Callers load it at start and on every "resync"
+// its end (millisecond precision): all of them, since a revocation left
+// out would let its key in. Callers load it at start and on every "resync"
 // event, and apply "revoke_api_key" events in between.
 func (s *Store) APIKeyRevocations(ctx context.Context) (map[APIKey]time.Time, error) {
 	ctx, cancel := s.opContext(ctx)
@@ -120,7 +117,6 @@ func (s *Store) APIKeyRevocations(ctx context.Context) (map[APIKey]time.Time, er
 		Stop:    "(" + strconv.FormatInt(s.now().UnixMilli(), 10),
 		ByScore: true,
 		Rev:     true,
-		Count:   maxRevocations,
 	}).Result()
 	if err != nil {
 		return nil, s.fail(OpAPIKeyRevocations, err)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -444,6 +446,11 @@ func TestTagIndexPrunesExpiredKeys(t *testing.T) {
 	}
 }
 
+// TestRevocations: a revocation of a subject is kept for as long as it may
+// match a credential, however old: the set has no expiry, and Revocations
+// reads every member. A later revocation replaces an earlier one, never
+// the other way round. Only beyond maxRevocations does Revoke drop the
+// members made more than the caller's keep ago, and none with keep 0.
 func TestRevocations(t *testing.T) {
 	r := sharedRedis(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -452,46 +459,68 @@ func TestRevocations(t *testing.T) {
 	b := newStore(t, r.Addr, func(_ *Config, o *Options) { o.Now = clock })
 	raw := rawClient(t, r.Addr)
 
+	// An earlier version wrote the set with an expiry: the next Revoke
+	// removes it.
+	raw.ZAdd(t.Context(), a.revokeKey, redis.Z{Score: float64(now.Add(-48 * time.Hour).UnixMilli()), Member: "dave"})
+	raw.PExpire(t.Context(), a.revokeKey, 24*time.Hour)
 	t1 := now.Add(-time.Hour)
-	revoke := []struct {
+	for _, rv := range []struct {
 		subject string
 		at      time.Time
 	}{
 		{"alice", t1},
 		{"alice", t1.Add(-time.Minute)}, // older: does not replace
 		{"bob", now},
-		{"carol", now.Add(-RevocationTTL - time.Minute)}, // already past
-	}
-	for _, rv := range revoke {
-		if err := a.Revoke(t.Context(), rv.subject, rv.at); err != nil {
+		{"carol", now.Add(-72 * time.Hour)}, // old, and kept
+	} {
+		if err := a.Revoke(t.Context(), rv.subject, rv.at, 24*time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := b.Revocations(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	if ttl := raw.PTTL(t.Context(), a.revokeKey).Val(); ttl != -1 {
+		t.Errorf("revocations key PTTL %v, want none (-1)", ttl)
 	}
-	want := map[string]time.Time{"alice": t1, "bob": now}
-	if len(got) != len(want) {
-		t.Fatalf("Revocations = %v, want %v", got, want)
-	}
-	for s, at := range want {
-		if !got[s].Equal(at) {
-			t.Errorf("Revocations[%s] = %v, want %v", s, got[s], at)
+	want := map[string]time.Time{"alice": t1, "bob": now, "carol": now.Add(-72 * time.Hour), "dave": now.Add(-48 * time.Hour)}
+	check := func(when string, want map[string]time.Time) {
+		t.Helper()
+		got, err := b.Revocations(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: Revocations = %v, want %v", when, got, want)
+		}
+		for s, at := range want {
+			if !got[s].Equal(at) {
+				t.Errorf("%s: Revocations[%s] = %v, want %v", when, s, got[s], at)
+			}
 		}
 	}
-	if ttl := raw.PTTL(t.Context(), a.revokeKey).Val(); ttl <= RevocationTTL-time.Minute {
-		t.Errorf("revocations key PTTL %v, want about %v", ttl, RevocationTTL)
-	}
+	check("below the bound", want)
+	now = now.Add(30 * 24 * time.Hour)
+	check("a month later", want)
 
-	// A day later alice's revocation is no longer reported.
-	now = now.Add(RevocationTTL - 30*time.Minute)
-	got, err = b.Revocations(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := got["alice"]; ok || len(got) != 1 {
-		t.Fatalf("Revocations a day later = %v, want only bob", got)
+	defer func(n int) { maxRevocations = n }(maxRevocations)
+	maxRevocations = 4
+	for _, tt := range []struct {
+		name    string
+		subject string
+		keep    time.Duration
+		want    []string
+	}{
+		{"beyond the bound, keep forever", "erin", 0, []string{"alice", "bob", "carol", "dave", "erin"}},
+		{"beyond the bound, keep 30 days and an hour", "frank", 30*24*time.Hour + time.Hour, []string{"alice", "bob", "erin", "frank"}},
+	} {
+		if err := a.Revoke(t.Context(), tt.subject, now, tt.keep); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.Revocations(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, tt.want) {
+			t.Errorf("%s: held %v, want %v", tt.name, names, tt.want)
+		}
 	}
 }
 
