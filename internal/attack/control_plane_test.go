@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/extauthz/extauthz/internal/app"
+	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
 )
@@ -531,6 +532,40 @@ func TestAdminExposureRefusedAtStart(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "too-short") {
 				t.Fatal("the error shows the token file's content")
+			}
+		})
+	}
+}
+
+// TestDevelopmentSecretRefusedOffLoopback: the built-in default (no
+// --config) without JWT_SECRET accepts tokens signed with a secret printed
+// in the source, so anyone could mint one for any user. serve refuses to
+// start with it on a check listener other callers can reach, and the error
+// says what to set.
+func TestDevelopmentSecretRefusedOffLoopback(t *testing.T) {
+	tests := []struct {
+		name       string
+		grpc, http string
+		want       string
+	}{
+		{"gRPC on all interfaces", "0.0.0.0:0", "", "--grpc-addr 0.0.0.0:0 is not a loopback address"},
+		{"gRPC on IPv6 any", "[::]:0", "", "--grpc-addr [::]:0 is not a loopback address"},
+		{"gRPC with an empty host", ":0", "", "--grpc-addr :0 is not a loopback address"},
+		{"forward-auth front end exposed", "127.0.0.1:0", "0.0.0.0:0", "--http-addr 0.0.0.0:0 is not a loopback address"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := app.ServeOptions{GRPCAddr: tc.grpc, HTTPAddr: tc.http, AdminAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", LogLevel: "error", LogFormat: "json",
+				Started: func(app.Addrs) { t.Error("the service started") }}
+			env := app.Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := app.Serve(ctx, o, env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Set JWT_SECRET") || !strings.Contains(err.Error(), "--config") {
+				t.Fatalf("Serve = %v, want a refusal naming the listener and saying to set JWT_SECRET or --config", err)
+			}
+			if strings.Contains(err.Error(), config.DevSecret) {
+				t.Fatal("the error shows the development secret")
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/extauthz/extauthz/internal/app"
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/segment"
 	adminv1 "github.com/extauthz/extauthz/proto/extauthz/admin/v1"
@@ -179,6 +181,57 @@ func TestIdentityRevocation(t *testing.T) {
 			t.Fatal("other's alice's old token still accepted")
 		}
 	})
+}
+
+// TestIdentityReloadCannotRenameUsers: a reload that removes the other
+// issuer would take hs's namespace away, turning the revoked "hs:alice"
+// into a user nobody revoked and letting a token whose sub reads
+// "hs:alice" be her. The reload is refused and counted; the running
+// configuration keeps both the revocation and the names.
+func TestIdentityReloadCannotRenameUsers(t *testing.T) {
+	var cfg string
+	s := start(t, identityYAML, options{Serve: func(o *app.ServeOptions) {
+		cfg, o.WatchInterval = o.ConfigFile, 20*time.Millisecond
+	}})
+	issued := time.Now().Add(-time.Minute).Unix()
+	alice := tokenWith(t, jwt.MapClaims{"iss": issuerHS, "sub": "alice", "iat": issued})
+	spelled := tokenWith(t, jwt.MapClaims{"iss": issuerHS, "sub": "hs:alice"})
+	user := func(tok string) (bool, string) {
+		v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + tok}, Body: toolCall(1, "whoami", "")})
+		return v.Allowed, v.Upstream["x-user-id"]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.admin(t).RevokeSubject(ctx, &adminv1.RevokeSubjectRequest{Issuer: "hs", Subject: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	one := `issuers:
+  - {name: hs, issuer: ` + issuerHS + `, algorithms: [HS256], secret_env: ATTACK_SECRET}
+` + identityYAML
+	one = strings.Replace(one, "issuers: [hs, other]", "issuers: [hs]", 1)
+	if err := os.WriteFile(cfg+".new", []byte(one), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(cfg+".new", cfg); err != nil { // atomic, as a ConfigMap swap
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, metrics := httpGet(t, "http://"+s.opsAddr+"/metrics")
+		if strings.Contains(metrics, `extauthz_config_reloads_total{result="error"} 1`) && strings.Contains(s.logs.String(), "subject namespace would change") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reload was neither refused nor counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ok, _ := user(alice); ok {
+		t.Error("revoked hs alice accepted after the refused reload")
+	}
+	if ok, id := user(spelled); !ok || id != "hs:hs:alice" {
+		t.Errorf("sub hs:alice: allowed %v as %q, want allowed as hs:hs:alice (not alice)", ok, id)
+	}
 }
 
 // TestIdentitySharedSubjects: issuers that declare one subject space are
