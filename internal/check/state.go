@@ -192,23 +192,29 @@ func (v view) sessionElicitsURL(key string) bool {
 
 // owner is the user holding the binding of key in store, "" when nobody
 // does, here or (with a shared tier) on another replica; it binds nothing.
-// A shared tier that does not answer is an error, unless it may fail open
-// (redis.fail_open: this replica's bindings decide, as they do binding).
 func (v view) owner(ctx context.Context, store *session.Store, key string) (string, error) {
+	b, _, err := v.lookup(ctx, store, key, true)
+	return b.Subject, err
+}
+
+// lookup is the binding of key: this replica's in store, else, when
+// askShared and there is a shared tier, the shared tier's (remote); the
+// zero binding when nobody holds it. A shared tier that does not answer is
+// an error, unless it may fail open (redis.fail_open: this replica's
+// bindings decide, as they do binding).
+func (v view) lookup(ctx context.Context, store *session.Store, key string, askShared bool) (b shared.Binding, remote bool, err error) {
 	s := v.s
-	if b, ok := store.Lookup(key); ok || s.shared == nil {
-		return b.Subject, nil
+	if local, ok := store.Lookup(key); ok || !askShared || s.shared == nil {
+		return shared.Binding{Subject: local.Subject, Tool: local.Tool}, false, nil
 	}
 	b, found, err := s.shared.Lookup(ctx, key)
 	switch {
 	case err != nil && s.shared.FailOpen():
-		return "", nil
+		return shared.Binding{}, false, nil
 	case err != nil:
-		return "", err
-	case !found:
-		return "", nil
+		return shared.Binding{}, false, err
 	}
-	return b.Subject, nil
+	return b, found, nil
 }
 
 // taskTool is the tool the task under key was created for, "" if unknown.
@@ -220,23 +226,11 @@ func (v view) owner(ctx context.Context, store *session.Store, key string) (stri
 // to the binding stage, unless it may fail open (redis.fail_open: the tool
 // is then unknown).
 func (v view) taskTool(ctx context.Context, key string, shared bool) (string, error) {
-	s := v.s
-	if b, ok := s.tasks.Lookup(key); ok || !shared || s.shared == nil {
-		return b.Tool, nil
+	b, remote, err := v.lookup(ctx, v.s.tasks, key, shared)
+	if remote && !v.readOnly {
+		v.s.tasks.Put(key, session.Binding{Subject: b.Subject, Tool: b.Tool})
 	}
-	b, found, err := s.shared.Lookup(ctx, key)
-	switch {
-	case err != nil && s.shared.FailOpen():
-		return "", nil
-	case err != nil:
-		return "", err
-	case !found:
-		return "", nil
-	}
-	if !v.readOnly {
-		s.tasks.Put(key, session.Binding{Subject: b.Subject, Tool: b.Tool})
-	}
-	return b.Tool, nil
+	return b.Tool, err
 }
 
 // beginElicitation starts a pending elicitation and shares it with the
