@@ -162,11 +162,7 @@ func TestTasksProtoFieldNames(t *testing.T) {
 	}
 	for _, tc := range ambiguous {
 		t.Run(tc.name, func(t *testing.T) {
-			v := s.check(t, raw{Headers: bob, Body: tc.body})
-			v.wantDenied(t, 400)
-			if e := v.rpc(t); string(e.ID) != tc.id || e.Error.Code != -32600 {
-				t.Fatalf("refusal %s, want -32600 with id %s", v.Body, tc.id)
-			}
+			s.check(t, raw{Headers: bob, Body: tc.body}).wantInvalidRequest(t, tc.id)
 		})
 	}
 	t.Run("the refusal of both spellings says why", func(t *testing.T) {
@@ -316,11 +312,7 @@ func TestTasksReferencedByAMessage(t *testing.T) {
 	}
 	for _, tc := range malformed {
 		t.Run(tc.name, func(t *testing.T) {
-			v := s.check(t, raw{Headers: bob, Body: tc.body})
-			v.wantDenied(t, 400)
-			if e := v.rpc(t); string(e.ID) != tc.id || e.Error.Code != -32600 {
-				t.Fatalf("refusal %s, want -32600 with id %s", v.Body, tc.id)
-			}
+			s.check(t, raw{Headers: bob, Body: tc.body}).wantInvalidRequest(t, tc.id)
 		})
 	}
 	t.Run("a task nobody holds is not referenced, nor bound by the reference", func(t *testing.T) {
@@ -729,5 +721,15 @@ func TestSessionMetricsByRoute(t *testing.T) {
 		if strings.Contains(body, secret) {
 			t.Errorf("metrics name %q", secret)
 		}
+	}
+}
+
+// wantInvalidRequest fails the test unless v is a 400 carrying a JSON-RPC
+// -32600 error with the request's id.
+func (v verdict) wantInvalidRequest(t *testing.T, id string) {
+	t.Helper()
+	v.wantDenied(t, 400)
+	if e := v.rpc(t); string(e.ID) != id || e.Error.Code != -32600 {
+		t.Fatalf("refusal %s, want -32600 with id %s", v.Body, id)
 	}
 }
