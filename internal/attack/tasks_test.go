@@ -129,13 +129,7 @@ const a2aTasksYAML = `routes:
 // names alice's task by that spelling, or by both spellings at once so
 // that the service and the agent could read different ones.
 func TestTasksProtoFieldNames(t *testing.T) {
-	s := start(t, a2aTasksYAML, options{})
-	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
-	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
-	const task = "task-of-alice"
-	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
-		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
-	}
+	s, alice, bob, task := aliceHoldsATask(t)
 	hook := `,"config":{"url":"https://bob.example/hook"}`
 	refused := []struct{ name, body, id string }{
 		{"CreateTaskPushNotificationConfig", `{"jsonrpc":"2.0","id":2,"method":"CreateTaskPushNotificationConfig","params":{"task_id":"` + task + `"` + hook + `}}`, "2"},
@@ -187,13 +181,7 @@ func TestTasksProtoFieldNames(t *testing.T) {
 // own id: it is never bound as a task (bob cannot take alice's
 // configuration ids from her), but it cannot name her task either.
 func TestTasksOperationNamesItsTask(t *testing.T) {
-	s := start(t, a2aTasksYAML, options{})
-	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
-	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
-	const task = "task-of-alice"
-	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
-		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
-	}
+	s, alice, bob, task := aliceHoldsATask(t)
 	op := func(id int, method, params string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
 	}
@@ -732,4 +720,19 @@ func (v verdict) wantInvalidRequest(t *testing.T, id string) {
 	if e := v.rpc(t); string(e.ID) != id || e.Error.Code != -32600 {
 		t.Fatalf("refusal %s, want -32600 with id %s", v.Body, id)
 	}
+}
+
+// aliceHoldsATask starts the service on a2aTasksYAML with alice's task
+// bound to her (her GetTask names it) and returns it, alice's and bob's
+// headers and the task's id.
+func aliceHoldsATask(t *testing.T) (s *suite, alice, bob map[string]string, task string) {
+	t.Helper()
+	s = start(t, a2aTasksYAML, options{})
+	alice = map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	bob = map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+	task = "task-of-alice"
+	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
+		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
+	}
+	return s, alice, bob, task
 }
