@@ -2,9 +2,7 @@ package check
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -123,27 +121,11 @@ func callCalendar(pl *Pipeline, tok string) Verdict {
 // authorization server's callback does.
 func giveConsent(t *testing.T, pl *Pipeline, v Verdict) elicit.Pending {
 	t.Helper()
-	if v.Outcome != AuthorizationRequired {
-		t.Fatalf("no consent asked for: %v (%s)", v.Outcome, v.Description)
-	}
-	var body struct {
-		Result struct {
-			Meta struct {
-				AuthRequired struct {
-					ID  string `json:"elicitation_id"`
-					URL string `json:"url"`
-				} `json:"auth_required"`
-			} `json:"_meta"`
-		} `json:"result"`
-	}
-	if err := json.Unmarshal(v.Body, &body); err != nil || body.Result.Meta.AuthRequired.ID == "" {
+	id, state := pendingOf(t, v)
+	if id == "" {
 		t.Fatalf("no elicitation id in %s", v.Body)
 	}
-	u, err := url.Parse(body.Result.Meta.AuthRequired.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done, err := pl.CompleteElicitation(context.Background(), body.Result.Meta.AuthRequired.ID, u.Query().Get("state"))
+	done, err := pl.CompleteElicitation(context.Background(), id, state)
 	if err != nil {
 		t.Fatalf("completion: %v", err)
 	}
