@@ -27,6 +27,18 @@ type revokeFixture struct {
 	billing, backup, billing2 string
 }
 
+// store is a shared tier on the redis-server at addr, on the fixture's
+// clock, closed when the test ends.
+func (f *revokeFixture) store(t testing.TB, ctx context.Context, addr string) *shared.Store {
+	t.Helper()
+	st, err := shared.New(ctx, shared.Config{Addrs: []string{addr}, OpTimeout: time.Second}, shared.Options{Now: f.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
 func newRevokeFixture(t testing.TB) *revokeFixture {
 	t.Helper()
 	f := &revokeFixture{clock: newClock(), billing: mustGenerate(t), backup: mustGenerate(t), billing2: mustGenerate(t)}
@@ -200,14 +212,7 @@ func TestRevokeAPIKeyAcrossReplicas(t *testing.T) {
 	f := newRevokeFixture(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	store := func() *shared.Store {
-		st, err := shared.New(ctx, shared.Config{Addrs: []string{srv.Addr}, OpTimeout: time.Second}, shared.Options{Now: f.clock.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return st
-	}
+	store := func() *shared.Store { return f.store(t, ctx, srv.Addr) }
 	stA, stB := store(), store()
 	a, b := f.replica(t, stA), f.replica(t, stB)
 	events := make(chan string, 16)

@@ -141,14 +141,7 @@ func TestRevocationSurvivesARestartWithRedis(t *testing.T) {
 	f := newRevokeFixture(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	store := func() *shared.Store {
-		st, err := shared.New(ctx, shared.Config{Addrs: []string{srv.Addr}, OpTimeout: time.Second}, shared.Options{Now: f.clock.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return st
-	}
+	store := func() *shared.Store { return f.store(t, ctx, srv.Addr) }
 	tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "iat": t0.Unix(), "exp": t0.Add(72 * time.Hour).Unix()})
 	a := f.replica(t, store())
 	if v := a.Check(ctx, bearerReq(tok)); v.Outcome != Allowed {
