@@ -736,3 +736,86 @@ func aliceHoldsATask(t *testing.T) (s *suite, alice, bob map[string]string, task
 	}
 	return s, alice, bob, task
 }
+
+// tasksAutoYAML binds tasks on a route without rules that guesses the
+// protocol, and on an mcp route whose front end says it sends no body.
+const tasksAutoYAML = `routes:
+  - name: headers-only
+    path_prefix: /forward
+    protocol: mcp
+    request_body: none
+    issuers: [hs]
+    audiences: [` + audience + `]
+  - name: auto
+    default: true
+    issuers: [hs]
+    audiences: [` + audience + `]
+`
+
+// TestTasksCutBody: on a route that binds tasks, bob pads a task
+// operation on alice's task past the proxy's body limit: Envoy with
+// allow_partial_message (and the forward-auth front end past its own
+// limit) sends only what fits, so the service would see no call and bind
+// nothing, while the agent reads the whole body. Every cut body is refused,
+// whatever its Content-Type and whatever Mcp-Method claims. (A body the
+// proxy withholds altogether is the proxy's configuration, not the
+// client's choice: request_body says which, see docs/forward-auth.md.)
+func TestTasksCutBody(t *testing.T) {
+	const task = "task-of-alice"
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	bobToken := token(t, issuerHS, "bob")
+	bob := func(kv ...string) map[string]string {
+		h := map[string]string{"authorization": "Bearer " + bobToken}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h[kv[i]] = kv[i+1]
+		}
+		return h
+	}
+	cut := taskOp(2, "tasks/get", "taskId", task)
+	cut = cut[:len(cut)-2] + `,"pad":"` + strings.Repeat("x", 64) // the rest did not fit
+	for _, routes := range []struct{ name, yaml string }{{"mcp", tasksYAML}, {"a2a", a2aTasksYAML}, {"auto", tasksAutoYAML}} {
+		t.Run(routes.name, func(t *testing.T) {
+			s := start(t, routes.yaml, options{})
+			if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "tasks/get", "taskId", task)}); !v.Allowed {
+				t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
+			}
+			for _, tc := range []struct {
+				name string
+				r    raw
+			}{
+				{"json", raw{Headers: bob("content-type", "application/json"), Body: cut, Partial: true}},
+				{"text/plain", raw{Headers: bob("content-type", "text/plain"), Body: cut, Partial: true}},
+				{"no content type", raw{Headers: bob(), Body: cut, Partial: true}},
+				{"Mcp-Method claims another call", raw{Headers: bob("content-type", "application/json",
+					"mcp-method", "tools/list", "mcp-protocol-version", "2026-07-28"), Body: cut, Partial: true}},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					v := s.check(t, tc.r)
+					v.wantInvalidRequest(t, "null")
+					if !strings.Contains(v.Body, "max_request_bytes") {
+						t.Fatalf("the refusal does not name the remedy: %s", v.Body)
+					}
+				})
+			}
+			for _, tc := range []struct {
+				name string
+				r    raw
+			}{
+				{"alice's whole body", raw{Headers: alice, Body: taskOp(3, "tasks/get", "taskId", task)}},
+				{"bob's own task, whole", raw{Headers: bob(), Body: taskOp(4, "tasks/get", "taskId", "task-of-bob")}},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					if v := s.check(t, tc.r); !v.Allowed {
+						t.Fatalf("refused: %d %s", v.Status, v.Body)
+					}
+				})
+			}
+		})
+	}
+	t.Run("task ownership off", func(t *testing.T) {
+		s := start(t, "sessions: {task_ownership: false}\n"+a2aTasksYAML, options{})
+		if v := s.check(t, raw{Headers: bob("content-type", "application/json"), Body: cut, Partial: true}); !v.Allowed {
+			t.Fatalf("a cut body on a route that binds nothing: %d %s", v.Status, v.Body)
+		}
+	})
+}

@@ -136,9 +136,12 @@ type Route struct {
 	// Mcp-Method and Mcp-Name disagree with its body, so rules may allow
 	// on those headers when the body is not sent.
 	upstreamValidatesMCPHeaders bool
-	resource                    config.ProtectedResource
-	issuerURLs                  []string // iss of the route's issuers, for authorization_servers
-	allScopes                   []string // route and rule scopes, for scopes_supported
+	// bindsTasks: task ownership is on and the front end sends the body,
+	// so a task operation is read from it (readCall refuses a cut one).
+	bindsTasks bool
+	resource   config.ProtectedResource
+	issuerURLs []string // iss of the route's issuers, for authorization_servers
+	allScopes  []string // route and rule scopes, for scopes_supported
 
 	dryRun      bool
 	lineageOff  bool
@@ -323,6 +326,7 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		sessionBinding:              rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
 		tokenInMeta:                 rc.MCP.TokenInMeta,
 		upstreamValidatesMCPHeaders: rc.UpstreamValidatesMCPHeaders,
+		bindsTasks:                  p.taskOwnership && rc.RequestBody != config.RequestBodyNone,
 		resource:                    rc.ProtectedResource,
 		issuerURLs:                  issuerURLs(rc.Issuers, issuers),
 		allScopes:                   allScopes(rc),
@@ -615,6 +619,10 @@ func issuerSpecs(issuers []config.Issuer, getenv func(string) string) ([]jwtauth
 }
 
 func (r *Route) hasRules() bool { return len(r.rules) > 0 || r.defaultDeny }
+
+// errCutBody refuses a body cut short on a route that binds tasks.
+const errCutBody = "the body was cut short at the proxy's limit, and this route reads task operations from the body: " +
+	"send the body to the service whole (raise Envoy's max_request_bytes, or leave allow_partial_message off so that Envoy answers 413 itself)"
 
 // errUnknownMethod refuses a POST whose call nobody can name on a route
 // with rules.

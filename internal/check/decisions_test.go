@@ -119,8 +119,10 @@ func TestMCPRules(t *testing.T) {
 		{name: "malformed Mcp-Name", body: call("tools/call", `{"name":"echo"}`), headers: map[string]string{"Authorization": "Bearer " + reader, "Mcp-Name": "=?base64?!!!?="}, status: 400, code: jsonrpc.CodeHeaderMismatch},
 		{name: "MCP-Protocol-Version disagrees with _meta", body: call("tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), headers: map[string]string{"Authorization": "Bearer " + reader, "Mcp-Method": "tools/list", "MCP-Protocol-Version": "2025-06-18"}, status: 400, code: jsonrpc.CodeHeaderMismatch},
 		{name: "headers alone identify a denied call", headers: map[string]string{"Authorization": "Bearer " + reader, "Mcp-Method": "tools/call", "Mcp-Name": "delete_all"}, status: 403, code: -32000},
-		{name: "partial body is not trusted: headers decide", body: call("tools/call", `{"name":"echo"}`), partial: 30,
-			headers: map[string]string{"Authorization": "Bearer " + reader, "Mcp-Method": "tools/call", "Mcp-Name": "delete_x"}, status: 403},
+		// Tasks are bound (the default), so a cut body is refused before the
+		// headers could decide: it may hide a task operation (TestTasksCutBody).
+		{name: "partial body is not trusted: refused", body: call("tools/call", `{"name":"echo"}`), partial: 30,
+			headers: map[string]string{"Authorization": "Bearer " + reader, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}, status: 400, code: jsonrpc.CodeInvalidRequest},
 		{name: "partial body and no headers fails closed", body: call("tools/call", `{"name":"delete_file","arguments":{"x":"yyyyyyyyyyyyy"}}`), partial: 40,
 			headers: bearer(reader), status: 400, code: jsonrpc.CodeInvalidRequest},
 		{name: "token in _meta when allowed", host: "meta.example.com", body: call("tools/call", `{"name":"x","_meta":{"authorization":"Bearer `+reader+`"}}`), status: 200, upstream: map[string]string{"X-User-Id": "rita"}},

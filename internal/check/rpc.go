@@ -84,6 +84,16 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		}
 	}
 
+	if req.BodyPartial && r.bindsTasks {
+		// Padding a task operation past the proxy's body limit (Envoy's
+		// allow_partial_message sends what fits) would hide its task from
+		// us but not from the agent, which reads it whole.
+		if c.Protocol == jsonrpc.ProtocolUnknown {
+			c.Protocol = jsonrpc.ProtocolMCP
+		}
+		return c, &rpcDenial{jsonrpc.CodeInvalidRequest, errCutBody}
+	}
+
 	var rpc jsonrpc.Request
 	parsed := false
 	// A body may be JSON-RPC when the route says so, when something about
