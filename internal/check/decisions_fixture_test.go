@@ -30,7 +30,13 @@ type decider struct{ pl *check.Pipeline }
 
 func newDecider(t testing.TB) *decider {
 	t.Helper()
-	return &decider{pl: pipelinetest.New(t, protocolConfig, check.Deps{}, check.Options{})}
+	return newDeciderOf(t, protocolConfig)
+}
+
+// newDeciderOf runs requests through a pipeline of config.
+func newDeciderOf(t testing.TB, config string) *decider {
+	t.Helper()
+	return &decider{pl: pipelinetest.New(t, config, check.Deps{}, check.Options{})}
 }
 
 // result is a verdict as a proxy would act on it.

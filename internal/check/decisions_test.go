@@ -172,6 +172,44 @@ func TestMCPRules(t *testing.T) {
 	}
 }
 
+// TestCutBodyHeadersDecide: where no task is bound, a body cut short at the
+// proxy's limit is not refused as such; it is never read either, so the
+// Mcp-Method and Mcp-Name headers decide its rule: a call they name as
+// denied stays denied, and one they name as allowed is not let through on
+// their word alone.
+func TestCutBodyHeadersDecide(t *testing.T) {
+	f := newDeciderOf(t, "sessions: {task_ownership: false}\n"+protocolConfig)
+	reader := token(t, "rita", nil)
+	body := []byte(`{"jsonrpc":"2.0","id":"req-1","method":"tools/call","params":{"name":"echo","arguments":{"pad":"xxxxxxxx"}}}`)
+	for _, tc := range []struct {
+		name, method, tool string
+		status             int
+	}{
+		{"headers name a tool that needs a scope", "tools/call", "delete_x", 403},
+		{"headers name a denied method", "sampling/createMessage", "", 403},
+		// Allowing on the headers' word needs an upstream that checks them
+		// against the body (upstream_validates_mcp_headers).
+		{"headers name an allowed tool", "tools/call", "echo", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := http.NewRequest("POST", "http://mcp.example.com/mcp", nil)
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Authorization", "Bearer "+reader)
+			r.Header.Set("Mcp-Method", tc.method)
+			if tc.tool != "" {
+				r.Header.Set("Mcp-Name", tc.tool)
+			}
+			res := f.send(t, r, body[:40], true)
+			if res.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", res.status, tc.status, res.body)
+			}
+			if res.call.Method != tc.method {
+				t.Errorf("decided as %q, want the headers' %q", res.call.Method, tc.method)
+			}
+		})
+	}
+}
+
 func TestMCPSessionBinding(t *testing.T) {
 	f := newDecider(t)
 	alice, bob := token(t, "alice", nil), token(t, "bob", nil)
