@@ -622,7 +622,8 @@ func (r *Route) hasRules() bool { return len(r.rules) > 0 || r.defaultDeny }
 
 // errCutBody refuses a body cut short on a route that binds tasks.
 const errCutBody = "the body was cut short at the proxy's limit, and this route reads task operations from the body: " +
-	"send the body to the service whole (raise Envoy's max_request_bytes, or leave allow_partial_message off so that Envoy answers 413 itself)"
+	"send the body to the service whole (raise Envoy's max_request_bytes, or leave allow_partial_message off so that Envoy answers 413 itself; " +
+	"a forward-auth or ext_proc check reads at most 1 MiB of it)"
 
 // errUnknownMethod refuses a POST whose call nobody can name on a route
 // with rules.

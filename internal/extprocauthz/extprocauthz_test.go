@@ -598,6 +598,41 @@ func TestTaskBound(t *testing.T) {
 	}
 }
 
+// TestRequestBodyOverTheLimit: streamed to the service, a request body over
+// the limit it reads is cut, so nothing it may hold (a list call, a task
+// operation) is known: the answer does not pass, and no task is bound.
+func TestRequestBodyOverTheLimit(t *testing.T) {
+	f := newFixture(t)
+	alice := token(t, "alice", nil)
+	pad := func(call string) string {
+		return strings.TrimSuffix(call, "}") + `,"pad":"` + strings.Repeat("x", 1<<20) + `"}`
+	}
+	failure := `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the list response could not be filtered"}}}`
+	streamed := recommended(nil)
+	streamed.Mode.RequestBodyMode = filterv3.ProcessingMode_STREAMED
+	for _, tc := range []struct{ name, call, answer string }{
+		{"a list call", toolsList, toolsResult},
+		{"a call creating a task", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read_file","task":{}}}`,
+			`{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"task-1","status":"working"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := envoytest.ExtProc(t, f.conn, streamed, envoytest.ExtProcExchange{
+				Request:  mcpRequest("mcp.example.com", pad(tc.call), http.Header{"Authorization": {"Bearer " + alice}}),
+				Response: jsonResponse(tc.answer, nil),
+			})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if got := string(res.Downstream.Body()); got != failure {
+				t.Fatalf("got %s", got)
+			}
+			if n := f.pl.TaskCount(); n != 0 {
+				t.Fatalf("%d tasks bound from a cut body", n)
+			}
+		})
+	}
+}
+
 // TestTaskBoundFromEventStream: a task created in an event stream's
 // response is bound, wherever Envoy's frames split the stream; the
 // stream passes unchanged, and events before the response (progress, a

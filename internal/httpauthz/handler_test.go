@@ -253,12 +253,14 @@ func TestConventions(t *testing.T) {
 			ask: ask{method: "POST", path: "/authz/mcp", host: "files.example.com", body: echoCall,
 				header: http.Header{"Authorization": {bearer(tok)}, "X-Envoy-Auth-Partial-Body": {"true"}}},
 			status: 400,
+			body:   "max_request_bytes",
 		},
 		{
 			name:   "a body over the limit is partial",
 			opts:   Options{MaxBodyBytes: 16},
 			ask:    ask{method: "POST", path: "/mcp", host: "files.example.com", body: echoCall, header: http.Header{"Authorization": {bearer(tok)}}},
 			status: 400,
+			body:   "max_request_bytes",
 		},
 		{
 			name:   "a negative limit never reads the body",
