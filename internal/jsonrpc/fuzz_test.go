@@ -25,6 +25,8 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"reference_task_ids":["\ud83d\ude00"],"referenceTaskIds":null}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"metadata":{"skillId":"refund","SKILL":1}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":{"skill":"s\u00e9"}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{},"configuration":{"push_notification_config":{"url":"u"},"pushNotification":null}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"configuration":{"taskPushNotificationConfig":{}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"\ud83d\ude00","NAME":"x","arguments":{"_metadata":{"authorization":"t"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"a","traceparent":"t","tracestate":"s","baggage":"b"}}}`,
@@ -226,8 +228,11 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		ProtocolVersion raw `json:"protocolVersion"`
 		Capabilities    raw `json:"capabilities"`
 		Arguments       raw `json:"arguments"`
+		Configuration   raw `json:"configuration"`
 	}
 	decodeObject(t, top.Params, &params)
+	var configuration map[string]raw // every spelling, matched exactly (Parse refuses the others)
+	decodeObject(t, params.Configuration, &configuration)
 	var meta map[string]raw // maps, as _meta and the arguments are
 	decodeObject(t, params.Meta, &meta)
 	var arguments, metadata map[string]raw
@@ -303,6 +308,12 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 				}
 			}
 			want.ReferenceTaskIDs = append(want.ReferenceTaskIDs, ids...)
+		}
+		for _, k := range []string{"pushNotificationConfig", "push_notification_config", "pushNotification",
+			"push_notification", "taskPushNotificationConfig", "task_push_notification_config"} {
+			if v, ok := configuration[k]; ok && string(v) != "null" {
+				want.PushConfig = true
+			}
 		}
 	}
 	if got.ArgumentsEnd > 0 {

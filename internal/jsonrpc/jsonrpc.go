@@ -116,6 +116,13 @@ type Request struct {
 	// MaxReferenceTaskIDs strings, nil when empty; any other value makes
 	// the request invalid.
 	ReferenceTaskIDs []string
+	// PushConfig: a message send's params.configuration carries a push
+	// notification configuration (pushNotificationConfig, or a v1.0
+	// spelling of it), which registers a webhook the agent will call, as
+	// CreateTaskPushNotificationConfig does. Read for message sends only;
+	// a configuration or push configuration that is not an object (or
+	// null) makes the request invalid.
+	PushConfig bool
 
 	// ArgumentsStart and ArgumentsEnd locate params.arguments in the parsed
 	// body (body[ArgumentsStart:ArgumentsEnd]) when it is an object; both
@@ -327,6 +334,7 @@ func (s *scanner) request(r *Request) error {
 	if r.ReferenceTaskIDs, err = s.referenceTaskIDs(r.Method); err != nil {
 		return err
 	}
+	r.PushConfig = s.pushConfig(r.Method)
 	if sp := s.spans[fArguments]; sp.kind == object {
 		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
 	}
@@ -498,9 +506,39 @@ func (s *scanner) typesValid(method string) bool {
 			// Two keys naming the skill would let the agent and the rules
 			// read different ones.
 			s.is(fMessageMetadata, object) && s.is(fSkillID, str) && s.is(fSkill, str) &&
-			!(s.present(fSkillID) && s.present(fSkill))
+			!(s.present(fSkillID) && s.present(fSkill)) &&
+			s.is(fConfiguration, object) && s.pushConfigsAre(object)
 	}
 	return true
+}
+
+// pushConfigs are the spellings of a message send's push notification
+// configuration (configurationNode).
+var pushConfigs = [...]field{fPushConfig, fPushConfigSnake, fPushNotification, fPushNotificationSnake, fTaskPushConfig, fTaskPushConfigSnake}
+
+// pushConfigsAre reports whether every spelling of the push notification
+// configuration that is present is of kind k.
+func (s *scanner) pushConfigsAre(k kind) bool {
+	for _, f := range pushConfigs {
+		if !s.is(f, k) {
+			return false
+		}
+	}
+	return true
+}
+
+// pushConfig reports whether a message send carries a push notification
+// configuration, in any spelling.
+func (s *scanner) pushConfig(method string) bool {
+	if canonical, _ := ClassifyA2A(method); canonical != "SendMessage" && canonical != "SendStreamingMessage" {
+		return false
+	}
+	for _, f := range pushConfigs {
+		if s.present(f) {
+			return true
+		}
+	}
+	return false
 }
 
 // invalid is ErrInvalidRequest with the reason the refusal gives.

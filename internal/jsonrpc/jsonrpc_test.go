@@ -196,6 +196,26 @@ func TestParse(t *testing.T) {
 			want: Request{Method: "SendStreamingMessage", ID: []byte(`8`), ReferenceTaskIDs: []string{"t-1"}},
 		},
 		{
+			name: "A2A message send registering a webhook",
+			body: `{"jsonrpc":"2.0","id":9,"method":"message/send","params":{"message":{},"configuration":{"pushNotificationConfig":{"url":"https://hook.example.com/"}}}}`,
+			want: Request{Method: "message/send", ID: []byte(`9`), PushConfig: true},
+		},
+		{
+			name: "A2A v1.0 push configuration, proto field name",
+			body: `{"jsonrpc":"2.0","id":9,"method":"SendStreamingMessage","params":{"message":{},"configuration":{"task_push_notification_config":{"url":"https://hook.example.com/"}}}}`,
+			want: Request{Method: "SendStreamingMessage", ID: []byte(`9`), PushConfig: true},
+		},
+		{
+			name: "A2A push configuration null",
+			body: `{"jsonrpc":"2.0","id":9,"method":"SendMessage","params":{"message":{},"configuration":{"pushNotification":null,"blocking":true}}}`,
+			want: Request{Method: "SendMessage", ID: []byte(`9`)},
+		},
+		{
+			name: "a configuration outside a message send is not read",
+			body: `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"configuration":{"pushNotificationConfig":{}}}}`,
+			want: Request{Method: "tools/list", ID: []byte(`9`)},
+		},
+		{
 			name: "A2A message referencing no task",
 			body: `{"jsonrpc":"2.0","id":8,"method":"SendMessage","params":{"message":{"referenceTaskIds":[],"reference_task_ids":null}}}`,
 			want: Request{Method: "SendMessage", ID: []byte(`8`)},
@@ -389,6 +409,10 @@ func TestParseErrors(t *testing.T) {
 		{"A2A reference not a string", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"referenceTaskIds":["t",7]}}}`, ErrInvalidRequest},
 		{"A2A null reference", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"reference_task_ids":[null]}}}`, ErrInvalidRequest},
 		{"A2A nested references", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":[["t"]]}}}`, ErrInvalidRequest},
+		{"A2A push configuration not an object", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{},"configuration":{"pushNotificationConfig":"https://hook.example.com/"}}}`, ErrInvalidRequest},
+		{"A2A configuration not an object", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{},"configuration":[]}}`, ErrInvalidRequest},
+		{"A2A push configuration in another case", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{},"configuration":{"PushNotificationConfig":{}}}}`, ErrInvalidRequest},
+		{"A2A push configuration twice", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{},"configuration":{"pushNotificationConfig":null,"pushNotificationConfig":{}}}}`, ErrInvalidRequest},
 		{"A2A too many references", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":[` + strings.Repeat(`"t",`, MaxReferenceTaskIDs) + `"t"]}}}`, ErrInvalidRequest},
 		{"A2A reference with an unpaired surrogate", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":["\ud800"]}}}`, ErrInvalidRequest},
 

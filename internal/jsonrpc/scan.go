@@ -66,6 +66,15 @@ const (
 	fParamsTaskIDSnake     // params.task_id (A2A v1.0's proto field name)
 	fParamsContextID       // params.contextId (A2A ListTasks' filter)
 	fParamsContextIDSnake  // params.context_id
+	fConfiguration         // params.configuration (A2A message sends)
+	// params.configuration's push notification configuration, in every
+	// spelling an A2A version or SDK gives it (configurationNode).
+	fPushConfig
+	fPushConfigSnake
+	fPushNotification
+	fPushNotificationSnake
+	fTaskPushConfig
+	fTaskPushConfigSnake
 
 	// params._meta.*
 	fMetaProtocolVersion
@@ -138,6 +147,19 @@ var (
 		{key: "referenceTaskIds", field: fReferenceTaskIDs},
 		{key: "reference_task_ids", field: fReferenceTaskIDsSnake},
 	}}
+	// A message send's configuration: a push notification configuration
+	// in it registers a webhook, as CreateTaskPushNotificationConfig does.
+	// v0.3 names it pushNotificationConfig; v1.0 drafts and SDKs
+	// pushNotification and taskPushNotificationConfig, and protobuf JSON
+	// parsers take each one's proto field name too.
+	configurationNode = &node{fold: true, members: []member{
+		{key: "pushNotificationConfig", field: fPushConfig},
+		{key: "push_notification_config", field: fPushConfigSnake},
+		{key: "pushNotification", field: fPushNotification},
+		{key: "push_notification", field: fPushNotificationSnake},
+		{key: "taskPushNotificationConfig", field: fTaskPushConfig},
+		{key: "task_push_notification_config", field: fTaskPushConfigSnake},
+	}}
 	paramsNode = &node{fold: true, members: []member{
 		{key: "name", field: fName},
 		{key: "uri", field: fURI},
@@ -151,6 +173,7 @@ var (
 		{key: "task_id", field: fParamsTaskIDSnake},
 		{key: "contextId", field: fParamsContextID},
 		{key: "context_id", field: fParamsContextIDSnake},
+		{key: "configuration", field: fConfiguration, child: configurationNode},
 	}}
 	topNode = &node{fold: true, members: []member{
 		{key: "jsonrpc", field: fJSONRPC},

@@ -37,6 +37,7 @@ type reading struct {
 	taskID   string // A2A params.message.taskId
 	paramsID string // A2A params.id / params.taskId
 	refs     string // A2A params.message.referenceTaskIds, joined by commas
+	push     bool   // A2A params.configuration.pushNotificationConfig is set
 }
 
 // recorder keeps the last reading of an SDK server.
@@ -118,6 +119,7 @@ func (h a2aReference) message(method string, p *a2a.MessageSendParams) {
 		r.context, r.taskID = p.Message.ContextID, string(p.Message.TaskID)
 		r.refs = joinIDs(p.Message.ReferenceTasks)
 	}
+	r.push = p.Config != nil && p.Config.PushConfig != nil
 	h.rec.set(r)
 }
 
@@ -263,6 +265,10 @@ func assertAgreement(t *testing.T, refs *references, body []byte) {
 		snake := bytes.Contains(body, []byte("context_id")) || bytes.Contains(body, []byte("task_id"))
 		// (set reads params.taskId, which Parse also reads as task_id.)
 		paramsAgree := got.paramsID == paramsID || snake && r.Method == "tasks/pushNotificationConfig/set"
+		// A push configuration is read in every spelling; a2a-go reads one.
+		if got.push && !r.PushConfig {
+			t.Fatalf("a2a-go read a push notification configuration in %q; Parse did not", body)
+		}
 		if !paramsAgree || !snake && (got.context != r.ContextID || got.taskID != r.TaskID || got.refs != joinIDs(r.ReferenceTaskIDs)) {
 			t.Fatalf("a2a-go read %q as context %q task %q id %q references %q; Parse as %q %q %q %q",
 				body, got.context, got.taskID, got.paramsID, got.refs, r.ContextID, r.TaskID, paramsID, joinIDs(r.ReferenceTaskIDs))
@@ -307,6 +313,9 @@ func sdkSeeds(t testing.TB) [][]byte {
 		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","contextId":"c","taskId":"t"}}}`,
 		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","ContextId":"c"}}}`,
 		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","context_id":"c"}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m"},"configuration":{"pushNotificationConfig":{"url":"https://hook.example.com/"}}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m"},"Configuration":{"pushnotificationconfig":{"url":"https://hook.example.com/"}}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m"},"configuration":{"push_notification":{"url":"https://hook.example.com/"}}}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"t"}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"t","ID":"u"}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"t","pushNotificationConfig":{"url":"https://x"}}}`,
@@ -378,6 +387,8 @@ func TestReferencesAct(t *testing.T) {
 			reading{method: "tasks/get", paramsID: "t", id: []byte("2")}},
 		{"message/send referencing tasks", `{"jsonrpc":"2.0","id":"r","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","referenceTaskIds":["t","u"]}}}`, false,
 			reading{method: "message/send", refs: "t,u", id: []byte(`"r"`)}},
+		{"message/send registering a webhook", `{"jsonrpc":"2.0","id":"w","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m"},"configuration":{"pushNotificationConfig":{"url":"https://hook.example.com/"}}}}`, false,
+			reading{method: "message/send", push: true, id: []byte(`"w"`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -391,7 +402,7 @@ func TestReferencesAct(t *testing.T) {
 				t.Fatal("the SDK server did not act on it")
 			}
 			if got.method != tt.want.method || got.name != tt.want.name || got.context != tt.want.context ||
-				got.taskID != tt.want.taskID || got.paramsID != tt.want.paramsID || got.refs != tt.want.refs || !sameID(got.id, tt.want.id) {
+				got.taskID != tt.want.taskID || got.paramsID != tt.want.paramsID || got.refs != tt.want.refs || got.push != tt.want.push || !sameID(got.id, tt.want.id) {
 				t.Fatalf("read %+v (id %s), want %+v (id %s)", *got, got.id, tt.want, tt.want.id)
 			}
 		})
