@@ -390,3 +390,108 @@ func TestMcpHeadersOfOlderVersions(t *testing.T) {
 		}
 	})
 }
+
+// pushRoutes guard push notification webhooks: denied outright on one
+// route, needing a scope on another, and not allowed by a route whose rules
+// allow message sends alone.
+const pushRoutes = `routes:
+  - name: no-webhooks
+    path_prefix: /deny
+    protocol: a2a
+    issuers: [hs]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["tasks/pushNotificationConfig/set"], action: deny}
+  - name: scoped
+    path_prefix: /scoped
+    protocol: a2a
+    issuers: [hs]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["CreateTaskPushNotificationConfig"], scopes: [push]}
+  - name: sends-only
+    path_prefix: /sends
+    protocol: a2a
+    issuers: [hs]
+    audiences: [` + audience + `]
+    default_action: deny
+    rules:
+      - {methods: ["message/*"]}
+`
+
+// TestPushWebhookInAMessage: a message send may carry a push notification
+// configuration (params.configuration.pushNotificationConfig, or a v1.0
+// spelling of it), which registers the webhook the agent will call, as
+// tasks/pushNotificationConfig/set does. Mallory, whom the rules refuse
+// that method, registers hers in a message instead.
+func TestPushWebhookInAMessage(t *testing.T) {
+	s := start(t, pushRoutes, options{})
+	mallory := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "mallory"),
+		"content-type": "application/json"}
+	pusher := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "pat", "push"),
+		"content-type": "application/json"}
+	send := func(method, configuration string) string {
+		params := `{"message":{"role":"user","parts":[],"messageId":"m-1"}`
+		if configuration != "" {
+			params += `,"configuration":` + configuration
+		}
+		return rpcBody(3, method, params+"}")
+	}
+	const hook = `{"url":"https://mallory.example/hook","token":"t"}`
+	registering := []struct{ name, body string }{
+		{"v0.3 message/send", send("message/send", `{"pushNotificationConfig":`+hook+`}`)},
+		{"v0.3 message/stream", send("message/stream", `{"blocking":false,"pushNotificationConfig":`+hook+`}`)},
+		{"v1.0 SendMessage, proto field name", send("SendMessage", `{"push_notification_config":`+hook+`}`)},
+		{"v1.0 draft pushNotification", send("SendStreamingMessage", `{"pushNotification":`+hook+`}`)},
+		{"v1.0 taskPushNotificationConfig", send("SendMessage", `{"taskPushNotificationConfig":{"pushNotificationConfig":`+hook+`}}`)},
+		{"the key escaped", send("message/send", `{"push\u004eotificationConfig":`+hook+`}`)},
+	}
+	for _, route := range []struct {
+		path   string
+		status int
+	}{{"/deny", 403}, {"/scoped", 403}, {"/sends", 403}} {
+		for _, tc := range registering {
+			t.Run(route.path+"/"+tc.name, func(t *testing.T) {
+				v := s.check(t, raw{Path: route.path, Headers: mallory, Body: tc.body})
+				v.wantDenied(t, route.status)
+				if e := v.rpc(t); string(e.ID) != "3" || !strings.Contains(v.Body, "push notification webhook") {
+					t.Fatalf("refusal %s, want id 3 naming the webhook", v.Body)
+				}
+			})
+		}
+	}
+	t.Run("the scope asked for", func(t *testing.T) {
+		v := s.check(t, raw{Path: "/scoped", Headers: mallory, Body: registering[0].body})
+		if www := v.Headers["www-authenticate"]; !strings.Contains(www, `error="insufficient_scope"`) || !strings.Contains(www, `scope="push"`) {
+			t.Fatalf("WWW-Authenticate %q, want insufficient_scope for push", www)
+		}
+	})
+	refused := []struct{ name, body string }{
+		{"another case", send("message/send", `{"PushNotificationConfig":`+hook+`}`)},
+		{"twice", send("message/send", `{"pushNotificationConfig":null,"pushNotificationConfig":`+hook+`}`)},
+		{"not an object", send("message/send", `{"pushNotificationConfig":"https://mallory.example/hook"}`)},
+		{"configuration not an object", send("SendMessage", `[`+hook+`]`)},
+	}
+	for _, tc := range refused {
+		t.Run("malformed/"+tc.name, func(t *testing.T) {
+			s.check(t, raw{Path: "/deny", Headers: mallory, Body: tc.body}).wantDenied(t, 400)
+		})
+	}
+	allowed := []struct {
+		name, path string
+		headers    map[string]string
+		body       string
+	}{
+		{"no configuration", "/deny", mallory, send("message/send", "")},
+		{"a configuration without a webhook", "/sends", mallory, send("SendMessage", `{"blocking":true,"historyLength":2}`)},
+		{"a null webhook", "/deny", mallory, send("message/send", `{"pushNotificationConfig":null}`)},
+		{"the scope held", "/scoped", pusher, registering[0].body},
+	}
+	for _, tc := range allowed {
+		t.Run("allowed/"+tc.name, func(t *testing.T) {
+			if v := s.check(t, raw{Path: tc.path, Headers: tc.headers, Body: tc.body}); !v.Allowed {
+				t.Fatalf("refused: %d %s", v.Status, v.Body)
+			}
+		})
+	}
+}

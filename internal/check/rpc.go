@@ -39,6 +39,9 @@ type Call struct {
 	// listContext is the context a task list filters by (A2A
 	// params.contextId).
 	listContext string
+	// pushConfig: a message send carries a push notification
+	// configuration, registering a webhook (jsonrpc.Request.PushConfig).
+	pushConfig bool
 	// argsStart and argsEnd locate params.arguments in the request body
 	// (both 0 when the call has none).
 	argsStart, argsEnd int
@@ -145,7 +148,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.Skill = rpc.Skill
 		c.metaToken = rpc.MetaAuthorization
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
-		c.refTasks, c.listContext = rpc.ReferenceTaskIDs, rpc.ParamsContextID
+		c.refTasks, c.listContext, c.pushConfig = rpc.ReferenceTaskIDs, rpc.ParamsContextID, rpc.PushConfig
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd
 		if rpc.IsResponse {
 			c.Method = ""

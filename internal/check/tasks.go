@@ -264,7 +264,10 @@ func (e *evaluation) checkOwner(store *session.Store, kind, id string, unbound *
 // out or was pushed out by its owner's newer ones (which a token the tool's
 // rules refuse can create), or its creation was not read. It must pass what
 // the operation and tools/call need whatever the tool, or the rules keyed
-// on the tool would no longer apply once the binding is forgotten.
+// on the tool would no longer apply once the binding is forgotten. A
+// message send carrying a push notification configuration registers a
+// webhook, as CreateTaskPushNotificationConfig does: it must also pass what
+// that method needs, or a rule on it would not hold.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
 	op := taskMethod(call.Method).namesTask()
@@ -290,9 +293,18 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 				return o2, "the task's tool is not known, and " + m + " of some tool is refused: " + desc2, scope2
 			}
 		}
+	case call.pushConfig:
+		if o2, desc2, scope2, _ := r.authorizeFor(e, g, pushConfigMethod, ""); o2 != Allowed {
+			return o2, "the message registers a push notification webhook, and " + pushConfigMethod + " is refused: " + desc2, scope2
+		}
 	}
 	return o, desc, scope
 }
+
+// pushConfigMethod is the method that registers a push notification
+// webhook, by its A2A v1.0 name; rules name it in any spelling
+// (tasks/pushNotificationConfig/set in v0.3).
+const pushConfigMethod = "CreateTaskPushNotificationConfig"
 
 // recordsTaskTools reports whether the call is an MCP task operation on a
 // route whose response path records the tool each MCP task was created
