@@ -153,6 +153,10 @@ func TestTasksProtoFieldNames(t *testing.T) {
 		{"a case variant of task_id", `{"jsonrpc":"2.0","id":13,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"bobs-own","TASK_ID":"` + task + `"}}`, "13"},
 		{"task_id twice", `{"jsonrpc":"2.0","id":14,"method":"ListTaskPushNotificationConfigs","params":{"task_id":"bobs-own","task_id":"` + task + `"}}`, "14"},
 		{"task_id not a string", `{"jsonrpc":"2.0","id":15,"method":"ListTaskPushNotificationConfigs","params":{"task_id":["` + task + `"]}}`, "15"},
+		// The v0.3 gRPC proto names a send's message request (json_name
+		// message): a protobuf JSON upstream reads either.
+		{"the message as the proto's request", `{"jsonrpc":"2.0","id":17,"method":"SendMessage","params":{"request":{"messageId":"m","role":"ROLE_USER","taskId":"` + task + `"}}}`, "17"},
+		{"a send without its message", `{"jsonrpc":"2.0","id":18,"method":"message/send","params":{}}`, "18"},
 	}
 	for _, tc := range ambiguous {
 		t.Run(tc.name, func(t *testing.T) {

@@ -501,7 +501,10 @@ func (s *scanner) typesValid(method string) bool {
 		}
 	}
 	if canonical == "SendMessage" || canonical == "SendStreamingMessage" {
-		return s.is(fMessage, object) && s.is(fContextID, str) && s.is(fContextIDSnake, str) &&
+		// The message is required in every A2A version; a send without it
+		// may carry it under a name we do not read (the v0.3 gRPC proto's
+		// request, which protobuf JSON parsers accept beside message).
+		return s.spans[fMessage].kind == object && s.is(fContextID, str) && s.is(fContextIDSnake, str) &&
 			s.is(fTaskID, str) && s.is(fTaskIDSnake, str) &&
 			// Two keys naming the skill would let the agent and the rules
 			// read different ones.

@@ -409,6 +409,8 @@ func TestParseErrors(t *testing.T) {
 		{"A2A reference not a string", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"referenceTaskIds":["t",7]}}}`, ErrInvalidRequest},
 		{"A2A null reference", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"reference_task_ids":[null]}}}`, ErrInvalidRequest},
 		{"A2A nested references", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":[["t"]]}}}`, ErrInvalidRequest},
+		{"A2A message send without its message", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"request":{"taskId":"t"}}}`, ErrInvalidRequest},
+		{"A2A message send with a null message", `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":null}}`, ErrInvalidRequest},
 		{"A2A push configuration not an object", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{},"configuration":{"pushNotificationConfig":"https://hook.example.com/"}}}`, ErrInvalidRequest},
 		{"A2A configuration not an object", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{},"configuration":[]}}`, ErrInvalidRequest},
 		{"A2A push configuration in another case", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{},"configuration":{"PushNotificationConfig":{}}}}`, ErrInvalidRequest},
