@@ -27,6 +27,8 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":{"skill":"s\u00e9"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{},"configuration":{"push_notification_config":{"url":"u"},"pushNotification":null}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"configuration":{"taskPushNotificationConfig":{}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p\u0061"},"argument":{"name":"a","value":""}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"file:///{path}"}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"\ud83d\ude00","NAME":"x","arguments":{"_metadata":{"authorization":"t"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"a","traceparent":"t","tracestate":"s","baggage":"b"}}}`,
@@ -229,6 +231,7 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		Capabilities    raw `json:"capabilities"`
 		Arguments       raw `json:"arguments"`
 		Configuration   raw `json:"configuration"`
+		Ref             raw `json:"ref"`
 	}
 	decodeObject(t, top.Params, &params)
 	var configuration map[string]raw // every spelling, matched exactly (Parse refuses the others)
@@ -315,6 +318,13 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 				want.PushConfig = true
 			}
 		}
+	}
+	if top.Method == "completion/complete" {
+		var ref struct {
+			Name raw `json:"name"`
+		}
+		decodeObject(t, params.Ref, &ref)
+		want.CompletedPrompt = jsonText(t, ref.Name)
 	}
 	if got.ArgumentsEnd > 0 {
 		var args map[string]any

@@ -123,6 +123,11 @@ type Request struct {
 	// a configuration or push configuration that is not an object (or
 	// null) makes the request invalid.
 	PushConfig bool
+	// CompletedPrompt is the prompt whose argument a completion/complete
+	// completes (params.ref.name, with params.ref.type ref/prompt): its
+	// suggestions come from the prompt, so the prompt's rules hold for it.
+	// "" for other methods and for a resource template's completion.
+	CompletedPrompt string
 
 	// ArgumentsStart and ArgumentsEnd locate params.arguments in the parsed
 	// body (body[ArgumentsStart:ArgumentsEnd]) when it is an object; both
@@ -335,6 +340,11 @@ func (s *scanner) request(r *Request) error {
 		return err
 	}
 	r.PushConfig = s.pushConfig(r.Method)
+	if r.Method == "completion/complete" && s.present(fRefName) {
+		if r.CompletedPrompt, ok = s.text(fRefName); !ok || hasControl(r.CompletedPrompt) {
+			return ErrInvalidRequest
+		}
+	}
 	if sp := s.spans[fArguments]; sp.kind == object {
 		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
 	}
@@ -489,6 +499,14 @@ func (s *scanner) typesValid(method string) bool {
 		return s.is(fParams, object) && s.is(fName, str) && s.is(fArguments, object)
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		return s.is(fParams, object) && s.is(fURI, str)
+	case "completion/complete":
+		// The reference must be one a server reads one way: a prompt by
+		// name or a resource template by URI, never both.
+		return s.is(fParams, object) && s.spans[fRef].kind == object &&
+			s.spans[fRefType].kind == str && s.is(fRefName, str) && s.is(fRefURI, str) &&
+			!(s.present(fRefName) && s.present(fRefURI)) &&
+			(s.isString(fRefType, "ref/prompt") && s.present(fRefName) ||
+				s.isString(fRefType, "ref/resource") && s.present(fRefURI))
 	case "initialize":
 		return s.is(fProtocolVersion, str) && s.is(fCapabilities, object) &&
 			s.is(fCapsElicitation, object) && s.is(fCapsElicitationURL, object)

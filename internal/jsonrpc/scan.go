@@ -67,6 +67,10 @@ const (
 	fParamsContextID       // params.contextId (A2A ListTasks' filter)
 	fParamsContextIDSnake  // params.context_id
 	fConfiguration         // params.configuration (A2A message sends)
+	fRef                   // params.ref (MCP completion/complete)
+	fRefType               // params.ref.type: ref/prompt or ref/resource
+	fRefName               // params.ref.name: the prompt
+	fRefURI                // params.ref.uri: the resource template
 	// params.configuration's push notification configuration, in every
 	// spelling an A2A version or SDK gives it (configurationNode).
 	fPushConfig
@@ -160,6 +164,13 @@ var (
 		{key: "taskPushNotificationConfig", field: fTaskPushConfig},
 		{key: "task_push_notification_config", field: fTaskPushConfigSnake},
 	}}
+	// What a completion completes an argument of: a prompt by name, or a
+	// resource template by URI.
+	refNode = &node{fold: true, members: []member{
+		{key: "type", field: fRefType},
+		{key: "name", field: fRefName},
+		{key: "uri", field: fRefURI},
+	}}
 	paramsNode = &node{fold: true, members: []member{
 		{key: "name", field: fName},
 		{key: "uri", field: fURI},
@@ -174,6 +185,7 @@ var (
 		{key: "contextId", field: fParamsContextID},
 		{key: "context_id", field: fParamsContextIDSnake},
 		{key: "configuration", field: fConfiguration, child: configurationNode},
+		{key: "ref", field: fRef, child: refNode},
 	}}
 	topNode = &node{fold: true, members: []member{
 		{key: "jsonrpc", field: fJSONRPC},
