@@ -495,3 +495,56 @@ func TestPushWebhookInAMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestCompletionOfADeniedPrompt: completion/complete suggests values for
+// a prompt's argument (params.ref.name), from the prompt itself. Mallory,
+// whom the rules refuse prompts/get of a prompt, asks for its completions.
+func TestCompletionOfADeniedPrompt(t *testing.T) {
+	const routes = `routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [hs]
+    audiences: [` + audience + `]
+    rules:
+      - {methods: ["prompts/get"], names: ["admin_*"], scopes: [admin]}
+      - {methods: ["prompts/*"], names: ["secret"], action: deny}
+`
+	s := start(t, routes, options{})
+	header := func(scopes ...string) map[string]string {
+		return map[string]string{"authorization": "Bearer " + token(t, issuerHS, "mallory", scopes...),
+			"content-type": "application/json"}
+	}
+	complete := func(ref string) string {
+		return rpcBody(5, "completion/complete", `{"ref":`+ref+`,"argument":{"name":"customer","value":"a"}}`)
+	}
+	for _, tc := range []struct {
+		name, ref string
+		scopes    []string
+		status    int // 0: allowed
+	}{
+		{"a prompt that needs a scope", `{"type":"ref/prompt","name":"admin_report"}`, nil, 403},
+		{"its name escaped", `{"type":"ref/prompt","name":"admin\u005freport"}`, nil, 403},
+		{"a denied prompt", `{"type":"ref/prompt","name":"secret"}`, []string{"admin"}, 403},
+		{"the scope held", `{"type":"ref/prompt","name":"admin_report"}`, []string{"admin"}, 0},
+		{"another prompt", `{"type":"ref/prompt","name":"greeting"}`, nil, 0},
+		{"a resource template", `{"type":"ref/resource","uri":"file:///{path}"}`, nil, 0},
+		{"a prompt and a template at once", `{"type":"ref/prompt","name":"greeting","uri":"file:///{path}"}`, nil, 400},
+		{"the prompt's name in another case", `{"type":"ref/prompt","name":"greeting","NAME":"secret"}`, nil, 400},
+		{"an unknown reference", `{"type":"ref/tool","name":"secret"}`, nil, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: header(tc.scopes...), Body: complete(tc.ref)})
+			if tc.status == 0 {
+				if !v.Allowed {
+					t.Fatalf("refused: %d %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, tc.status)
+			if tc.status == 403 && !strings.Contains(v.Body, "completion is of the prompt") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+}

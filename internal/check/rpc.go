@@ -42,6 +42,9 @@ type Call struct {
 	// pushConfig: a message send carries a push notification
 	// configuration, registering a webhook (jsonrpc.Request.PushConfig).
 	pushConfig bool
+	// completedPrompt is the prompt whose argument a completion completes
+	// (jsonrpc.Request.CompletedPrompt).
+	completedPrompt string
 	// argsStart and argsEnd locate params.arguments in the request body
 	// (both 0 when the call has none).
 	argsStart, argsEnd int
@@ -149,6 +152,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.metaToken = rpc.MetaAuthorization
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		c.refTasks, c.listContext, c.pushConfig = rpc.ReferenceTaskIDs, rpc.ParamsContextID, rpc.PushConfig
+		c.completedPrompt = rpc.CompletedPrompt
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd
 		if rpc.IsResponse {
 			c.Method = ""

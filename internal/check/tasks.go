@@ -267,7 +267,9 @@ func (e *evaluation) checkOwner(store *session.Store, kind, id string, unbound *
 // on the tool would no longer apply once the binding is forgotten. A
 // message send carrying a push notification configuration registers a
 // webhook, as CreateTaskPushNotificationConfig does: it must also pass what
-// that method needs, or a rule on it would not hold.
+// that method needs, or a rule on it would not hold. So must a completion
+// of a prompt's argument what prompts/get of that prompt needs: the
+// suggestions are the prompt's.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
 	op := taskMethod(call.Method).namesTask()
@@ -292,6 +294,10 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 			if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, m); o2 != Allowed {
 				return o2, "the task's tool is not known, and " + m + " of some tool is refused: " + desc2, scope2
 			}
+		}
+	case call.completedPrompt != "":
+		if o2, desc2, scope2, _ := r.authorizeFor(e, g, "prompts/get", call.completedPrompt); o2 != Allowed {
+			return o2, "the completion is of the prompt " + call.completedPrompt + ", and prompts/get of it is refused: " + desc2, scope2
 		}
 	case call.pushConfig:
 		if o2, desc2, scope2, _ := r.authorizeFor(e, g, pushConfigMethod, ""); o2 != Allowed {
