@@ -69,6 +69,7 @@ func newMCPReference(rec *recorder) http.Handler {
 		Logger:             slog.New(slog.DiscardHandler),
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		CompletionHandler:  func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) { return nil, errRecorded },
 	})
 	mcp.AddTool(server, &mcp.Tool{Name: "delete_file"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, errRecorded
@@ -90,6 +91,10 @@ func newMCPReference(rec *recorder) http.Handler {
 				r.name = p.URI
 			case *mcp.UnsubscribeParams:
 				r.name = p.URI
+			case *mcp.CompleteParams:
+				if p.Ref != nil && p.Ref.Type == "ref/prompt" {
+					r.name = p.Ref.Name // the prompt, as Parse's CompletedPrompt
+				}
 			}
 			rec.set(r)
 			return nil, errRecorded
@@ -245,7 +250,11 @@ func assertAgreement(t *testing.T, refs *references, body []byte) {
 		return
 	}
 	if got := mcpGot; got != nil {
-		if got.method != r.Method || got.name != r.RuleName() {
+		name := r.RuleName()
+		if r.Method == "completion/complete" {
+			name = r.CompletedPrompt
+		}
+		if got.method != r.Method || got.name != name {
 			t.Fatalf("go-sdk read %q as %s %q; Parse as %s %q", body, got.method, got.name, r.Method, r.RuleName())
 		}
 		if r.ID != nil && got.id != nil && !sameID(got.id, r.ID) {
@@ -314,6 +323,9 @@ func sdkSeeds(t testing.TB) [][]byte {
 		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","ContextId":"c"}}}`,
 		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","context_id":"c"}}}`,
 		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m"},"configuration":{"pushNotificationConfig":{"url":"https://hook.example.com/"}}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":""}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p","Name":"admin"},"argument":{"name":"a","value":""}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"file:///{x}"},"argument":{"name":"x","value":""}}}`,
 		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m"},"Configuration":{"pushnotificationconfig":{"url":"https://hook.example.com/"}}}}`,
 		`{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m"},"configuration":{"push_notification":{"url":"https://hook.example.com/"}}}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"t"}}`,
@@ -387,6 +399,8 @@ func TestReferencesAct(t *testing.T) {
 			reading{method: "tasks/get", paramsID: "t", id: []byte("2")}},
 		{"message/send referencing tasks", `{"jsonrpc":"2.0","id":"r","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m","referenceTaskIds":["t","u"]}}}`, false,
 			reading{method: "message/send", refs: "t,u", id: []byte(`"r"`)}},
+		{"completion of a prompt", `{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":""}}}`, true,
+			reading{method: "completion/complete", name: "p", id: []byte("4")}},
 		{"message/send registering a webhook", `{"jsonrpc":"2.0","id":"w","method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m"},"configuration":{"pushNotificationConfig":{"url":"https://hook.example.com/"}}}}`, false,
 			reading{method: "message/send", push: true, id: []byte(`"w"`)}},
 	}
