@@ -285,26 +285,47 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 	e.decidedBy = by
 	switch {
 	case o != Allowed:
-	case tool != "":
-		if o2, desc2, scope2, _ := r.authorizeFor(e, g, "tools/call", tool); o2 != Allowed {
-			return o2, "the task's tool " + tool + ": " + desc2, scope2
-		}
-	case records:
+	case records && tool == "":
 		for _, m := range [...]string{call.Method, "tools/call"} {
 			if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, m); o2 != Allowed {
 				return o2, "the task's tool is not known, and " + m + " of some tool is refused: " + desc2, scope2
 			}
 		}
-	case call.completedPrompt != "":
-		if o2, desc2, scope2, _ := r.authorizeFor(e, g, "prompts/get", call.completedPrompt); o2 != Allowed {
-			return o2, "the completion is of the prompt " + call.completedPrompt + ", and prompts/get of it is refused: " + desc2, scope2
-		}
-	case call.pushConfig:
-		if o2, desc2, scope2, _ := r.authorizeFor(e, g, pushConfigMethod, ""); o2 != Allowed {
-			return o2, "the message registers a push notification webhook, and " + pushConfigMethod + " is refused: " + desc2, scope2
+	default:
+		if m, n := alsoDecides(call, tool); m != "" {
+			if o2, desc2, scope2, _ := r.authorizeFor(e, g, m, n); o2 != Allowed {
+				return o2, alsoRefused(m, n) + desc2, scope2
+			}
 		}
 	}
 	return o, desc, scope
+}
+
+// alsoDecides names the call that does what call does, whose rules must
+// also allow it ("" when none): tools/call of the tool of the task it
+// operates on, prompts/get of the prompt it completes, the push
+// notification configuration its message registers.
+func alsoDecides(call *Call, tool string) (method, name string) {
+	switch {
+	case tool != "":
+		return "tools/call", tool
+	case call.completedPrompt != "":
+		return "prompts/get", call.completedPrompt
+	case call.pushConfig:
+		return pushConfigMethod, ""
+	}
+	return "", ""
+}
+
+// alsoRefused says why a call is refused when method name (alsoDecides) is.
+func alsoRefused(method, name string) string {
+	switch method {
+	case "tools/call":
+		return "the task's tool " + name + ": "
+	case "prompts/get":
+		return "the completion is of the prompt " + name + ", and prompts/get of it is refused: "
+	}
+	return "the message registers a push notification webhook, and " + method + " is refused: "
 }
 
 // pushConfigMethod is the method that registers a push notification
