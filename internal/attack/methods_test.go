@@ -338,6 +338,69 @@ func TestMcpHeadersMustMatchTheBody(t *testing.T) {
 	}
 }
 
+// TestCompletionNamedByHeadersAlone: on a route whose proxy sends no body,
+// a completion is named by Mcp-Method alone (MCP 2026-07-28 mirrors no name
+// for it), and the upstream that checks the headers runs whatever prompt
+// the body completes. Such a completion must pass what prompts/get of every
+// prompt would need.
+func TestCompletionNamedByHeadersAlone(t *testing.T) {
+	s := start(t, `routes:
+  - name: guarded
+    path_prefix: /guarded
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["prompts/get"], names: ["secret"], action: deny}
+  - name: scoped
+    path_prefix: /scoped
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["prompts/*"], scopes: [prompts]}
+  - name: open
+    path_prefix: /open
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+`, options{})
+	for _, tc := range []struct {
+		name, path string
+		scopes     []string
+		status     int // 0: allowed
+	}{
+		{"a route denying a prompt", "/guarded/mcp", []string{"prompts"}, 403},
+		{"a route asking a scope for prompts, not held", "/scoped/mcp", nil, 403},
+		{"the scope held", "/scoped/mcp", []string{"prompts"}, 0},
+		{"a route without prompt rules", "/open/mcp", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
+				"authorization": "Bearer " + token(t, issuerHS, "mallory", tc.scopes...), "content-type": "application/json",
+				"content-length": "120", "mcp-method": "completion/complete", "mcp-protocol-version": "2026-07-28"}})
+			if tc.status == 0 {
+				if !v.Allowed {
+					t.Fatalf("refused: %d %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, tc.status)
+			if !strings.Contains(v.Body, "completed prompt is not known") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+}
+
 // TestMcpHeadersOfOlderVersions: a route whose proxy sends no body decides
 // on Mcp-Method and Mcp-Name when its upstream checks them against the
 // body. MCP servers do that only for requests of 2026-07-28 or later: the

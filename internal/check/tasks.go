@@ -269,7 +269,9 @@ func (e *evaluation) checkOwner(store *session.Store, kind, id string, unbound *
 // webhook, as CreateTaskPushNotificationConfig does: it must also pass what
 // that method needs, or a rule on it would not hold. So must a completion
 // of a prompt's argument what prompts/get of that prompt needs: the
-// suggestions are the prompt's.
+// suggestions are the prompt's. A completion named by its headers alone
+// may be of any prompt, and must pass what prompts/get of every prompt
+// needs.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
 	op := taskMethod(call.Method).namesTask()
@@ -291,6 +293,10 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 				return o2, "the task's tool is not known, and " + m + " of some tool is refused: " + desc2, scope2
 			}
 		}
+	case completesUnknownPrompt(call):
+		if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, "prompts/get"); o2 != Allowed {
+			return o2, "the completed prompt is not known (the call is named by its headers alone), and prompts/get of some prompt is refused: " + desc2, scope2
+		}
 	default:
 		if m, n := alsoDecides(call, tool); m != "" {
 			if o2, desc2, scope2, _ := r.authorizeFor(e, g, m, n); o2 != Allowed {
@@ -299,6 +305,13 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 		}
 	}
 	return o, desc, scope
+}
+
+// completesUnknownPrompt reports whether call is a completion whose body
+// was not read: MCP mirrors no name of it in a header, so the prompt it
+// completes, if any, is unknown.
+func completesUnknownPrompt(call *Call) bool {
+	return call.Method == "completion/complete" && !call.Body
 }
 
 // alsoDecides names the call that does what call does, whose rules must
