@@ -401,6 +401,45 @@ func TestCompletionNamedByHeadersAlone(t *testing.T) {
 	}
 }
 
+// TestNamesHoldingAStar: a "*" in a call's name is a character like any
+// other, which a rule's "*" takes. Matched as the end of the rule's run
+// instead, delete_*all slipped past a rule on delete_*.
+func TestNamesHoldingAStar(t *testing.T) {
+	s := start(t, `routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+      - {methods: ["resources/read"], names: ["file:///secret/*"], action: deny}
+      - {methods: ["prompts/get"], names: ["admin_*_report"], action: deny}
+`, options{})
+	for _, tc := range []struct {
+		name, body string
+		status     int // 0: allowed
+	}{
+		{"a tool", toolCall(1, "delete_*all", ""), 403},
+		{"a tool named by the rule's own text", toolCall(2, "delete_*", ""), 403},
+		{"a resource", resourceCall(3, "resources/read", `"file:///secret/*x"`), 403},
+		{"a prompt", rpcBody(4, "prompts/get", `{"name":"admin_*x_report"}`), 403},
+		{"a tool the rule does not name", toolCall(5, "echo*", ""), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + token(t, issuerHS, "mallory"),
+				"content-type": "application/json"}, Body: tc.body})
+			if tc.status == 0 {
+				if !v.Allowed {
+					t.Fatalf("refused: %d %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, tc.status)
+		})
+	}
+}
+
 // TestMcpHeadersOfOlderVersions: a route whose proxy sends no body decides
 // on Mcp-Method and Mcp-Name when its upstream checks them against the
 // body. MCP servers do that only for requests of 2026-07-28 or later: the

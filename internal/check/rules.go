@@ -281,12 +281,14 @@ func glob(pattern, s string) bool {
 	star, match := -1, 0
 	for sx < len(s) {
 		switch {
+		case px < len(pattern) && pattern[px] == '*':
+			// Before the literal case: a "*" in s is a character for the
+			// pattern's "*" to take, not the end of its run.
+			star, match = px, sx
+			px++
 		case px < len(pattern) && (pattern[px] == '?' || pattern[px] == s[sx]):
 			px++
 			sx++
-		case px < len(pattern) && pattern[px] == '*':
-			star, match = px, sx
-			px++
 		case star >= 0:
 			px = star + 1
 			match++

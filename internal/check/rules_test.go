@@ -9,6 +9,9 @@ func TestGlob(t *testing.T) {
 	}{
 		{"delete_*", "delete_file", true},
 		{"delete_*", "delete_", true},
+		{"delete_*", "delete_*all", true},
+		{"a*b", "a*xb", true},
+		{"*", "**x", true},
 		{"delete_*", "undelete_file", false},
 		{"tools/*", "tools/call", true},
 		{"tools/*", "prompts/get", false},
@@ -30,7 +33,11 @@ func TestGlob(t *testing.T) {
 
 func FuzzGlob(f *testing.F) {
 	f.Add("a*b?c", "axxbyc")
+	f.Add("delete_*", "delete_*all")
 	f.Fuzz(func(t *testing.T, pattern, s string) {
+		if len(pattern) <= 12 && len(s) <= 24 && glob(pattern, s) != globMatchesForTest(pattern, s) {
+			t.Fatalf("glob(%q, %q) = %v, the documented glob says otherwise", pattern, s, glob(pattern, s))
+		}
 		if glob(pattern, s) && len(s) == 0 && len(pattern) > 0 {
 			for i := 0; i < len(pattern); i++ {
 				if pattern[i] != '*' {
