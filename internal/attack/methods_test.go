@@ -338,69 +338,6 @@ func TestMcpHeadersMustMatchTheBody(t *testing.T) {
 	}
 }
 
-// TestCompletionNamedByHeadersAlone: on a route whose proxy sends no body,
-// a completion is named by Mcp-Method alone (MCP 2026-07-28 mirrors no name
-// for it), and the upstream that checks the headers runs whatever prompt
-// the body completes. Such a completion must pass what prompts/get of every
-// prompt would need.
-func TestCompletionNamedByHeadersAlone(t *testing.T) {
-	s := start(t, `routes:
-  - name: guarded
-    path_prefix: /guarded
-    protocol: mcp
-    issuers: [hs]
-    audiences: [`+audience+`]
-    request_body: none
-    upstream_validates_mcp_headers: true
-    rules:
-      - {methods: ["prompts/get"], names: ["secret"], action: deny}
-  - name: scoped
-    path_prefix: /scoped
-    protocol: mcp
-    issuers: [hs]
-    audiences: [`+audience+`]
-    request_body: none
-    upstream_validates_mcp_headers: true
-    rules:
-      - {methods: ["prompts/*"], scopes: [prompts]}
-  - name: open
-    path_prefix: /open
-    protocol: mcp
-    issuers: [hs]
-    audiences: [`+audience+`]
-    request_body: none
-    upstream_validates_mcp_headers: true
-    rules:
-      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
-`, options{})
-	for _, tc := range []struct {
-		name, path string
-		scopes     []string
-		status     int // 0: allowed
-	}{
-		{"a route denying a prompt", "/guarded/mcp", []string{"prompts"}, 403},
-		{"a route asking a scope for prompts, not held", "/scoped/mcp", nil, 403},
-		{"the scope held", "/scoped/mcp", []string{"prompts"}, 0},
-		{"a route without prompt rules", "/open/mcp", nil, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
-				"authorization": "Bearer " + token(t, issuerHS, "mallory", tc.scopes...), "content-type": "application/json",
-				"content-length": "120", "mcp-method": "completion/complete", "mcp-protocol-version": "2026-07-28"}})
-			if tc.status == 0 {
-				if !v.Allowed {
-					t.Fatalf("refused: %d %s", v.Status, v.Body)
-				}
-				return
-			}
-			v.wantDenied(t, tc.status)
-			if !strings.Contains(v.Body, "completed prompt is not known") {
-				t.Fatalf("the refusal does not say why: %s", v.Body)
-			}
-		})
-	}
-}
-
 // TestNamesHoldingAStar: a "*" in a call's name is a character like any
 // other, which a rule's "*" takes. Matched as the end of the rule's run
 // instead, delete_*all slipped past a rule on delete_*.
@@ -436,6 +373,141 @@ func TestNamesHoldingAStar(t *testing.T) {
 				return
 			}
 			v.wantDenied(t, tc.status)
+		})
+	}
+}
+
+// TestCompletionOfAResourceTemplate: completing an argument of a resource
+// template returns values of the URIs it expands to (file names, say), so
+// it must pass what resources/read of every URI the template can expand to
+// needs. Those all start with the template's text before its first
+// expression; a template whose text before it is not in canonical form (or
+// whose canonical form could be no prefix of the expansions') may expand to
+// any URI.
+func TestCompletionOfAResourceTemplate(t *testing.T) {
+	s := start(t, `routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    default_action: deny
+    rules:
+      - {methods: ["resources/read"], names: ["file:///etc/*"], action: deny}
+      - {methods: ["resources/*"], names: ["file:///private/*"], scopes: [private]}
+      - {methods: ["resources/read"], names: ["file:///public/*", "file:///private/*", "file:///etc/*"]}
+      - {methods: ["completion/complete"]}
+`, options{})
+	for _, tc := range []struct {
+		name, uri string
+		scopes    []string
+		status    int // 0: allowed
+	}{
+		{"a template under a denied directory", `file:///etc/{name}`, nil, 403},
+		{"a template that may expand into it", `file:///{+path}`, nil, 403},
+		{"a template whose literal text only starts it", `file:///e{rest}`, nil, 403},
+		{"a template under an allowed directory", `file:///public/{name}`, nil, 0},
+		{"several expressions", `file:///public/{dir}/{name}`, nil, 0},
+		{"a template needing a scope, not held", `file:///private/{name}`, nil, 403},
+		{"the scope held", `file:///private/{name}`, []string{"private"}, 0},
+		{"a template no rule allows", `file:///other/{name}`, nil, 403},
+		{"a template without expressions, allowed", `file:///public/readme`, nil, 0},
+		{"a template without expressions, denied", `file:///etc/passwd`, nil, 403},
+		{"a template without expressions, in another case", `FILE:///%65tc/passwd`, nil, 403},
+		{"a template whose text is not canonical", `FILE:///public/{name}`, nil, 403},
+		{"a dot segment before the expression", `file:///public/../etc/{name}`, nil, 403},
+		{"an http template whose host may go on", `https://public.example{rest}`, nil, 403},
+		{"a template without expressions that has no canonical form", `file:///public/../etc/passwd`, nil, 400},
+		{"a template holding NUL", `file:///public/\u0000{name}`, nil, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := `{"type":"ref/resource","uri":"` + tc.uri + `"}`
+			body := rpcBody(9, "completion/complete", `{"ref":`+ref+`,"argument":{"name":"name","value":"p"}}`)
+			v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + token(t, issuerHS, "mallory", tc.scopes...),
+				"content-type": "application/json"}, Body: body})
+			if tc.status == 0 {
+				if !v.Allowed {
+					t.Fatalf("refused: %d %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, tc.status)
+			if tc.status == 403 && !strings.Contains(v.Body, "resource template") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+}
+
+// TestCompletionNamedByHeadersAlone: on a route whose proxy sends no body,
+// a completion is named by Mcp-Method alone (MCP 2026-07-28 mirrors no name
+// for it), and the upstream that checks the headers runs whatever prompt or
+// resource template the body completes. Such a completion must pass what
+// prompts/get of every prompt and resources/read of every URI would need.
+func TestCompletionNamedByHeadersAlone(t *testing.T) {
+	s := start(t, `routes:
+  - name: guarded
+    path_prefix: /guarded
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["prompts/get"], names: ["secret"], action: deny}
+  - name: scoped
+    path_prefix: /scoped
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["prompts/*"], scopes: [prompts]}
+  - name: files
+    path_prefix: /files
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["resources/read"], names: ["file:///etc/*"], action: deny}
+  - name: open
+    path_prefix: /open
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+`, options{})
+	for _, tc := range []struct {
+		name, path string
+		scopes     []string
+		status     int // 0: allowed
+	}{
+		{"a route denying a prompt", "/guarded/mcp", []string{"prompts"}, 403},
+		{"a route asking a scope for prompts, not held", "/scoped/mcp", nil, 403},
+		{"the scope held", "/scoped/mcp", []string{"prompts"}, 0},
+		{"a route denying resources", "/files/mcp", nil, 403},
+		{"a route without prompt or resource rules", "/open/mcp", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
+				"authorization": "Bearer " + token(t, issuerHS, "mallory", tc.scopes...), "content-type": "application/json",
+				"content-length": "120", "mcp-method": "completion/complete", "mcp-protocol-version": "2026-07-28"}})
+			if tc.status == 0 {
+				if !v.Allowed {
+					t.Fatalf("refused: %d %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, tc.status)
+			if !strings.Contains(v.Body, "completed prompt or resource template is not known") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
 		})
 	}
 }

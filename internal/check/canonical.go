@@ -49,6 +49,9 @@ func isURIMethod(method string) bool {
 // canonical form, which the rules match; a URI without one, or a resource
 // call without a URI, is refused.
 func canonicalCall(call *Call) *denial {
+	if call.completedTemplate != "" {
+		return canonicalTemplate(call)
+	}
 	if !isURIMethod(call.Method) {
 		return nil
 	}
@@ -60,6 +63,31 @@ func canonicalCall(call *Call) *denial {
 		return &denial{outcome: Malformed, desc: err.Error(), rpcCode: jsonrpc.CodeInvalidParams}
 	}
 	call.Name = u
+	return nil
+}
+
+// canonicalTemplate reads the URIs a completed resource template (RFC
+// 6570) expands to, for matching resource rules. A template without an
+// expression is one URI, canonicalised as a resource call's (refused
+// without a canonical form). Every expansion of another starts with its
+// text before the first expression; that prefix is kept when it is
+// canonical as written, so that canonicalising an expansion leaves it in
+// place. When it is not ("FILE:///", or "https://host", whose expansions'
+// host may go on), the template may expand to any URI.
+func canonicalTemplate(call *Call) *denial {
+	t := call.completedTemplate
+	i := strings.IndexByte(t, '{')
+	if i < 0 {
+		u, err := canon.URI(t)
+		if err != nil {
+			return &denial{outcome: Malformed, desc: "the completed resource template: " + err.Error(), rpcCode: jsonrpc.CodeInvalidParams}
+		}
+		call.templateURIs, call.templateExact = u, true
+		return nil
+	}
+	if u, err := canon.URI(t[:i]); err == nil && u == t[:i] {
+		call.templateURIs = u
+	}
 	return nil
 }
 

@@ -409,11 +409,17 @@ func (c *callInput) rulesFor(r *Route, method string) []int {
 // matchesName is the name half of rule.matches, for a rule whose methods
 // already match.
 func (ru *rule) matchesName(method, name string) bool {
-	names := ru.names
-	if ru.uriNames != nil && isURIMethod(method) {
-		names = ru.uriNames
-	}
+	names := ru.namesFor(method)
 	return len(names) == 0 || anyGlob(names, name)
+}
+
+// namesFor is the rule's name globs as matched for method: canonical URI
+// patterns for a resource method.
+func (ru *rule) namesFor(method string) []string {
+	if ru.uriNames != nil && isURIMethod(method) {
+		return ru.uriNames
+	}
+	return ru.names
 }
 
 // jwtInput is what rule expressions read as jwt for g: the token's

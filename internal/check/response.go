@@ -252,11 +252,7 @@ func (rt *Route) authorizeAnyName(g *Grant, method string) (Outcome, bool) {
 		if !r.matchesMethod(method, meanings) {
 			continue
 		}
-		names := r.names
-		if r.uriNames != nil && isURIMethod(method) {
-			names = r.uriNames
-		}
-		if len(names) > 0 {
+		if len(r.namesFor(method)) > 0 {
 			return 0, false
 		}
 		o, _, _ := rt.authorize(g, method, "")

@@ -45,6 +45,13 @@ type Call struct {
 	// completedPrompt is the prompt whose argument a completion completes
 	// (jsonrpc.Request.CompletedPrompt).
 	completedPrompt string
+	// completedTemplate is the resource template whose argument a
+	// completion completes (jsonrpc.Request.CompletedTemplate). After
+	// canonicalCall, templateURIs is the one canonical URI it names
+	// (templateExact) or what every URI it expands to starts with ("":
+	// any URI).
+	completedTemplate, templateURIs string
+	templateExact                   bool
 	// argsStart and argsEnd locate params.arguments in the request body
 	// (both 0 when the call has none).
 	argsStart, argsEnd int
@@ -152,7 +159,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.metaToken = rpc.MetaAuthorization
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		c.refTasks, c.listContext, c.pushConfig = rpc.ReferenceTaskIDs, rpc.ParamsContextID, rpc.PushConfig
-		c.completedPrompt = rpc.CompletedPrompt
+		c.completedPrompt, c.completedTemplate = rpc.CompletedPrompt, rpc.CompletedTemplate
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd
 		if rpc.IsResponse {
 			c.Method = ""

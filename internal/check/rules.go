@@ -202,19 +202,21 @@ func (rt *Route) apply(e *evaluation, g *Grant, i int) (o Outcome, desc, scope s
 }
 
 // authorizeEveryName is authorizeFor for a call whose name is unknown and
-// could be any (the tool of an MCP task whose creation is not known): it
-// allows only what every name would be allowed. The rules of the method
-// are applied in order as if each matched, since each matches some name,
-// until one that matches every name applies; the first refusal decides. A
-// rule that decides by the name itself (an expression reading mcp, a
-// decision point, which is told the name) cannot be applied without it,
-// and refuses.
-func (rt *Route) authorizeEveryName(e *evaluation, g *Grant, method string) (o Outcome, desc, scope string, by int) {
+// could be any starting with prefix ("": any name at all; the tool of an
+// MCP task whose creation is not known, a URI a resource template expands
+// to): it allows only what every such name would be allowed. The rules of
+// the method whose names may match one are applied in order as if each
+// matched, until one that matches every such name applies; the first
+// refusal decides. A rule that decides by the name itself (an expression
+// reading mcp, a decision point, which is told the name) cannot be applied
+// without it, and refuses.
+func (rt *Route) authorizeEveryName(e *evaluation, g *Grant, method, prefix string) (o Outcome, desc, scope string, by int) {
 	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
 	e.target.method, e.target.name = method, ""
 	for i := range rt.rules {
 		r := &rt.rules[i]
-		if !r.matchesMethod(method, meanings) {
+		names := r.namesFor(method)
+		if !r.matchesMethod(method, meanings) || len(names) > 0 && !slices.ContainsFunc(names, func(n string) bool { return globMayMatchPrefixed(n, prefix) }) {
 			continue
 		}
 		if r.pdp != nil || r.when != nil && slices.Contains(r.when.Reads(), policy.VarMCP) {
@@ -228,7 +230,7 @@ func (rt *Route) authorizeEveryName(e *evaluation, g *Grant, method string) (o O
 		case !applies:
 		case o != Allowed:
 			return o, desc, scope, i + 1
-		case len(r.names) == 0 || slices.Contains(r.names, "*"):
+		case len(names) == 0 || slices.ContainsFunc(names, func(n string) bool { return globMatchesPrefixed(n, prefix) }):
 			return Allowed, "", "", i + 1
 		}
 	}
@@ -272,6 +274,26 @@ func anyGlob(patterns []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// globMayMatchPrefixed reports whether some string starting with prefix
+// matches pattern: prefix matches the pattern up to some point, after
+// which any pattern is matched by some string.
+func globMayMatchPrefixed(pattern, prefix string) bool {
+	for k := 0; k <= len(pattern); k++ {
+		if glob(pattern[:k], prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatchesPrefixed reports whether every string starting with prefix
+// matches pattern: pattern ends in "*", which takes whatever follows
+// prefix, and matches prefix itself. (It is false for a few patterns that
+// do, like "?*" for a non-empty prefix: the caller then refuses.)
+func globMatchesPrefixed(pattern, prefix string) bool {
+	return strings.HasSuffix(pattern, "*") && glob(pattern, prefix)
 }
 
 // glob matches s against a pattern where * matches any run of characters

@@ -1,6 +1,9 @@
 package check
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+)
 
 func TestGlob(t *testing.T) {
 	tests := []struct {
@@ -47,6 +50,53 @@ func FuzzGlob(f *testing.F) {
 		}
 		if !glob(s, s) && !containsWildcard(s) {
 			t.Fatalf("%q does not match itself", s)
+		}
+	})
+}
+
+// FuzzGlobPrefixed checks globMayMatchPrefixed and globMatchesPrefixed
+// against every string up to a length that decides: prefix followed by
+// each suffix over the pattern's own bytes and one byte it lacks. A
+// suffix longer than the pattern never matches where no shorter one does,
+// so "may match" is exact; "matches every" may say no for a pattern that
+// does (the caller then refuses), never yes for one that does not.
+func FuzzGlobPrefixed(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"file:///etc/*", "file:///"}, {"file:///etc/*", "file:///public/"}, {"file:///public/*", "file:///public/"},
+		{"file:///public/*", "file:///public"}, {"*", ""}, {"a?*", "a"}, {"*b", "a"}, {"a*b*", "ab"}, {"", ""},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, prefix string) {
+		if len(pattern) > 6 || len(prefix) > 6 {
+			return // the brute force below grows as an exponent of it
+		}
+		alphabet := []byte{0}
+		for i := 0; i < len(pattern); i++ {
+			if c := pattern[i]; c != '*' && c != '?' && bytes.IndexByte(alphabet, c) < 0 {
+				alphabet = append(alphabet, c)
+			}
+		}
+		some, every := false, true
+		var walk func(s []byte)
+		walk = func(s []byte) {
+			if glob(pattern, prefix+string(s)) {
+				some = true
+			} else {
+				every = false
+			}
+			if len(s) <= len(pattern) {
+				for _, c := range alphabet {
+					walk(append(s, c))
+				}
+			}
+		}
+		walk(nil)
+		if got := globMayMatchPrefixed(pattern, prefix); got != some {
+			t.Fatalf("globMayMatchPrefixed(%q, %q) = %v, but some string starting with it matches: %v", pattern, prefix, got, some)
+		}
+		if globMatchesPrefixed(pattern, prefix) && !every {
+			t.Fatalf("globMatchesPrefixed(%q, %q), but a string starting with it does not match", pattern, prefix)
 		}
 	})
 }

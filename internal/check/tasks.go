@@ -269,9 +269,11 @@ func (e *evaluation) checkOwner(store *session.Store, kind, id string, unbound *
 // webhook, as CreateTaskPushNotificationConfig does: it must also pass what
 // that method needs, or a rule on it would not hold. So must a completion
 // of a prompt's argument what prompts/get of that prompt needs: the
-// suggestions are the prompt's. A completion named by its headers alone
-// may be of any prompt, and must pass what prompts/get of every prompt
-// needs.
+// suggestions are the prompt's; and a completion of a resource template's
+// argument what resources/read of every URI it may expand to needs. A
+// completion named by its headers alone may be of any prompt or template,
+// and must pass what prompts/get of every prompt and resources/read of
+// every URI need.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
 	op := taskMethod(call.Method).namesTask()
@@ -289,13 +291,21 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 	case o != Allowed:
 	case records && tool == "":
 		for _, m := range [...]string{call.Method, "tools/call"} {
-			if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, m); o2 != Allowed {
+			if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, m, ""); o2 != Allowed {
 				return o2, "the task's tool is not known, and " + m + " of some tool is refused: " + desc2, scope2
 			}
 		}
-	case completesUnknownPrompt(call):
-		if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, "prompts/get"); o2 != Allowed {
-			return o2, "the completed prompt is not known (the call is named by its headers alone), and prompts/get of some prompt is refused: " + desc2, scope2
+	case call.completedTemplate != "" && !call.templateExact:
+		if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, "resources/read", call.templateURIs); o2 != Allowed {
+			return o2, "the completion is of the resource template " + call.completedTemplate +
+				", and resources/read of some URI it expands to is refused: " + desc2, scope2
+		}
+	case completesUnknown(call):
+		for _, m := range [...]string{"prompts/get", "resources/read"} {
+			if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, m, ""); o2 != Allowed {
+				return o2, "the completed prompt or resource template is not known (the call is named by its headers alone), and " +
+					m + " of some is refused: " + desc2, scope2
+			}
 		}
 	default:
 		if m, n := alsoDecides(call, tool); m != "" {
@@ -307,10 +317,10 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 	return o, desc, scope
 }
 
-// completesUnknownPrompt reports whether call is a completion whose body
-// was not read: MCP mirrors no name of it in a header, so the prompt it
-// completes, if any, is unknown.
-func completesUnknownPrompt(call *Call) bool {
+// completesUnknown reports whether call is a completion whose body was not
+// read: MCP mirrors no name of it in a header, so the prompt or resource
+// template it completes is unknown.
+func completesUnknown(call *Call) bool {
 	return call.Method == "completion/complete" && !call.Body
 }
 
@@ -324,6 +334,8 @@ func alsoDecides(call *Call, tool string) (method, name string) {
 		return "tools/call", tool
 	case call.completedPrompt != "":
 		return "prompts/get", call.completedPrompt
+	case call.completedTemplate != "":
+		return "resources/read", call.templateURIs
 	case call.pushConfig:
 		return pushConfigMethod, ""
 	}
@@ -337,6 +349,8 @@ func alsoRefused(method, name string) string {
 		return "the task's tool " + name + ": "
 	case "prompts/get":
 		return "the completion is of the prompt " + name + ", and prompts/get of it is refused: "
+	case "resources/read":
+		return "the completion is of the resource template " + name + ", and resources/read of it is refused: "
 	}
 	return "the message registers a push notification webhook, and " + method + " is refused: "
 }

@@ -322,9 +322,10 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 	if top.Method == "completion/complete" {
 		var ref struct {
 			Name raw `json:"name"`
+			URI  raw `json:"uri"`
 		}
 		decodeObject(t, params.Ref, &ref)
-		want.CompletedPrompt = jsonText(t, ref.Name)
+		want.CompletedPrompt, want.CompletedTemplate = jsonText(t, ref.Name), jsonText(t, ref.URI)
 	}
 	if got.ArgumentsEnd > 0 {
 		var args map[string]any

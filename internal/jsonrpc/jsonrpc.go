@@ -128,6 +128,12 @@ type Request struct {
 	// suggestions come from the prompt, so the prompt's rules hold for it.
 	// "" for other methods and for a resource template's completion.
 	CompletedPrompt string
+	// CompletedTemplate is the resource template whose argument a
+	// completion/complete completes (params.ref.uri, with params.ref.type
+	// ref/resource): its suggestions are parts of the URIs it expands to,
+	// so the rules on those hold for it. "" for other methods and for a
+	// prompt's completion.
+	CompletedTemplate string
 
 	// ArgumentsStart and ArgumentsEnd locate params.arguments in the parsed
 	// body (body[ArgumentsStart:ArgumentsEnd]) when it is an object; both
@@ -342,6 +348,11 @@ func (s *scanner) request(r *Request) error {
 	r.PushConfig = s.pushConfig(r.Method)
 	if r.Method == "completion/complete" && s.present(fRefName) {
 		if r.CompletedPrompt, ok = s.text(fRefName); !ok || hasControl(r.CompletedPrompt) {
+			return ErrInvalidRequest
+		}
+	}
+	if r.Method == "completion/complete" && s.present(fRefURI) {
+		if r.CompletedTemplate, ok = s.text(fRefURI); !ok || hasControl(r.CompletedTemplate) {
 			return ErrInvalidRequest
 		}
 	}

@@ -218,7 +218,7 @@ func TestParse(t *testing.T) {
 		{
 			name: "a completion of a resource template's argument",
 			body: `{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"file:///{path}"},"argument":{"name":"path","value":"/etc/"}}}`,
-			want: Request{Method: "completion/complete", ID: []byte(`4`)},
+			want: Request{Method: "completion/complete", ID: []byte(`4`), CompletedTemplate: "file:///{path}"},
 		},
 		{
 			name: "a configuration outside a message send is not read",

@@ -92,8 +92,10 @@ func newMCPReference(rec *recorder) http.Handler {
 			case *mcp.UnsubscribeParams:
 				r.name = p.URI
 			case *mcp.CompleteParams:
-				if p.Ref != nil && p.Ref.Type == "ref/prompt" {
-					r.name = p.Ref.Name // the prompt, as Parse's CompletedPrompt
+				if p.Ref != nil {
+					// the prompt or the template, as Parse's CompletedPrompt
+					// and CompletedTemplate
+					r.name = p.Ref.Name + p.Ref.URI
 				}
 			}
 			rec.set(r)
@@ -252,7 +254,7 @@ func assertAgreement(t *testing.T, refs *references, body []byte) {
 	if got := mcpGot; got != nil {
 		name := r.RuleName()
 		if r.Method == "completion/complete" {
-			name = r.CompletedPrompt
+			name = r.CompletedPrompt + r.CompletedTemplate // never both
 		}
 		if got.method != r.Method || got.name != name {
 			t.Fatalf("go-sdk read %q as %s %q; Parse as %s %q", body, got.method, got.name, r.Method, r.RuleName())
