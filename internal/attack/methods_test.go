@@ -439,6 +439,59 @@ func TestCompletionOfAResourceTemplate(t *testing.T) {
 	}
 }
 
+// TestSubscriptionNamedByHeadersAlone: MCP servers check Mcp-Name against
+// the body only for the methods whose name MCP mirrors in it (tools/call,
+// prompts/get, resources/read; the go-sdk's validateMcpHeaders). A
+// resources/subscribe named by Mcp-Method, with an Mcp-Name of a URI the
+// rules allow, may subscribe to any URI in its body: on a route whose proxy
+// sends no body it must pass what subscribing to every URI needs.
+func TestSubscriptionNamedByHeadersAlone(t *testing.T) {
+	s := start(t, `routes:
+  - name: files
+    path_prefix: /files
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["resources/*"], names: ["file:///etc/*"], action: deny}
+  - name: open
+    path_prefix: /open
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+`, options{})
+	for _, tc := range []struct {
+		name, path, method, uri string
+		status                  int // 0: allowed
+	}{
+		{"a subscription the headers say is allowed", "/files/mcp", "resources/subscribe", "file:///public/x", 403},
+		{"an unsubscription", "/files/mcp", "resources/unsubscribe", "file:///public/x", 403},
+		{"a subscription the headers say is denied", "/files/mcp", "resources/subscribe", "file:///etc/passwd", 403},
+		{"a read, whose name the server checks", "/files/mcp", "resources/read", "file:///public/x", 0},
+		{"a read of a denied URI", "/files/mcp", "resources/read", "file:///etc/passwd", 403},
+		{"a subscription on a route without resource rules", "/open/mcp", "resources/subscribe", "file:///etc/passwd", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
+				"authorization": "Bearer " + token(t, issuerHS, "mallory"), "content-type": "application/json",
+				"content-length": "120", "mcp-method": tc.method, "mcp-name": tc.uri, "mcp-protocol-version": "2026-07-28"}})
+			if tc.status == 0 {
+				if !v.Allowed {
+					t.Fatalf("refused: %d %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, tc.status)
+		})
+	}
+}
+
 // TestCompletionNamedByHeadersAlone: on a route whose proxy sends no body,
 // a completion is named by Mcp-Method alone (MCP 2026-07-28 mirrors no name
 // for it), and the upstream that checks the headers runs whatever prompt or

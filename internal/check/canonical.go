@@ -52,7 +52,7 @@ func canonicalCall(call *Call) *denial {
 	if call.completedTemplate != "" {
 		return canonicalTemplate(call)
 	}
-	if !isURIMethod(call.Method) {
+	if !isURIMethod(call.Method) || call.nameUnknown {
 		return nil
 	}
 	if call.Name == "" {

@@ -52,6 +52,10 @@ type Call struct {
 	// any URI).
 	completedTemplate, templateURIs string
 	templateExact                   bool
+	// nameUnknown: the call has a name rules match, which it was not
+	// given in a way its upstream checks (named by its headers alone, for
+	// a method whose name MCP does not mirror in Mcp-Name).
+	nameUnknown bool
 	// argsStart and argsEnd locate params.arguments in the request body
 	// (both 0 when the call has none).
 	argsStart, argsEnd int
@@ -165,7 +169,15 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 			c.Method = ""
 		}
 	} else {
-		c.Method, c.Name = headerMethod, headerName
+		// Servers check Mcp-Name against the body only where MCP mirrors
+		// the name in it: a resources/subscribe's may name any URI.
+		c.Method = headerMethod
+		switch {
+		case jsonrpc.NameMirrored(headerMethod):
+			c.Name = headerName
+		case jsonrpc.HasRuleName(headerMethod):
+			c.nameUnknown = true
+		}
 	}
 
 	// MCP 2026-07-28: Mcp-Method and Mcp-Name identify the call so gateways

@@ -285,6 +285,14 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 		}
 		name = tool
 	}
+	if call.nameUnknown {
+		o, desc, scope, by := r.authorizeEveryName(e, g, call.Method, "")
+		e.decidedBy = by
+		if o != Allowed {
+			desc = "the call is named by its headers alone, and MCP servers do not check its Mcp-Name against the body, so it may be of any name: " + desc
+		}
+		return o, desc, scope
+	}
 	o, desc, scope, by := r.authorizeFor(e, g, call.Method, name)
 	e.decidedBy = by
 	switch {

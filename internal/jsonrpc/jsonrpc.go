@@ -154,6 +154,21 @@ func (r Request) MirroredName() (string, bool) {
 	return "", false
 }
 
+// NameMirrored reports whether MCP mirrors the rule name of method's calls
+// in the Mcp-Name header (MirroredName), which servers check against the
+// body. Of the other methods with a rule name (HasRuleName), the header
+// says nothing a server checks.
+func NameMirrored(method string) bool {
+	_, ok := Request{Method: method}.MirroredName()
+	return ok
+}
+
+// HasRuleName reports whether method's calls have a name that rules match
+// (RuleName).
+func HasRuleName(method string) bool {
+	return Request{Method: method, Name: "x", URI: "x"}.RuleName() != ""
+}
+
 // RuleName returns the name access rules match for r. Which member it is
 // is fixed by the method, never "whichever is present": params.name for
 // tools/call and prompts/get; params.uri for resources/read,
