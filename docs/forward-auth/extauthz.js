@@ -42,10 +42,16 @@ function variableName(header) {
 
 // authorize is the protected location's js_content handler.
 function authorize(r) {
+    // A body larger than client_body_buffer_size goes to a temporary file,
+    // which the script cannot read (njs throws, or older versions read
+    // nothing), with its length or chunked: client_body_buffer_size must
+    // equal client_max_body_size. Never decide without the body.
+    if (r.variables.request_body_file) {
+        r.return(413);
+        return;
+    }
     var body = r.requestText;
     if (body === undefined && r.headersIn['Content-Length'] && r.headersIn['Content-Length'] !== '0') {
-        // The body went to a temporary file: client_body_buffer_size must
-        // equal client_max_body_size. Never decide without it.
         r.return(413);
         return;
     }

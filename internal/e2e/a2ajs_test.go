@@ -75,7 +75,7 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 					module = njsModule(t)
 				}
 				base = "http://127.0.0.1:" + startNginx(t, nginxBinary(t), func(dir, port string) string {
-					return feNginxConfig(dir, port, addrs.HTTP, agent.addr, module)
+					return feNginxConfig(dir, port, addrs.HTTP, agent.addr, module, "")
 				})
 			}
 			agent.publish(t, base)

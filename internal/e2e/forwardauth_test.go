@@ -49,6 +49,49 @@ func TestForwardAuth(t *testing.T) {
 	}
 }
 
+// TestNjsBodyInATemporaryFile: nginx writes a body larger than the
+// location's client_body_buffer_size to a temporary file, where njs cannot
+// read it (r.requestText throws; older versions read nothing, and a chunked
+// body has no Content-Length to tell). The script answers 413 without
+// asking the service, whether the request says how long its body is or
+// comes chunked: a check without the body would let the upstream read a
+// call the service never saw, and an exception is a 500 that says nothing.
+func TestNjsBodyInATemporaryFile(t *testing.T) {
+	e := startFrontEnd(t, frontEnd{name: "nginx-njs", convention: "nginx", body: true, bodyBuffer: "1k"})
+	tok := e.token(t, nil)
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("a", 4096) + `"}}}`
+	for _, tc := range []struct {
+		name    string
+		chunked bool
+	}{
+		{"a body with its length", false},
+		{"a chunked body", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(call)
+			if tc.chunked {
+				body = io.MultiReader(body) // no length: the client sends it chunked
+			}
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.base+"/mcp", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+tok)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusRequestEntityTooLarge || len(e.toolCalls()) != 0 {
+				t.Fatalf("status %d, want 413; the upstream ran %d tools", res.StatusCode, len(e.toolCalls()))
+			}
+		})
+	}
+}
+
 func (e *feEnv) testAllowed(t *testing.T) {
 	tok := e.token(t, nil)
 	forged := http.Header{"X-User-Id": {"mallory"}, "X-Actor-Chain": {"forged"}, "X-Session-Id": {"evil"}}

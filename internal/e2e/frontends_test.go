@@ -37,6 +37,10 @@ type frontEnd struct {
 	// responsePath: the service also sees the answer (ext_proc), so a
 	// route sets response_path.
 	responsePath bool
+	// bodyBuffer, for nginx with njs, is the protected location's own
+	// client_body_buffer_size ("": the documented files' alone), as an
+	// operator who lowered it would have it.
+	bodyBuffer string
 }
 
 var frontEnds = []frontEnd{
@@ -199,7 +203,9 @@ func startFrontEnd(t *testing.T, fe frontEnd) *feEnv {
 		if fe.body {
 			module = njsModule(t)
 		}
-		port = startNginx(t, bin, func(dir, port string) string { return feNginxConfig(dir, port, addrs.HTTP, upstream, module) })
+		port = startNginx(t, bin, func(dir, port string) string {
+			return feNginxConfig(dir, port, addrs.HTTP, upstream, module, fe.bodyBuffer)
+		})
 	}
 	e.base = "http://127.0.0.1:" + port
 	return e
@@ -260,8 +266,9 @@ func (e *feEnv) completeElicitation(t *testing.T, id, authorizeURL string) {
 }
 
 // feNginxConfig is nginx in front of the MCP server with the documented
-// files: auth_request, or njs when module is the js module's path.
-func feNginxConfig(dir, port, service, upstream, module string) string {
+// files: auth_request, or njs when module is the js module's path (with
+// the protected location's client_body_buffer_size bodyBuffer, unless "").
+func feNginxConfig(dir, port, service, upstream, module, bodyBuffer string) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	nginxPreamble(p, dir, module, service)
@@ -279,7 +286,11 @@ func feNginxConfig(dir, port, service, upstream, module string) string {
 		p("    }")
 	} else {
 		p("    include %s;", snippet("nginx-njs-server.conf"))
-		p("    location / { js_content extauthz.authorize; }")
+		if bodyBuffer != "" {
+			p("    location / { client_body_buffer_size %s; js_content extauthz.authorize; }", bodyBuffer)
+		} else {
+			p("    location / { js_content extauthz.authorize; }")
+		}
 		p("    location @extauthz_upstream {")
 		p("      include %s;", snippet("nginx-njs-upstream.conf"))
 		p("      proxy_pass http://%s;", upstream)
