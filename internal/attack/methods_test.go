@@ -444,7 +444,9 @@ func TestCompletionOfAResourceTemplate(t *testing.T) {
 // prompts/get, resources/read; the go-sdk's validateMcpHeaders). A
 // resources/subscribe named by Mcp-Method, with an Mcp-Name of a URI the
 // rules allow, may subscribe to any URI in its body: on a route whose proxy
-// sends no body it must pass what subscribing to every URI needs.
+// sends no body it must pass what subscribing to every URI needs. So must
+// a call without Mcp-Name, whatever its method: a server that does not
+// insist on the header runs the body's.
 func TestSubscriptionNamedByHeadersAlone(t *testing.T) {
 	s := start(t, `routes:
   - name: files
@@ -476,11 +478,18 @@ func TestSubscriptionNamedByHeadersAlone(t *testing.T) {
 		{"a read, whose name the server checks", "/files/mcp", "resources/read", "file:///public/x", 0},
 		{"a read of a denied URI", "/files/mcp", "resources/read", "file:///etc/passwd", 403},
 		{"a subscription on a route without resource rules", "/open/mcp", "resources/subscribe", "file:///etc/passwd", 0},
+		{"a read without Mcp-Name", "/files/mcp", "resources/read", "", 403},
+		{"a tool call without Mcp-Name", "/open/mcp", "tools/call", "", 403},
+		{"a tool call with Mcp-Name", "/open/mcp", "tools/call", "echo", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
+			h := map[string]string{
 				"authorization": "Bearer " + token(t, issuerHS, "mallory"), "content-type": "application/json",
-				"content-length": "120", "mcp-method": tc.method, "mcp-name": tc.uri, "mcp-protocol-version": "2026-07-28"}})
+				"content-length": "120", "mcp-method": tc.method, "mcp-protocol-version": "2026-07-28"}
+			if tc.uri != "" {
+				h["mcp-name"] = tc.uri
+			}
+			v := s.check(t, raw{Path: tc.path, Headers: h})
 			if tc.status == 0 {
 				if !v.Allowed {
 					t.Fatalf("refused: %d %s", v.Status, v.Body)

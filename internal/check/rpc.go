@@ -170,10 +170,11 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		}
 	} else {
 		// Servers check Mcp-Name against the body only where MCP mirrors
-		// the name in it: a resources/subscribe's may name any URI.
+		// the name in it: a resources/subscribe's may name any URI. Where
+		// it is missing, the call may be of any name too.
 		c.Method = headerMethod
 		switch {
-		case jsonrpc.NameMirrored(headerMethod):
+		case hasName && jsonrpc.NameMirrored(headerMethod):
 			c.Name = headerName
 		case jsonrpc.HasRuleName(headerMethod):
 			c.nameUnknown = true
