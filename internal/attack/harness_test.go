@@ -307,6 +307,21 @@ func (v verdict) wantDenied(t *testing.T, status int) {
 	}
 }
 
+// wantStatus fails unless v is an allow (status 0) or a denial with the
+// given status, and reports whether it is a denial, whose body the caller
+// may check further.
+func (v verdict) wantStatus(t *testing.T, status int) bool {
+	t.Helper()
+	if status == 0 {
+		if !v.Allowed {
+			t.Fatalf("refused: %d %s", v.Status, v.Body)
+		}
+		return false
+	}
+	v.wantDenied(t, status)
+	return true
+}
+
 // viaEnvoy sends a request through the Envoy-like proxy to the MCP server.
 func (s *suite) viaEnvoy(t *testing.T, method, path string, header http.Header, body string) (int, http.Header, string) {
 	t.Helper()
