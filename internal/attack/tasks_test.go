@@ -51,6 +51,62 @@ func wantTaskRefused(t *testing.T, v verdict, id string) {
 	}
 }
 
+// TestTasksOverTheHTTPJSONBinding: an agent may serve A2A's HTTP+JSON
+// binding beside its JSON-RPC one, where the task is named in the path
+// (GET /v1/tasks/{id} is GetTask, POST /v1/tasks/{id}:cancel CancelTask;
+// v1.0 drops the /v1 and may put a tenant first). An a2a route refuses
+// that binding; on an auto route, which cannot tell an agent from another
+// service, a task named so must not be another user's. An id nobody holds
+// passes: a service with its own /tasks/{id} is left alone.
+func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
+	s := start(t, `routes:
+  - name: auto
+    default: true
+    issuers: [hs]
+    audiences: [`+audience+`]
+`, options{})
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
+	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+	const task = "task-of-alice"
+	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
+		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
+	}
+	carol := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "carol")}
+	if v := s.check(t, raw{Headers: carol, Body: taskOp(2, "GetTask", "id", "task of carol")}); !v.Allowed {
+		t.Fatalf("carol polls her task: %d %s", v.Status, v.Body)
+	}
+	for _, tc := range []struct {
+		name, method, path string
+		headers            map[string]string
+		status             int // 0: allowed
+	}{
+		{"GetTask", "GET", "/v1/tasks/" + task, bob, 403},
+		{"GetTask with a history length", "GET", "/v1/tasks/" + task + "?historyLength=10", bob, 403},
+		{"CancelTask", "POST", "/v1/tasks/" + task + ":cancel", bob, 403},
+		{"SubscribeToTask", "GET", "/v1/tasks/" + task + ":subscribe", bob, 403},
+		{"the task's push notification configurations", "GET", "/v1/tasks/" + task + "/pushNotificationConfigs", bob, 403},
+		{"one of them, deleted", "DELETE", "/v1/tasks/" + task + "/pushNotificationConfigs/cfg-1", bob, 403},
+		{"v1.0, without /v1", "GET", "/tasks/" + task, bob, 403},
+		{"v1.0, under a tenant", "GET", "/acme/tasks/" + task + ":cancel", bob, 403},
+		{"the id escaped, as no path needs", "GET", "/v1/tasks/task-of-%61lice", bob, 400},
+		{"an id another user holds, escaped as it must be", "GET", "/v1/tasks/task%20of%20carol", bob, 403},
+		{"the owner", "GET", "/v1/tasks/" + task, alice, 0},
+		{"a task nobody holds", "GET", "/v1/tasks/task-of-nobody", bob, 0},
+		{"another service's tasks", "GET", "/todo/tasks/42", bob, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{"content-length": "0"}
+			for k, v := range tc.headers {
+				h[k] = v
+			}
+			v := s.check(t, raw{Method: tc.method, Path: tc.path, Headers: h})
+			if v.wantStatus(t, tc.status) && tc.status == 403 && !strings.Contains(v.Body, "task belongs to another user") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+}
+
 func TestTasksAnotherUsersTask(t *testing.T) {
 	s := start(t, tasksYAML, options{})
 	alice := token(t, issuerHS, "alice")

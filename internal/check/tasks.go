@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -139,6 +140,9 @@ func taskIDs(call *Call) []string {
 // pick one, or to fail) would go unchecked.
 func (e *evaluation) bindTasks() *denial {
 	call, g := &e.call, e.grant
+	if e.p.taskOwnership && call.Protocol == jsonrpc.ProtocolUnknown && e.route.protocol == jsonrpc.ProtocolUnknown {
+		return e.checkPathTasks()
+	}
 	if !e.p.taskOwnership || call.Protocol == jsonrpc.ProtocolUnknown || call.Method == "" {
 		return nil
 	}
@@ -181,6 +185,49 @@ func (e *evaluation) bindTasks() *denial {
 		}
 	}
 	return nil
+}
+
+// checkPathTasks refuses a request that is no JSON-RPC call, on an auto
+// route, naming another user's task in its path the way A2A's HTTP+JSON
+// binding does (pathTaskIDs). It binds nothing: the route cannot tell an
+// agent from a service with paths of its own like these, whose ids nobody
+// holds.
+func (e *evaluation) checkPathTasks() *denial {
+	for _, id := range pathTaskIDs(e.req.Path) {
+		if len(id) > maxTaskID {
+			continue // names no bound task
+		}
+		if d := e.checkOwner(e.pl.state.tasks, bindTask, id, nil); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+// pathTaskIDs are the task ids a request path may name in A2A's HTTP+JSON
+// binding: the segment after "tasks", wherever it is (v0.3 /v1/tasks/{id},
+// v1.0 /tasks/{id} or /{tenant}/tasks/{id}), unescaped, both whole and
+// without a custom method (":cancel", ":subscribe"; an id may hold ":").
+func pathTaskIDs(target string) []string {
+	path, _, _ := strings.Cut(target, "?")
+	var ids []string
+	add := func(seg string) {
+		if id, err := url.PathUnescape(seg); err == nil && id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for rest := path; ; {
+		i := strings.Index(rest, "/tasks/")
+		if i < 0 {
+			return ids
+		}
+		rest = rest[i+len("/tasks"):]
+		seg, _, _ := strings.Cut(rest[1:], "/")
+		add(seg)
+		if j := strings.LastIndexByte(seg, ':'); j > 0 {
+			add(seg[:j])
+		}
+	}
 }
 
 // errUnboundReference refuses a reference to a task nobody holds.

@@ -1,0 +1,63 @@
+package check
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPathTaskIDs(t *testing.T) {
+	tests := []struct {
+		name, path string
+		want       []string
+	}{
+		{"v0.3 GetTask", "/v1/tasks/t-1", []string{"t-1"}},
+		{"a query", "/v1/tasks/t-1?historyLength=3", []string{"t-1"}},
+		{"a custom method", "/v1/tasks/t-1:cancel", []string{"t-1:cancel", "t-1"}},
+		{"below the task", "/v1/tasks/t-1/pushNotificationConfigs/c-1", []string{"t-1"}},
+		{"v1.0 under a tenant", "/acme/tasks/t-1:subscribe", []string{"t-1:subscribe", "t-1"}},
+		{"escaped", "/tasks/t%201", []string{"t 1"}},
+		{"the list", "/v1/tasks", nil},
+		{"the list, with a slash", "/v1/tasks/", nil},
+		{"no tasks segment", "/v1/taskset/t-1", nil},
+		{"twice", "/v1/tasks/a/tasks/b", []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := pathTaskIDs(tt.path); !slices.Equal(got, tt.want) {
+				t.Fatalf("pathTaskIDs(%q) = %q, want %q", tt.path, got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzPathTaskIDs checks pathTaskIDs against the same reading written by
+// splitting the path into segments.
+func FuzzPathTaskIDs(f *testing.F) {
+	for _, p := range []string{"/v1/tasks/t-1:cancel", "/tasks/tasks/x", "/a/tasks//tasks/b", "/tasks/%zz", "/tasks/:x?y"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		path, _, _ := strings.Cut(target, "?")
+		var want []string
+		add := func(seg string) {
+			if id, err := url.PathUnescape(seg); err == nil && id != "" && !slices.Contains(want, id) {
+				want = append(want, id)
+			}
+		}
+		segs := strings.Split(path, "/")
+		for i := 1; i+1 < len(segs); i++ {
+			if segs[i] != "tasks" {
+				continue
+			}
+			add(segs[i+1])
+			if j := strings.LastIndexByte(segs[i+1], ':'); j > 0 {
+				add(segs[i+1][:j])
+			}
+		}
+		if got := pathTaskIDs(target); !slices.Equal(got, want) {
+			t.Fatalf("pathTaskIDs(%q) = %q, the segments say %q", target, got, want)
+		}
+	})
+}
