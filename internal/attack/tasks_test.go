@@ -105,6 +105,17 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 			}
 		})
 	}
+	// SendMessage over HTTP+JSON carries the task in a JSON body that is no
+	// JSON-RPC call: refused as a body nobody can read unambiguously.
+	t.Run("SendMessage continuing the task", func(t *testing.T) {
+		h := map[string]string{"content-type": "application/json"}
+		for k, v := range bob {
+			h[k] = v
+		}
+		v := s.check(t, raw{Path: "/v1/message:send", Headers: h,
+			Body: `{"message":{"messageId":"m","role":"ROLE_USER","taskId":"` + task + `","content":[{"text":"hi"}]}}`})
+		v.wantDenied(t, 400)
+	})
 }
 
 func TestTasksAnotherUsersTask(t *testing.T) {
