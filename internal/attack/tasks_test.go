@@ -71,6 +71,10 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
 		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
 	}
+	send := `{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[],"contextId":"ctx-of-alice"}}}`
+	if v := s.check(t, raw{Headers: alice, Body: send}); !v.Allowed {
+		t.Fatalf("alice's message: %d %s", v.Status, v.Body)
+	}
 	carol := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "carol")}
 	if v := s.check(t, raw{Headers: carol, Body: taskOp(2, "GetTask", "id", "task of carol")}); !v.Allowed {
 		t.Fatalf("carol polls her task: %d %s", v.Status, v.Body)
@@ -90,6 +94,14 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 		{"v1.0, under a tenant", "GET", "/acme/tasks/" + task + ":cancel", bob, 403},
 		{"the id escaped, as no path needs", "GET", "/v1/tasks/task-of-%61lice", bob, 400},
 		{"an id another user holds, escaped as it must be", "GET", "/v1/tasks/task%20of%20carol", bob, 403},
+		{"ListTasks of another user's context", "GET", "/v1/tasks?contextId=ctx-of-alice&includeArtifacts=true", bob, 403},
+		{"ListTasks by the proto field name", "GET", "/v1/tasks?context_id=ctx-of-alice", bob, 403},
+		{"ListTasks naming two contexts", "GET", "/v1/tasks?contextId=ctx-of-bob&contextId=ctx-of-alice", bob, 403},
+		{"ListTasks, escaped", "GET", "/acme/tasks?contextId=ctx-of-%61lice", bob, 403},
+		{"ListTasks behind a semicolon", "GET", "/v1/tasks?pageSize=1;contextId=ctx-of-alice", bob, 403},
+		{"ListTasks, the name escaped", "GET", "/v1/tasks?context%49d=ctx-of-alice", bob, 403},
+		{"ListTasks of a context nobody holds", "GET", "/v1/tasks?contextId=ctx-unbound", bob, 0},
+		{"ListTasks of her own context", "GET", "/v1/tasks?contextId=ctx-of-alice", alice, 0},
 		{"the owner", "GET", "/v1/tasks/" + task, alice, 0},
 		{"a task nobody holds", "GET", "/v1/tasks/task-of-nobody", bob, 0},
 		{"another service's tasks", "GET", "/todo/tasks/42", bob, 0},
@@ -100,7 +112,7 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 				h[k] = v
 			}
 			v := s.check(t, raw{Method: tc.method, Path: tc.path, Headers: h})
-			if v.wantStatus(t, tc.status) && tc.status == 403 && !strings.Contains(v.Body, "task belongs to another user") {
+			if v.wantStatus(t, tc.status) && tc.status == 403 && !strings.Contains(v.Body, "belongs to another user") {
 				t.Fatalf("the refusal does not say why: %s", v.Body)
 			}
 		})

@@ -32,6 +32,29 @@ func TestPathTaskIDs(t *testing.T) {
 	}
 }
 
+func TestPathListContexts(t *testing.T) {
+	tests := []struct {
+		name, target string
+		want         []string
+	}{
+		{"the JSON name", "/v1/tasks?contextId=c-1&pageSize=5", []string{"c-1"}},
+		{"the proto name", "/tasks?context_id=c-1", []string{"c-1"}},
+		{"twice", "/v1/tasks?contextId=a&contextId=b", []string{"a", "b"}},
+		{"escaped", "/v1/tasks?contextId=c%2D1", []string{"c%2D1", "c-1"}},
+		{"a semicolon", "/v1/tasks?x=1;contextId=c-1", []string{"c-1"}},
+		{"another case", "/v1/tasks?CONTEXTID=c-1", []string{"c-1"}},
+		{"not a task list", "/v1/tasks/t-1?contextId=c-1", nil},
+		{"no query", "/v1/tasks", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := pathListContexts(tt.target); !slices.Equal(got, tt.want) {
+				t.Fatalf("pathListContexts(%q) = %q, want %q", tt.target, got, tt.want)
+			}
+		})
+	}
+}
+
 // FuzzPathTaskIDs checks pathTaskIDs against the same reading written by
 // splitting the path into segments.
 func FuzzPathTaskIDs(f *testing.F) {

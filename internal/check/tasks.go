@@ -201,7 +201,45 @@ func (e *evaluation) checkPathTasks() *denial {
 			return d
 		}
 	}
+	if !e.route.sessionBinding {
+		return nil
+	}
+	for _, id := range pathListContexts(e.req.Path) {
+		if _, good := e.p.sessionHeaderValue(id); !good {
+			continue // never bound
+		}
+		if d := e.checkOwner(e.pl.state.sessions, bindContext, id, nil); d != nil {
+			return d
+		}
+	}
 	return nil
+}
+
+// pathListContexts are the contexts a task list filters by in A2A's
+// HTTP+JSON binding (ListTasks: GET /v1/tasks?contextId=…): every value of
+// the query's contextId or context_id, in any case, as sent and unescaped,
+// with ";" taken for a separator as some servers take it (one of them is
+// what the agent reads).
+func pathListContexts(target string) []string {
+	path, query, _ := strings.Cut(target, "?")
+	if query == "" || !strings.HasSuffix(path, "/tasks") {
+		return nil
+	}
+	var ids []string
+	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, _ := strings.Cut(pair, "=")
+		if uk, err := url.QueryUnescape(k); err == nil {
+			k = uk
+		}
+		if !strings.EqualFold(k, "contextId") && !strings.EqualFold(k, "context_id") {
+			continue
+		}
+		ids = append(ids, v)
+		if uv, err := url.QueryUnescape(v); err == nil && uv != v {
+			ids = append(ids, uv)
+		}
+	}
+	return ids
 }
 
 // pathTaskIDs are the task ids a request path may name in A2A's HTTP+JSON
