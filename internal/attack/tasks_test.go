@@ -130,6 +130,47 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 	})
 }
 
+// TestTasksOverTheGRPCBinding: A2A's gRPC binding names the task in a
+// protobuf body the service does not read (GetTaskRequest.name is
+// "tasks/{id}"), and the method in the path. On an auto route with task
+// ownership or rules, a gRPC call to an A2A service is refused: neither
+// could see what it does. Other gRPC services pass.
+func TestTasksOverTheGRPCBinding(t *testing.T) {
+	for _, tc := range []struct {
+		name, routes, path string
+		status             int // 0: allowed
+	}{
+		{"v0.3 GetTask", "", "/a2a.v1.A2AService/GetTask", 400},
+		{"v1.0 CancelTask", "", "/lf.a2a.v1.A2AService/CancelTask", 400},
+		{"rules, task ownership off", "rules", "/a2a.v1.A2AService/CancelTask", 400},
+		{"another gRPC service", "", "/grpc.health.v1.Health/Check", 0},
+		{"neither rules nor task ownership", "off", "/a2a.v1.A2AService/GetTask", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			yaml := `routes:
+  - name: auto
+    default: true
+    issuers: [hs]
+    audiences: [` + audience + `]
+`
+			switch tc.routes {
+			case "rules":
+				yaml += "    rules:\n      - {methods: [\"CancelTask\"], action: deny}\nsessions: {task_ownership: false}\n"
+			case "off":
+				yaml += "sessions: {task_ownership: false}\n"
+			}
+			s := start(t, yaml, options{})
+			// A gRPC frame: uncompressed, 12 bytes of GetTaskRequest{name: "tasks/t-1"}.
+			frame := "\x00\x00\x00\x00\x0b\x0a\x09tasks/t-1"
+			v := s.check(t, raw{Path: tc.path, Body: frame, Headers: map[string]string{
+				"authorization": "Bearer " + token(t, issuerHS, "bob"), "content-type": "application/grpc", "te": "trailers"}})
+			if v.wantStatus(t, tc.status) && !strings.Contains(v.Body, "gRPC") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+}
+
 func TestTasksAnotherUsersTask(t *testing.T) {
 	s := start(t, tasksYAML, options{})
 	alice := token(t, issuerHS, "alice")

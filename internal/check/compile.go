@@ -630,6 +630,11 @@ const errCutBody = "the body was cut short at the proxy's limit, and this route 
 const errUnknownMethod = "the JSON-RPC method is unknown: send the body to the service (Envoy with_request_body, Traefik forwardBody, the nginx njs recipe), " +
 	"or Mcp-Method and Mcp-Name to an upstream that checks them (upstream_validates_mcp_headers)"
 
+// errA2AGRPC refuses a call of A2A's gRPC binding on an auto route with
+// rules or task ownership.
+const errA2AGRPC = "this is a call of A2A's gRPC binding, whose method and task the rules and task ownership cannot read: " +
+	"call the agent over JSON-RPC, or give the route protocol: http if nothing is to be checked"
+
 // errNotA2AJSONRPC refuses a request on an a2a route that is not a
 // JSON-RPC call.
 const errNotA2AJSONRPC = "this A2A route takes JSON-RPC calls only: other A2A bindings (HTTP+JSON, gRPC) cannot be authorized here"

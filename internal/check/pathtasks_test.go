@@ -55,6 +55,25 @@ func TestPathListContexts(t *testing.T) {
 	}
 }
 
+func TestA2AServicePath(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/a2a.v1.A2AService/GetTask":         true,
+		"/lf.a2a.v1.A2AService/CancelTask":   true,
+		"/agent/a2a.v1.A2AService/GetTask":   true,
+		"/A2AService/GetTask?x=1":            true,
+		"/a2a.v1.A2AService":                 false,
+		"/a2a.v1.A2AService/":                false,
+		"/grpc.health.v1.Health/Check":       false,
+		"/a2a.v1.MyA2AServiceX/GetTask":      false,
+		"/v1/tasks/t-1":                      false,
+		"/docs/a2a.v1.A2AServiceGuide/intro": false,
+	} {
+		if got := a2aServicePath(path); got != want {
+			t.Errorf("a2aServicePath(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
+
 // FuzzPathTaskIDs checks pathTaskIDs against the same reading written by
 // splitting the path into segments.
 func FuzzPathTaskIDs(f *testing.F) {

@@ -346,6 +346,12 @@ func (e *evaluation) authorize() *denial {
 			return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
 		}
 		e.rec.add(o.String(), func() string { return desc })
+	case r.protocol == jsonrpc.ProtocolUnknown && call.Protocol == jsonrpc.ProtocolUnknown &&
+		(r.hasRules() || e.p.taskOwnership) && a2aServicePath(e.req.Path):
+		// A2A's gRPC binding (and Connect's, on the same paths) names the
+		// method in the path and the task in a protobuf body: neither the
+		// rules nor task ownership can see what it does.
+		return &denial{outcome: Malformed, desc: errA2AGRPC}
 	case carriesBody(e.req) && call.Protocol != jsonrpc.ProtocolUnknown && !call.Body && r.hasRules():
 		// Rules cannot be applied to a call nobody can name: fail closed.
 		return &denial{outcome: Malformed, desc: errUnknownMethod, rpcCode: jsonrpc.CodeInvalidRequest}

@@ -242,6 +242,19 @@ func pathListContexts(target string) []string {
 	return ids
 }
 
+// a2aServicePath reports whether a request path calls a method of A2A's
+// gRPC service (/a2a.v1.A2AService/GetTask; v1.0's package has another
+// name, and a proxy may keep a prefix before it).
+func a2aServicePath(target string) bool {
+	path, _, _ := strings.Cut(target, "?")
+	for seg, rest, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/"); ok; seg, rest, ok = strings.Cut(rest, "/") {
+		if (seg == "A2AService" || strings.HasSuffix(seg, ".A2AService")) && rest != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // pathTaskIDs are the task ids a request path may name in A2A's HTTP+JSON
 // binding: the segment after "tasks", wherever it is (v0.3 /v1/tasks/{id},
 // v1.0 /tasks/{id} or /{tenant}/tasks/{id}), unescaped, both whole and
