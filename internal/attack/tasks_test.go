@@ -59,18 +59,7 @@ func wantTaskRefused(t *testing.T, v verdict, id string) {
 // service, a task named so must not be another user's. An id nobody holds
 // passes: a service with its own /tasks/{id} is left alone.
 func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
-	s := start(t, `routes:
-  - name: auto
-    default: true
-    issuers: [hs]
-    audiences: [`+audience+`]
-`, options{})
-	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
-	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
-	const task = "task-of-alice"
-	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
-		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
-	}
+	s, alice, bob, task := aliceHoldsATask(t, strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: auto", 1))
 	send := `{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[],"contextId":"ctx-of-alice"}}}`
 	if v := s.check(t, raw{Headers: alice, Body: send}); !v.Allowed {
 		t.Fatalf("alice's message: %d %s", v.Status, v.Body)
@@ -249,7 +238,7 @@ const a2aTasksYAML = `routes:
 // names alice's task by that spelling, or by both spellings at once so
 // that the service and the agent could read different ones.
 func TestTasksProtoFieldNames(t *testing.T) {
-	s, alice, bob, task := aliceHoldsATask(t)
+	s, alice, bob, task := aliceHoldsATask(t, a2aTasksYAML)
 	hook := `,"config":{"url":"https://bob.example/hook"}`
 	refused := []struct{ name, body, id string }{
 		{"CreateTaskPushNotificationConfig", `{"jsonrpc":"2.0","id":2,"method":"CreateTaskPushNotificationConfig","params":{"task_id":"` + task + `"` + hook + `}}`, "2"},
@@ -305,7 +294,7 @@ func TestTasksProtoFieldNames(t *testing.T) {
 // own id: it is never bound as a task (bob cannot take alice's
 // configuration ids from her), but it cannot name her task either.
 func TestTasksOperationNamesItsTask(t *testing.T) {
-	s, alice, bob, task := aliceHoldsATask(t)
+	s, alice, bob, task := aliceHoldsATask(t, a2aTasksYAML)
 	op := func(id int, method, params string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
 	}
@@ -699,19 +688,7 @@ func TestTasksBodyWithheldByAnUpgrade(t *testing.T) {
 // still holds for an agent that also serves A2A's HTTP+JSON binding, where
 // the task id is in the path: the service cannot see it, so it refuses.
 func TestTasksOtherA2ABindings(t *testing.T) {
-	s := start(t, `routes:
-  - name: a2a
-    default: true
-    protocol: a2a
-    issuers: [hs]
-    audiences: [`+audience+`]
-`, options{})
-	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
-	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
-	const task = "task-of-alice"
-	if v := s.check(t, raw{Headers: alice, Body: taskOp(1, "GetTask", "id", task)}); !v.Allowed {
-		t.Fatalf("alice polls her task: %d %s", v.Status, v.Body)
-	}
+	s, _, bob, task := aliceHoldsATask(t, a2aTasksYAML)
 	for _, tc := range []struct{ method, path string }{
 		{"GET", "/v1/tasks/" + task},
 		{"GET", "/tasks/" + task},
@@ -846,12 +823,12 @@ func (v verdict) wantInvalidRequest(t *testing.T, id string) {
 	}
 }
 
-// aliceHoldsATask starts the service on a2aTasksYAML with alice's task
-// bound to her (her GetTask names it) and returns it, alice's and bob's
-// headers and the task's id.
-func aliceHoldsATask(t *testing.T) (s *suite, alice, bob map[string]string, task string) {
+// aliceHoldsATask starts the service on routes (a2aTasksYAML, say) with
+// alice's task bound to her (her GetTask names it) and returns it, alice's
+// and bob's headers and the task's id.
+func aliceHoldsATask(t *testing.T, routes string) (s *suite, alice, bob map[string]string, task string) {
 	t.Helper()
-	s = start(t, a2aTasksYAML, options{})
+	s = start(t, routes, options{})
 	alice = map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice")}
 	bob = map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
 	task = "task-of-alice"
