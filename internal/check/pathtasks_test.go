@@ -18,6 +18,7 @@ func TestPathTaskIDs(t *testing.T) {
 		{"below the task", "/v1/tasks/t-1/pushNotificationConfigs/c-1", []string{"t-1"}},
 		{"v1.0 under a tenant", "/acme/tasks/t-1:subscribe", []string{"t-1:subscribe", "t-1"}},
 		{"escaped", "/tasks/t%201", []string{"t 1"}},
+		{"an escaped custom method", "/tasks/t-1%3Acancel", []string{"t-1:cancel", "t-1"}},
 		{"the list", "/v1/tasks", nil},
 		{"the list, with a slash", "/v1/tasks/", nil},
 		{"no tasks segment", "/v1/taskset/t-1", nil},
@@ -83,19 +84,20 @@ func FuzzPathTaskIDs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, target string) {
 		path, _, _ := strings.Cut(target, "?")
 		var want []string
-		add := func(seg string) {
-			if id, err := url.PathUnescape(seg); err == nil && id != "" && !slices.Contains(want, id) {
+		add := func(id string) {
+			if id != "" && !slices.Contains(want, id) {
 				want = append(want, id)
 			}
 		}
 		segs := strings.Split(path, "/")
 		for i := 1; i+1 < len(segs); i++ {
-			if segs[i] != "tasks" {
+			id, err := url.PathUnescape(segs[i+1])
+			if segs[i] != "tasks" || err != nil {
 				continue
 			}
-			add(segs[i+1])
-			if j := strings.LastIndexByte(segs[i+1], ':'); j > 0 {
-				add(segs[i+1][:j])
+			add(id)
+			if j := strings.LastIndexByte(id, ':'); j > 0 {
+				add(id[:j])
 			}
 		}
 		if got := pathTaskIDs(target); !slices.Equal(got, want) {

@@ -262,8 +262,8 @@ func a2aServicePath(target string) bool {
 func pathTaskIDs(target string) []string {
 	path, _, _ := strings.Cut(target, "?")
 	var ids []string
-	add := func(seg string) {
-		if id, err := url.PathUnescape(seg); err == nil && id != "" && !slices.Contains(ids, id) {
+	add := func(id string) {
+		if id != "" && !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
@@ -274,9 +274,13 @@ func pathTaskIDs(target string) []string {
 		}
 		rest = rest[i+len("/tasks"):]
 		seg, _, _ := strings.Cut(rest[1:], "/")
-		add(seg)
-		if j := strings.LastIndexByte(seg, ':'); j > 0 {
-			add(seg[:j])
+		id, err := url.PathUnescape(seg)
+		if err != nil {
+			continue
+		}
+		add(id)
+		if j := strings.LastIndexByte(id, ':'); j > 0 {
+			add(id[:j]) // "%3A" too: which colon an agent splits at is its own
 		}
 	}
 }
