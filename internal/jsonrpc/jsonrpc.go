@@ -145,28 +145,28 @@ type Request struct {
 // (params.name for tools/call and prompts/get, params.uri for
 // resources/read) and whether the method is one that requires the header.
 func (r Request) MirroredName() (string, bool) {
-	switch r.Method {
-	case "tools/call", "prompts/get":
-		return r.Name, true
-	case "resources/read":
-		return r.URI, true
+	if !NameMirrored(r.Method) {
+		return "", false
 	}
-	return "", false
+	return r.RuleName(), true
 }
 
 // NameMirrored reports whether MCP mirrors the rule name of method's calls
-// in the Mcp-Name header (MirroredName), which servers check against the
-// body. Of the other methods with a rule name (HasRuleName), the header
-// says nothing a server checks.
+// in the Mcp-Name header, which servers check against the body. Of the
+// other methods with a rule name (HasRuleName), the header says nothing a
+// server checks.
 func NameMirrored(method string) bool {
-	_, ok := Request{Method: method}.MirroredName()
-	return ok
+	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+		return true
+	}
+	return false
 }
 
 // HasRuleName reports whether method's calls have a name that rules match
 // (RuleName).
 func HasRuleName(method string) bool {
-	return Request{Method: method, Name: "x", URI: "x"}.RuleName() != ""
+	return NameMirrored(method) || method == "resources/subscribe" || method == "resources/unsubscribe"
 }
 
 // RuleName returns the name access rules match for r. Which member it is
@@ -176,13 +176,13 @@ func HasRuleName(method string) bool {
 // ignored); "" for every other method, so that a rule listing names never
 // matches them.
 func (r Request) RuleName() string {
-	switch r.Method {
-	case "tools/call", "prompts/get":
-		return r.Name
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+	switch {
+	case !HasRuleName(r.Method):
+		return ""
+	case strings.HasPrefix(r.Method, "resources/"):
 		return r.URI
 	}
-	return ""
+	return r.Name
 }
 
 // LooksLikeJSON reports whether body may be read as JSON by some upstream:
@@ -338,8 +338,14 @@ func (s *scanner) request(r *Request) error {
 		return ErrInvalidRequest
 	}
 
-	if !s.decode(r) || r.Method == "" || !s.typesValid(r.Method) ||
-		hasControl(r.Method) || hasControl(r.Name) || hasControl(r.URI) {
+	if !s.decode(r) || r.Method == "" || !s.typesValid(r.Method) {
+		return ErrInvalidRequest
+	}
+	if r.Method != "completion/complete" {
+		r.CompletedPrompt, r.CompletedTemplate = "", "" // params.ref means nothing to other methods
+	}
+	if hasControl(r.Method) || hasControl(r.Name) || hasControl(r.URI) ||
+		hasControl(r.CompletedPrompt) || hasControl(r.CompletedTemplate) {
 		return ErrInvalidRequest
 	}
 	var ok bool
@@ -361,16 +367,6 @@ func (s *scanner) request(r *Request) error {
 		return err
 	}
 	r.PushConfig = s.pushConfig(r.Method)
-	if r.Method == "completion/complete" && s.present(fRefName) {
-		if r.CompletedPrompt, ok = s.text(fRefName); !ok || hasControl(r.CompletedPrompt) {
-			return ErrInvalidRequest
-		}
-	}
-	if r.Method == "completion/complete" && s.present(fRefURI) {
-		if r.CompletedTemplate, ok = s.text(fRefURI); !ok || hasControl(r.CompletedTemplate) {
-			return ErrInvalidRequest
-		}
-	}
 	if sp := s.spans[fArguments]; sp.kind == object {
 		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
 	}
@@ -424,7 +420,7 @@ func hasControl(s string) bool {
 var decoded = [...]field{
 	fMethod, fName, fURI, fMetaProtocolVersion, fTraceparent, fTracestate, fBaggage,
 	fContextID, fTaskID, fContextIDSnake, fTaskIDSnake, fParamsID, fParamsTaskID,
-	fParamsTaskIDSnake, fParamsContextID, fParamsContextIDSnake,
+	fParamsTaskIDSnake, fParamsContextID, fParamsContextIDSnake, fRefName, fRefURI,
 }
 
 func (r *Request) setString(f field, v string) {
@@ -453,6 +449,10 @@ func (r *Request) setString(f field, v string) {
 		r.ParamsTaskID = v
 	case fParamsContextID, fParamsContextIDSnake:
 		r.ParamsContextID = v
+	case fRefName:
+		r.CompletedPrompt = v
+	case fRefURI:
+		r.CompletedTemplate = v
 	}
 }
 
