@@ -106,6 +106,20 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 			}
 		})
 	}
+	// A context is bound by session binding, not task ownership: without
+	// task ownership the list is refused all the same, as over JSON-RPC.
+	t.Run("ListTasks of another user's context, task ownership off", func(t *testing.T) {
+		s := start(t, "sessions: {task_ownership: false}\n"+strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: auto", 1), options{})
+		send := `{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[],"contextId":"ctx-of-alice"}}}`
+		if v := s.check(t, raw{Headers: alice, Body: send}); !v.Allowed {
+			t.Fatalf("alice's message: %d %s", v.Status, v.Body)
+		}
+		h := map[string]string{"content-length": "0"}
+		for k, v := range bob {
+			h[k] = v
+		}
+		s.check(t, raw{Method: "GET", Path: "/v1/tasks?contextId=ctx-of-alice", Headers: h}).wantDenied(t, 403)
+	})
 	// SendMessage over HTTP+JSON carries the task in a JSON body that is no
 	// JSON-RPC call: refused as a body nobody can read unambiguously.
 	t.Run("SendMessage continuing the task", func(t *testing.T) {

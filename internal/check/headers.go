@@ -1,6 +1,7 @@
 package check
 
 import (
+	"iter"
 	"net/url"
 	"slices"
 	"strings"
@@ -239,22 +240,35 @@ func queryToken(path string) bool {
 	if !found || !containsFold(query, "token") && strings.IndexByte(query, '%') < 0 {
 		return false
 	}
-	for query != "" {
-		var param string
-		if i := strings.IndexAny(query, "&;"); i >= 0 {
-			param, query = query[:i], query[i+1:]
-		} else {
-			param, query = query, ""
-		}
-		name, _, _ := strings.Cut(param, "=")
-		if u, err := url.QueryUnescape(name); err == nil {
-			name = u
-		}
+	for name := range queryParams(query) {
 		if strings.EqualFold(strings.TrimSpace(name), "access_token") {
 			return true
 		}
 	}
 	return false
+}
+
+// queryParams yields the parameters of a query as every reader may split
+// it: at "&" or ";", each name percent-decoded where it decodes (as is
+// where not), each value as sent.
+func queryParams(query string) iter.Seq2[string, string] {
+	return func(yield func(name, value string) bool) {
+		for query != "" {
+			var param string
+			if i := strings.IndexAny(query, "&;"); i >= 0 {
+				param, query = query[:i], query[i+1:]
+			} else {
+				param, query = query, ""
+			}
+			name, value, _ := strings.Cut(param, "=")
+			if u, err := url.QueryUnescape(name); err == nil {
+				name = u
+			}
+			if !yield(name, value) {
+				return
+			}
+		}
+	}
 }
 
 const errQueryToken = "an access_token in the query is refused: the service does not read it, and it would reach the upstream unchecked (send it in Authorization)"

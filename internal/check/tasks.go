@@ -201,17 +201,6 @@ func (e *evaluation) checkPathTasks() *denial {
 			return d
 		}
 	}
-	if !e.route.sessionBinding {
-		return nil
-	}
-	for _, id := range pathListContexts(e.req.Path) {
-		if _, good := e.p.sessionHeaderValue(id); !good {
-			continue // never bound
-		}
-		if d := e.checkOwner(e.pl.state.sessions, bindContext, id, nil); d != nil {
-			return d
-		}
-	}
 	return nil
 }
 
@@ -226,11 +215,7 @@ func pathListContexts(target string) []string {
 		return nil
 	}
 	var ids []string
-	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
-		k, v, _ := strings.Cut(pair, "=")
-		if uk, err := url.QueryUnescape(k); err == nil {
-			k = uk
-		}
+	for k, v := range queryParams(query) {
 		if !strings.EqualFold(k, "contextId") && !strings.EqualFold(k, "context_id") {
 			continue
 		}
@@ -313,19 +298,36 @@ func (e *evaluation) checkReferences() *denial {
 }
 
 // checkListContext refuses a task list filtered by an A2A context bound to
-// another user (A2A v1.0 ListTasks' params.contextId): the upstream would
-// answer with that context's tasks, their history and, asked, their
-// artifacts. The filter is checked against the binding a message in the
-// context makes (sessionFor), on the routes that make it, and binds
-// nothing: a list creates no context, and one nobody holds is the
-// upstream's to filter. An id that cannot be a session header value is
-// never bound, and so cannot be another user's.
+// another user (A2A v1.0 ListTasks' params.contextId, or over HTTP+JSON
+// GET /v1/tasks?contextId=…, which an auto route lets through as it
+// cannot tell an agent from another service): the upstream would answer
+// with that context's tasks, their history and, asked, their artifacts.
+// The filter is checked against the binding a message in the context
+// makes (sessionFor), on the routes that make it, and binds nothing: a
+// list creates no context, and one nobody holds is the upstream's to
+// filter.
 func (e *evaluation) checkListContext() *denial {
 	call := &e.call
-	id := call.listContext
-	if id == "" || !e.route.sessionBinding || call.Protocol == jsonrpc.ProtocolUnknown || taskMethod(call.Method) != taskList {
-		return nil
+	switch {
+	case !e.route.sessionBinding:
+	case call.Protocol != jsonrpc.ProtocolUnknown:
+		if call.listContext != "" && taskMethod(call.Method) == taskList {
+			return e.checkListedContext(call.listContext)
+		}
+	case e.route.protocol == jsonrpc.ProtocolUnknown:
+		for _, id := range pathListContexts(e.req.Path) {
+			if d := e.checkListedContext(id); d != nil {
+				return d
+			}
+		}
 	}
+	return nil
+}
+
+// checkListedContext refuses a context a task list names when it is
+// another user's. An id that cannot be a session header value is never
+// bound, and so cannot be.
+func (e *evaluation) checkListedContext(id string) *denial {
 	if _, good := e.p.sessionHeaderValue(id); !good {
 		return nil
 	}
