@@ -389,44 +389,98 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 		}
 		name = tool
 	}
-	if call.nameUnknown {
-		o, desc, scope, by := r.authorizeEveryName(e, g, call.Method, "")
-		e.decidedBy = by
-		if o != Allowed {
+	o, desc, scope, by := r.authorizeName(e, g, call.Method, name, call.nameUnknown)
+	e.decidedBy = by
+	if o != Allowed {
+		if call.nameUnknown {
 			desc = "the call is named by its headers alone, and MCP servers do not check its Mcp-Name against the body, so it may be of any name: " + desc
 		}
 		return o, desc, scope
 	}
-	o, desc, scope, by := r.authorizeFor(e, g, call.Method, name)
-	e.decidedBy = by
-	switch {
-	case o != Allowed:
-	case records && tool == "":
-		for _, m := range [...]string{call.Method, "tools/call"} {
-			if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, m, ""); o2 != Allowed {
-				return o2, "the task's tool is not known, and " + m + " of some tool is refused: " + desc2, scope2
-			}
-		}
-	case call.completedTemplate != "" && !call.templateExact:
-		if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, "resources/read", call.templateURIs); o2 != Allowed {
-			return o2, "the completion is of the resource template " + call.completedTemplate +
-				", and resources/read of some URI it expands to is refused: " + desc2, scope2
-		}
-	case completesUnknown(call):
-		for _, m := range [...]string{"prompts/get", "resources/read"} {
-			if o2, desc2, scope2, _ := r.authorizeEveryName(e, g, m, ""); o2 != Allowed {
-				return o2, "the completed prompt or resource template is not known (the call is named by its headers alone), and " +
-					m + " of some is refused: " + desc2, scope2
-			}
-		}
-	default:
-		if m, n := alsoDecides(call, tool); m != "" {
-			if o2, desc2, scope2, _ := r.authorizeFor(e, g, m, n); o2 != Allowed {
-				return o2, alsoRefused(m, n) + desc2, scope2
-			}
+	needs, n := alsoNeeds(call, tool, records)
+	for _, a := range needs[:n] {
+		if o2, desc2, scope2, _ := r.authorizeName(e, g, a.method, a.name, a.every); o2 != Allowed {
+			return o2, a.refused(call) + desc2, scope2
 		}
 	}
 	return o, desc, scope
+}
+
+// authorizeName is authorizeFor of method name, or with every
+// authorizeEveryName of every name starting with name.
+func (rt *Route) authorizeName(e *evaluation, g *Grant, method, name string, every bool) (o Outcome, desc, scope string, by int) {
+	if every {
+		return rt.authorizeEveryName(e, g, method, name)
+	}
+	return rt.authorizeFor(e, g, method, name)
+}
+
+// also is a call whose rules a call must also pass, as it does what that
+// call does: method of name or, every, of every name starting with name.
+type also struct {
+	why          alsoWhy
+	every        bool
+	method, name string
+}
+
+// alsoWhy says why a call must pass another's rules.
+type alsoWhy uint8
+
+const (
+	alsoTaskTool     alsoWhy = iota // tools/call of the tool of the task it operates on
+	alsoAnyTaskTool                 // the operation and tools/call of any tool: the task's is not known
+	alsoPrompt                      // prompts/get of the prompt it completes
+	alsoTemplate                    // resources/read of the template it completes, or of what it expands to
+	alsoAnyCompleted                // prompts/get and resources/read of anything: it was named by headers alone
+	alsoWebhook                     // the method that registers the webhook its message registers
+)
+
+// alsoNeeds lists the calls whose rules call must also pass (at most two),
+// given the tool of the task it operates on ("" when none or unknown) and
+// whether the route records task tools (recordsTaskTools).
+func alsoNeeds(call *Call, tool string, records bool) (needs [2]also, n int) {
+	switch {
+	case records && tool == "":
+		needs = [2]also{{why: alsoAnyTaskTool, every: true, method: call.Method}, {why: alsoAnyTaskTool, every: true, method: "tools/call"}}
+		return needs, 2
+	case tool != "":
+		needs[0] = also{why: alsoTaskTool, method: "tools/call", name: tool}
+	case call.completedPrompt != "":
+		needs[0] = also{why: alsoPrompt, method: "prompts/get", name: call.completedPrompt}
+	case call.completedTemplate != "":
+		needs[0] = also{why: alsoTemplate, every: !call.templateExact, method: "resources/read", name: call.templateURIs}
+	case completesUnknown(call):
+		needs = [2]also{{why: alsoAnyCompleted, every: true, method: "prompts/get"}, {why: alsoAnyCompleted, every: true, method: "resources/read"}}
+		return needs, 2
+	case call.pushConfig:
+		needs[0] = also{why: alsoWebhook, method: pushConfigMethod}
+	default:
+		return needs, 0
+	}
+	return needs, 1
+}
+
+// refused says why call is refused when a's rules refuse it: built only
+// then, so that an allowed call builds no text.
+func (a also) refused(call *Call) string {
+	switch a.why {
+	case alsoTaskTool:
+		return "the task's tool " + a.name + ": "
+	case alsoAnyTaskTool:
+		return "the task's tool is not known, and " + a.method + " of some tool is refused: "
+	case alsoPrompt:
+		return "the completion is of the prompt " + a.name + ", and prompts/get of it is refused: "
+	case alsoTemplate:
+		if a.every {
+			return "the completion is of the resource template " + call.completedTemplate +
+				", and resources/read of some URI it expands to is refused: "
+		}
+		return "the completion is of the resource template " + a.name + ", and resources/read of it is refused: "
+	case alsoAnyCompleted:
+		return "the completed prompt or resource template is not known (the call is named by its headers alone), and " +
+			a.method + " of some is refused: "
+	}
+	return "the message registers a push notification webhook, and " + a.method + " is refused: "
 }
 
 // completesUnknown reports whether call is a completion whose body was not
@@ -434,37 +488,6 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 // template it completes is unknown.
 func completesUnknown(call *Call) bool {
 	return call.Method == "completion/complete" && !call.Body
-}
-
-// alsoDecides names the call that does what call does, whose rules must
-// also allow it ("" when none): tools/call of the tool of the task it
-// operates on, prompts/get of the prompt it completes, the push
-// notification configuration its message registers.
-func alsoDecides(call *Call, tool string) (method, name string) {
-	switch {
-	case tool != "":
-		return "tools/call", tool
-	case call.completedPrompt != "":
-		return "prompts/get", call.completedPrompt
-	case call.completedTemplate != "":
-		return "resources/read", call.templateURIs
-	case call.pushConfig:
-		return pushConfigMethod, ""
-	}
-	return "", ""
-}
-
-// alsoRefused says why a call is refused when method name (alsoDecides) is.
-func alsoRefused(method, name string) string {
-	switch method {
-	case "tools/call":
-		return "the task's tool " + name + ": "
-	case "prompts/get":
-		return "the completion is of the prompt " + name + ", and prompts/get of it is refused: "
-	case "resources/read":
-		return "the completion is of the resource template " + name + ", and resources/read of it is refused: "
-	}
-	return "the message registers a push notification webhook, and " + method + " is refused: "
 }
 
 // pushConfigMethod is the method that registers a push notification
