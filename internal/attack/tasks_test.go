@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -97,9 +98,7 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := map[string]string{"content-length": "0"}
-			for k, v := range tc.headers {
-				h[k] = v
-			}
+			maps.Copy(h, tc.headers)
 			v := s.check(t, raw{Method: tc.method, Path: tc.path, Headers: h})
 			if v.wantStatus(t, tc.status) && tc.status == 403 && !strings.Contains(v.Body, "belongs to another user") {
 				t.Fatalf("the refusal does not say why: %s", v.Body)
@@ -115,18 +114,14 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 			t.Fatalf("alice's message: %d %s", v.Status, v.Body)
 		}
 		h := map[string]string{"content-length": "0"}
-		for k, v := range bob {
-			h[k] = v
-		}
+		maps.Copy(h, bob)
 		s.check(t, raw{Method: "GET", Path: "/v1/tasks?contextId=ctx-of-alice", Headers: h}).wantDenied(t, 403)
 	})
 	// SendMessage over HTTP+JSON carries the task in a JSON body that is no
 	// JSON-RPC call: refused as a body nobody can read unambiguously.
 	t.Run("SendMessage continuing the task", func(t *testing.T) {
 		h := map[string]string{"content-type": "application/json"}
-		for k, v := range bob {
-			h[k] = v
-		}
+		maps.Copy(h, bob)
 		v := s.check(t, raw{Path: "/v1/message:send", Headers: h,
 			Body: `{"message":{"messageId":"m","role":"ROLE_USER","taskId":"` + task + `","content":[{"text":"hi"}]}}`})
 		v.wantDenied(t, 400)
