@@ -257,7 +257,7 @@ func assertAgreement(t *testing.T, refs *references, body []byte) {
 			name = r.CompletedPrompt + r.CompletedTemplate // never both
 		}
 		if got.method != r.Method || got.name != name {
-			t.Fatalf("go-sdk read %q as %s %q; Parse as %s %q", body, got.method, got.name, r.Method, r.RuleName())
+			t.Fatalf("go-sdk read %q as %s %q; Parse as %s %q", body, got.method, got.name, r.Method, name)
 		}
 		if r.ID != nil && got.id != nil && !sameID(got.id, r.ID) {
 			t.Fatalf("go-sdk answered %q with id %s; Parse read id %s", body, got.id, r.ID)
