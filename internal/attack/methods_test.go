@@ -2,6 +2,7 @@ package attack
 
 import (
 	"cmp"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strings"
@@ -467,7 +468,49 @@ const headerOnlyRoutes = `routes:
     upstream_validates_mcp_headers: true
     rules:
       - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+  - name: listed
+    path_prefix: /listed
+    protocol: mcp
+    issuers: [hs]
+    audiences: [` + audience + `]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    default_action: deny
+    rules:
+      - {methods: ["tools/call"], names: ["search", "café"]}
 `
+
+// TestEncodedNameNamedByHeadersAlone: MCP 2026-07-28 sends a name that is
+// not plain ASCII in Mcp-Name as "=?base64?…?=", which servers are to
+// decode before comparing it with the body. The go-sdk compares it as sent:
+// behind it, a call named by its headers alone runs the tool whose name is
+// the encoded text itself. Such a call must pass the rules under both
+// names, the decoded one and the one as sent.
+func TestEncodedNameNamedByHeadersAlone(t *testing.T) {
+	s := start(t, headerOnlyRoutes, options{})
+	b64 := func(name string) string { return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(name)) + "?=" }
+	for _, tc := range []struct {
+		name, path, mcpName string
+		status              int // 0: allowed
+	}{
+		{"a listed name, plain", "/listed/mcp", "search", 0},
+		{"a listed name, encoded: the text as sent is not listed", "/listed/mcp", b64("search"), 403},
+		{"a listed name that needs encoding", "/listed/mcp", b64("café"), 403},
+		{"a name that needs encoding, on a route denying others", "/open/mcp", b64("café"), 0},
+		{"a denied name, encoded", "/open/mcp", b64("delete_all"), 403},
+		{"a denied name as the encoded text", "/open/mcp", b64("=?base64?ZGVsZXRlX2FsbA==?="), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
+				"authorization": "Bearer " + token(t, issuerHS, "mallory"), "content-type": "application/json",
+				"content-length": "120", "mcp-method": "tools/call", "mcp-name": tc.mcpName,
+				"mcp-protocol-version": "2026-07-28"}})
+			if v.wantStatus(t, tc.status) && strings.Contains(tc.name, "not listed") && !strings.Contains(v.Body, "as sent") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+}
 
 // TestSubscriptionNamedByHeadersAlone: MCP servers check Mcp-Name against
 // the body only for the methods whose name MCP mirrors in it (tools/call,

@@ -56,6 +56,11 @@ type Call struct {
 	// given in a way its upstream checks (named by its headers alone, for
 	// a method whose name MCP does not mirror in Mcp-Name).
 	nameUnknown bool
+	// nameAsSent is the Mcp-Name of a call named by its headers alone, as
+	// sent, when it differs from the name it carries (Base64-encoded): an
+	// upstream that compares the header with the body undecoded (the
+	// go-sdk) runs the call of this name.
+	nameAsSent string
 	// argsStart and argsEnd locate params.arguments in the request body
 	// (both 0 when the call has none).
 	argsStart, argsEnd int
@@ -176,6 +181,9 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		switch {
 		case hasName && jsonrpc.NameMirrored(headerMethod):
 			c.Name = headerName
+			if rawName != headerName {
+				c.nameAsSent = rawName
+			}
 		case jsonrpc.HasRuleName(headerMethod):
 			c.nameUnknown = true
 		}

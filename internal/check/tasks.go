@@ -377,7 +377,9 @@ func (e *evaluation) checkOwner(store *session.Store, kind, id string, unbound *
 // argument what resources/read of every URI it may expand to needs. A
 // completion named by its headers alone may be of any prompt or template,
 // and must pass what prompts/get of every prompt and resources/read of
-// every URI need.
+// every URI need. A call named by a Base64-encoded Mcp-Name alone must
+// pass its rules under the name as sent too: MCP servers are to decode it
+// before comparing it with the body, and the go-sdk does not.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
 	op := taskMethod(call.Method).namesTask()
@@ -433,6 +435,7 @@ const (
 	alsoTemplate                    // resources/read of the template it completes, or of what it expands to
 	alsoAnyCompleted                // prompts/get and resources/read of anything: it was named by headers alone
 	alsoWebhook                     // the method that registers the webhook its message registers
+	alsoNameAsSent                  // its method of the Mcp-Name as sent: it was named by an encoded header alone
 )
 
 // alsoNeeds lists the calls whose rules call must also pass (at most two),
@@ -454,6 +457,8 @@ func alsoNeeds(call *Call, tool string, records bool) (needs [2]also, n int) {
 		return needs, 2
 	case call.pushConfig:
 		needs[0] = also{why: alsoWebhook, method: pushConfigMethod}
+	case call.nameAsSent != "":
+		needs[0] = also{why: alsoNameAsSent, method: call.Method, name: call.nameAsSent}
 	default:
 		return needs, 0
 	}
@@ -479,6 +484,9 @@ func (a also) refused(call *Call) string {
 	case alsoAnyCompleted:
 		return "the completed prompt or resource template is not known (the call is named by its headers alone), and " +
 			a.method + " of some is refused: "
+	case alsoNameAsSent:
+		return "the call is named by its headers alone, in a Base64-encoded Mcp-Name that some MCP servers compare with the body as sent, and " +
+			a.method + " of " + a.name + " is refused: "
 	}
 	return "the message registers a push notification webhook, and " + a.method + " is refused: "
 }
