@@ -82,9 +82,19 @@ func resource(in *policy.Input) Resource {
 	case m.Method != "":
 		return Resource{Type: TypeMCPMethod, ID: m.Method}
 	case in.A2A.TaskID != "":
-		return Resource{Type: TypeA2ATask, ID: in.A2A.TaskID}
+		return a2aTenant(Resource{Type: TypeA2ATask, ID: in.A2A.TaskID}, in.A2A.Tenant)
 	case in.A2A.Method != "":
-		return Resource{Type: TypeA2AAgent, ID: in.Request.Host + in.Request.Path}
+		return a2aTenant(Resource{Type: TypeA2AAgent, ID: in.Request.Host + in.Request.Path}, in.A2A.Tenant)
 	}
 	return Resource{Type: TypeRoute, ID: in.Request.Host + in.Request.Path}
+}
+
+// a2aTenant adds the tenant an A2A call names to its resource: an agent
+// serving several picks the task or context by it, so it is part of what
+// the call acts on.
+func a2aTenant(r Resource, tenant string) Resource {
+	if tenant != "" {
+		r.Properties = map[string]any{"tenant": tenant}
+	}
+	return r
 }

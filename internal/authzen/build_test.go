@@ -47,6 +47,14 @@ func TestBuild(t *testing.T) {
 			in.A2A = policy.A2A{Method: "GetTask", TaskID: "t1"}
 			in.Identity, in.Lineage = policy.Identity{Subject: "u"}, policy.Lineage{}
 		}, nil, `{"subject":{"type":"user","id":"u","properties":{"issuer":""}},"action":{"name":"GetTask"},"resource":{"type":"a2a_task","id":"t1"}}`},
+		{"a2a task of a tenant", func(in *policy.Input) {
+			in.A2A = policy.A2A{Method: "GetTask", TaskID: "t1", Tenant: "acme"}
+			in.Identity, in.Lineage = policy.Identity{Subject: "u"}, policy.Lineage{}
+		}, nil, `{"subject":{"type":"user","id":"u","properties":{"issuer":""}},"action":{"name":"GetTask"},"resource":{"type":"a2a_task","id":"t1","properties":{"tenant":"acme"}}}`},
+		{"a2a message to a tenant", func(in *policy.Input) {
+			in.A2A = policy.A2A{Method: "SendMessage", Tenant: "acme"}
+			in.Identity, in.Lineage = policy.Identity{Subject: "u"}, policy.Lineage{}
+		}, nil, `{"subject":{"type":"user","id":"u","properties":{"issuer":""}},"action":{"name":"SendMessage"},"resource":{"type":"a2a_agent","id":"mcp.example.com/mcp","properties":{"tenant":"acme"}}}`},
 		{"a2a message", func(in *policy.Input) {
 			in.A2A = policy.A2A{Method: "SendMessage"}
 			in.Identity, in.Lineage = policy.Identity{Subject: "u"}, policy.Lineage{}

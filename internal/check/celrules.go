@@ -284,7 +284,7 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 			ps.args, ps.complete = in.MCP.Arguments, in.MCP.BodyComplete
 		case jsonrpc.ProtocolA2A:
 			method, _ := jsonrpc.ClassifyA2A(call.Method)
-			in.A2A = policy.A2A{Method: method, ContextID: call.ContextID, TaskID: call.TaskID, Skill: call.Skill}
+			in.A2A = policy.A2A{Method: method, ContextID: call.ContextID, TaskID: call.TaskID, Skill: call.Skill, Tenant: call.Tenant}
 		}
 	}
 	if e.call.Protocol == jsonrpc.ProtocolMCP && e.target.method != "" {

@@ -415,6 +415,50 @@ func TestCELA2ASkill(t *testing.T) {
 	}
 }
 
+// TestCELA2ATenant: a2a.tenant is the tenant an A2A v1.0 call names in
+// params.tenant, which an agent serving several tenants reads to pick the
+// tasks and contexts it acts on (the A2A JavaScript SDK's context.tenant).
+// A rule binds it to the caller's claim; a call naming it in a way the
+// agent may read otherwise is refused before any rule.
+func TestCELA2ATenant(t *testing.T) {
+	f := newFixture(t, `
+  - name: tenants
+    hosts: [tenants.example.com]
+    issuers: [dev]
+    protocol: a2a
+    rules:
+      - {name: own tenant, methods: ["*"], action: deny, when: 'a2a.tenant != jwt.tenant'}
+`)
+	acme := jwt.MapClaims{"tenant": "acme"}
+	call := func(method, params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + params + `}`
+	}
+	const message = `"message":{"messageId":"m","role":"ROLE_USER","parts":[]}`
+	tests := []struct {
+		name string
+		body string
+		want Outcome
+	}{
+		{"a message to the caller's tenant", call("SendMessage", `{"tenant":"acme",`+message+`}`), Allowed},
+		{"a message to another tenant", call("SendMessage", `{"tenant":"globex",`+message+`}`), Forbidden},
+		{"another tenant, escaped", call("SendMessage", `{"tenant":"gl\u006fbex",`+message+`}`), Forbidden},
+		{"a task of another tenant", call("GetTask", `{"tenant":"globex","id":"t-1"}`), Forbidden},
+		{"v0.3 spelling", call("tasks/get", `{"tenant":"globex","id":"t-1"}`), Forbidden},
+		{"no tenant", call("GetTask", `{"id":"t-1"}`), Forbidden},
+		{"a tenant that is not a string", call("GetTask", `{"tenant":["acme","globex"],"id":"t-1"}`), Malformed},
+		{"the tenant in another case too", call("GetTask", `{"tenant":"acme","TENANT":"globex","id":"t-1"}`), Malformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := f.rpcReq(t, "POST", "tenants.example.com", tt.body, nil)
+			req.Headers["authorization"] = "Bearer " + f.hs(t, acme)
+			if v := f.pl.Check(t.Context(), req); v.Outcome != tt.want {
+				t.Errorf("outcome %v (%s), want %v", v.Outcome, v.Description, tt.want)
+			}
+		})
+	}
+}
+
 // TestRulesSeeTheTaskTool: a task operation is re-checked as tools/call of
 // the task's tool, and expressions see that call (its name; no arguments,
 // which the task operation does not carry), not the task operation.

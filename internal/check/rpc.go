@@ -28,6 +28,10 @@ type Call struct {
 	// (skillId or skill; jsonrpc.Request.Skill). The client chooses it:
 	// it binds only an agent that routes by the same key.
 	Skill string
+	// Tenant is the tenant an A2A v1.0 call names in params.tenant
+	// (jsonrpc.Request.Tenant), whose tasks and contexts an agent serving
+	// several acts on: rules bind it to the caller (a2a.tenant).
+	Tenant string
 	// metaToken is a bearer token found in params._meta (opt-in per route).
 	metaToken string
 	// taskRefs are every task id the call names (params.taskId, params.id,
@@ -164,7 +168,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.ElicitationURL = rpc.ElicitationURL
 		c.ContextID = rpc.ContextID
 		c.TaskID = firstNonEmpty(rpc.TaskID, rpc.ParamsID)
-		c.Skill = rpc.Skill
+		c.Skill, c.Tenant = rpc.Skill, rpc.Tenant
 		c.metaToken = rpc.MetaAuthorization
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		c.refTasks, c.listContext, c.pushConfig = rpc.ReferenceTaskIDs, rpc.ParamsContextID, rpc.PushConfig
@@ -225,7 +229,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	if c.Protocol == jsonrpc.ProtocolA2A {
 		c.MCPSession = ""
 	} else {
-		c.ContextID, c.TaskID, c.Skill = "", "", ""
+		c.ContextID, c.TaskID, c.Skill, c.Tenant = "", "", "", ""
 	}
 	return c, nil
 }

@@ -66,7 +66,7 @@ func FuzzParse(f *testing.F) {
 		// Accepted: the strings are UTF-8, the id is a JSON id, and a
 		// request has a method.
 		for _, s := range []string{r.Method, r.Name, r.URI, r.ProtocolVersion, r.Traceparent, r.Tracestate,
-			r.Baggage, r.MetaAuthorization, r.ContextID, r.TaskID, r.ParamsID, r.ParamsTaskID, r.ParamsContextID, r.Skill} {
+			r.Baggage, r.MetaAuthorization, r.ContextID, r.TaskID, r.ParamsID, r.ParamsTaskID, r.ParamsContextID, r.Skill, r.Tenant} {
 			if !utf8.ValidString(s) {
 				t.Fatalf("Parse(%q): %q is not UTF-8", body, s)
 			}
@@ -225,6 +225,7 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		TaskIDSnake     raw `json:"task_id"`
 		ContextID       raw `json:"contextId"`
 		ContextIDSnake  raw `json:"context_id"`
+		Tenant          raw `json:"tenant"`
 		Meta            raw `json:"_meta"`
 		Message         raw `json:"message"`
 		ProtocolVersion raw `json:"protocolVersion"`
@@ -289,6 +290,9 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		ParamsID:          jsonText(t, params.ID),
 		ParamsTaskID:      jsonText(t, params.TaskID) + jsonText(t, params.TaskIDSnake), // never both
 		ParamsContextID:   jsonText(t, params.ContextID) + jsonText(t, params.ContextIDSnake),
+	}
+	if _, a2a := ClassifyA2A(top.Method); a2a {
+		want.Tenant = jsonText(t, params.Tenant)
 	}
 	if top.Method == "initialize" {
 		if want.ProtocolVersion == "" {

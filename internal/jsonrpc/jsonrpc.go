@@ -109,6 +109,13 @@ type Request struct {
 	// ParamsContextID is params.contextId or params.context_id: the
 	// context A2A v1.0's ListTasks filters by.
 	ParamsContextID string
+	// Tenant is params.tenant: A2A v1.0 requests name the tenant the agent
+	// serves them for there (over JSON-RPC; HTTP+JSON puts it in the
+	// path), and an agent serving several reads it to pick the tenant's
+	// tasks (the A2A JavaScript SDK's context.tenant). A string without
+	// control characters; any other value makes an A2A request invalid.
+	// "" for methods that are not A2A's.
+	Tenant string
 	// ReferenceTaskIDs are the tasks a message send references
 	// (params.message.referenceTaskIds or reference_task_ids), which the
 	// agent may load into its context (a2a-go's ReferencedTasksLoader).
@@ -227,6 +234,7 @@ func (r Request) LogValue() slog.Value {
 	add("skill", r.Skill)
 	add("params_task_id", r.ParamsTaskID)
 	add("params_context_id", r.ParamsContextID)
+	add("tenant", r.Tenant)
 	if len(r.ReferenceTaskIDs) > 0 {
 		attrs = append(attrs, slog.Int("reference_task_ids", len(r.ReferenceTaskIDs)))
 	}
@@ -344,8 +352,13 @@ func (s *scanner) request(r *Request) error {
 	if r.Method != "completion/complete" {
 		r.CompletedPrompt, r.CompletedTemplate = "", "" // params.ref means nothing to other methods
 	}
+	if r.Tenant != "" {
+		if _, a2a := ClassifyA2A(r.Method); !a2a {
+			r.Tenant = "" // nor params.tenant to methods that are not A2A's
+		}
+	}
 	if hasControl(r.Method) || hasControl(r.Name) || hasControl(r.URI) ||
-		hasControl(r.CompletedPrompt) || hasControl(r.CompletedTemplate) {
+		hasControl(r.CompletedPrompt) || hasControl(r.CompletedTemplate) || hasControl(r.Tenant) {
 		return ErrInvalidRequest
 	}
 	var ok bool
@@ -420,7 +433,7 @@ func hasControl(s string) bool {
 var decoded = [...]field{
 	fMethod, fName, fURI, fMetaProtocolVersion, fTraceparent, fTracestate, fBaggage,
 	fContextID, fTaskID, fContextIDSnake, fTaskIDSnake, fParamsID, fParamsTaskID,
-	fParamsTaskIDSnake, fParamsContextID, fParamsContextIDSnake, fRefName, fRefURI,
+	fParamsTaskIDSnake, fParamsContextID, fParamsContextIDSnake, fParamsTenant, fRefName, fRefURI,
 }
 
 func (r *Request) setString(f field, v string) {
@@ -449,6 +462,8 @@ func (r *Request) setString(f field, v string) {
 		r.ParamsTaskID = v
 	case fParamsContextID, fParamsContextIDSnake:
 		r.ParamsContextID = v
+	case fParamsTenant:
+		r.Tenant = v
 	case fRefName:
 		r.CompletedPrompt = v
 	case fRefURI:
@@ -543,6 +558,11 @@ func (s *scanner) typesValid(method string) bool {
 			!s.is(fParamsContextID, str) || !s.is(fParamsContextIDSnake, str) {
 			return false
 		}
+	}
+	if isA2A && !s.is(fParamsTenant, str) {
+		// An agent that reads any truthy value as the tenant (the A2A
+		// JavaScript SDK) would serve one the rules did not see.
+		return false
 	}
 	if canonical == "SendMessage" || canonical == "SendStreamingMessage" {
 		// The message is required in every A2A version; a send without it

@@ -185,6 +185,16 @@ func TestParse(t *testing.T) {
 			want: Request{Method: "ListTasks", ID: []byte(`7`), ParamsContextID: "ctx-1"},
 		},
 		{
+			name: "A2A v1.0 GetTask of a tenant",
+			body: `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"tenant":"acme\u002fteam","id":"t-1"}}`,
+			want: Request{Method: "GetTask", ID: []byte(`7`), ParamsID: "t-1", Tenant: "acme/team"},
+		},
+		{
+			name: "params.tenant of a method that is not A2A's",
+			body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","tenant":5}}`,
+			want: Request{Method: "tools/call", ID: []byte(`7`), Name: "echo"},
+		},
+		{
 			name: "A2A message referencing tasks",
 			body: `{"jsonrpc":"2.0","id":8,"method":"message/send","params":{"message":{"role":"user","parts":[],"messageId":"m",
 				"referenceTaskIds":[ "t-1" , "t\u002d2","t-1"]}}}`,
@@ -446,6 +456,11 @@ func TestParseErrors(t *testing.T) {
 		{"A2A skill too long", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":{"skill":"` + strings.Repeat("s", MaxSkillLen+1) + `"}}}}`, ErrInvalidRequest},
 		{"A2A skill too long escaped", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":{"skill":"` + strings.Repeat(`\u0073`, MaxSkillLen+1) + `"}}}}`, ErrInvalidRequest},
 		{"A2A skill with a control character", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":{"skill":"a\nb"}}}}`, ErrInvalidRequest},
+		{"A2A tenant not a string", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"tenant":{"id":"globex"},"message":{}}}`, ErrInvalidRequest},
+		{"A2A tenant a number", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"tenant":7,"id":"t"}}`, ErrInvalidRequest},
+		{"A2A tenant twice", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"tenant":"acme","tenant":"globex","id":"t"}}`, ErrInvalidRequest},
+		{"A2A tenant in another case", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"tenant":"acme","Tenant":"globex","id":"t"}}`, ErrInvalidRequest},
+		{"A2A tenant with a control character", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"tenant":"acme\u0000globex","id":"t"}}`, ErrInvalidRequest},
 		{"A2A message metadata not an object", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":"skill"}}}`, ErrInvalidRequest},
 		{"duplicate contextId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"contextId":"a","contextId":"b"}}}`, ErrInvalidRequest},
 		{"both spellings of contextId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"contextId":"a","context_id":"b"}}}`, ErrInvalidRequest},

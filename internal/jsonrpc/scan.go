@@ -66,6 +66,7 @@ const (
 	fParamsTaskIDSnake     // params.task_id (A2A v1.0's proto field name)
 	fParamsContextID       // params.contextId (A2A ListTasks' filter)
 	fParamsContextIDSnake  // params.context_id
+	fParamsTenant          // params.tenant (A2A v1.0: whose tasks and contexts the call acts on)
 	fConfiguration         // params.configuration (A2A message sends)
 	fRef                   // params.ref (MCP completion/complete)
 	fRefType               // params.ref.type: ref/prompt or ref/resource
@@ -184,6 +185,7 @@ var (
 		{key: "task_id", field: fParamsTaskIDSnake},
 		{key: "contextId", field: fParamsContextID},
 		{key: "context_id", field: fParamsContextIDSnake},
+		{key: "tenant", field: fParamsTenant},
 		{key: "configuration", field: fConfiguration, child: configurationNode},
 		{key: "ref", field: fRef, child: refNode},
 	}}

@@ -266,7 +266,22 @@ func docCases() []docCase {
 			in.JWT["groups"] = groups
 		})
 	}
+	// A task of tenant asked for by a caller whose tenant claim is claim
+	// (none when nil).
+	ofTenant := func(tenant string, claim any) *policy.Input {
+		return with(caller("corp:alice", nil, "", `{}`), func(in *policy.Input) {
+			in.MCP = policy.MCP{Method: "GetTask"}
+			in.A2A = policy.A2A{Method: "GetTask", TaskID: "t-1", Tenant: tenant}
+			if claim != nil {
+				in.JWT["tenant"] = claim
+			}
+		})
+	}
 	return []docCase{
+		{"own tenant only", "a task of the caller's tenant", ofTenant("acme", "acme"), noMatch},
+		{"own tenant only", "a task of another tenant", ofTenant("globex", "acme"), deny},
+		{"own tenant only", "no tenant named", ofTenant("", "acme"), deny},
+		{"own tenant only", "a caller without a tenant", ofTenant("acme", nil), policyError},
 		{"refunds only for finance", "a refund asked by a finance member", message("refund", "finance"), noMatch},
 		{"refunds only for finance", "a refund asked by another", message("refund", "sales"), deny},
 		{"refunds only for finance", "another skill", message("summarize"), noMatch},

@@ -83,6 +83,7 @@ type A2A struct {
 	ContextID string
 	TaskID    string
 	Skill     string // the skill the message names, "" if none
+	Tenant    string // the tenant the call names (v1.0 params.tenant), "" if none
 }
 
 // Lineage is the request's conversation lineage (extauthz.Lineage).

@@ -47,7 +47,7 @@ func alice() *Input {
 			Arguments:    `{"path": "/workspace/corp:alice/notes.txt", "limit": 10, "recursive": false, "tags": ["a","b"], "opts": {"mode": "ro"}, "esc\u0061ped": "y\"es"}`,
 			BodyComplete: true,
 			Annotations:  map[string]any{"destructiveHint": false, "readOnlyHint": true}},
-		A2A:     A2A{Method: "SendMessage", ContextID: "c1", TaskID: "t1", Skill: "refund"},
+		A2A:     A2A{Method: "SendMessage", ContextID: "c1", TaskID: "t1", Skill: "refund", Tenant: "acme"},
 		Lineage: Lineage{Root: "r1", Parent: "p1", Depth: 2, Actors: []string{"planner", "billing-agent"}, Trusted: true},
 		Now:     time.Date(2026, 3, 2, 17, 30, 0, 0, time.UTC),
 	}
@@ -99,6 +99,7 @@ func TestVariables(t *testing.T) {
 		{"a2a context_id", `a2a.context_id == "c1"`, true},
 		{"a2a task_id", `a2a.task_id == "t1"`, true},
 		{"a2a skill", `a2a.skill == "refund"`, true},
+		{"a2a tenant", `a2a.tenant == "acme"`, true},
 		{"lineage root", `lineage.root == "r1"`, true},
 		{"lineage parent", `lineage.parent == "p1"`, true},
 		{"lineage depth", `lineage.depth < 3`, true},

@@ -104,6 +104,7 @@ var objects = map[string]object{
 		"context_id": str(func(o any) string { return o.(*A2A).ContextID }),
 		"task_id":    str(func(o any) string { return o.(*A2A).TaskID }),
 		"skill":      str(func(o any) string { return o.(*A2A).Skill }),
+		"tenant":     str(func(o any) string { return o.(*A2A).Tenant }),
 	}},
 	typeLineage: {fields: map[string]field{
 		"root":   str(func(o any) string { return o.(*Lineage).Root }),
