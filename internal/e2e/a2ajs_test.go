@@ -20,8 +20,9 @@ import (
 )
 
 // a2aJSConfig is one A2A route for the whole host, with the request body
-// as the front end sends it (%[2]s) and, where the body is sent, a rule in
-// the v0.3 spelling of the methods: sending a message needs agent:write.
+// as the front end sends it (%[2]s) and, where the body is sent, rules: a
+// caller whose token names a tenant may call for that tenant alone, and,
+// in the v0.3 spelling of the methods, sending a message needs agent:write.
 // The A2A JavaScript SDK speaks v1.0 (SendMessage). Without the body, a
 // task cannot be bound to its creator (the task id is in the body), which
 // the service refuses to configure unless tasks are left unbound.
@@ -37,6 +38,7 @@ issuers:
 %[3]s`
 
 const a2aJSRules = `    rules:
+      - {name: own-tenant, methods: ["*"], action: deny, when: 'has(jwt.tenant) && a2a.tenant != jwt.tenant'}
       - {name: writers-send, methods: [message/send, message/stream], scopes: ["agent:write"]}
 `
 
@@ -118,6 +120,29 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 				reader := token(t, jwt.MapClaims{"session_id": "sess-js", "scope": "agent:read"})
 				agent.refused(t, base, reader, "insufficient_scope", http.StatusForbidden)
 				agent.ask(t, base, writer, nil) // the scope it needs lets it through
+			})
+
+			t.Run("a message for another tenant than the caller's never reaches the agent", func(t *testing.T) {
+				// The SDK's client sends the tenant in params.tenant, and its
+				// agent serves the call for it (context.tenant), whatever
+				// route the request came by.
+				acme := token(t, jwt.MapClaims{"session_id": "sess-acme", "scope": "agent:write", "tenant": "acme"})
+				before := agent.seen()
+				wantRefused(t, "SendMessage for globex", agent.run(t, base, acme, map[string]any{"scenario": "message", "tenant": "globex"}), "forbidden", http.StatusForbidden)
+				if n := agent.seen() - before; n != 0 {
+					t.Fatalf("%d messages for another tenant reached the agent", n)
+				}
+				res := agent.run(t, base, acme, map[string]any{"scenario": "message", "tenant": "acme"})
+				if !res.OK {
+					t.Fatalf("the message for the caller's tenant: %+v", res)
+				}
+				o, err := testpeers.ParseObservation(res.Text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o.Tenant != "acme" {
+					t.Fatalf("the agent served tenant %q, want acme", o.Tenant)
+				}
 			})
 
 			t.Run("a task is its creator's: another user's GetTask, CancelTask and message in it never reach it", func(t *testing.T) {

@@ -51,6 +51,8 @@ type Observation struct {
 	Peer string `json:"peer"`
 	// ContextID is the A2A context id the agent served (A2A only).
 	ContextID string `json:"contextId,omitempty"`
+	// Tenant is the A2A tenant the agent served the call for (A2A only).
+	Tenant string `json:"tenant,omitempty"`
 	// Headers holds every value of each [ObservedHeaders] entry that arrived;
 	// absent headers are left out, repeated ones keep all their values.
 	Headers http.Header `json:"headers"`

@@ -11,7 +11,8 @@
 //     message is answered with one text part: the JSON observation of the
 //     Go test peers (testpeers.Observation) of the request that carried
 //     it: the identity and lineage headers that arrived, whether an
-//     Authorization header did (never its value); and prints
+//     Authorization header did (never its value), the tenant the SDK
+//     served the call for (its call context's tenant); and prints
 //     {"event":"message"} for each, so that the test knows what reached it.
 //
 //     A message whose text is "make a task" is answered with a completed
@@ -19,9 +20,11 @@
 //     request handler serves from its task store.
 //
 //   {"mode":"client","url":"http://127.0.0.1:8080","token":"...",
-//    "scenario":"message","contextId":"ctx-1","headers":{"X-User-Id":"mallory"}}
+//    "scenario":"message","contextId":"ctx-1","headers":{"X-User-Id":"mallory"},
+//    "tenant":"acme"}
 //     Reads the agent card at url and, with the bearer token and the extra
-//     headers on every request, runs the scenario:
+//     headers on every request, runs the scenario (its messages sent for
+//     args.tenant, when given):
 //       message  send one message (SendMessage): {"ok":true,"text":...}
 //                with the agent's reply
 //       task     send "make a task": {"ok":true,"taskId":...}
@@ -46,7 +49,7 @@ function emit(obj) {
     process.stdout.write(JSON.stringify(obj) + '\n');
 }
 
-function observation(contextId, headers) {
+function observation(contextId, tenant, headers) {
     const seen = {};
     for (const name of observed) {
         const v = headers[name.toLowerCase()];
@@ -54,7 +57,7 @@ function observation(contextId, headers) {
             seen[name] = Array.isArray(v) ? v : [v];
         }
     }
-    return JSON.stringify({ peer: 'agent-js', contextId, headers: seen, authorization: headers.authorization !== undefined });
+    return JSON.stringify({ peer: 'agent-js', contextId, tenant, headers: seen, authorization: headers.authorization !== undefined });
 }
 
 async function agent() {
@@ -86,7 +89,7 @@ async function agent() {
             }
             bus.publish(AgentEvent.message({
                 messageId: randomUUID(), role: Role.ROLE_AGENT, contextId: request.contextId,
-                parts: [{ content: { $case: 'text', value: observation(request.contextId, headers) } }],
+                parts: [{ content: { $case: 'text', value: observation(request.contextId, request.context.tenant ?? '', headers) } }],
             }));
             bus.finished();
         },
@@ -130,6 +133,7 @@ async function client() {
         }));
         const client = await factory.createFromUrl(args.url);
         const send = (text, taskId = '') => client.sendMessage({
+            tenant: args.tenant ?? '',
             message: { messageId: randomUUID(), role: Role.ROLE_USER, contextId: args.contextId ?? '', taskId, parts: [{ content: { $case: 'text', value: text } }] },
         });
         switch (args.scenario) {
