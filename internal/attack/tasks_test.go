@@ -15,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // Tasks belong to their creator (threat model classes 3 and 6). A task id is
@@ -337,8 +338,8 @@ func TestTasksOperationNamesItsTask(t *testing.T) {
 	allowed := []struct{ name, body string }{
 		{"a message starting a new task", `{"jsonrpc":"2.0","id":20,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]}}}`},
 		{"a v0.3 message starting a new task", `{"jsonrpc":"2.0","id":21,"method":"message/stream","params":{"message":{"messageId":"m","role":"user","parts":[]}}}`},
-		{"ListTasks", op(22, "ListTasks", `{"pageSize":10}`)},
-		{"tasks/list without params", `{"jsonrpc":"2.0","id":23,"method":"tasks/list"}`},
+		{"ListTasks of a context", op(22, "ListTasks", `{"pageSize":10,"contextId":"ctx-new"}`)},
+		{"tasks/list of a context", `{"jsonrpc":"2.0","id":23,"method":"tasks/list","params":{"context_id":"ctx-new"}}`},
 		{"the extended agent card", `{"jsonrpc":"2.0","id":24,"method":"GetExtendedAgentCard"}`},
 	}
 	for _, tc := range allowed {
@@ -516,7 +517,6 @@ func TestTasksListedByAnotherUsersContext(t *testing.T) {
 				body string
 			}{
 				{"alice lists her context", alice, list(11, "ListTasks", `{"contextId":"ctx-of-alice"}`)},
-				{"bob lists his tasks", bob, list(12, "ListTasks", `{"pageSize":50}`)},
 				{"bob lists a context nobody holds", bob, list(13, "ListTasks", `{"contextId":"ctx-unbound"}`)},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
@@ -530,6 +530,91 @@ func TestTasksListedByAnotherUsersContext(t *testing.T) {
 					t.Fatalf("bob's list took the context: %d %s", v.Status, v.Body)
 				}
 			})
+		})
+	}
+}
+
+// TestContextsOfUsersWithSessionClaims: a token's session claim names the
+// session header, and the A2A context is no source of it then; but the
+// agent keys its conversations by the context all the same, whatever the
+// token says. Bob, whose token carries a session as alice's does, must be
+// kept out of her context: no message in it, no list of its tasks.
+func TestContextsOfUsersWithSessionClaims(t *testing.T) {
+	for _, protocol := range []string{"a2a", "auto"} {
+		t.Run(protocol, func(t *testing.T) {
+			s := start(t, strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: "+protocol, 1), options{})
+			alice := map[string]string{"authorization": "Bearer " + tokenWith(t, jwt.MapClaims{"iss": issuerHS, "sub": "alice", "session_id": "s-alice"})}
+			bob := map[string]string{"authorization": "Bearer " + tokenWith(t, jwt.MapClaims{"iss": issuerHS, "sub": "bob", "sid": "s-bob"})}
+			send := func(id int, contextID string) string {
+				return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":{"messageId":"m%d","role":"ROLE_USER","parts":[],"contextId":%q}}}`, id, id, contextID)
+			}
+			v := s.check(t, raw{Headers: alice, Body: send(1, "ctx-of-alice")})
+			if !v.Allowed || v.Upstream["x-session-id"] != "s-alice" {
+				t.Fatalf("alice's message: %d %s, session %q", v.Status, v.Body, v.Upstream["x-session-id"])
+			}
+			wantConflict(t, s.check(t, raw{Headers: bob, Body: send(2, "ctx-of-alice")}))
+			wantConflict(t, s.check(t, raw{Headers: bob, Body: `{"jsonrpc":"2.0","id":3,"method":"ListTasks","params":{"contextId":"ctx-of-alice","includeArtifacts":true}}`}))
+			if v := s.check(t, raw{Headers: alice, Body: send(4, "ctx-of-alice")}); !v.Allowed {
+				t.Fatalf("alice's next message: %d %s", v.Status, v.Body)
+			}
+		})
+	}
+}
+
+// TestTasksListedWithoutAContext: an A2A ListTasks that no context
+// filters lists every task the agent keeps for the caller, and an agent
+// that leaves users to the service keeps them all in one place (the A2A
+// JavaScript SDK's task store, without a user builder of its own, holds
+// every caller's under one owner): bob would read alice's tasks, their
+// history and, asked, their artifacts. On a route that binds tasks it is
+// refused, unless the route declares that its agent lists only the
+// caller's tasks (upstream_scopes_task_lists).
+func TestTasksListedWithoutAContext(t *testing.T) {
+	list := func(method, params string) string {
+		return `{"jsonrpc":"2.0","id":"l-1","method":"` + method + `","params":` + params + `}`
+	}
+	unfiltered := []struct{ name, body string }{
+		{"ListTasks", list("ListTasks", `{"pageSize":50,"includeArtifacts":true}`)},
+		{"ListTasks by status", list("ListTasks", `{"status":"TASK_STATE_COMPLETED"}`)},
+		{"ListTasks with an empty context", list("ListTasks", `{"contextId":""}`)},
+		{"ListTasks without params", `{"jsonrpc":"2.0","id":"l-1","method":"ListTasks"}`},
+		{"v0.3 tasks/list", list("tasks/list", `{}`)},
+	}
+	for _, protocol := range []string{"a2a", "auto"} {
+		t.Run(protocol, func(t *testing.T) {
+			s, _, bob, _ := aliceHoldsATask(t, strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: "+protocol, 1))
+			for _, tc := range unfiltered {
+				t.Run(tc.name, func(t *testing.T) {
+					v := s.check(t, raw{Headers: bob, Body: tc.body})
+					v.wantDenied(t, 403)
+					if e := v.rpc(t); string(e.ID) != `"l-1"` || !strings.Contains(v.Body, "upstream_scopes_task_lists") {
+						t.Fatalf("refusal %s, want the id and the reason", v.Body)
+					}
+				})
+			}
+			t.Run("filtered by his own context", func(t *testing.T) {
+				send := `{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[],"contextId":"ctx-of-bob"}}}`
+				if v := s.check(t, raw{Headers: bob, Body: send}); !v.Allowed {
+					t.Fatalf("bob's message: %d %s", v.Status, v.Body)
+				}
+				if v := s.check(t, raw{Headers: bob, Body: list("ListTasks", `{"contextId":"ctx-of-bob"}`)}); !v.Allowed {
+					t.Fatalf("refused: %d %s", v.Status, v.Body)
+				}
+			})
+		})
+	}
+	for _, tc := range []struct{ name, yaml string }{
+		{"an agent that scopes its lists", strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: a2a\n    upstream_scopes_task_lists: true", 1)},
+		{"task ownership off", "sessions: {task_ownership: false}\n" + a2aTasksYAML},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, tc.yaml, options{})
+			bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+			for _, l := range unfiltered {
+				if v := s.check(t, raw{Headers: bob, Body: l.body}); !v.Allowed {
+					t.Fatalf("%s refused: %d %s", l.name, v.Status, v.Body)
+				}
+			}
 		})
 	}
 }

@@ -197,12 +197,17 @@ func TestSessionSourcesOnlyAfterBinding(t *testing.T) {
 			}
 		}
 	}
-	// Without a session source for request ids, A2A contexts stay unbound.
+	// Without a session source for request ids, the request names no
+	// session; its A2A context is bound all the same, as the agent keys
+	// its conversation on it whatever the session header says.
 	pl2, mint2 := agentPipeline(t, "identity: {session_sources: [\"claim:session_id\"]}\n", nil)
-	for _, sub := range []string{"alice", "bob"} {
-		v := pl2.Check(ctx, call("agent.example.com", mint2(jwt.MapClaims{"sub": sub}), nil, a2aSend("ctx-x")))
-		if v.Outcome != Allowed {
-			t.Fatalf("%s: %v", sub, v.Outcome)
+	for _, st := range []struct {
+		sub  string
+		want Outcome
+	}{{"alice", Allowed}, {"bob", SessionConflict}} {
+		v := pl2.Check(ctx, call("agent.example.com", mint2(jwt.MapClaims{"sub": st.sub}), nil, a2aSend("ctx-x")))
+		if v.Outcome != st.want {
+			t.Fatalf("%s: %v (%s), want %v", st.sub, v.Outcome, v.Description, st.want)
 		}
 		if _, set := header(v.Set, "x-session-id"); set {
 			t.Fatalf("claim-only sources named a session from the request")

@@ -136,6 +136,9 @@ type Route struct {
 	// Mcp-Method and Mcp-Name disagree with its body, so rules may allow
 	// on those headers when the body is not sent.
 	upstreamValidatesMCPHeaders bool
+	// upstreamScopesTaskLists: the agent lists only the caller's tasks
+	// (checkUnfilteredList lets a list no context filters through).
+	upstreamScopesTaskLists bool
 	// bindsTasks: task ownership is on and the front end sends the body,
 	// so a task operation is read from it (readCall refuses a cut one).
 	bindsTasks bool
@@ -326,6 +329,7 @@ func (p *Policy) compileRoute(rc config.Route, f *config.File, issuers map[strin
 		sessionBinding:              rc.MCP.SessionBinding == nil || *rc.MCP.SessionBinding,
 		tokenInMeta:                 rc.MCP.TokenInMeta,
 		upstreamValidatesMCPHeaders: rc.UpstreamValidatesMCPHeaders,
+		upstreamScopesTaskLists:     rc.UpstreamScopesTaskLists,
 		bindsTasks:                  p.taskOwnership && rc.RequestBody != config.RequestBodyNone,
 		resource:                    rc.ProtectedResource,
 		issuerURLs:                  issuerURLs(rc.Issuers, issuers),

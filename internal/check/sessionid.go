@@ -118,12 +118,34 @@ func (p *Policy) grantSession(g *Grant, claims *jwtauth.Claims) error {
 	return nil
 }
 
+// bindMessageContext binds the A2A context a message names to its caller
+// and refuses it to anybody else (session_conflict), on a route that binds
+// sessions. The agent keeps its conversation, and the tasks a list of the
+// context returns, by the context, whatever names the session header: a
+// token's session claim, which comes first there, must not leave the
+// context open to another user's messages and lists. An id that cannot be
+// a session header value is never bound (checkListedContext relies on it).
+func (e *evaluation) bindMessageContext() *denial {
+	id := e.call.ContextID // set for A2A calls alone (readCall)
+	if id == "" {
+		return nil
+	}
+	if _, good := e.p.sessionHeaderValue(id); !good {
+		return nil
+	}
+	if d := e.bind(e.pl.state.sessions, bindContext, id); d != nil {
+		return d
+	}
+	e.rec.add("bound", func() string { return "A2A context belongs to " + e.grant.Subject })
+	return nil
+}
+
 // sessionFor picks the request's session from the sources in order. A
 // request id is taken only once its binding accepted this user: the MCP
-// session was bound before (or the source is skipped when the route does
-// not bind sessions), and an A2A context is bound here, so another user's
-// context id is refused (session_conflict) rather than named.
-func (e *evaluation) sessionFor() (value, from string, d *denial) {
+// session and the A2A context were bound by the session stage (or the
+// source is skipped when the route does not bind sessions), so another
+// user's is refused (session_conflict) rather than named.
+func (e *evaluation) sessionFor() (value, from string) {
 	p, r, call, g := e.p, e.route, &e.call, e.grant
 	for i, src := range p.sessionSources {
 		switch src.kind {
@@ -131,9 +153,9 @@ func (e *evaluation) sessionFor() (value, from string, d *denial) {
 			if i == g.sessionClaimIdx {
 				v, _ := p.sessionHeaderValue(g.Session)
 				if v != "" {
-					return v, src.name, nil
+					return v, src.name
 				}
-				return "", "", nil
+				return "", ""
 			}
 		case srcMCP:
 			sid := mcpSessionID(e.req)
@@ -141,27 +163,22 @@ func (e *evaluation) sessionFor() (value, from string, d *denial) {
 				continue
 			}
 			if v, good := p.sessionHeaderValue(sid); good {
-				return v, src.name, nil
+				return v, src.name
 			}
 		case srcA2A:
 			if call.ContextID == "" || !r.sessionBinding {
 				continue
 			}
-			v, good := p.sessionHeaderValue(call.ContextID)
-			if !good {
-				continue
+			if v, good := p.sessionHeaderValue(call.ContextID); good {
+				return v, src.name
 			}
-			if d := e.bind(e.pl.state.sessions, bindContext, call.ContextID); d != nil {
-				return "", src.name, d
-			}
-			return v, src.name, nil
 		case srcDefault:
 			if p.defaultSession != "" {
-				return p.defaultSession, src.name, nil
+				return p.defaultSession, src.name
 			}
 		}
 	}
-	return "", "", nil
+	return "", ""
 }
 
 // without returns a copy of names without name: the slice may be the
@@ -189,10 +206,7 @@ func (e *evaluation) applySessionID() *denial {
 		e.rec.add(from, func() string { return "decided by the token" })
 		return nil
 	}
-	value, from, d := e.sessionFor()
-	if d != nil {
-		return d
-	}
+	value, from := e.sessionFor()
 	if value == "" {
 		e.rec.add("none", func() string { return "no source names a session" })
 		return nil

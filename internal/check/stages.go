@@ -369,8 +369,8 @@ func (e *evaluation) authorize() *denial {
 	return nil
 }
 
-// session binds the MCP session to the user who first used it and refuses
-// anybody else (session.go).
+// session binds the MCP session, and the A2A context a message names, to
+// the user who first used it and refuses anybody else (session.go).
 func (e *evaluation) session() *denial {
 	r, g := e.route, e.grant
 	if e.call.Method == "initialize" {
@@ -381,6 +381,9 @@ func (e *evaluation) session() *denial {
 	sid := mcpSessionID(e.req)
 	if !r.sessionBinding {
 		return nil
+	}
+	if d := e.bindMessageContext(); d != nil {
+		return d
 	}
 	legacy := false
 	if sid == "" {
@@ -410,9 +413,14 @@ func (e *evaluation) session() *denial {
 }
 
 // tasks binds tasks to their creator and refuses anybody else, and
-// refuses a task list filtered by another user's context (tasks.go).
+// refuses a task list that may list other users' tasks: one no context
+// filters, where the agent may keep every user's together, and one
+// filtered by another user's context (tasks.go).
 func (e *evaluation) tasks() *denial {
 	if d := e.bindTasks(); d != nil {
+		return d
+	}
+	if d := e.checkUnfilteredList(); d != nil {
 		return d
 	}
 	return e.checkListContext()

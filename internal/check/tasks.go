@@ -324,6 +324,37 @@ func (e *evaluation) checkListContext() *denial {
 	return nil
 }
 
+// errUnfilteredList refuses an A2A task list that no context filters, on a
+// route that binds tasks.
+const errUnfilteredList = "a task list that names no context may list other users' tasks, with their history and artifacts: " +
+	"filter it by contextId, or set upstream_scopes_task_lists on the route if the agent lists only the caller's tasks"
+
+// checkUnfilteredList refuses an A2A task list (ListTasks, v0.3 tasks/list)
+// that no context filters, on a route that binds tasks, unless the route
+// declares that its agent lists only the caller's tasks. An agent that
+// leaves users to the service keeps every caller's tasks together (the A2A
+// JavaScript SDK's store, without a user builder, under one owner) and
+// would list them all: the binding of each to its creator, which the
+// service checks wherever a call names a task, would not hold for the
+// tasks a list returns. A list filtered by a context is checked against
+// that context's binding (checkListContext). MCP's tasks/list, which has
+// no filter, is left to the server on an mcp route: MCP 2025-11-25 has the
+// receiver bind each task to the requestor's authorization context (and
+// 2026-07-28 lists no tasks); on an auto route it may be A2A's, and is
+// refused.
+func (e *evaluation) checkUnfilteredList() *denial {
+	r, call := e.route, &e.call
+	if !r.bindsTasks || r.upstreamScopesTaskLists || call.listContext != "" || taskMethod(call.Method) != taskList {
+		return nil
+	}
+	for _, i := range jsonrpc.Meanings(call.Method, r.rpcProtocol()) {
+		if jsonrpc.Methods[i].Protocol == jsonrpc.ProtocolA2A {
+			return &denial{outcome: Forbidden, desc: errUnfilteredList}
+		}
+	}
+	return nil
+}
+
 // checkListedContext refuses a context a task list names when it is
 // another user's. An id that cannot be a session header value is never
 // bound, and so cannot be.

@@ -76,7 +76,7 @@ func TestTaskOperationMustNameItsTask(t *testing.T) {
 	}
 	for _, tt := range []struct{ name, host, body string }{
 		{"a message starting a task", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]}}}`},
-		{"A2A ListTasks", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"ListTasks","params":{}}`},
+		{"A2A ListTasks of a context", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"ListTasks","params":{"contextId":"ctx-new"}}`},
 		{"MCP tasks/list", "mcp.example.com", `{"jsonrpc":"2.0","id":3,"method":"tasks/list"}`},
 		{"bob's configuration cfg-1", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"GetTaskPushNotificationConfig","params":{"task_id":"B","id":"cfg-1"}}`},
 		{"alice's configuration cfg-1", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"GetTaskPushNotificationConfig","params":{"task_id":"T","id":"cfg-1"}}`},
@@ -218,7 +218,7 @@ func TestListTasksByContext(t *testing.T) {
 		{"alice's delegate", "agent.example.com", helper, list(`{"context_id":"ctx-a"}`), Allowed},
 		{"bob", "agent.example.com", bob, list(`{"contextId":"ctx-a","includeArtifacts":true}`), SessionConflict},
 		{"bob, tasks/list", "agent.example.com", bob, `{"jsonrpc":"2.0","id":5,"method":"tasks/list","params":{"context_id":"ctx-a"}}`, SessionConflict},
-		{"bob, without a filter", "agent.example.com", bob, list(`{}`), Allowed},
+		{"bob, without a filter", "agent.example.com", bob, list(`{}`), Forbidden},
 		{"bob, a context nobody holds", "agent.example.com", bob, list(`{"contextId":"ctx-x"}`), Allowed},
 		{"bob, an id no binding can have", "agent.example.com", bob, list(`{"contextId":" ctx-a"}`), Allowed},
 		{"bob, on a route that binds nothing", "unbound.example.com", bob, list(`{"contextId":"ctx-a"}`), Allowed},
@@ -228,7 +228,7 @@ func TestListTasksByContext(t *testing.T) {
 			if v.Outcome != tt.want {
 				t.Fatalf("%v %s, want %v", v.Outcome, v.Description, tt.want)
 			}
-			if tt.want != Allowed && (!strings.Contains(string(v.Body), `"id":5,`) || !strings.Contains(v.Description, "A2A context belongs to another user")) {
+			if tt.want == SessionConflict && (!strings.Contains(string(v.Body), `"id":5,`) || !strings.Contains(v.Description, "A2A context belongs to another user")) {
 				t.Fatalf("refusal %s %q lacks the id or the reason", v.Body, v.Description)
 			}
 		})

@@ -470,6 +470,10 @@ type Route struct {
 	// 2026-07-28 servers), so that rules may allow on those headers when
 	// the body is not sent.
 	UpstreamValidatesMCPHeaders bool `yaml:"upstream_validates_mcp_headers"`
+	// UpstreamScopesTaskLists declares that the A2A agent lists only the
+	// caller's tasks (it keeps them by the user header), so that a task
+	// list no context filters may reach it where tasks are bound.
+	UpstreamScopesTaskLists bool `yaml:"upstream_scopes_task_lists"`
 	// DryRun decides, logs and counts as usual but lets every request pass,
 	// telling the upstream the decision in the x-extauthz-dry-run header.
 	DryRun bool `yaml:"dry_run"`

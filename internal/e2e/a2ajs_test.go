@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -145,7 +146,7 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 				}
 			})
 
-			t.Run("a task is its creator's: another user's GetTask, CancelTask and message in it never reach it", func(t *testing.T) {
+			t.Run("a task and its context are their creator's: another user's GetTask, CancelTask and messages in them never reach it", func(t *testing.T) {
 				created := agent.run(t, base, writer, map[string]any{"scenario": "task"})
 				if !created.OK || created.TaskID == "" {
 					t.Fatalf("no task: %+v", created)
@@ -158,11 +159,32 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 				}
 				bob := token(t, jwt.MapClaims{"sub": "bob", "session_id": "sess-bob", "scope": "agent:write"})
 				for _, op := range []string{"get", "cancel", "continue"} {
-					wantRefused(t, op+" of another user's task", agent.run(t, base, bob, map[string]any{"scenario": op, "taskId": id}), "forbidden", http.StatusForbidden)
+					// Continued in a context of his own: the task alone is hers.
+					wantRefused(t, op+" of another user's task", agent.run(t, base, bob, map[string]any{"scenario": op, "taskId": id, "contextId": "ctx-bob"}), "forbidden", http.StatusForbidden)
 				}
+				// Both tokens carry a session, which names the session
+				// header; the agent keeps the conversation by its context.
+				wantRefused(t, "a message in another user's context", agent.run(t, base, bob, map[string]any{"scenario": "message"}), "session_conflict", http.StatusForbidden)
 				if got := agent.run(t, base, writer, map[string]any{"scenario": "get", "taskId": id}); !got.OK || got.TaskID != id {
 					t.Fatalf("the creator's GetTask after the refusals: %+v", got)
 				}
+			})
+
+			t.Run("a task list is of the caller's own context: one no context filters never reaches the agent", func(t *testing.T) {
+				// The agent keeps every caller's tasks together (its task
+				// store has no user builder to tell them apart): unfiltered,
+				// its ListTasks would answer bob with alice's.
+				created := agent.run(t, base, writer, map[string]any{"scenario": "task"})
+				if !created.OK || created.TaskID == "" {
+					t.Fatalf("no task: %+v", created)
+				}
+				own := agent.run(t, base, writer, map[string]any{"scenario": "list", "listContext": "ctx-js"})
+				if !own.OK || !slices.Contains(own.All, created.TaskID) {
+					t.Fatalf("alice's list of her context lacks her task %s: %+v", created.TaskID, own)
+				}
+				bob := token(t, jwt.MapClaims{"sub": "bob", "session_id": "sess-bob", "scope": "agent:write"})
+				wantRefused(t, "bob's unfiltered ListTasks", agent.run(t, base, bob, map[string]any{"scenario": "list"}), "forbidden", http.StatusForbidden)
+				wantRefused(t, "bob's ListTasks of alice's context", agent.run(t, base, bob, map[string]any{"scenario": "list", "listContext": "ctx-js"}), "session_conflict", http.StatusForbidden)
 			})
 
 			if !fe.responsePath {

@@ -378,7 +378,7 @@ type nodeResult struct {
 	ElicitationID    string          `json:"elicitationId"`
 	TaskID           string          `json:"taskId"` // an A2A task's (a2a.mjs)
 	Pages            []nodePage      `json:"pages"`
-	All              []string        `json:"all"` // v2's own paging of tools/list
+	All              []string        `json:"all"` // v2's own paging of tools/list; the tasks an A2A list returned (a2a.mjs)
 	Elicitations     []struct {
 		Mode          string `json:"mode"`
 		ElicitationID string `json:"elicitationId"`

@@ -31,6 +31,8 @@
 //       get      GetTask of args.taskId: {"ok":true,"taskId":...}
 //       cancel   CancelTask of args.taskId: {"ok":true,"taskId":...}
 //       continue send a message in args.taskId: {"ok":true,"taskId":...}
+//       list     ListTasks, filtered by args.listContext when given:
+//                {"ok":true,"all":[task ids]}
 //     A failure prints {"ok":false,"error":<class>,"code":...,"message":...,
 //     "data":...}: for a JSON-RPC error answer, its code and data.
 import { randomUUID } from 'node:crypto';
@@ -148,6 +150,11 @@ async function client() {
         case 'cancel':
             emit({ ok: true, taskId: (await client.cancelTask({ id: args.taskId })).id });
             return;
+        case 'list': {
+            const listed = await client.listTasks({ contextId: args.listContext ?? '', status: 0, pageSize: 50 });
+            emit({ ok: true, all: (listed.tasks ?? []).map((task) => task.id) });
+            return;
+        }
         case 'continue':
             await send('And then?', args.taskId);
             emit({ ok: true, taskId: args.taskId });
