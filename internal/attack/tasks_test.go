@@ -603,6 +603,18 @@ func TestTasksListedWithoutAContext(t *testing.T) {
 			})
 		})
 	}
+	t.Run("a context filter where contexts are not bound", func(t *testing.T) {
+		s, alice, bob, _ := aliceHoldsATask(t, strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: a2a\n    mcp: {session_binding: false}", 1))
+		send := `{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[],"contextId":"ctx-of-alice"}}}`
+		if v := s.check(t, raw{Headers: alice, Body: send}); !v.Allowed {
+			t.Fatalf("alice's message: %d %s", v.Status, v.Body)
+		}
+		v := s.check(t, raw{Headers: bob, Body: list("ListTasks", `{"contextId":"ctx-of-alice"}`)})
+		v.wantDenied(t, 403)
+		if !strings.Contains(v.Body, "upstream_scopes_task_lists") {
+			t.Fatalf("refusal %s, want the reason", v.Body)
+		}
+	})
 	for _, tc := range []struct{ name, yaml string }{
 		{"an agent that scopes its lists", strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: a2a\n    upstream_scopes_task_lists: true", 1)},
 		{"task ownership off", "sessions: {task_ownership: false}\n" + a2aTasksYAML},

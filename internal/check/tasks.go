@@ -324,14 +324,16 @@ func (e *evaluation) checkListContext() *denial {
 	return nil
 }
 
-// errUnfilteredList refuses an A2A task list that no context filters, on a
-// route that binds tasks.
-const errUnfilteredList = "a task list that names no context may list other users' tasks, with their history and artifacts: " +
-	"filter it by contextId, or set upstream_scopes_task_lists on the route if the agent lists only the caller's tasks"
+// errUnfilteredList refuses an A2A task list that no checked context
+// filters, on a route that binds tasks.
+const errUnfilteredList = "a task list that names no context of the caller's may list other users' tasks, with their history and artifacts: " +
+	"filter it by contextId (on a route that binds sessions), or set upstream_scopes_task_lists on the route if the agent lists only the caller's tasks"
 
 // checkUnfilteredList refuses an A2A task list (ListTasks, v0.3 tasks/list)
-// that no context filters, on a route that binds tasks, unless the route
-// declares that its agent lists only the caller's tasks. An agent that
+// that no context filters, or that one filters on a route that does not
+// bind contexts (mcp.session_binding: false), where nobody holds them, on a
+// route that binds tasks, unless the route declares that its agent lists
+// only the caller's tasks. An agent that
 // leaves users to the service keeps every caller's tasks together (the A2A
 // JavaScript SDK's store, without a user builder, under one owner) and
 // would list them all: the binding of each to its creator, which the
@@ -344,7 +346,7 @@ const errUnfilteredList = "a task list that names no context may list other user
 // refused.
 func (e *evaluation) checkUnfilteredList() *denial {
 	r, call := e.route, &e.call
-	if !r.bindsTasks || r.upstreamScopesTaskLists || call.listContext != "" || taskMethod(call.Method) != taskList {
+	if !r.bindsTasks || r.upstreamScopesTaskLists || call.listContext != "" && r.sessionBinding || taskMethod(call.Method) != taskList {
 		return nil
 	}
 	for _, i := range jsonrpc.Meanings(call.Method, r.rpcProtocol()) {

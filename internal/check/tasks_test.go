@@ -221,7 +221,7 @@ func TestListTasksByContext(t *testing.T) {
 		{"bob, without a filter", "agent.example.com", bob, list(`{}`), Forbidden},
 		{"bob, a context nobody holds", "agent.example.com", bob, list(`{"contextId":"ctx-x"}`), Allowed},
 		{"bob, an id no binding can have", "agent.example.com", bob, list(`{"contextId":" ctx-a"}`), Allowed},
-		{"bob, on a route that binds nothing", "unbound.example.com", bob, list(`{"contextId":"ctx-a"}`), Allowed},
+		{"bob, on a route that binds no context: the filter cannot be checked", "unbound.example.com", bob, list(`{"contextId":"ctx-a"}`), Forbidden},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v := pl.Check(ctx, call(tt.host, tt.tok, nil, tt.body))
