@@ -566,9 +566,10 @@ func TestContextsOfUsersWithSessionClaims(t *testing.T) {
 // that leaves users to the service keeps them all in one place (the A2A
 // JavaScript SDK's task store, without a user builder of its own, holds
 // every caller's under one owner): bob would read alice's tasks, their
-// history and, asked, their artifacts. On a route that binds tasks it is
-// refused, unless the route declares that its agent lists only the
-// caller's tasks (upstream_scopes_task_lists).
+// history and, asked, their artifacts. So would an MCP tasks/list made in
+// no session. On a route that binds tasks they are refused, unless the
+// route declares that its upstream lists only the caller's tasks
+// (upstream_scopes_task_lists).
 func TestTasksListedWithoutAContext(t *testing.T) {
 	list := func(method, params string) string {
 		return `{"jsonrpc":"2.0","id":"l-1","method":"` + method + `","params":` + params + `}`
@@ -603,6 +604,21 @@ func TestTasksListedWithoutAContext(t *testing.T) {
 			})
 		})
 	}
+	t.Run("an MCP tasks/list in no session", func(t *testing.T) {
+		// The TypeScript SDK's task store lists every task to a request
+		// without a session (a stateless server's).
+		s := start(t, strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: mcp", 1), options{})
+		bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob")}
+		v := s.check(t, raw{Headers: bob, Body: list("tasks/list", `{}`)})
+		v.wantDenied(t, 403)
+		if e := v.rpc(t); string(e.ID) != `"l-1"` || !strings.Contains(v.Body, "a session of yours") {
+			t.Fatalf("refusal %s, want the id and the reason", v.Body)
+		}
+		maps.Copy(bob, map[string]string{"mcp-session-id": "s-bob"})
+		if v := s.check(t, raw{Headers: bob, Body: list("tasks/list", `{}`)}); !v.Allowed {
+			t.Fatalf("bob's list in his session: %d %s", v.Status, v.Body)
+		}
+	})
 	t.Run("a context filter where contexts are not bound", func(t *testing.T) {
 		s, alice, bob, _ := aliceHoldsATask(t, strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: a2a\n    mcp: {session_binding: false}", 1))
 		send := `{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[],"contextId":"ctx-of-alice"}}}`

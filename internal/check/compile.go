@@ -137,7 +137,7 @@ type Route struct {
 	// on those headers when the body is not sent.
 	upstreamValidatesMCPHeaders bool
 	// upstreamScopesTaskLists: the agent lists only the caller's tasks
-	// (checkUnfilteredList lets a list no context filters through).
+	// (checkUnscopedList lets a list nothing scopes through).
 	upstreamScopesTaskLists bool
 	// bindsTasks: task ownership is on and the front end sends the body,
 	// so a task operation is read from it (readCall refuses a cut one).

@@ -413,17 +413,17 @@ func (e *evaluation) session() *denial {
 }
 
 // tasks binds tasks to their creator and refuses anybody else, and
-// refuses a task list that may list other users' tasks: one no context
-// filters, where the agent may keep every user's together, and one
-// filtered by another user's context (tasks.go).
+// refuses a task list that may list other users' tasks: one filtered by
+// another user's context, and one nothing scopes to the caller, where the
+// upstream may keep every user's together (tasks.go).
 func (e *evaluation) tasks() *denial {
 	if d := e.bindTasks(); d != nil {
 		return d
 	}
-	if d := e.checkUnfilteredList(); d != nil {
+	if d := e.checkListContext(); d != nil {
 		return d
 	}
-	return e.checkListContext()
+	return e.checkUnscopedList()
 }
 
 // lineage derives the request's place in its conversation and adds the

@@ -324,37 +324,44 @@ func (e *evaluation) checkListContext() *denial {
 	return nil
 }
 
-// errUnfilteredList refuses an A2A task list that no checked context
-// filters, on a route that binds tasks.
-const errUnfilteredList = "a task list that names no context of the caller's may list other users' tasks, with their history and artifacts: " +
-	"filter it by contextId (on a route that binds sessions), or set upstream_scopes_task_lists on the route if the agent lists only the caller's tasks"
+// errUnscopedList refuses a task list that is not scoped to the caller,
+// on a route that binds tasks.
+const errUnscopedList = "a task list that is not the caller's may list other users' tasks, with their history and artifacts: " +
+	"filter an A2A list by a context of yours, make an MCP list in a session of yours (on a route that binds sessions), " +
+	"or set upstream_scopes_task_lists on the route if the upstream lists only the caller's tasks"
 
-// checkUnfilteredList refuses an A2A task list (ListTasks, v0.3 tasks/list)
-// that no context filters, or that one filters on a route that does not
-// bind contexts (mcp.session_binding: false), where nobody holds them, on a
-// route that binds tasks, unless the route declares that its agent lists
-// only the caller's tasks. An agent that
-// leaves users to the service keeps every caller's tasks together (the A2A
-// JavaScript SDK's store, without a user builder, under one owner) and
-// would list them all: the binding of each to its creator, which the
-// service checks wherever a call names a task, would not hold for the
-// tasks a list returns. A list filtered by a context is checked against
-// that context's binding (checkListContext). MCP's tasks/list, which has
-// no filter, is left to the server on an mcp route: MCP 2025-11-25 has the
-// receiver bind each task to the requestor's authorization context (and
-// 2026-07-28 lists no tasks); on an auto route it may be A2A's, and is
-// refused.
-func (e *evaluation) checkUnfilteredList() *denial {
+// checkUnscopedList refuses a task list (A2A ListTasks, MCP and v0.3
+// tasks/list) that nothing scopes to the caller, on a route that binds
+// tasks, unless the route declares that its upstream lists only the
+// caller's tasks. An upstream that leaves users to the service keeps
+// every caller's tasks together and would list them all: the binding of
+// each to its creator, which the service checks wherever a call names a
+// task, would not hold for the tasks a list returns. An A2A list is
+// scoped by the context it filters by (the A2A JavaScript SDK's store,
+// without a user builder, keeps every caller's tasks under one owner),
+// which checkListContext then checks against its binding; an MCP list by
+// the session it is made in (MCP servers keep tasks by session: the
+// TypeScript SDK's store lists every task to a request without one). Both
+// are bound only on a route that binds sessions. A tasks/list on an auto
+// route may be either's, and needs both.
+func (e *evaluation) checkUnscopedList() *denial {
 	r, call := e.route, &e.call
-	if !r.bindsTasks || r.upstreamScopesTaskLists || call.listContext != "" && r.sessionBinding || taskMethod(call.Method) != taskList {
+	if !r.bindsTasks || r.upstreamScopesTaskLists || taskMethod(call.Method) != taskList {
 		return nil
 	}
+	a2a, mcp := false, false
 	for _, i := range jsonrpc.Meanings(call.Method, r.rpcProtocol()) {
-		if jsonrpc.Methods[i].Protocol == jsonrpc.ProtocolA2A {
-			return &denial{outcome: Forbidden, desc: errUnfilteredList}
+		switch jsonrpc.Methods[i].Protocol {
+		case jsonrpc.ProtocolA2A:
+			a2a = true
+		case jsonrpc.ProtocolMCP:
+			mcp = true
 		}
 	}
-	return nil
+	if r.sessionBinding && (!a2a || call.listContext != "") && (!mcp || mcpSessionID(e.req) != "") {
+		return nil
+	}
+	return &denial{outcome: Forbidden, desc: errUnscopedList}
 }
 
 // checkListedContext refuses a context a task list names when it is

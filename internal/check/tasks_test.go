@@ -77,7 +77,6 @@ func TestTaskOperationMustNameItsTask(t *testing.T) {
 	for _, tt := range []struct{ name, host, body string }{
 		{"a message starting a task", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]}}}`},
 		{"A2A ListTasks of a context", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"ListTasks","params":{"contextId":"ctx-new"}}`},
-		{"MCP tasks/list", "mcp.example.com", `{"jsonrpc":"2.0","id":3,"method":"tasks/list"}`},
 		{"bob's configuration cfg-1", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"GetTaskPushNotificationConfig","params":{"task_id":"B","id":"cfg-1"}}`},
 		{"alice's configuration cfg-1", "agent.example.com", `{"jsonrpc":"2.0","id":3,"method":"GetTaskPushNotificationConfig","params":{"task_id":"T","id":"cfg-1"}}`},
 	} {
@@ -99,6 +98,48 @@ func TestTaskOperationMustNameItsTask(t *testing.T) {
 	}
 	if _, steps := pl.Explain(ctx, call("agent.example.com", bob, nil, `{"jsonrpc":"2.0","id":5,"method":"CancelTask","params":{}}`)); !explainedIn(steps, "tasks", "must name its task") {
 		t.Errorf("Explain does not say why: %+v", steps)
+	}
+}
+
+// TestTaskListsScopedToTheCaller: a task list reaches the upstream only
+// when something scopes it to the caller: an MCP one a session of the
+// caller's (servers keep tasks by session, and the TypeScript SDK's store
+// lists every task to a request without one), an A2A one a context of
+// theirs, each bound where the route binds sessions; or the route says
+// its upstream lists only the caller's tasks.
+func TestTaskListsScopedToTheCaller(t *testing.T) {
+	pl, mint := agentPipeline(t, "", nil, `  - {name: scoped, hosts: [scoped.example.com], protocol: mcp, issuers: [dex], upstream_scopes_task_lists: true}
+  - {name: guess, hosts: [auto.example.com], issuers: [dex]}
+`)
+	ctx := context.Background()
+	bob := mint(jwt.MapClaims{"sub": "bob"})
+	const mcpList = `{"jsonrpc":"2.0","id":3,"method":"tasks/list"}`
+	const a2aList = `{"jsonrpc":"2.0","id":3,"method":"ListTasks","params":{"contextId":"ctx-bob"}}`
+	session := Headers{"mcp-session-id": "s-bob"}
+	for _, tt := range []struct {
+		name, host string
+		headers    Headers
+		body       string
+		want       Outcome
+	}{
+		{"MCP, in bob's session", "mcp.example.com", session, mcpList, Allowed},
+		{"MCP, in no session", "mcp.example.com", nil, mcpList, Forbidden},
+		{"MCP, where sessions are not bound", "unbound.example.com", session, mcpList, Forbidden},
+		{"MCP, by an upstream that scopes its lists", "scoped.example.com", nil, mcpList, Allowed},
+		{"A2A, of bob's context", "agent.example.com", nil, a2aList, Allowed},
+		{"tasks/list on an auto route, in a session, of a context", "auto.example.com", session,
+			`{"jsonrpc":"2.0","id":3,"method":"tasks/list","params":{"contextId":"ctx-bob"}}`, Allowed},
+		{"tasks/list on an auto route, in a session alone", "auto.example.com", session, mcpList, Forbidden},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := pl.Check(ctx, call(tt.host, bob, tt.headers, tt.body))
+			if v.Outcome != tt.want {
+				t.Fatalf("%v %s, want %v", v.Outcome, v.Description, tt.want)
+			}
+			if tt.want == Forbidden && (!strings.Contains(v.Description, "upstream_scopes_task_lists") || !strings.Contains(string(v.Body), `"id":3,`)) {
+				t.Fatalf("refusal %s %q lacks the id or the reason", v.Body, v.Description)
+			}
+		})
 	}
 }
 
