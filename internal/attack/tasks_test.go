@@ -561,6 +561,49 @@ func TestContextsOfUsersWithSessionClaims(t *testing.T) {
 	}
 }
 
+// TestTasksBodyWithheldFromAnA2ARoute: an a2a route binds tasks when its
+// front end sends the body (request_body: sent, the default). A front end
+// that does not (plain nginx auth_request, Caddy), in front of a route that
+// does not say so, would let every message and task operation through
+// unread: bob could poll or cancel alice's task, whose binding nobody
+// checks. A2A clients send no Mcp-Method, so nothing else names the call:
+// a POST whose body was withheld is refused there, saying how to
+// configure the route.
+func TestTasksBodyWithheldFromAnA2ARoute(t *testing.T) {
+	s, _, bob, _ := aliceHoldsATask(t, a2aTasksYAML)
+	withheld := func(kv ...string) map[string]string {
+		h := maps.Clone(bob)
+		for i := 0; i+1 < len(kv); i += 2 {
+			h[kv[i]] = kv[i+1]
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name string
+		r    raw
+	}{
+		{"a POST whose length says it has a body", raw{Headers: withheld("content-type", "application/json", "content-length", "93")}},
+		{"a chunked POST", raw{Headers: withheld("content-type", "application/json", "transfer-encoding", "chunked")}},
+		{"an HTTP/2 POST without a length", raw{Headers: withheld("content-type", "application/json")}},
+		{"named by MCP's headers", raw{Headers: withheld("content-type", "application/json", "content-length", "93",
+			"mcp-method", "SendMessage", "mcp-protocol-version", "2026-07-28")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, tc.r)
+			v.wantDenied(t, 400)
+			if !strings.Contains(v.Body, "request_body: none") {
+				t.Fatalf("refusal %s does not say how to configure the route", v.Body)
+			}
+		})
+	}
+	t.Run("a route whose front end says it sends no body, task ownership off", func(t *testing.T) {
+		s := start(t, "sessions: {task_ownership: false}\n"+strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: a2a\n    request_body: none", 1), options{})
+		if v := s.check(t, raw{Headers: withheld("content-type", "application/json", "content-length", "93")}); !v.Allowed {
+			t.Fatalf("refused: %d %s", v.Status, v.Body)
+		}
+	})
+}
+
 // TestTasksListedWithoutAContext: an A2A ListTasks that no context
 // filters lists every task the agent keeps for the caller, and an agent
 // that leaves users to the service keeps them all in one place (the A2A

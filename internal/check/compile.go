@@ -639,6 +639,12 @@ const errUnknownMethod = "the JSON-RPC method is unknown: send the body to the s
 const errA2AGRPC = "this is a call of A2A's gRPC binding, whose method and task the rules and task ownership cannot read: " +
 	"call the agent over JSON-RPC, or give the route protocol: http if nothing is to be checked"
 
+// errA2AWithheld refuses an A2A request whose body the front end did not
+// send, on an a2a route that binds tasks.
+const errA2AWithheld = "the front end did not send this A2A request's body, so task ownership cannot see its call: " +
+	"send the body to the service (Envoy with_request_body, Traefik forwardBody, the nginx njs recipe), " +
+	"or declare the route request_body: none with sessions.task_ownership: false"
+
 // errNotA2AJSONRPC refuses a request on an a2a route that is not a
 // JSON-RPC call.
 const errNotA2AJSONRPC = "this A2A route takes JSON-RPC calls only: other A2A bindings (HTTP+JSON, gRPC) cannot be authorized here"

@@ -329,6 +329,11 @@ func (e *evaluation) authorize() *denial {
 	if !g.scopeOK {
 		return &denial{outcome: InsufficientScope, desc: "the token lacks a required scope", scope: r.scopeParam}
 	}
+	if r.protocol == jsonrpc.ProtocolA2A && r.bindsTasks && carriesBody(e.req) && !call.Body {
+		// Only the body names an A2A call: one the front end withheld,
+		// whatever headers name it, would pass task ownership unread.
+		return &denial{outcome: Malformed, desc: errA2AWithheld, rpcCode: jsonrpc.CodeInvalidRequest}
+	}
 	switch {
 	case call.Method != "":
 		e.explainCanCall()

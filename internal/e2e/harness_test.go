@@ -35,21 +35,26 @@ const (
 )
 
 // serviceConfig routes each virtual host; every authenticated caller may
-// continue a conversation's lineage.
+// continue a conversation's lineage. nginx sends no body to the check, so
+// the routes say so, and tasks are not bound (an A2A task is named in the
+// body alone).
 const serviceConfig = `
 issuers:
   - {name: e2e, algorithms: [HS256], secret: ` + secret + `}
 lineage:
   trust: {all: true}
+sessions: {task_ownership: false}
 routes:
   - name: mcp
     hosts: [` + mcpHost + `]
     protocol: mcp
     issuers: [e2e]
+    request_body: none
   - name: agents
     hosts: [` + agentAHost + `, ` + agentBHost + `]
     protocol: a2a
     issuers: [e2e]
+    request_body: none
 `
 
 // nginxBinary finds nginx, or skips the test when it is absent outside CI.
