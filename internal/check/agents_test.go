@@ -565,7 +565,8 @@ func TestTaskRulesNameTheToolAcrossReplicas(t *testing.T) {
 
 // BenchmarkSessionSources: a session named by the token costs nothing per
 // request; one named by the request's own (bound) id costs the binding
-// lookup and a copy of the header lists; a task operation the task's.
+// lookup and a copy of the header lists; a task operation the task's; an
+// A2A message under a session claim its context's binding lookup alone.
 func BenchmarkSessionSources(b *testing.B) {
 	pl, mint := agentPipeline(b, "", nil)
 	ctx := context.Background()
@@ -576,6 +577,7 @@ func BenchmarkSessionSources(b *testing.B) {
 		{"claim", call("mcp.example.com", mint(jwt.MapClaims{"sid": "s"}), nil, mcpPing)},
 		{"mcp-session", call("mcp.example.com", mint(nil), Headers{"mcp-session-id": "m"}, mcpPing)},
 		{"a2a-context", call("agent.example.com", mint(nil), nil, a2aSend("c"))},
+		{"a2a-context-under-a-claim", call("agent.example.com", mint(jwt.MapClaims{"sid": "s"}), nil, a2aSend("c2"))},
 		{"task", call("mcp.example.com", mint(jwt.MapClaims{"sid": "s"}), nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t"}}`)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
