@@ -111,13 +111,17 @@ func Bytes(ctx context.Context, raw []byte, o Options) Result {
 
 // tasks warns about mcp routes whose tasks cannot all be bound: without the
 // body, a task operation is known only by Mcp-Method, which MCP clients
-// before 2026-07-28 do not send (config refuses a2a and auto routes).
+// before 2026-07-28 do not send (config refuses a2a and auto routes); and
+// about upstream_scopes_task_lists where no task is bound, and so no list
+// refused.
 func (c *checker) tasks(f *config.File) {
-	if !f.Sessions.OwnsTasks() {
-		return
-	}
+	owns := f.Sessions.OwnsTasks()
 	for i, r := range f.Routes {
-		if r.RequestBody == config.RequestBodyNone && r.Protocol == "mcp" {
+		if r.UpstreamScopesTaskLists && (!owns || r.RequestBody == config.RequestBodyNone) {
+			c.warn(fmt.Sprintf("routes[%d].upstream_scopes_task_lists", i), "has no effect: the route binds no task "+
+				"(sessions.task_ownership is off, or its front end sends no body), so no task list is refused")
+		}
+		if owns && r.RequestBody == config.RequestBodyNone && r.Protocol == "mcp" {
 			c.warn(fmt.Sprintf("routes[%d].request_body", i), "is none: sessions.task_ownership binds no task of MCP clients before 2026-07-28, which send no Mcp-Method "+
 				"(later clients' task operations are refused without the body); send the body to the service, or set sessions.task_ownership: false if no task is to be bound")
 		}

@@ -393,4 +393,14 @@ func TestTaskOwnershipWithoutTheBody(t *testing.T) {
 			t.Errorf("%s: problems = %q, warnings = %q", doc, r.Problems, r.Warnings)
 		}
 	}
+	// A declaration that scopes task lists where none is refused.
+	scoped := "    upstream_scopes_task_lists: true\n"
+	r = Bytes(t.Context(), []byte(head+"sessions: {task_ownership: false}\n"+route("a2a")+scoped), o)
+	if len(r.Problems) != 0 || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "upstream_scopes_task_lists: has no effect") {
+		t.Errorf("scoped lists without task ownership: problems = %q, warnings = %q", r.Problems, r.Warnings)
+	}
+	withBody := "routes:\n  - name: r\n    issuers: [dev]\n    protocol: a2a\n" + scoped
+	if r := Bytes(t.Context(), []byte(head+withBody), o); len(r.Problems) != 0 || len(r.Warnings) != 0 {
+		t.Errorf("scoped lists where tasks are bound: problems = %q, warnings = %q", r.Problems, r.Warnings)
+	}
 }
