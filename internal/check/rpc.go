@@ -65,6 +65,8 @@ type Call struct {
 	// upstream that compares the header with the body undecoded (the
 	// go-sdk) runs the call of this name.
 	nameAsSent string
+	// task is how Method uses tasks (taskMethod), classified once.
+	task taskUse
 	// argsStart and argsEnd locate params.arguments in the request body
 	// (both 0 when the call has none).
 	argsStart, argsEnd int
@@ -231,6 +233,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 	} else {
 		c.ContextID, c.TaskID, c.Skill, c.Tenant = "", "", "", ""
 	}
+	c.task = taskMethod(c.Method)
 	return c, nil
 }
 

@@ -119,7 +119,7 @@ const (
 // configuration's params.id, which is no task (bindTasks checks it
 // apart); a message continues the task of params.message.taskId.
 func taskIDs(call *Call) []string {
-	use := taskMethod(call.Method)
+	use := call.task
 	var ids []string
 	switch {
 	case use.namesTask():
@@ -146,7 +146,7 @@ func (e *evaluation) bindTasks() *denial {
 	if !e.p.taskOwnership || call.Protocol == jsonrpc.ProtocolUnknown || call.Method == "" {
 		return nil
 	}
-	use := taskMethod(call.Method)
+	use := call.task
 	if use == noTask || use == taskList {
 		return nil
 	}
@@ -311,7 +311,7 @@ func (e *evaluation) checkListContext() *denial {
 	switch {
 	case !e.route.sessionBinding:
 	case call.Protocol != jsonrpc.ProtocolUnknown:
-		if call.listContext != "" && taskMethod(call.Method) == taskList {
+		if call.listContext != "" && call.task == taskList {
 			return e.checkListedContext(call.listContext)
 		}
 	case e.route.protocol == jsonrpc.ProtocolUnknown:
@@ -346,18 +346,10 @@ const errUnscopedList = "a task list that is not the caller's may list other use
 // route may be either's, and needs both.
 func (e *evaluation) checkUnscopedList() *denial {
 	r, call := e.route, &e.call
-	if !r.bindsTasks || r.upstreamScopesTaskLists || taskMethod(call.Method) != taskList {
+	if !r.bindsTasks || r.upstreamScopesTaskLists || call.task != taskList {
 		return nil
 	}
-	a2a, mcp := false, false
-	for _, i := range jsonrpc.Meanings(call.Method, r.rpcProtocol()) {
-		switch jsonrpc.Methods[i].Protocol {
-		case jsonrpc.ProtocolA2A:
-			a2a = true
-		case jsonrpc.ProtocolMCP:
-			mcp = true
-		}
-	}
+	a2a, mcp := r.mayMean(call.Method, jsonrpc.ProtocolA2A), r.mayMean(call.Method, jsonrpc.ProtocolMCP)
 	if r.sessionBinding && (!a2a || call.listContext != "") && (!mcp || mcpSessionID(e.req) != "") {
 		return nil
 	}
@@ -422,7 +414,7 @@ func (e *evaluation) checkOwner(store *session.Store, kind, id string, unbound *
 // before comparing it with the body, and the go-sdk does not.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
-	op := taskMethod(call.Method).namesTask()
+	op := call.task.namesTask()
 	records := op && name == "" && e.recordsTaskTools(r, call)
 	if op && name == "" {
 		var err error
@@ -549,15 +541,15 @@ const pushConfigMethod = "CreateTaskPushNotificationConfig"
 // in params.taskId, the one field MCP servers read; A2A operations (params.id,
 // and A2A-only methods) are not recorded with a tool and are left alone.
 func (e *evaluation) recordsTaskTools(r *Route, call *Call) bool {
-	if !r.responsePath || !e.p.taskOwnership || call.taskRefs[refParamsTaskID] == "" {
-		return false
-	}
-	for _, i := range jsonrpc.Meanings(call.Method, r.rpcProtocol()) {
-		if jsonrpc.Methods[i].Protocol == jsonrpc.ProtocolMCP {
-			return true
-		}
-	}
-	return false
+	return r.responsePath && e.p.taskOwnership && call.taskRefs[refParamsTaskID] != "" &&
+		r.mayMean(call.Method, jsonrpc.ProtocolMCP)
+}
+
+// mayMean reports whether method may mean one of protocol p's methods on
+// the route (jsonrpc.Meanings): tasks/list is MCP's and A2A's on an auto
+// route.
+func (rt *Route) mayMean(method string, p jsonrpc.Protocol) bool {
+	return slices.ContainsFunc(jsonrpc.Meanings(method, rt.rpcProtocol()), func(i int) bool { return jsonrpc.Methods[i].Protocol == p })
 }
 
 // taskTool is the tool the call's task was created for, "" when unknown;
