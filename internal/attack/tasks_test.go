@@ -83,6 +83,11 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 		{"one of them, deleted", "DELETE", "/v1/tasks/" + task + "/pushNotificationConfigs/cfg-1", bob, 403},
 		{"v1.0, without /v1", "GET", "/tasks/" + task, bob, 403},
 		{"v1.0, under a tenant", "GET", "/acme/tasks/" + task + ":cancel", bob, 403},
+		// Express, under the A2A JavaScript SDK, routes regardless of case
+		// and of a trailing slash.
+		{"GetTask, the segment in capitals", "GET", "/v1/TASKS/" + task, bob, 403},
+		{"CancelTask, the segment capitalised", "POST", "/Tasks/" + task + ":cancel", bob, 403},
+		{"GetTask, a trailing slash", "GET", "/v1/tasks/" + task + "/", bob, 403},
 		{"the id escaped, as no path needs", "GET", "/v1/tasks/task-of-%61lice", bob, 400},
 		{"an id another user holds, escaped as it must be", "GET", "/v1/tasks/task%20of%20carol", bob, 403},
 		{"ListTasks of another user's context", "GET", "/v1/tasks?contextId=ctx-of-alice&includeArtifacts=true", bob, 403},
@@ -91,6 +96,8 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 		{"ListTasks, escaped", "GET", "/acme/tasks?contextId=ctx-of-%61lice", bob, 403},
 		{"ListTasks behind a semicolon", "GET", "/v1/tasks?pageSize=1;contextId=ctx-of-alice", bob, 403},
 		{"ListTasks, the name escaped", "GET", "/v1/tasks?context%49d=ctx-of-alice", bob, 403},
+		{"ListTasks, a trailing slash", "GET", "/v1/tasks/?contextId=ctx-of-alice", bob, 403},
+		{"ListTasks, the segment in capitals", "GET", "/v1/TASKS?contextId=ctx-of-alice", bob, 403},
 		{"ListTasks of a context nobody holds", "GET", "/v1/tasks?contextId=ctx-unbound", bob, 0},
 		{"ListTasks of her own context", "GET", "/v1/tasks?contextId=ctx-of-alice", alice, 0},
 		{"the owner", "GET", "/v1/tasks/" + task, alice, 0},
@@ -126,6 +133,83 @@ func TestTasksOverTheHTTPJSONBinding(t *testing.T) {
 		v := s.check(t, raw{Path: "/v1/message:send", Headers: h,
 			Body: `{"message":{"messageId":"m","role":"ROLE_USER","taskId":"` + task + `","content":[{"text":"hi"}]}}`})
 		v.wantDenied(t, 400)
+	})
+}
+
+// TestTaskListsOverTheHTTPJSONBinding: A2A's HTTP+JSON ListTasks (GET
+// /v1/tasks, v1.0 /tasks or /{tenant}/tasks) lists what the agent keeps,
+// and the A2A JavaScript SDK's store keeps every caller's tasks together:
+// unfiltered, it answers bob with alice's tasks. On an auto route that
+// binds tasks a list must be filtered by a context (checked as a message
+// in it would be) in the one spelling the agent reads (contextId; the SDK
+// ignores context_id), with no value of any spelling empty and no ";" in
+// the query (where servers split the query differently), unless the route
+// declares that its upstream scopes lists itself.
+func TestTaskListsOverTheHTTPJSONBinding(t *testing.T) {
+	auto := strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: auto", 1)
+	s, _, bob, _ := aliceHoldsATask(t, auto)
+	get := func(method, path string) raw {
+		h := map[string]string{"content-length": "0"}
+		maps.Copy(h, bob)
+		return raw{Method: method, Path: path, Headers: h}
+	}
+	for _, tc := range []struct{ name, method, path string }{
+		{"ListTasks, unfiltered", "GET", "/v1/tasks"},
+		{"with artifacts", "GET", "/v1/tasks?includeArtifacts=true&pageSize=100"},
+		{"v1.0", "GET", "/tasks"},
+		{"under a tenant", "GET", "/acme/tasks?status=TASK_STATE_COMPLETED"},
+		{"HEAD, which Express answers as GET", "HEAD", "/v1/tasks"},
+		{"in capitals", "GET", "/V1/TASKS"},
+		{"a trailing slash", "GET", "/v1/tasks/"},
+		{"behind a mount point", "GET", "/a2a/rest/tasks?pageSize=1"},
+		{"an empty context", "GET", "/v1/tasks?contextId="},
+		{"an empty context beside one", "GET", "/v1/tasks?contextId=&contextId=ctx-of-bob"},
+		{"an empty context in the proto spelling", "GET", "/v1/tasks?contextId=ctx-of-bob&context_id="},
+		{"the proto spelling alone, which the SDK ignores", "GET", "/v1/tasks?context_id=ctx-of-bob"},
+		{"another case, which the SDK ignores", "GET", "/v1/tasks?contextid=ctx-of-bob"},
+		{"the filter behind a semicolon", "GET", "/v1/tasks?pageSize=1;contextId=ctx-of-bob"},
+		{"the filter before a semicolon", "GET", "/v1/tasks?contextId=ctx-of-bob;pageSize=1"},
+		{"another service's list, which the route cannot tell from an agent's", "GET", "/todo/tasks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, get(tc.method, tc.path))
+			if v.wantStatus(t, 403) && !strings.Contains(v.Body, "upstream_scopes_task_lists") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, method, path string }{
+		{"filtered by a context", "GET", "/v1/tasks?contextId=ctx-of-bob&pageSize=10"},
+		{"filtered, escaped", "GET", "/tasks?context%49d=ctx%2Dof%2Dbob"},
+		{"filtered, in both spellings", "GET", "/acme/tasks?context_id=ctx-of-bob&contextId=ctx-of-bob"},
+		{"a task, not a list", "GET", "/v1/tasks/task-of-nobody"},
+		{"a list posted, which no binding has", "POST", "/v1/tasks"},
+		{"a path that only ends so", "GET", "/v1/subtasks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if v := s.check(t, get(tc.method, tc.path)); !v.Allowed {
+				t.Fatalf("refused: %d %s", v.Status, v.Body)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, yaml string }{
+		{"an upstream that scopes its lists", strings.Replace(auto, "protocol: auto", "protocol: auto\n    upstream_scopes_task_lists: true", 1)},
+		{"task ownership off", "sessions: {task_ownership: false}\n" + auto},
+		{"an HTTP route", strings.Replace(auto, "protocol: auto", "protocol: http", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, tc.yaml, options{})
+			if v := s.check(t, get("GET", "/v1/tasks")); !v.Allowed {
+				t.Fatalf("refused: %d %s", v.Status, v.Body)
+			}
+		})
+	}
+	t.Run("a context filter where contexts are not bound", func(t *testing.T) {
+		s := start(t, strings.Replace(auto, "protocol: auto", "protocol: auto\n    mcp: {session_binding: false}", 1), options{})
+		v := s.check(t, get("GET", "/v1/tasks?contextId=ctx-of-alice"))
+		if v.wantStatus(t, 403) && !strings.Contains(v.Body, "upstream_scopes_task_lists") {
+			t.Fatalf("the refusal does not say why: %s", v.Body)
+		}
 	})
 }
 

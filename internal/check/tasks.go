@@ -211,12 +211,12 @@ func (e *evaluation) checkPathTasks() *denial {
 // what the agent reads).
 func pathListContexts(target string) []string {
 	path, query, _ := strings.Cut(target, "?")
-	if query == "" || !strings.HasSuffix(path, "/tasks") {
+	if query == "" || !isTaskListPath(path) {
 		return nil
 	}
 	var ids []string
 	for k, v := range queryParams(query) {
-		if !strings.EqualFold(k, "contextId") && !strings.EqualFold(k, "context_id") {
+		if !isContextParam(k) {
 			continue
 		}
 		ids = append(ids, v)
@@ -225,6 +225,57 @@ func pathListContexts(target string) []string {
 		}
 	}
 	return ids
+}
+
+// isContextParam reports whether a query parameter may be a task list's
+// context filter, in any spelling some agent reads.
+func isContextParam(name string) bool {
+	return strings.EqualFold(name, "contextId") || strings.EqualFold(name, "context_id")
+}
+
+// isTasksSegment reports whether a path segment is the "tasks" of A2A's
+// HTTP+JSON paths as an agent's router reads it: Express, under the A2A
+// JavaScript SDK, matches routes regardless of case.
+func isTasksSegment(seg string) bool { return strings.EqualFold(seg, "tasks") }
+
+// isTaskListPath reports whether a request path may be A2A's HTTP+JSON
+// ListTasks (v0.3 /v1/tasks, v1.0 /tasks or /{tenant}/tasks, under any
+// mount point), with the trailing slash Express routes alike.
+func isTaskListPath(path string) bool {
+	path = strings.TrimSuffix(path, "/")
+	return isTasksSegment(path[strings.LastIndexByte(path, '/')+1:])
+}
+
+// isPathTaskList reports whether a request that is no JSON-RPC call may be
+// A2A's HTTP+JSON ListTasks: a GET (or the HEAD Express answers alike) of
+// a task list path.
+func isPathTaskList(req *Request) bool {
+	path, _, _ := strings.Cut(req.Path, "?")
+	return (req.Method == "GET" || req.Method == "HEAD") && isTaskListPath(path)
+}
+
+// pathListFiltered reports whether every agent reads the query of an
+// HTTP+JSON task list as filtered by a context: one named contextId (the
+// A2A JavaScript SDK reads no other spelling) and no filter of any
+// spelling empty, in a query without ";" (where servers split a query
+// differently, a filter the service reads may be no parameter of the
+// agent's).
+func pathListFiltered(target string) bool {
+	_, query, _ := strings.Cut(target, "?")
+	if strings.IndexByte(query, ';') >= 0 {
+		return false
+	}
+	filtered := false
+	for k, v := range queryParams(query) {
+		if !isContextParam(k) {
+			continue
+		}
+		if uv, err := url.QueryUnescape(v); err != nil || uv == "" {
+			return false
+		}
+		filtered = filtered || k == "contextId"
+	}
+	return filtered
 }
 
 // a2aServicePath reports whether a request path calls a method of A2A's
@@ -241,7 +292,8 @@ func a2aServicePath(target string) bool {
 }
 
 // pathTaskIDs are the task ids a request path may name in A2A's HTTP+JSON
-// binding: the segment after "tasks", wherever it is (v0.3 /v1/tasks/{id},
+// binding: the segment after "tasks" (in any case: see isTasksSegment),
+// wherever it is (v0.3 /v1/tasks/{id},
 // v1.0 /tasks/{id} or /{tenant}/tasks/{id}), unescaped, both whole and
 // without a custom method (":cancel", ":subscribe"; an id may hold ":").
 func pathTaskIDs(target string) []string {
@@ -252,14 +304,13 @@ func pathTaskIDs(target string) []string {
 			ids = append(ids, id)
 		}
 	}
-	for rest := path; ; {
-		i := strings.Index(rest, "/tasks/")
-		if i < 0 {
-			return ids
+	_, rest, _ := strings.Cut(path, "/")
+	for seg, rest, more := strings.Cut(rest, "/"); more; seg, rest, more = strings.Cut(rest, "/") {
+		if !isTasksSegment(seg) {
+			continue
 		}
-		rest = rest[i+len("/tasks"):]
-		seg, _, _ := strings.Cut(rest[1:], "/")
-		id, err := url.PathUnescape(seg)
+		next, _, _ := strings.Cut(rest, "/")
+		id, err := url.PathUnescape(next)
 		if err != nil {
 			continue
 		}
@@ -268,6 +319,7 @@ func pathTaskIDs(target string) []string {
 			add(id[:j]) // "%3A" too: which colon an agent splits at is its own
 		}
 	}
+	return ids
 }
 
 // errUnboundReference refuses a reference to a task nobody holds.
@@ -299,8 +351,8 @@ func (e *evaluation) checkReferences() *denial {
 
 // checkListContext refuses a task list filtered by an A2A context bound to
 // another user (A2A v1.0 ListTasks' params.contextId, or over HTTP+JSON
-// GET /v1/tasks?contextId=…, which an auto route lets through as it
-// cannot tell an agent from another service): the upstream would answer
+// GET /v1/tasks?contextId=… on an auto route, which cannot tell an agent
+// from another service and so reads every spelling): the upstream would answer
 // with that context's tasks, their history and, asked, their artifacts.
 // The filter is checked against the binding a message in the context
 // makes (sessionFor), on the routes that make it, and binds nothing: a
@@ -343,14 +395,27 @@ const errUnscopedList = "a task list that is not the caller's may list other use
 // the session it is made in (MCP servers keep tasks by session: the
 // TypeScript SDK's store lists every task to a request without one). Both
 // are bound only on a route that binds sessions. A tasks/list on an auto
-// route may be either's, and needs both.
+// route may be either's, and needs both. So may a request that is no
+// JSON-RPC call on an auto route be A2A's HTTP+JSON ListTasks, as it may
+// be GetTask (checkPathTasks): the route cannot tell an agent's list from
+// another service's, and refuses both unless filtered as the agent reads
+// a filter (pathListFiltered).
 func (e *evaluation) checkUnscopedList() *denial {
 	r, call := e.route, &e.call
-	if !r.bindsTasks || r.upstreamScopesTaskLists || call.task != taskList {
+	if !r.bindsTasks || r.upstreamScopesTaskLists {
 		return nil
 	}
-	a2a, mcp := r.mayMean(call.Method, jsonrpc.ProtocolA2A), r.mayMean(call.Method, jsonrpc.ProtocolMCP)
-	if r.sessionBinding && (!a2a || call.listContext != "") && (!mcp || mcpSessionID(e.req) != "") {
+	var scoped bool
+	switch {
+	case call.task == taskList:
+		a2a, mcp := r.mayMean(call.Method, jsonrpc.ProtocolA2A), r.mayMean(call.Method, jsonrpc.ProtocolMCP)
+		scoped = (!a2a || call.listContext != "") && (!mcp || mcpSessionID(e.req) != "")
+	case call.Protocol == jsonrpc.ProtocolUnknown && r.protocol == jsonrpc.ProtocolUnknown && isPathTaskList(e.req):
+		scoped = pathListFiltered(e.req.Path)
+	default:
+		return nil
+	}
+	if r.sessionBinding && scoped {
 		return nil
 	}
 	return &denial{outcome: Forbidden, desc: errUnscopedList}

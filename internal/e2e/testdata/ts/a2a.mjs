@@ -66,10 +66,13 @@ async function agent() {
     const { default: express } = await import('express');
     const { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, Role, TaskState } = await import('@a2a-js/sdk');
     const { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } = await import('@a2a-js/sdk/server');
-    const { agentCardHandler, jsonRpcHandler, UserBuilder } = await import('@a2a-js/sdk/server/express');
+    const { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } = await import('@a2a-js/sdk/server/express');
     const card = {
         name: 'agent-js', description: 'Reports the identity and lineage it was called with.', version: '1.0.0',
-        supportedInterfaces: [{ url: '', protocolBinding: 'JSONRPC', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION }],
+        supportedInterfaces: [
+            { url: '', protocolBinding: 'JSONRPC', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
+            { url: '', protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
+        ],
         capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
         securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text'], defaultOutputModes: ['text'],
         skills: [{ id: 'whoami', name: 'whoami', description: 'Who am I?', tags: ['test'], examples: [], inputModes: ['text'], outputModes: ['text'], securityRequirements: [] }],
@@ -101,6 +104,9 @@ async function agent() {
     const app = express();
     app.use('/' + AGENT_CARD_PATH, agentCardHandler({ agentCardProvider: handler }));
     app.use('/a2a', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
+    // The same agent over HTTP+JSON, its card's second interface: GET
+    // /rest/tasks/{id} is GetTask.
+    app.use('/rest', restHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
     const server = app.listen(0, '127.0.0.1', () => emit({ port: server.address().port }));
     server.on('error', (err) => {
         emit({ ok: false, error: 'listen', message: String(err) });
@@ -108,6 +114,7 @@ async function agent() {
     });
     for await (const line of createInterface({ input: process.stdin })) {
         card.supportedInterfaces[0].url = line.trim() + '/a2a';
+        card.supportedInterfaces[1].url = line.trim() + '/rest';
         emit({ ready: true });
     }
     server.close();
