@@ -84,6 +84,10 @@ func TestCanonicalPaths(t *testing.T) {
 		{"fragment", "/mcp#x"},
 		{"fragment hiding dot segments", "/public/x#/../../mcp"},
 		{"space", "/mcp x"},
+		// An upstream routing regardless of case (Express's default)
+		// would serve these as the strict route's paths.
+		{"the route's prefix in capitals", "/MCP"},
+		{"the prefix capitalised, below it", "/Mcp/tools"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +101,56 @@ func TestCanonicalPaths(t *testing.T) {
 			// Without a token too: no spelling is public.
 			v = s.check(t, raw{Path: tt.path, Host: filesHost, Body: toolCall(id, "delete_file", "{}")})
 			v.wantDenied(t, 400)
+		})
+	}
+}
+
+// TestRoutePrefixAsUpstreamsReadIt: a strict route's prefix ends in a
+// slash, and every other path falls to a route without rules. Express (by
+// default) routes "/admin" as "/admin/" and "/ADMIN/x" as "/admin/x": a
+// path an upstream may take for the strict route's is refused, whatever
+// route it would have fallen to, and the strict route's own paths are
+// decided by it.
+func TestRoutePrefixAsUpstreamsReadIt(t *testing.T) {
+	s := start(t, `routes:
+  - name: admin
+    path_prefix: /admin/
+    issuers: [hs]
+    audiences: [`+audience+`]
+    rules:
+      - {methods: ["*"], scopes: [admin]}
+  - name: catch-all
+    default: true
+    issuers: [hs]
+    audiences: [`+audience+`]
+`, options{})
+	auth := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "mallory", "read")}
+	for _, tc := range []struct {
+		name, path string
+		status     int // 0: allowed
+	}{
+		{"without the trailing slash", "/admin", 400},
+		{"in capitals", "/ADMIN/users", 400},
+		{"without the slash, capitalised", "/Admin", 400},
+		{"the route's own path", "/admin/users", 403},
+		{"another path", "/administrator", 0},
+		{"the catch-all's own path", "/mcp", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Path: tc.path, Headers: auth, Body: toolCall(9, "whoami", "")})
+			if tc.status == 0 {
+				if !v.Allowed {
+					t.Fatalf("denied %d: %s", v.Status, v.Body)
+				}
+				return
+			}
+			v.wantDenied(t, tc.status)
+			if e := v.rpc(t); string(e.ID) != "9" {
+				t.Fatalf("refusal %s without the id", v.Body)
+			}
+			if tc.status == 400 && !strings.Contains(v.Body, "as the route is configured") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
 		})
 	}
 }
@@ -117,6 +171,8 @@ func TestCanonicalPathsControl(t *testing.T) {
 		{"upper-case escapes of reserved characters pass", raw{Path: "/mcp/a%3Bb", Host: filesHost, Headers: auth, Body: toolCall(3, "delete_file", "{}")}, 403},
 		{"lower-case escapes are canonicalised, not refused", raw{Path: "/mcp/a%3bb%c3%a4", Host: filesHost, Headers: auth, Body: toolCall(4, "delete_file", "{}")}, 403},
 		{"a query string may hold anything encoded", raw{Path: "/mcp?x=%2e%2e/..//", Host: filesHost, Headers: auth, Body: toolCall(5, "delete_file", "{}")}, 403},
+		{"below the prefix, case is the route's", raw{Path: "/mcp/Tools", Host: filesHost, Headers: auth, Body: toolCall(6, "delete_file", "{}")}, 403},
+		{"another host may use the prefix in any case", raw{Path: "/MCP", Host: "other.example.test", Headers: auth, Body: toolCall(7, "delete_file", "{}")}, 200},
 		{"a public path without a call needs no token", raw{Method: "GET", Path: "/public/readme", Host: "other.example.test"}, 200},
 	}
 	for _, tt := range tests {

@@ -483,11 +483,24 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 }
 
 func (p *Policy) route(req *Request) (*Route, bool) {
-	if name := req.ContextExtensions["route"]; name != "" {
-		return p.routes.ByName(name)
-	}
-	return p.routes.Match(req.Host, req.Path)
+	r, ok, _ := p.lookupRoute(req)
+	return r, ok
 }
+
+// lookupRoute is route, and names the route an upstream may read the path
+// as one of, ahead of the one matched (route.Table.Lookup). A route
+// Envoy names was picked by Envoy's own routing, which forwards the request.
+func (p *Policy) lookupRoute(req *Request) (r *Route, ok bool, variantOf string) {
+	if name := req.ContextExtensions["route"]; name != "" {
+		r, ok = p.routes.ByName(name)
+		return r, ok, ""
+	}
+	return p.routes.Lookup(req.Host, req.Path)
+}
+
+// errRouteVariant refuses a path an upstream may read as another route's.
+const errRouteVariant = "the path has a route's prefix in another case or without its trailing slash, which an upstream " +
+	"routing paths as Express does would serve as that route's: send the path as the route is configured"
 
 func (r *Route) isPublic(path string) bool {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {

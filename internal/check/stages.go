@@ -170,9 +170,15 @@ func (e *evaluation) metadata() *denial {
 }
 
 // findRoute picks the route: named by context_extensions, else by host and
-// path.
+// path, refusing a path an upstream may read as another route's
+// (route.Table.Lookup).
 func (e *evaluation) findRoute() *denial {
-	r, ok := e.p.route(e.req)
+	r, ok, variantOf := e.p.lookupRoute(e.req)
+	if variantOf != "" {
+		e.rec.add("variant", func() string { return "an upstream may read the path as route " + variantOf + "'s" })
+		e.early = earlyCall(e.req)
+		return &denial{outcome: Malformed, desc: errRouteVariant, rpcCode: jsonrpc.CodeInvalidRequest}
+	}
 	if !ok {
 		return &denial{outcome: NoRoute, desc: "no route for this request"}
 	}

@@ -58,21 +58,38 @@ func (t *Table[R]) ByName(name string) (R, bool) {
 // Match returns the first route whose host and path match, else the fallback.
 // host may carry a port; path may carry a query string.
 func (t *Table[R]) Match(host, path string) (R, bool) {
+	r, ok, _ := t.Lookup(host, path)
+	return r, ok
+}
+
+// Lookup is Match, and names the route an upstream may take the path for
+// when that is another: the first route whose host matches and whose
+// prefix the path has only as an upstream reads it (pathMayMean), ahead
+// of the one matched. Express, by default, routes "/ADMIN/x" as "/admin/x"
+// and "/a2a" as "/a2a/"; so do ASP.NET and case-insensitive file systems
+// for case. A caller refuses such a path: the upstream could serve it as
+// that route's without that route's policy.
+func (t *Table[R]) Lookup(host, path string) (r R, ok bool, variantOf string) {
 	host = stripPort(host)
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
 	for i := range t.ordered {
 		e := &t.ordered[i]
-		if hostMatches(e.m.Hosts, host) && PathHasPrefix(path, e.m.PathPrefix) {
-			return e.route, true
+		if !hostMatches(e.m.Hosts, host) {
+			continue
+		}
+		if PathHasPrefix(path, e.m.PathPrefix) {
+			return e.route, true, variantOf
+		}
+		if variantOf == "" && pathMayMean(path, e.m.PathPrefix) {
+			variantOf = e.m.Name
 		}
 	}
 	if t.fallback != nil {
-		return *t.fallback, true
+		return *t.fallback, true, variantOf
 	}
-	var zero R
-	return zero, false
+	return r, false, variantOf
 }
 
 func hostMatches(patterns []string, host string) bool {
@@ -95,12 +112,27 @@ func hostMatches(patterns []string, host string) bool {
 // PathHasPrefix reports whether path is prefix or lies below it, on segment
 // boundaries: "/mcp" matches "/mcp" and "/mcp/x", not "/mcpx".
 func PathHasPrefix(path, prefix string) bool {
-	if prefix == "" || prefix == "/" {
-		return true
-	}
-	if !strings.HasPrefix(path, prefix) {
-		return false
-	}
+	return matchesAll(prefix) || strings.HasPrefix(path, prefix) && onBoundary(path, prefix)
+}
+
+// pathHasPrefixFold is PathHasPrefix regardless of case.
+func pathHasPrefixFold(path, prefix string) bool {
+	return matchesAll(prefix) || len(path) >= len(prefix) && strings.EqualFold(path[:len(prefix)], prefix) && onBoundary(path, prefix)
+}
+
+// pathMayMean reports whether an upstream may read path as one under
+// prefix: regardless of case, or without the prefix's trailing slash.
+func pathMayMean(path, prefix string) bool {
+	trimmed := strings.TrimSuffix(prefix, "/")
+	return pathHasPrefixFold(path, prefix) || trimmed != prefix && strings.EqualFold(path, trimmed)
+}
+
+// matchesAll reports whether a prefix is every path's.
+func matchesAll(prefix string) bool { return prefix == "" || prefix == "/" }
+
+// onBoundary reports whether a path that starts with prefix (in some
+// case) is prefix or lies below it.
+func onBoundary(path, prefix string) bool {
 	return len(path) == len(prefix) || prefix[len(prefix)-1] == '/' || path[len(prefix)] == '/'
 }
 

@@ -7,6 +7,54 @@ import (
 	"unicode/utf8"
 )
 
+// isASCII reports whether s is ASCII, where case is what every reader
+// takes it for.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLookupVariants: a path that has a route's prefix only in another
+// case, or is the prefix without its trailing slash, ahead of the route it
+// matches, names that route.
+func TestLookupVariants(t *testing.T) {
+	tbl := NewTable([]Matcher{
+		{Name: "admin", Hosts: []string{"files.example.com"}, PathPrefix: "/mcp/admin"},
+		{Name: "files", Hosts: []string{"files.example.com"}, PathPrefix: "/mcp"},
+		{Name: "a2a", PathPrefix: "/a2a/"},
+		{Name: "fallback", Hosts: []string{"never.invalid"}},
+	}, []string{"admin", "files", "a2a", "fallback"}, 3)
+	tests := []struct {
+		name, host, path string
+		want, variant    string
+	}{
+		{"the prefix as configured", "files.example.com", "/mcp/admin/x", "admin", ""},
+		{"below the prefix, in any case", "files.example.com", "/mcp/admin/X", "admin", ""},
+		{"in capitals, past the route", "files.example.com", "/MCP/ADMIN", "fallback", "admin"},
+		{"the inner route capitalised", "files.example.com", "/mcp/Admin/users", "files", "admin"},
+		{"a later route's prefix in another case", "files.example.com", "/Mcp", "fallback", "files"},
+		{"another host's prefix", "other.example.com", "/MCP/admin", "fallback", ""},
+		{"a prefix with a slash", "x", "/A2A/agent", "fallback", "a2a"},
+		{"the prefix without its trailing slash", "x", "/a2a", "fallback", "a2a"},
+		{"without it, in capitals", "x", "/A2A", "fallback", "a2a"},
+		{"a longer path", "x", "/a2ab", "fallback", ""},
+		{"not on a segment boundary", "files.example.com", "/MCPX", "fallback", ""},
+		{"the query is not the path", "x", "/b?/A2A/", "fallback", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, variant := tbl.Lookup(tt.host, tt.path)
+			if !ok || got != tt.want || variant != tt.variant {
+				t.Fatalf("Lookup(%q, %q) = %q, %v, %q; want %q, true, %q", tt.host, tt.path, got, ok, variant, tt.want, tt.variant)
+			}
+		})
+	}
+}
+
 func TestMatch(t *testing.T) {
 	matchers := []Matcher{
 		{Name: "files", Hosts: []string{"files.example.com"}, PathPrefix: "/mcp"},
@@ -96,6 +144,23 @@ func refMatch(host, path string) string {
 	return "fallback"
 }
 
+// refVariant is the first matcher whose host matches and whose prefix
+// the path has only in another (ASCII) case, or is without its trailing
+// slash, ahead of the one that covers it; "" when there is none.
+func refVariant(host, path string) string {
+	for _, m := range fuzzMatchers {
+		if refCovers(m, host, path) {
+			return ""
+		}
+		lower := Matcher{Hosts: m.Hosts, PathPrefix: strings.ToLower(m.PathPrefix)}
+		bare := strings.TrimSuffix(lower.PathPrefix, "/")
+		if refCovers(lower, host, strings.ToLower(path)) || bare != lower.PathPrefix && refCovers(lower, host, strings.ToLower(path)+"/") {
+			return m.Name
+		}
+	}
+	return ""
+}
+
 // FuzzMatch: Match never panics, and for a plain ASCII host it agrees with
 // the reference: the chosen route covers the request and no route before
 // it does; the port, the query and the host's case change nothing.
@@ -108,6 +173,8 @@ func FuzzMatch(f *testing.F) {
 	f.Add("example.com", "", "", uint16(1))
 	f.Add("[::1]", "/a2a/x", "", uint16(80))
 	f.Add("x.y", "/a2a", "#/a2a/", uint16(0))
+	f.Add("files.example.com", "/MCP/admin", "", uint16(0))
+	f.Add("x.y", "/A2A/", "", uint16(0))
 	names := make([]string, len(fuzzMatchers))
 	for i, m := range fuzzMatchers {
 		names[i] = m.Name
@@ -127,6 +194,9 @@ func FuzzMatch(f *testing.F) {
 		}
 		if want := refMatch(host, path); got != want {
 			t.Fatalf("Match(%q, %q) = %s, the reference says %s", host, path, got, want)
+		}
+		if _, _, v := tbl.Lookup(host, path); v != refVariant(host, path) && isASCII(path) {
+			t.Fatalf("Lookup(%q, %q) names %q as the route an upstream may read, the reference %q", host, path, v, refVariant(host, path))
 		}
 		if got == "admin" {
 			t.Fatalf("Match(%q, %q) = admin, which files (listed first) always covers", host, path)
