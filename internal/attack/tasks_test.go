@@ -1169,3 +1169,70 @@ func TestTasksCutBody(t *testing.T) {
 		}
 	})
 }
+
+// modernTaskOp is an MCP 2026-07-28 task operation: the protocol version
+// claimed in _meta, as the TypeScript SDK's v2 client sends it.
+func modernTaskOp(id int, method, task string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"taskId":%q,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, id, method, task)
+}
+
+// modernHeaders are the headers a 2026-07-28 client sends with a task
+// operation: Mcp-Name mirrors params.taskId for tasks/get, tasks/update
+// and tasks/cancel (the TypeScript SDK's v2 client and server, after
+// SEP-2663), so that gateways can route a task's requests by it.
+func modernHeaders(auth map[string]string, method, name string) map[string]string {
+	h := map[string]string{"content-type": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": method}
+	if name != "" {
+		h["mcp-name"] = name
+	}
+	maps.Copy(h, auth)
+	return h
+}
+
+// TestModernTaskOperations: a 2026-07-28 client names the task of
+// tasks/get, tasks/update and tasks/cancel in Mcp-Name as well as in the
+// body. The header is a second spelling of the task, checked against the
+// body as the SDK's server checks it (-32020 when they disagree, or when
+// it is missing); the task it names is bound like any other. tasks/update
+// is a task operation too.
+func TestModernTaskOperations(t *testing.T) {
+	s, alice, bob, task := aliceHoldsATask(t, tasksYAML)
+	for _, tc := range []struct {
+		name   string
+		auth   map[string]string
+		method string
+		header string // Mcp-Name; "" sends none
+		body   string
+		status int // 0: allowed
+		code   int // the JSON-RPC error's, where refused with 400
+	}{
+		{"the owner polls her task", alice, "tasks/get", task, modernTaskOp(2, "tasks/get", task), 0, 0},
+		{"the owner cancels it", alice, "tasks/cancel", task, modernTaskOp(3, "tasks/cancel", task), 0, 0},
+		{"the owner updates it", alice, "tasks/update", task, modernTaskOp(4, "tasks/update", task), 0, 0},
+		{"bob polls it", bob, "tasks/get", task, modernTaskOp(5, "tasks/get", task), 403, 0},
+		{"bob updates it", bob, "tasks/update", task, modernTaskOp(6, "tasks/update", task), 403, 0},
+		{"bob updates it, in the old version's shape", bob, "", "", taskOp(7, "tasks/update", "taskId", task), 403, 0},
+		{"bob names his own task in the header", bob, "tasks/get", "task-of-bob", modernTaskOp(8, "tasks/get", task), 400, -32020},
+		{"the header Base64-encoded, of another task", bob, "tasks/cancel", "=?base64?dGFzay1vZi1ib2I=?=", modernTaskOp(9, "tasks/cancel", task), 400, -32020},
+		{"no Mcp-Name", alice, "tasks/get", "", modernTaskOp(10, "tasks/get", task), 400, -32020},
+		{"bob's own task", bob, "tasks/get", "task-of-bob", modernTaskOp(11, "tasks/get", "task-of-bob"), 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := maps.Clone(tc.auth)
+			if tc.method != "" {
+				h = modernHeaders(tc.auth, tc.method, tc.header)
+			}
+			v := s.check(t, raw{Headers: h, Body: tc.body})
+			if !v.wantStatus(t, tc.status) {
+				return
+			}
+			e := v.rpc(t)
+			if tc.status == 403 && !strings.Contains(v.Body, "task belongs to another user") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+			if tc.code != 0 && e.Error.Code != tc.code {
+				t.Fatalf("JSON-RPC error %d, want %d: %s", e.Error.Code, tc.code, v.Body)
+			}
+		})
+	}
+}

@@ -47,9 +47,14 @@ var specMethods = []specMethod{
 	{"mcp", []string{"elicitation/create"}, mcpAll},
 	{"mcp", []string{"roots/list"}, mcpAll},
 	{"mcp", []string{"tasks/get"}, mcpTask},
-	{"mcp", []string{"tasks/result"}, mcpTask},
-	{"mcp", []string{"tasks/list"}, mcpTask},
+	{"mcp", []string{"tasks/result"}, "2025-11-25"},
+	{"mcp", []string{"tasks/list"}, "2025-11-25"},
 	{"mcp", []string{"tasks/cancel"}, mcpTask},
+	// 2026-07-28 moves tasks to an extension (SEP-2663), which keeps
+	// tasks/get and tasks/cancel, adds tasks/update and notifications/tasks,
+	// and drops tasks/result, tasks/list and notifications/tasks/status.
+	{"mcp", []string{"tasks/update"}, "2026-07-28"},
+	{"mcp", []string{"notifications/tasks"}, "2026-07-28"},
 	{"mcp", []string{"notifications/initialized"}, "2025-06-18 2025-11-25"},
 	{"mcp", []string{"notifications/cancelled"}, mcpAll},
 	{"mcp", []string{"notifications/progress"}, mcpAll},
@@ -59,7 +64,7 @@ var specMethods = []specMethod{
 	{"mcp", []string{"notifications/tools/list_changed"}, mcpAll},
 	{"mcp", []string{"notifications/prompts/list_changed"}, mcpAll},
 	{"mcp", []string{"notifications/roots/list_changed"}, mcpAll},
-	{"mcp", []string{"notifications/tasks/status"}, mcpTask},
+	{"mcp", []string{"notifications/tasks/status"}, "2025-11-25"},
 	{"mcp", []string{"notifications/elicitation/complete"}, mcpTask},
 	{"mcp", []string{"notifications/subscriptions/acknowledged"}, "2026-07-28"},
 

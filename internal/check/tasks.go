@@ -68,7 +68,7 @@ func (u taskUse) namesTask() bool { return u == taskOp || u == taskConfigOp }
 // (tasks/list lists in both, by context in A2A's).
 var taskUses = func() map[string]taskUse {
 	byName := map[string]taskUse{
-		"tasks/get": taskOp, "tasks/result": taskOp, "tasks/cancel": taskOp,
+		"tasks/get": taskOp, "tasks/result": taskOp, "tasks/cancel": taskOp, "tasks/update": taskOp,
 		"GetTask": taskOp, "CancelTask": taskOp, "SubscribeToTask": taskOp,
 		"CreateTaskPushNotificationConfig": taskOp, "ListTaskPushNotificationConfigs": taskOp,
 		"GetTaskPushNotificationConfig": taskConfigOp, "DeleteTaskPushNotificationConfig": taskConfigOp,

@@ -17,7 +17,7 @@ import (
 // vocabulary that acts on tasks is classified, and nothing else is.
 func TestTaskMethodEverySpelling(t *testing.T) {
 	want := map[string]taskUse{
-		"tasks/get": taskOp, "tasks/result": taskOp, "tasks/cancel": taskOp,
+		"tasks/get": taskOp, "tasks/result": taskOp, "tasks/cancel": taskOp, "tasks/update": taskOp,
 		"GetTask": taskOp, "CancelTask": taskOp, "SubscribeToTask": taskOp, "tasks/resubscribe": taskOp,
 		"CreateTaskPushNotificationConfig": taskOp, "SetTaskPushNotificationConfig": taskOp, "tasks/pushNotificationConfig/set": taskOp,
 		"ListTaskPushNotificationConfigs": taskOp, "ListTaskPushNotificationConfig": taskOp, "tasks/pushNotificationConfig/list": taskOp,

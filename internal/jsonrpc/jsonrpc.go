@@ -150,12 +150,16 @@ type Request struct {
 
 // MirroredName returns the value the MCP Mcp-Name header mirrors for r
 // (params.name for tools/call and prompts/get, params.uri for
-// resources/read) and whether the method is one that requires the header.
+// resources/read, params.taskId for tasks/get, tasks/update and
+// tasks/cancel) and whether the method is one whose header mirrors it.
 func (r Request) MirroredName() (string, bool) {
-	if !NameMirrored(r.Method) {
-		return "", false
+	switch {
+	case TaskMirrored(r.Method):
+		return r.ParamsTaskID, true
+	case NameMirrored(r.Method):
+		return r.RuleName(), true
 	}
-	return r.RuleName(), true
+	return "", false
 }
 
 // NameMirrored reports whether MCP mirrors the rule name of method's calls
@@ -165,6 +169,20 @@ func (r Request) MirroredName() (string, bool) {
 func NameMirrored(method string) bool {
 	switch method {
 	case "tools/call", "prompts/get", "resources/read":
+		return true
+	}
+	return false
+}
+
+// TaskMirrored reports whether MCP mirrors the task of method's calls
+// (params.taskId) in the Mcp-Name header: 2026-07-28 clients name it there
+// for tasks/get, tasks/update and tasks/cancel (SEP-2663's Streamable HTTP
+// binding, as the TypeScript SDK's v2 client and server implement it), so
+// that gateways can route a task's requests, and servers check it against
+// the body as they check a name.
+func TaskMirrored(method string) bool {
+	switch method {
+	case "tasks/get", "tasks/update", "tasks/cancel":
 		return true
 	}
 	return false

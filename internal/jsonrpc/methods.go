@@ -82,6 +82,7 @@ var Methods = []Method{
 	mcp("tasks/result"),
 	mcp("tasks/list"),
 	mcp("tasks/cancel"),
+	mcp("tasks/update"), // 2026-07-28 tasks (SEP-2663), named in Mcp-Name
 	mcp("notifications/initialized"),
 	mcp("notifications/cancelled"),
 	mcp("notifications/progress"),
@@ -92,6 +93,7 @@ var Methods = []Method{
 	mcp("notifications/prompts/list_changed"),
 	mcp("notifications/roots/list_changed"),
 	mcp("notifications/tasks/status"),
+	mcp("notifications/tasks"), // 2026-07-28 tasks (SEP-2663)
 	mcp("notifications/elicitation/complete"),
 	mcp("notifications/subscriptions/acknowledged"),
 

@@ -72,6 +72,7 @@ func TestProtocolOf(t *testing.T) {
 		{"elicitation/create", ProtocolMCP, true},
 		{"roots/list", ProtocolMCP, true},
 		{"tasks/result", ProtocolMCP, true},
+		{"tasks/update", ProtocolMCP, true},
 		{"notifications/initialized", ProtocolMCP, true},
 		{"notifications/elicitation/complete", ProtocolMCP, true},
 		{"notifications/vendor/custom", ProtocolMCP, true},
