@@ -579,22 +579,34 @@ func TestSessionsBornAtBirth(t *testing.T) {
 }
 
 // TestTaskBound: a tools/call answer that creates a task binds it to the
-// caller.
+// caller, in MCP 2025-11-25's shape (result.task) and the 2026-07-28 tasks
+// extension's (result.resultType "task", result.taskId).
 func TestTaskBound(t *testing.T) {
-	f := newFixture(t)
-	alice := token(t, "alice", nil)
-	call := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read_file","task":{}}}`
-	md := f.authorize(t, "mcp.example.com", alice, nil, call)
-	res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
-		Request:  mcpRequest("mcp.example.com", call, nil),
-		Response: jsonResponse(`{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"task-1","status":"working"}}}`, nil),
-	})
-	if res.Err != nil || f.pl.TaskCount() != 1 || f.counted.get(extprocauthz.ActionTaskBound) != 1 {
-		t.Fatalf("%v: %d tasks", res.Err, f.pl.TaskCount())
-	}
-	get := `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":"task-1"}}`
-	if f.authorize(t, "mcp.example.com", token(t, "mallory", nil), nil, get) != nil {
-		t.Fatal("another user reads the task")
+	for _, tc := range []struct{ name, answer string }{
+		{"2025-11-25", `{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"task-1","status":"working"}}}`},
+		{"2026-07-28", `{"jsonrpc":"2.0","id":4,"result":{"resultType":"task","taskId":"task-1","status":"working","ttlMs":60000}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			alice := token(t, "alice", nil)
+			call := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read_file","task":{}}}`
+			md := f.authorize(t, "mcp.example.com", alice, nil, call)
+			res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{
+				Request:  mcpRequest("mcp.example.com", call, nil),
+				Response: jsonResponse(tc.answer, nil),
+			})
+			if res.Err != nil || f.pl.TaskCount() != 1 || f.counted.get(extprocauthz.ActionTaskBound) != 1 {
+				t.Fatalf("%v: %d tasks", res.Err, f.pl.TaskCount())
+			}
+			for _, get := range []string{
+				`{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":"task-1"}}`,
+				`{"jsonrpc":"2.0","id":6,"method":"tasks/update","params":{"taskId":"task-1","inputResponses":{}}}`,
+			} {
+				if f.authorize(t, "mcp.example.com", token(t, "mallory", nil), nil, get) != nil {
+					t.Fatalf("another user acts on the task: %s", get)
+				}
+			}
+		})
 	}
 }
 

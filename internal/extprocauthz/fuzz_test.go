@@ -22,6 +22,8 @@ func FuzzTaskID(f *testing.F) {
 	f.Add([]byte(`{"result":null}`))
 	f.Add([]byte(`{"result":{"task":{"taskId":"a","TaskId":"b"}}}`))
 	f.Add([]byte(`{"result":{"task":{"id":"a\u00e9"},"kind":"task","id":"b"}}`))
+	f.Add([]byte(`{"result":{"resultType":"task","taskId":"t3","status":"working"}}`))
+	f.Add([]byte(`{"result":{"resultType":"task","taskId":"a","task":{"taskId":"b"}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got := taskID(body)
 		if got == "" {
@@ -38,9 +40,11 @@ func FuzzTaskID(f *testing.F) {
 func stdlibTaskID(body []byte) string {
 	var msg struct {
 		Result *struct {
-			Kind string `json:"kind"`
-			ID   string `json:"id"`
-			Task *struct {
+			Kind       string `json:"kind"`
+			ID         string `json:"id"`
+			ResultType string `json:"resultType"`
+			TaskID     string `json:"taskId"`
+			Task       *struct {
 				TaskID string `json:"taskId"`
 				ID     string `json:"id"`
 			} `json:"task"`
@@ -51,6 +55,11 @@ func stdlibTaskID(body []byte) string {
 	}
 	r := msg.Result
 	switch {
+	case r.ResultType == "task" && r.TaskID != "":
+		if r.Task != nil && r.Task.TaskID != "" && r.Task.TaskID != r.TaskID {
+			return ""
+		}
+		return r.TaskID
 	case r.Task != nil && r.Task.TaskID != "":
 		return r.Task.TaskID
 	case r.Task != nil && r.Task.ID != "":

@@ -3,8 +3,11 @@ package extprocauthz
 import "github.com/extauthz/extauthz/internal/jsonrpc"
 
 // taskID is the id of the task a JSON-RPC answer created: MCP's
-// CreateTaskResult (result.task.taskId, MCP 2025-11-25), A2A 0.3's Task
-// result (result.kind "task", result.id) or A2A 1.0's (result.task.id).
+// CreateTaskResult (result.task.taskId, MCP 2025-11-25; result.resultType
+// "task" with result.taskId in the 2026-07-28 tasks extension, SEP-2663),
+// A2A 0.3's Task result (result.kind "task", result.id) or A2A 1.0's
+// (result.task.id). An answer in both MCP shapes naming two tasks names
+// none.
 // "" when the answer created none or is not one JSON-RPC result.
 //
 // The answer is read by jsonrpc.WalkStrict, as the request was: a
@@ -20,8 +23,8 @@ func taskID(body []byte) string {
 	r := &w.result
 	// As encoding/json decoded these members into strings: absent or
 	// null is "", any other type refuses the whole answer.
-	var vals [4]string
-	for i, s := range []span{r.taskTaskID, r.taskID, r.kind, r.id} {
+	var vals [6]string
+	for i, s := range []span{r.taskTaskID, r.taskID, r.kind, r.id, r.resultType, r.resultTaskID} {
 		if !s.present() {
 			continue
 		}
@@ -34,7 +37,12 @@ func taskID(body []byte) string {
 	if r.task.present() && body[r.task.start] != '{' {
 		return ""
 	}
-	switch taskTaskID, taskID, kind, id := vals[0], vals[1], vals[2], vals[3]; {
+	switch taskTaskID, taskID, kind, id, resultType, resultTaskID := vals[0], vals[1], vals[2], vals[3], vals[4], vals[5]; {
+	case resultType == "task" && resultTaskID != "":
+		if taskTaskID != "" && taskTaskID != resultTaskID {
+			return ""
+		}
+		return resultTaskID
 	case taskTaskID != "":
 		return taskTaskID
 	case taskID != "":
@@ -74,8 +82,11 @@ func (s span) raw(body []byte) []byte { return body[s.start:s.end] }
 type taskMembers struct {
 	kind, id, task     span
 	taskTaskID, taskID span
-	ambiguous          bool
-	ok                 bool
+	// resultType and resultTaskID are the 2026-07-28 CreateTaskResult's,
+	// members of the result itself.
+	resultType, resultTaskID span
+	ambiguous                bool
+	ok                       bool
 }
 
 // taskWalk collects, during jsonrpc.WalkStrict, what taskID reads. A value
@@ -110,6 +121,8 @@ func (w *taskWalk) visit(depth int, key []byte, start, end int) {
 		switch {
 		case w.member(key, "kind", v, &p.kind, &p.ambiguous):
 		case w.member(key, "id", v, &p.id, &p.ambiguous):
+		case w.member(key, "resultType", v, &p.resultType, &p.ambiguous):
+		case w.member(key, "taskId", v, &p.resultTaskID, &p.ambiguous):
 		case w.member(key, "task", v, &p.task, &p.ambiguous):
 			p.taskTaskID, p.taskID = w.pending3.taskTaskID, w.pending3.taskID
 			p.ambiguous = p.ambiguous || w.pending3.ambiguous
