@@ -1236,3 +1236,63 @@ func TestModernTaskOperations(t *testing.T) {
 		})
 	}
 }
+
+// relatedTo is an MCP request of method whose _meta says it belongs to task
+// (io.modelcontextprotocol/related-task, MCP 2025-11-25).
+func relatedTo(id int, method, params, task string) string {
+	meta := `"_meta":{"io.modelcontextprotocol/related-task":{"taskId":` + task + `}}`
+	if params != "" {
+		meta = params + "," + meta
+	}
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s}}`, id, method, meta)
+}
+
+// TestRelatedTaskMetadata: any MCP request may say it belongs to a task
+// (_meta io.modelcontextprotocol/related-task). The TypeScript SDK's
+// server hands that task to the handler, queues the answer to the task's
+// messages (which its creator reads with tasks/result), and sets the
+// task's status when the handler asks the client anything; without a
+// session it looks the task up nowhere. Bob relates his calls to alice's
+// task: that names her task as surely as tasks/get does, and must be the
+// caller's. A task nobody holds is refused too, as a message's
+// reference is: relating a call must not be a way to claim a task.
+// Notifications, which nothing answers, are left alone.
+func TestRelatedTaskMetadata(t *testing.T) {
+	s, alice, bob, task := aliceHoldsATask(t, tasksYAML)
+	if v := s.check(t, raw{Headers: bob, Body: taskOp(2, "tasks/get", "taskId", "task-of-bob")}); !v.Allowed {
+		t.Fatalf("bob polls his task: %d %s", v.Status, v.Body)
+	}
+	for _, tc := range []struct {
+		name   string
+		auth   map[string]string
+		body   string
+		status int    // 0: allowed
+		reason string // in the refusal
+	}{
+		{"a tool call in alice's task", bob, relatedTo(3, "tools/call", `"name":"echo","arguments":{}`, `"`+task+`"`), 403, "task belongs to another user"},
+		{"a method the server does not know", bob, relatedTo(4, "no/such", "", `"`+task+`"`), 403, "task belongs to another user"},
+		{"a ping", bob, relatedTo(5, "ping", "", `"`+task+`"`), 403, "task belongs to another user"},
+		// Answered by nothing, and read by no server: a client hosting a
+		// task of its own (2025-11-25) reports on it so.
+		{"a notification", bob, `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"client-task","status":"working","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"client-task"}}}}`, 0, ""},
+		{"a task nobody holds", bob, relatedTo(6, "tools/call", `"name":"echo"`, `"task-of-nobody"`), 403, "bound to nobody"},
+		{"the id not a string", bob, relatedTo(7, "tools/call", `"name":"echo"`, `7`), 400, ""},
+		{"the id in another case too", bob, relatedTo(8, "tools/call", `"name":"echo"`, `"task-of-bob","TaskId":"`+task+`"`), 400, ""},
+		{"bob's own task", bob, relatedTo(9, "tools/call", `"name":"echo"`, `"task-of-bob"`), 0, ""},
+		{"alice's own task", alice, relatedTo(10, "tools/call", `"name":"echo"`, `"`+task+`"`), 0, ""},
+		{"an empty id names none", bob, relatedTo(11, "tools/call", `"name":"echo"`, `""`), 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: tc.auth, Body: tc.body})
+			if v.wantStatus(t, tc.status) && !strings.Contains(v.Body, tc.reason) {
+				t.Fatalf("the refusal does not say why (%s): %s", tc.reason, v.Body)
+			}
+		})
+	}
+	t.Run("task ownership off", func(t *testing.T) {
+		s := start(t, strings.Replace(tasksYAML, "sessions: {", "sessions: {task_ownership: false, ", 1), options{})
+		if v := s.check(t, raw{Headers: bob, Body: relatedTo(12, "tools/call", `"name":"echo"`, `"`+task+`"`)}); !v.Allowed {
+			t.Fatalf("refused where tasks are not bound: %d %s", v.Status, v.Body)
+		}
+	})
+}

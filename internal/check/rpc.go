@@ -40,6 +40,9 @@ type Call struct {
 	// refTasks are the tasks a message send references
 	// (params.message.referenceTaskIds), which the agent may read.
 	refTasks []string
+	// relatedTask is the task an MCP request says it belongs to
+	// (jsonrpc.Request.RelatedTaskID).
+	relatedTask string
 	// listContext is the context a task list filters by (A2A
 	// params.contextId).
 	listContext string
@@ -174,6 +177,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.metaToken = rpc.MetaAuthorization
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		c.refTasks, c.listContext, c.pushConfig = rpc.ReferenceTaskIDs, rpc.ParamsContextID, rpc.PushConfig
+		c.relatedTask = rpc.RelatedTaskID
 		c.completedPrompt, c.completedTemplate = rpc.CompletedPrompt, rpc.CompletedTemplate
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd
 		if rpc.IsResponse {

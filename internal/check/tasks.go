@@ -146,6 +146,9 @@ func (e *evaluation) bindTasks() *denial {
 	if !e.p.taskOwnership || call.Protocol == jsonrpc.ProtocolUnknown || call.Method == "" {
 		return nil
 	}
+	if d := e.checkRelatedTask(); d != nil {
+		return d
+	}
 	use := call.task
 	if use == noTask || use == taskList {
 		return nil
@@ -346,6 +349,38 @@ func (e *evaluation) checkReferences() *denial {
 		}
 		e.rec.add("referenced", func() string { return "task " + id + " is " + e.grant.Subject + "'s" })
 	}
+	return nil
+}
+
+// errUnboundRelatedTask refuses a request related to a task nobody holds.
+const errUnboundRelatedTask = "the task this request says it belongs to (_meta io.modelcontextprotocol/related-task) is bound to nobody: " +
+	"a request may belong only to the caller's tasks, and a task is bound to the first user naming it in a task operation (tasks/get) " +
+	"or, where the response path is read, to its creator"
+
+// checkRelatedTask refuses an MCP request that says it belongs to a task
+// (_meta io.modelcontextprotocol/related-task, whatever its method) that
+// is not the caller's (or their delegator's). The TypeScript SDK's server
+// hands that task to the handler, queues the answer (an error for a
+// method it does not know) to the task's messages, which its creator
+// reads with tasks/result, and sets its status when the handler asks the
+// client anything; a server without sessions looks it up nowhere. As a
+// message's reference does, a relation binds nothing, so a task nobody
+// holds is refused: relating a call must not be a way to claim a task.
+// A notification is answered by nothing and the SDK reads no task from
+// it (a client hosting a task of its own, which 2025-11-25 allows, tells
+// the server of it so).
+func (e *evaluation) checkRelatedTask() *denial {
+	id := e.call.relatedTask
+	switch {
+	case id == "" || len(e.call.ID) == 0:
+		return nil
+	case len(id) > maxTaskID:
+		return &denial{outcome: Malformed, desc: "related task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
+	}
+	if d := e.checkOwner(e.pl.state.tasks, bindTask, id, &denial{outcome: Forbidden, desc: errUnboundRelatedTask}); d != nil {
+		return d
+	}
+	e.rec.add("related", func() string { return "task " + id + " is " + e.grant.Subject + "'s" })
 	return nil
 }
 

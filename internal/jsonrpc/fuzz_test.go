@@ -32,6 +32,7 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"\ud83d\ude00","NAME":"x","arguments":{"_metadata":{"authorization":"t"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"a","traceparent":"t","tracestate":"s","baggage":"b"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t\u00e9","TASKID":null}}}}`,
 		`[{"jsonrpc":"2.0","method":"ping"}]`,
 		`{"jsonrpc":"2.0","id":01}`, `"x"`, `[[[[]]]]`, "{\"a\":\"\xff\"}", `-0.0e-0`,
 	} {
@@ -66,7 +67,7 @@ func FuzzParse(f *testing.F) {
 		// Accepted: the strings are UTF-8, the id is a JSON id, and a
 		// request has a method.
 		for _, s := range []string{r.Method, r.Name, r.URI, r.ProtocolVersion, r.Traceparent, r.Tracestate,
-			r.Baggage, r.MetaAuthorization, r.ContextID, r.TaskID, r.ParamsID, r.ParamsTaskID, r.ParamsContextID, r.Skill, r.Tenant} {
+			r.Baggage, r.MetaAuthorization, r.ContextID, r.TaskID, r.ParamsID, r.ParamsTaskID, r.ParamsContextID, r.Skill, r.Tenant, r.RelatedTaskID} {
 			if !utf8.ValidString(s) {
 				t.Fatalf("Parse(%q): %q is not UTF-8", body, s)
 			}
@@ -266,6 +267,10 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 	decodeObject(t, caps.Elicitation, &elicit)
 	decodeObject(t, meta["io.modelcontextprotocol/clientCapabilities"], &metaCaps)
 	decodeObject(t, metaCaps.Elicitation, &metaElicit)
+	var relatedTask struct {
+		TaskID raw `json:"taskId"`
+	}
+	decodeObject(t, meta["io.modelcontextprotocol/related-task"], &relatedTask)
 	isObject := func(v raw) bool { return len(v) > 0 && v[0] == '{' }
 
 	if got.IsResponse {
@@ -290,6 +295,7 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		ParamsID:          jsonText(t, params.ID),
 		ParamsTaskID:      jsonText(t, params.TaskID) + jsonText(t, params.TaskIDSnake), // never both
 		ParamsContextID:   jsonText(t, params.ContextID) + jsonText(t, params.ContextIDSnake),
+		RelatedTaskID:     jsonText(t, relatedTask.TaskID),
 	}
 	if _, a2a := ClassifyA2A(top.Method); a2a {
 		want.Tenant = jsonText(t, params.Tenant)

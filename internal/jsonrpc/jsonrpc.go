@@ -109,6 +109,13 @@ type Request struct {
 	// ParamsContextID is params.contextId or params.context_id: the
 	// context A2A v1.0's ListTasks filters by.
 	ParamsContextID string
+	// RelatedTaskID is the task an MCP request says it belongs to
+	// (params._meta["io.modelcontextprotocol/related-task"].taskId, MCP
+	// 2025-11-25), whatever its method: the TypeScript SDK's server hands
+	// it to the handler, queues the answer to that task's messages and may
+	// set the task's status by it. A string without control characters;
+	// any other value makes the request invalid.
+	RelatedTaskID string
 	// Tenant is params.tenant: A2A v1.0 requests name the tenant the agent
 	// serves them for there (over JSON-RPC; HTTP+JSON puts it in the
 	// path), and an agent serving several reads it to pick the tenant's
@@ -253,6 +260,7 @@ func (r Request) LogValue() slog.Value {
 	add("params_task_id", r.ParamsTaskID)
 	add("params_context_id", r.ParamsContextID)
 	add("tenant", r.Tenant)
+	add("related_task_id", r.RelatedTaskID)
 	if len(r.ReferenceTaskIDs) > 0 {
 		attrs = append(attrs, slog.Int("reference_task_ids", len(r.ReferenceTaskIDs)))
 	}
@@ -376,7 +384,8 @@ func (s *scanner) request(r *Request) error {
 		}
 	}
 	if hasControl(r.Method) || hasControl(r.Name) || hasControl(r.URI) ||
-		hasControl(r.CompletedPrompt) || hasControl(r.CompletedTemplate) || hasControl(r.Tenant) {
+		hasControl(r.CompletedPrompt) || hasControl(r.CompletedTemplate) || hasControl(r.Tenant) ||
+		hasControl(r.RelatedTaskID) {
 		return ErrInvalidRequest
 	}
 	var ok bool
@@ -452,6 +461,7 @@ var decoded = [...]field{
 	fMethod, fName, fURI, fMetaProtocolVersion, fTraceparent, fTracestate, fBaggage,
 	fContextID, fTaskID, fContextIDSnake, fTaskIDSnake, fParamsID, fParamsTaskID,
 	fParamsTaskIDSnake, fParamsContextID, fParamsContextIDSnake, fParamsTenant, fRefName, fRefURI,
+	fMetaRelatedTaskID,
 }
 
 func (r *Request) setString(f field, v string) {
@@ -482,6 +492,8 @@ func (r *Request) setString(f field, v string) {
 		r.ParamsContextID = v
 	case fParamsTenant:
 		r.Tenant = v
+	case fMetaRelatedTaskID:
+		r.RelatedTaskID = v
 	case fRefName:
 		r.CompletedPrompt = v
 	case fRefURI:
@@ -549,7 +561,8 @@ func (s *scanner) typesValid(method string) bool {
 	if !s.is(fMeta, object) || !s.is(fMetaProtocolVersion, str) ||
 		!s.is(fMetaClientCapabilities, object) || !s.is(fMetaElicitation, object) ||
 		!s.is(fMetaElicitationURL, object) || !s.is(fTraceparent, str) ||
-		!s.is(fTracestate, str) || !s.is(fBaggage, str) || !s.is(fMetaAuthorization, str) {
+		!s.is(fTracestate, str) || !s.is(fBaggage, str) || !s.is(fMetaAuthorization, str) ||
+		!s.is(fMetaRelatedTask, object) || !s.is(fMetaRelatedTaskID, str) {
 		return false
 	}
 	// The methods rules name by a member take their params by name only.

@@ -90,6 +90,8 @@ const (
 	fTracestate
 	fBaggage
 	fMetaAuthorization
+	fMetaRelatedTask   // params._meta["io.modelcontextprotocol/related-task"]
+	fMetaRelatedTaskID // its taskId
 
 	numFields
 )
@@ -124,6 +126,11 @@ var (
 	metaCapabilitiesNode = &node{fold: true, members: []member{
 		{key: "elicitation", field: fMetaElicitation, child: metaElicitationNode},
 	}}
+	// The task a request belongs to (MCP 2025-11-25), an object SDKs
+	// decode into a struct.
+	relatedTaskNode = &node{fold: true, members: []member{
+		{key: "taskId", field: fMetaRelatedTaskID},
+	}}
 	metaNode = &node{members: []member{
 		{key: "io.modelcontextprotocol/protocolVersion", field: fMetaProtocolVersion},
 		{key: "io.modelcontextprotocol/clientCapabilities", field: fMetaClientCapabilities, child: metaCapabilitiesNode},
@@ -131,6 +138,7 @@ var (
 		{key: "tracestate", field: fTracestate},
 		{key: "baggage", field: fBaggage},
 		{key: "authorization", field: fMetaAuthorization},
+		{key: "io.modelcontextprotocol/related-task", field: fMetaRelatedTask, child: relatedTaskNode},
 	}}
 	metadataNode = &node{members: []member{
 		{key: "authorization", field: fMetadataAuthorization},
