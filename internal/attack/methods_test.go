@@ -578,6 +578,31 @@ func TestCompletionNamedByHeadersAlone(t *testing.T) {
 	}
 }
 
+// TestListenNamedByHeadersAlone: on a route whose proxy sends no
+// body, a subscriptions/listen is named by Mcp-Method alone, and may
+// subscribe to any resource (resourceSubscriptions replaces
+// resources/subscribe): it must pass what resources/subscribe of every
+// URI would need.
+func TestListenNamedByHeadersAlone(t *testing.T) {
+	s := start(t, headerOnlyRoutes, options{})
+	for _, tc := range []struct {
+		name, path string
+		status     int // 0: allowed
+	}{
+		{"a route denying resources", "/files/mcp", 403},
+		{"a route without resource rules", "/open/mcp", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
+				"authorization": "Bearer " + token(t, issuerHS, "mallory"), "content-type": "application/json",
+				"content-length": "120", "mcp-method": "subscriptions/listen", "mcp-protocol-version": "2026-07-28"}})
+			if v.wantStatus(t, tc.status) && !strings.Contains(v.Body, "resources it subscribes to are not known") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+}
+
 // TestMcpHeadersOfOlderVersions: a route whose proxy sends no body decides
 // on Mcp-Method and Mcp-Name when its upstream checks them against the
 // body. MCP servers do that only for requests of 2026-07-28 or later: the

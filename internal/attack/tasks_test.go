@@ -1296,3 +1296,62 @@ func TestRelatedTaskMetadata(t *testing.T) {
 		}
 	})
 }
+
+// listen is an MCP 2026-07-28 subscriptions/listen request subscribing to
+// notifications (a JSON object's members).
+func listen(id int, notifications string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{%s},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, id, notifications)
+}
+
+// TestSubscriptionsListen: MCP 2026-07-28's subscriptions/listen replaces
+// resources/subscribe (params.notifications.resourceSubscriptions, which
+// the go-sdk's server honours), and the tasks extension subscribes to
+// tasks there (taskIds: each notification carries the task whole, its
+// result included). A subscription to a resource must pass what
+// resources/subscribe of it needs, in canonical form; one to a task must
+// be to the caller's, as a reference is.
+func TestSubscriptionsListen(t *testing.T) {
+	yaml := strings.Replace(tasksYAML, "    audiences: [", "    rules:\n      - {methods: [\"resources/subscribe\"], names: [\"file:///etc/*\"], action: deny}\n    audiences: [", 1)
+	s, alice, bob, task := aliceHoldsATask(t, yaml)
+	h := func(auth map[string]string) map[string]string {
+		return modernHeaders(auth, "subscriptions/listen", "")
+	}
+	for _, tc := range []struct {
+		name          string
+		auth          map[string]string
+		notifications string
+		status        int    // 0: allowed
+		reason        string // in the refusal
+	}{
+		{"list changes", bob, `"toolsListChanged":true`, 0, ""},
+		{"a resource the rules allow", bob, `"resourceSubscriptions":["file:///tmp/a"]`, 0, ""},
+		{"a resource the rules refuse", bob, `"resourceSubscriptions":["file:///tmp/a","file:///etc/shadow"]`, 403, "resources/subscribe of file:///etc/shadow"},
+		{"the resource spelled otherwise", bob, `"resourceSubscriptions":["FILE:///%65tc/shadow"]`, 403, "resources/subscribe of file:///etc/shadow"},
+		{"a resource with no canonical form", bob, `"resourceSubscriptions":["file:///tmp/../etc/shadow"]`, 400, ""},
+		{"the list in another case too", bob, `"resourceSubscriptions":[],"ResourceSubscriptions":["file:///etc/shadow"]`, 400, ""},
+		{"alice's task", bob, `"taskIds":["` + task + `"]`, 403, "task belongs to another user"},
+		{"a task nobody holds", bob, `"taskIds":["task-of-nobody"]`, 403, "bound to nobody"},
+		{"her own task", alice, `"taskIds":["` + task + `"]`, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: h(tc.auth), Body: listen(3, tc.notifications)})
+			if !v.wantStatus(t, tc.status) {
+				return
+			}
+			if e := v.rpc(t); string(e.ID) != "3" || !strings.Contains(v.Body, tc.reason) {
+				t.Fatalf("refusal %s, want the id and the reason (%s)", v.Body, tc.reason)
+			}
+		})
+	}
+	t.Run("named by its headers alone where the body was to be sent", func(t *testing.T) {
+		// On a route without rules: one with resource rules refuses it
+		// before, as it may subscribe to any resource.
+		s := start(t, tasksYAML, options{})
+		headers := h(bob)
+		headers["content-length"] = "120"
+		v := s.check(t, raw{Headers: headers})
+		if v.wantStatus(t, 400) && !strings.Contains(v.Body, "needs its body") {
+			t.Fatalf("the refusal does not say why: %s", v.Body)
+		}
+	})
+}

@@ -45,12 +45,19 @@ func isURIMethod(method string) bool {
 	return false
 }
 
-// canonicalCall replaces the resource URI of a resource call by its
-// canonical form, which the rules match; a URI without one, or a resource
-// call without a URI, is refused.
+// canonicalCall replaces the resource URI of a resource call, and those a
+// subscription subscribes to, by their canonical form, which the rules
+// match; a URI without one, or a resource call without a URI, is refused.
 func canonicalCall(call *Call) *denial {
 	if call.completedTemplate != "" {
 		return canonicalTemplate(call)
+	}
+	for i, uri := range call.subscribedURIs {
+		u, err := canon.URI(uri)
+		if err != nil {
+			return &denial{outcome: Malformed, desc: "a subscribed resource URI: " + err.Error(), rpcCode: jsonrpc.CodeInvalidParams}
+		}
+		call.subscribedURIs[i] = u
 	}
 	if !isURIMethod(call.Method) || call.nameUnknown {
 		return nil

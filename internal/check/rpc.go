@@ -43,6 +43,10 @@ type Call struct {
 	// relatedTask is the task an MCP request says it belongs to
 	// (jsonrpc.Request.RelatedTaskID).
 	relatedTask string
+	// subscribedURIs and subscribedTasks are what a subscriptions/listen
+	// stream subscribes to (jsonrpc.Request.SubscribedURIs, in canonical
+	// form after canonicalCall, and SubscribedTaskIDs).
+	subscribedURIs, subscribedTasks []string
 	// listContext is the context a task list filters by (A2A
 	// params.contextId).
 	listContext string
@@ -178,6 +182,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		c.refTasks, c.listContext, c.pushConfig = rpc.ReferenceTaskIDs, rpc.ParamsContextID, rpc.PushConfig
 		c.relatedTask = rpc.RelatedTaskID
+		c.subscribedURIs, c.subscribedTasks = rpc.SubscribedURIs, rpc.SubscribedTaskIDs
 		c.completedPrompt, c.completedTemplate = rpc.CompletedPrompt, rpc.CompletedTemplate
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd
 		if rpc.IsResponse {

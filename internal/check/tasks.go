@@ -149,6 +149,9 @@ func (e *evaluation) bindTasks() *denial {
 	if d := e.checkRelatedTask(); d != nil {
 		return d
 	}
+	if d := e.checkSubscribedTasks(); d != nil {
+		return d
+	}
 	use := call.task
 	if use == noTask || use == taskList {
 		return nil
@@ -384,6 +387,37 @@ func (e *evaluation) checkRelatedTask() *denial {
 	return nil
 }
 
+// errUnboundSubscribedTask refuses a subscription to a task nobody holds.
+const errUnboundSubscribedTask = "a task the stream subscribes to (params.notifications.taskIds) is bound to nobody: " +
+	"a stream may follow only the caller's tasks, and a task is bound to the first user naming it in a task operation (tasks/get) " +
+	"or, where the response path is read, to its creator"
+
+// checkSubscribedTasks refuses a subscriptions/listen stream following a
+// task that is not the caller's (the tasks extension's taskIds: each
+// notification carries the task whole, its result included), or one whose
+// tasks cannot be seen: a stream named by its headers alone on a route
+// whose front end was to send the body. As a reference does, a
+// subscription binds nothing, so a task nobody holds is refused.
+func (e *evaluation) checkSubscribedTasks() *denial {
+	call := &e.call
+	if call.Method != "subscriptions/listen" {
+		return nil
+	}
+	if !call.Body && e.route.bindsTasks {
+		return &denial{outcome: Malformed, desc: "a subscription needs its body to be checked (it may follow tasks): send the body to the service", rpcCode: jsonrpc.CodeInvalidRequest}
+	}
+	for _, id := range call.subscribedTasks {
+		if len(id) > maxTaskID {
+			return &denial{outcome: Malformed, desc: "subscribed task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
+		}
+		if d := e.checkOwner(e.pl.state.tasks, bindTask, id, &denial{outcome: Forbidden, desc: errUnboundSubscribedTask}); d != nil {
+			return d
+		}
+		e.rec.add("subscribed", func() string { return "task " + id + " is " + e.grant.Subject + "'s" })
+	}
+	return nil
+}
+
 // checkListContext refuses a task list filtered by an A2A context bound to
 // another user (A2A v1.0 ListTasks' params.contextId, or over HTTP+JSON
 // GET /v1/tasks?contextId=… on an auto route, which cannot tell an agent
@@ -509,7 +543,10 @@ func (e *evaluation) checkOwner(store *session.Store, kind, id string, unbound *
 // argument what resources/read of every URI it may expand to needs. A
 // completion named by its headers alone may be of any prompt or template,
 // and must pass what prompts/get of every prompt and resources/read of
-// every URI need. A call named by a Base64-encoded Mcp-Name alone must
+// every URI need. A subscriptions/listen stream must pass what
+// resources/subscribe of each resource it subscribes to needs (2026-07-28
+// replaces that method by it), and, named by its headers alone, of every
+// URI. A call named by a Base64-encoded Mcp-Name alone must
 // pass its rules under the name as sent too: MCP servers are to decode it
 // before comparing it with the body, and the go-sdk does not.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
@@ -537,6 +574,11 @@ func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, str
 			return o2, a.refused(call) + desc2, scope2
 		}
 	}
+	for _, uri := range call.subscribedURIs {
+		if o2, desc2, scope2, _ := r.authorizeFor(e, g, "resources/subscribe", uri); o2 != Allowed {
+			return o2, "the stream subscribes to the resource " + uri + ", and resources/subscribe of " + uri + " is refused: " + desc2, scope2
+		}
+	}
 	return o, desc, scope
 }
 
@@ -561,13 +603,14 @@ type also struct {
 type alsoWhy uint8
 
 const (
-	alsoTaskTool     alsoWhy = iota // tools/call of the tool of the task it operates on
-	alsoAnyTaskTool                 // the operation and tools/call of any tool: the task's is not known
-	alsoPrompt                      // prompts/get of the prompt it completes
-	alsoTemplate                    // resources/read of the template it completes, or of what it expands to
-	alsoAnyCompleted                // prompts/get and resources/read of anything: it was named by headers alone
-	alsoWebhook                     // the method that registers the webhook its message registers
-	alsoNameAsSent                  // its method of the Mcp-Name as sent: it was named by an encoded header alone
+	alsoTaskTool      alsoWhy = iota // tools/call of the tool of the task it operates on
+	alsoAnyTaskTool                  // the operation and tools/call of any tool: the task's is not known
+	alsoPrompt                       // prompts/get of the prompt it completes
+	alsoTemplate                     // resources/read of the template it completes, or of what it expands to
+	alsoAnyCompleted                 // prompts/get and resources/read of anything: it was named by headers alone
+	alsoWebhook                      // the method that registers the webhook its message registers
+	alsoNameAsSent                   // its method of the Mcp-Name as sent: it was named by an encoded header alone
+	alsoAnySubscribed                // resources/subscribe of anything: a subscription named by headers alone
 )
 
 // alsoNeeds lists the calls whose rules call must also pass (at most two),
@@ -587,6 +630,8 @@ func alsoNeeds(call *Call, tool string, records bool) (needs [2]also, n int) {
 	case completesUnknown(call):
 		needs = [2]also{{why: alsoAnyCompleted, every: true, method: "prompts/get"}, {why: alsoAnyCompleted, every: true, method: "resources/read"}}
 		return needs, 2
+	case call.Method == "subscriptions/listen" && !call.Body:
+		needs[0] = also{why: alsoAnySubscribed, every: true, method: "resources/subscribe"}
 	case call.pushConfig:
 		needs[0] = also{why: alsoWebhook, method: pushConfigMethod}
 	case call.nameAsSent != "":
@@ -615,6 +660,9 @@ func (a also) refused(call *Call) string {
 		return "the completion is of the resource template " + a.name + ", and resources/read of it is refused: "
 	case alsoAnyCompleted:
 		return "the completed prompt or resource template is not known (the call is named by its headers alone), and " +
+			a.method + " of some is refused: "
+	case alsoAnySubscribed:
+		return "the stream is named by its headers alone, so the resources it subscribes to are not known, and " +
 			a.method + " of some is refused: "
 	case alsoNameAsSent:
 		return "the call is named by its headers alone, in a Base64-encoded Mcp-Name that some MCP servers compare with the body as sent, and " +

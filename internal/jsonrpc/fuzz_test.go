@@ -33,6 +33,7 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"\ud83d\ude00","NAME":"x","arguments":{"_metadata":{"authorization":"t"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"a","traceparent":"t","tracestate":"s","baggage":"b"}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t\u00e9","TASKID":null}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["file:///\u00e9",""],"taskIds":null}}}`,
 		`[{"jsonrpc":"2.0","method":"ping"}]`,
 		`{"jsonrpc":"2.0","id":01}`, `"x"`, `[[[[]]]]`, "{\"a\":\"\xff\"}", `-0.0e-0`,
 	} {
@@ -234,6 +235,7 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		Arguments       raw `json:"arguments"`
 		Configuration   raw `json:"configuration"`
 		Ref             raw `json:"ref"`
+		Notifications   raw `json:"notifications"`
 	}
 	decodeObject(t, top.Params, &params)
 	var configuration map[string]raw // every spelling, matched exactly (Parse refuses the others)
@@ -327,6 +329,23 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 			if v, ok := configuration[k]; ok && string(v) != "null" {
 				want.PushConfig = true
 			}
+		}
+	}
+	if top.Method == "subscriptions/listen" {
+		// As the go-sdk's NotificationSubscriptions decodes them: arrays of
+		// strings (Parse refuses any other shape).
+		var n struct {
+			URIs  []string `json:"resourceSubscriptions"`
+			Tasks []string `json:"taskIds"`
+		}
+		if err := json.Unmarshal(params.Notifications, &n); err != nil {
+			t.Fatalf("Parse(%q) accepted notifications encoding/json refuses: %v", body, err)
+		}
+		if len(n.URIs) > 0 {
+			want.SubscribedURIs = n.URIs
+		}
+		if len(n.Tasks) > 0 {
+			want.SubscribedTaskIDs = n.Tasks
 		}
 	}
 	if top.Method == "completion/complete" {

@@ -109,6 +109,15 @@ type Request struct {
 	// ParamsContextID is params.contextId or params.context_id: the
 	// context A2A v1.0's ListTasks filters by.
 	ParamsContextID string
+	// SubscribedURIs and SubscribedTaskIDs are what an MCP
+	// subscriptions/listen stream subscribes to (params.notifications):
+	// the resources whose updates it is to carry (resourceSubscriptions,
+	// which replaces resources/subscribe in 2026-07-28), as sent, and the
+	// tasks whose status it is to carry, results included (taskIds, the
+	// tasks extension). Arrays of at most MaxSubscribedURIs and
+	// MaxReferenceTaskIDs strings, nil for other methods and for none;
+	// any other value makes the request invalid.
+	SubscribedURIs, SubscribedTaskIDs []string
 	// RelatedTaskID is the task an MCP request says it belongs to
 	// (params._meta["io.modelcontextprotocol/related-task"].taskId, MCP
 	// 2025-11-25), whatever its method: the TypeScript SDK's server hands
@@ -264,6 +273,12 @@ func (r Request) LogValue() slog.Value {
 	if len(r.ReferenceTaskIDs) > 0 {
 		attrs = append(attrs, slog.Int("reference_task_ids", len(r.ReferenceTaskIDs)))
 	}
+	if len(r.SubscribedURIs) > 0 {
+		attrs = append(attrs, slog.Int("subscribed_uris", len(r.SubscribedURIs)))
+	}
+	if len(r.SubscribedTaskIDs) > 0 {
+		attrs = append(attrs, slog.Int("subscribed_task_ids", len(r.SubscribedTaskIDs)))
+	}
 	add("traceparent", r.Traceparent)
 	if r.MetaAuthorization != "" {
 		attrs = append(attrs, slog.Bool("meta_authorization", true))
@@ -405,6 +420,14 @@ func (s *scanner) request(r *Request) error {
 	}
 	if r.ReferenceTaskIDs, err = s.referenceTaskIDs(r.Method); err != nil {
 		return err
+	}
+	if r.Method == "subscriptions/listen" {
+		if r.SubscribedURIs, err = s.strings(fResourceSubscriptions, MaxSubscribedURIs, errSubscribedURIs); err != nil {
+			return err
+		}
+		if r.SubscribedTaskIDs, err = s.strings(fSubscribedTaskIDs, MaxReferenceTaskIDs, errSubscribedTasks); err != nil {
+			return err
+		}
 	}
 	r.PushConfig = s.pushConfig(r.Method)
 	if sp := s.spans[fArguments]; sp.kind == object {
@@ -579,6 +602,9 @@ func (s *scanner) typesValid(method string) bool {
 			!(s.present(fRefName) && s.present(fRefURI)) &&
 			(s.isString(fRefType, "ref/prompt") && s.present(fRefName) ||
 				s.isString(fRefType, "ref/resource") && s.present(fRefURI))
+	case "subscriptions/listen":
+		// Absent, they subscribe to nothing.
+		return s.is(fParams, object) && s.is(fNotifications, object)
 	case "initialize":
 		return s.is(fProtocolVersion, str) && s.is(fCapabilities, object) &&
 			s.is(fCapsElicitation, object) && s.is(fCapsElicitationURL, object)
@@ -671,15 +697,32 @@ func (s *scanner) spelledTwice() error {
 	return nil
 }
 
-// MaxReferenceTaskIDs bounds the tasks a message may reference: each is
-// looked up in the task bindings.
+// MaxReferenceTaskIDs bounds the tasks a message may reference, and a
+// subscription may follow: each is looked up in the task bindings.
 const MaxReferenceTaskIDs = 64
 
+// MaxSubscribedURIs bounds the resources a subscriptions/listen stream may
+// subscribe to: each is matched against the rules.
+const MaxSubscribedURIs = 256
+
 var (
-	errReferenceType     = invalid("params.message.referenceTaskIds must be an array of strings")
-	errReferenceTooMany  = invalid("params.message references more than " + strconv.Itoa(MaxReferenceTaskIDs) + " tasks")
-	errReferenceEncoding = invalid("a referenced task id escapes an unpaired surrogate")
+	errReferences = listErrors{
+		typ:     invalid("params.message.referenceTaskIds must be an array of strings"),
+		tooMany: invalid("params.message references more than " + strconv.Itoa(MaxReferenceTaskIDs) + " tasks"),
+	}
+	errSubscribedURIs = listErrors{
+		typ:     invalid("params.notifications.resourceSubscriptions must be an array of strings"),
+		tooMany: invalid("params.notifications subscribes to more than " + strconv.Itoa(MaxSubscribedURIs) + " resources"),
+	}
+	errSubscribedTasks = listErrors{
+		typ:     invalid("params.notifications.taskIds must be an array of strings"),
+		tooMany: invalid("params.notifications subscribes to more than " + strconv.Itoa(MaxReferenceTaskIDs) + " tasks"),
+	}
+	errListEncoding = invalid("a listed id or URI escapes an unpaired surrogate")
 )
+
+// listErrors are the refusals of one array of strings Parse reads.
+type listErrors struct{ typ, tooMany error }
 
 // referenceTaskIDs reads the tasks a message send references
 // (Request.ReferenceTaskIDs): nil for other methods, and for none.
@@ -688,35 +731,41 @@ func (s *scanner) referenceTaskIDs(method string) ([]string, error) {
 	if !s.present(f) {
 		f = fReferenceTaskIDsSnake // spelledTwice refused both
 	}
+	if canonical, _ := ClassifyA2A(method); canonical != "SendMessage" && canonical != "SendStreamingMessage" {
+		return nil, nil
+	}
+	return s.strings(f, MaxReferenceTaskIDs, errReferences)
+}
+
+// strings reads the array of at most max strings at f: nil when absent,
+// null or empty.
+func (s *scanner) strings(f field, max int, errs listErrors) ([]string, error) {
 	sp := s.spans[f]
 	switch sp.kind {
 	case absent, null:
 		return nil, nil
-	}
-	if canonical, _ := ClassifyA2A(method); canonical != "SendMessage" && canonical != "SendStreamingMessage" {
-		return nil, nil
-	}
-	if sp.kind != array {
-		return nil, errReferenceType
+	case array:
+	default:
+		return nil, errs.typ
 	}
 	// The scan validated the array: its elements are values separated by
 	// commas, and only strings are taken.
-	var ids []string
+	var out []string
 	s.pos = int(sp.start) + 1
 	for {
 		s.ws()
 		switch s.peek() {
 		case ']':
-			return ids, nil
+			return out, nil
 		case ',':
 			s.pos++
 			continue
 		case '"':
 		default:
-			return nil, errReferenceType
+			return nil, errs.typ
 		}
-		if len(ids) == MaxReferenceTaskIDs {
-			return nil, errReferenceTooMany
+		if len(out) == max {
+			return nil, errs.tooMany
 		}
 		start := s.pos
 		if err := s.str(); err != nil {
@@ -724,14 +773,14 @@ func (s *scanner) referenceTaskIDs(method string) ([]string, error) {
 		}
 		c := s.data[start+1 : s.pos-1]
 		if !s.escaped {
-			ids = append(ids, string(c))
+			out = append(out, string(c))
 			continue
 		}
 		b, ok := unescape(make([]byte, 0, len(c)), c)
 		if !ok {
-			return nil, errReferenceEncoding
+			return nil, errListEncoding
 		}
-		ids = append(ids, string(b))
+		out = append(out, string(b))
 	}
 }
 

@@ -72,6 +72,9 @@ const (
 	fRefType               // params.ref.type: ref/prompt or ref/resource
 	fRefName               // params.ref.name: the prompt
 	fRefURI                // params.ref.uri: the resource template
+	fNotifications         // params.notifications (MCP subscriptions/listen)
+	fResourceSubscriptions // params.notifications.resourceSubscriptions
+	fSubscribedTaskIDs     // params.notifications.taskIds (the tasks extension)
 	// params.configuration's push notification configuration, in every
 	// spelling an A2A version or SDK gives it (configurationNode).
 	fPushConfig
@@ -180,6 +183,13 @@ var (
 		{key: "name", field: fRefName},
 		{key: "uri", field: fRefURI},
 	}}
+	// What a subscriptions/listen stream is to carry (MCP 2026-07-28): the
+	// resources whose updates it subscribes to, which replaces
+	// resources/subscribe, and the tasks extension's tasks.
+	notificationsNode = &node{fold: true, members: []member{
+		{key: "resourceSubscriptions", field: fResourceSubscriptions},
+		{key: "taskIds", field: fSubscribedTaskIDs},
+	}}
 	paramsNode = &node{fold: true, members: []member{
 		{key: "name", field: fName},
 		{key: "uri", field: fURI},
@@ -196,6 +206,7 @@ var (
 		{key: "tenant", field: fParamsTenant},
 		{key: "configuration", field: fConfiguration, child: configurationNode},
 		{key: "ref", field: fRef, child: refNode},
+		{key: "notifications", field: fNotifications, child: notificationsNode},
 	}}
 	topNode = &node{fold: true, members: []member{
 		{key: "jsonrpc", field: fJSONRPC},
