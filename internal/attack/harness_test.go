@@ -80,8 +80,10 @@ type suite struct {
 	logs      *syncBuffer // everything the service logged
 	proxy     *envoytest.Proxy
 
-	mu       sync.Mutex
-	executed []testpeers.ToolCall
+	mu         sync.Mutex
+	executed   []testpeers.ToolCall
+	subscribed []string // the resources the MCP server took subscriptions to
+	upstream   string   // the MCP server's URL, behind no proxy
 }
 
 // start runs the service with issuersYAML followed by routes.
@@ -95,12 +97,18 @@ func start(t *testing.T, routes string, o options) *suite {
 			defer s.mu.Unlock()
 			s.executed = append(s.executed, c)
 		},
+		OnSubscribe: func(uri string) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.subscribed = append(s.subscribed, uri)
+		},
 	})
 	if o.Upstream != nil {
 		mcpServer = o.Upstream(mcpServer)
 	}
 	upstream := httptest.NewServer(mcpServer)
 	t.Cleanup(upstream.Close)
+	s.upstream = upstream.URL
 
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	doc := issuersYAML + routes

@@ -47,6 +47,11 @@ type MCPOptions struct {
 	// PageSize is how many entries one page of a list holds (the SDK's
 	// default when zero), so that a test can page through tools/list.
 	PageSize int
+	// OnSubscribe, when set, makes the server take resource subscriptions
+	// (resources/subscribe, and subscriptions/listen's
+	// resourceSubscriptions from 2026-07-28), and is called with the URI
+	// of each one the SDK accepts. It may be called concurrently.
+	OnSubscribe func(uri string)
 }
 
 // ToolCall is one tools/call the MCP server received.
@@ -89,12 +94,20 @@ func NewMCPServer(opts MCPOptions) http.Handler {
 	}
 	p := &mcpPeer{name: name, onCall: opts.OnToolCall}
 
-	server := mcp.NewServer(&mcp.Implementation{Name: name, Version: "v1.0.0"}, &mcp.ServerOptions{
+	serverOpts := &mcp.ServerOptions{
 		Logger: logger,
 		// No logging capability: the peer never sends log notifications.
 		Capabilities: &mcp.ServerCapabilities{},
 		PageSize:     opts.PageSize,
-	})
+	}
+	if opts.OnSubscribe != nil {
+		serverOpts.SubscribeHandler = func(_ context.Context, req *mcp.SubscribeRequest) error {
+			opts.OnSubscribe(req.Params.URI)
+			return nil
+		}
+		serverOpts.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: name, Version: "v1.0.0"}, serverOpts)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        ToolWhoAmI,
 		Description: "Reports the identity and lineage headers this request arrived with.",
