@@ -340,25 +340,32 @@ const errUnboundReference = "a referenced task is bound to nobody: a message may
 // answer that created it was not seen), and a reference must not be a way
 // to claim somebody else's task.
 func (e *evaluation) checkReferences() *denial {
-	for _, id := range e.call.refTasks {
+	return e.checkNamedTasks(e.call.refTasks, "referenced", errUnboundReference)
+}
+
+// checkNamedTasks refuses tasks a call names without acting on them (what
+// it references, belongs to or follows: how says which) that are not the
+// caller's or their delegator's, and those nobody holds, with unbound. It
+// binds nothing. An empty id names no task.
+func (e *evaluation) checkNamedTasks(ids []string, how, unbound string) *denial {
+	for _, id := range ids {
 		if id == "" {
-			continue // names no task the agent could load
+			continue
 		}
 		if len(id) > maxTaskID {
-			return &denial{outcome: Malformed, desc: "referenced task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
+			return &denial{outcome: Malformed, desc: how + " task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
 		}
-		if d := e.checkOwner(e.pl.state.tasks, bindTask, id, &denial{outcome: Forbidden, desc: errUnboundReference}); d != nil {
+		if d := e.checkOwner(e.pl.state.tasks, bindTask, id, &denial{outcome: Forbidden, desc: unbound}); d != nil {
 			return d
 		}
-		e.rec.add("referenced", func() string { return "task " + id + " is " + e.grant.Subject + "'s" })
+		e.rec.add(how, func() string { return "task " + id + " is " + e.grant.Subject + "'s" })
 	}
 	return nil
 }
 
 // errUnboundRelatedTask refuses a request related to a task nobody holds.
 const errUnboundRelatedTask = "the task this request says it belongs to (_meta io.modelcontextprotocol/related-task) is bound to nobody: " +
-	"a request may belong only to the caller's tasks, and a task is bound to the first user naming it in a task operation (tasks/get) " +
-	"or, where the response path is read, to its creator"
+	"a request may belong only to the caller's tasks, and " + howMCPTasksAreBound
 
 // checkRelatedTask refuses an MCP request that says it belongs to a task
 // (_meta io.modelcontextprotocol/related-task, whatever its method) that
@@ -373,23 +380,18 @@ const errUnboundRelatedTask = "the task this request says it belongs to (_meta i
 // it (a client hosting a task of its own, which 2025-11-25 allows, tells
 // the server of it so).
 func (e *evaluation) checkRelatedTask() *denial {
-	id := e.call.relatedTask
-	switch {
-	case id == "" || len(e.call.ID) == 0:
+	if e.call.relatedTask == "" || len(e.call.ID) == 0 {
 		return nil
-	case len(id) > maxTaskID:
-		return &denial{outcome: Malformed, desc: "related task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
 	}
-	if d := e.checkOwner(e.pl.state.tasks, bindTask, id, &denial{outcome: Forbidden, desc: errUnboundRelatedTask}); d != nil {
-		return d
-	}
-	e.rec.add("related", func() string { return "task " + id + " is " + e.grant.Subject + "'s" })
-	return nil
+	return e.checkNamedTasks([]string{e.call.relatedTask}, "related", errUnboundRelatedTask)
 }
 
 // errUnboundSubscribedTask refuses a subscription to a task nobody holds.
 const errUnboundSubscribedTask = "a task the stream subscribes to (params.notifications.taskIds) is bound to nobody: " +
-	"a stream may follow only the caller's tasks, and a task is bound to the first user naming it in a task operation (tasks/get) " +
+	"a stream may follow only the caller's tasks, and " + howMCPTasksAreBound
+
+// howMCPTasksAreBound ends the refusals of MCP tasks nobody holds.
+const howMCPTasksAreBound = "a task is bound to the first user naming it in a task operation (tasks/get) " +
 	"or, where the response path is read, to its creator"
 
 // checkSubscribedTasks refuses a subscriptions/listen stream following a
@@ -406,16 +408,7 @@ func (e *evaluation) checkSubscribedTasks() *denial {
 	if !call.Body && e.route.bindsTasks {
 		return &denial{outcome: Malformed, desc: "a subscription needs its body to be checked (it may follow tasks): send the body to the service", rpcCode: jsonrpc.CodeInvalidRequest}
 	}
-	for _, id := range call.subscribedTasks {
-		if len(id) > maxTaskID {
-			return &denial{outcome: Malformed, desc: "subscribed task id is too long", rpcCode: jsonrpc.CodeInvalidParams}
-		}
-		if d := e.checkOwner(e.pl.state.tasks, bindTask, id, &denial{outcome: Forbidden, desc: errUnboundSubscribedTask}); d != nil {
-			return d
-		}
-		e.rec.add("subscribed", func() string { return "task " + id + " is " + e.grant.Subject + "'s" })
-	}
-	return nil
+	return e.checkNamedTasks(call.subscribedTasks, "subscribed", errUnboundSubscribedTask)
 }
 
 // checkListContext refuses a task list filtered by an A2A context bound to
