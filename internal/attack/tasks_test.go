@@ -680,6 +680,15 @@ func TestTasksBodyWithheldFromAnA2ARoute(t *testing.T) {
 			}
 		})
 	}
+	// An empty POST is no JSON-RPC call (HTTP+JSON's CancelTask is one):
+	// refused as another binding, not blamed on the front end.
+	t.Run("an empty POST", func(t *testing.T) {
+		v := s.check(t, raw{Path: "/v1/tasks/task-of-alice:cancel", Headers: withheld("content-length", "0")})
+		v.wantDenied(t, 400)
+		if !strings.Contains(v.Body, "JSON-RPC calls only") {
+			t.Fatalf("refusal %s does not say why", v.Body)
+		}
+	})
 	t.Run("a route whose front end says it sends no body, task ownership off", func(t *testing.T) {
 		s := start(t, "sessions: {task_ownership: false}\n"+strings.Replace(a2aTasksYAML, "protocol: a2a", "protocol: a2a\n    request_body: none", 1), options{})
 		if v := s.check(t, raw{Headers: withheld("content-type", "application/json", "content-length", "93")}); !v.Allowed {

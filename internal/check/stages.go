@@ -337,8 +337,13 @@ func (e *evaluation) authorize() *denial {
 	}
 	if r.protocol == jsonrpc.ProtocolA2A && r.bindsTasks && carriesBody(e.req) && !call.Body {
 		// Only the body names an A2A call: one the front end withheld,
-		// whatever headers name it, would pass task ownership unread.
-		return &denial{outcome: Malformed, desc: errA2AWithheld, rpcCode: jsonrpc.CodeInvalidRequest}
+		// whatever headers name it, would pass task ownership unread. An
+		// empty POST is no JSON-RPC call at all (HTTP+JSON's CancelTask).
+		desc := errA2AWithheld
+		if !withheld(e.req) {
+			desc = errNotA2AJSONRPC
+		}
+		return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	switch {
 	case call.Method != "":
