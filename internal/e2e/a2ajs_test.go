@@ -222,10 +222,44 @@ type jsAgent struct {
 // startJSAgent starts the agent and waits for its port.
 func startJSAgent(t *testing.T) *jsAgent {
 	t.Helper()
-	// Not the test's context: the agent outlives the subtests, and its
+	a := &jsAgent{ready: make(chan struct{}, 1)}
+	peer := startNodePeer(t, "a2a.mjs", "@a2a-js/sdk", map[string]any{"mode": "agent"}, func(line []byte) {
+		var ev struct {
+			Ready bool   `json:"ready"`
+			Event string `json:"event"`
+		}
+		if json.Unmarshal(line, &ev) != nil {
+			return
+		}
+		switch {
+		case ev.Ready:
+			a.ready <- struct{}{}
+		case ev.Event == "message":
+			a.mu.Lock()
+			a.messages++
+			a.mu.Unlock()
+		}
+	})
+	a.addr, a.stdin = peer.addr, peer.stdin
+	return a
+}
+
+// nodePeer is a server of testdata/ts running until the test ends: one
+// that prints {"port":N} once it listens on 127.0.0.1, then a JSON line
+// per event, and stops when its stdin ends.
+type nodePeer struct {
+	addr  string // 127.0.0.1:port
+	stdin io.Writer
+}
+
+// startNodePeer starts script (which needs pkg) with args, hands every line
+// it prints after its port to onLine (from another goroutine), and waits
+// for the port.
+func startNodePeer(t *testing.T, script, pkg string, args map[string]any, onLine func([]byte)) *nodePeer {
+	t.Helper()
+	// Not the test's context: the peer outlives the subtests, and its
 	// cleanup stops it.
-	cmd, stdin, stdout, stderr := startNode(t, context.Background(), "a2a.mjs", "@a2a-js/sdk", map[string]any{"mode": "agent"})
-	a := &jsAgent{stdin: stdin, ready: make(chan struct{}, 1)}
+	cmd, stdin, stdout, stderr := startNode(t, context.Background(), script, pkg, args)
 	ports := make(chan int, 1)
 	exited := make(chan struct{})
 	go func() {
@@ -233,28 +267,18 @@ func startJSAgent(t *testing.T) *jsAgent {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			var line struct {
-				Port  int    `json:"port"`
-				Ready bool   `json:"ready"`
-				Event string `json:"event"`
+				Port int `json:"port"`
 			}
-			if json.Unmarshal(sc.Bytes(), &line) != nil {
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Port != 0 {
+				ports <- line.Port
 				continue
 			}
-			switch {
-			case line.Port != 0:
-				ports <- line.Port
-			case line.Ready:
-				a.ready <- struct{}{}
-			case line.Event == "message":
-				a.mu.Lock()
-				a.messages++
-				a.mu.Unlock()
-			}
+			onLine(sc.Bytes())
 		}
 		_ = cmd.Wait()
 	}()
 	t.Cleanup(func() {
-		stdin.Close() // the agent stops once stdin ends
+		stdin.Close() // the peer stops once stdin ends
 		select {
 		case <-exited:
 		case <-time.After(5 * time.Second):
@@ -262,18 +286,18 @@ func startJSAgent(t *testing.T) *jsAgent {
 			<-exited
 		}
 		if t.Failed() {
-			t.Logf("agent log:\n%s", stderr.String())
+			t.Logf("%s log:\n%s", script, stderr.String())
 		}
 	})
 	select {
 	case port := <-ports:
-		a.addr = fmt.Sprintf("127.0.0.1:%d", port)
+		return &nodePeer{addr: fmt.Sprintf("127.0.0.1:%d", port), stdin: stdin}
 	case <-exited:
-		t.Fatalf("the agent exited:\n%s", stderr.String())
+		t.Fatalf("%s exited:\n%s", script, stderr.String())
 	case <-time.After(20 * time.Second):
-		t.Fatalf("the agent did not start:\n%s", stderr.String())
+		t.Fatalf("%s did not start:\n%s", script, stderr.String())
 	}
-	return a
+	return nil
 }
 
 // publish tells the agent the base URL clients reach it at, for its card.

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
+)
+
+// mcpTSConfig is one MCP route for the whole host denying delete_*.
+const mcpTSConfig = `
+issuers:
+  - {name: e2e, algorithms: [HS256], secret: %s}
+routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [e2e]
+    rules:
+      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+`
+
+// tsServer is the TypeScript SDK v2 MCP server of testdata/ts/mcpserver.mjs.
+type tsServer struct {
+	addr  string
+	mu    sync.Mutex
+	calls []string // the tools called, in order
+}
+
+func (s *tsServer) called() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
+
+// TestMCPTypeScriptServerV2 puts Envoy's ext_authz (envoytest's proxy,
+// with the body) in front of an MCP server built with the TypeScript SDK
+// v2, which serves 2026-07-28 and checks Mcp-Method and Mcp-Name against
+// the body itself, and drives it with the SDK's v2 client and with
+// requests as that client sends them. The service must read the headers
+// as the server does: refusing what the server would refuse, and passing
+// what it serves (a task operation's Mcp-Name is its task).
+func TestMCPTypeScriptServerV2(t *testing.T) {
+	srv := &tsServer{}
+	peer := startNodePeer(t, "mcpserver.mjs", "@modelcontextprotocol/server", map[string]any{}, func(line []byte) {
+		var ev struct{ Event, Tool string }
+		if json.Unmarshal(line, &ev) == nil && ev.Event == "call" {
+			srv.mu.Lock()
+			srv.calls = append(srv.calls, ev.Tool)
+			srv.mu.Unlock()
+		}
+	})
+	srv.addr = peer.addr
+	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
+	p := envoytest.NewProxyToURL(t, addrs.GRPC, &url.URL{Scheme: "http", Host: srv.addr}, envoytest.ProxyOptions{
+		Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+	alice := token(t, jwt.MapClaims{"session_id": "sess-ts"})
+
+	t.Run("the SDK's own client calls a tool, which sees the token's identity", func(t *testing.T) {
+		res := nodeClient(t, map[string]any{"sdk": "v2", "url": p.URL + "/mcp", "token": alice, "scenario": "call", "tool": "whoami"}, nil)
+		if len(res) == 0 || !res[len(res)-1].OK {
+			t.Fatalf("the v2 client's call failed: %+v", res)
+		}
+		var o testpeers.Observation
+		if err := json.Unmarshal([]byte(res[len(res)-1].Text), &o); err != nil {
+			t.Fatalf("the tool answered %q: %v", res[len(res)-1].Text, err)
+		}
+		wantHeaders(t, "the v2 server's tool", o, map[string]string{"X-User-Id": "alice", "X-Session-Id": "sess-ts"})
+		if o.Authorization {
+			t.Error("the token reached the server")
+		}
+	})
+	t.Run("a denied tool never reaches the server", func(t *testing.T) {
+		before := len(srv.called())
+		res := nodeClient(t, map[string]any{"sdk": "v2", "url": p.URL + "/mcp", "token": alice, "scenario": "call", "tool": "delete_file"}, nil)
+		if len(res) == 0 || res[len(res)-1].OK {
+			t.Fatalf("the v2 client's call of delete_file was not refused: %+v", res)
+		}
+		if got := srv.called()[before:]; len(got) != 0 {
+			t.Fatalf("the server ran %v", got)
+		}
+	})
+
+	// Requests as the v2 client sends them in 2026-07-28, asked of the
+	// server directly and through the service: the JSON-RPC error code of
+	// each answer (0 for a result).
+	modern := func(method, name, params string) (http.Header, string) {
+		h := http.Header{
+			"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}, "Mcp-Name": {name},
+		}
+		body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":{` + params +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		return h, body
+	}
+	code := func(t *testing.T, base string, h http.Header, body string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = h.Clone()
+		req.Header.Set("Authorization", "Bearer "+alice)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		raw = bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("data: ")) // an event stream's one message
+		var msg struct {
+			Error *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &msg); err != nil {
+			t.Fatalf("answered %d %q", res.StatusCode, raw)
+		}
+		if msg.Error == nil {
+			return 0
+		}
+		return msg.Error.Code
+	}
+	for _, tc := range []struct {
+		name, method, mcpName, params string
+		want                          int // the JSON-RPC error code both answer with
+	}{
+		{"a tool named in the header and the body", "tools/call", "whoami", `"name":"whoami","arguments":{},`, 0},
+		{"a tool the header names otherwise", "tools/call", "echo", `"name":"whoami","arguments":{},`, -32020},
+		// Mcp-Name mirrors a task operation's params.taskId: the server
+		// reads it so (and has no tasks: -32601).
+		{"a task operation named by its task", "tasks/get", "task-1", `"taskId":"task-1",`, -32601},
+		{"a task operation the header names otherwise", "tasks/get", "task-2", `"taskId":"task-1",`, -32020},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, body := modern(tc.method, tc.mcpName, tc.params)
+			if got := code(t, "http://"+srv.addr, h, body); got != tc.want {
+				t.Fatalf("the server itself answered %d, want %d: the case shows nothing", got, tc.want)
+			}
+			if got := code(t, p.URL, h, body); got != tc.want {
+				t.Fatalf("through the service %d, the server alone %d", got, tc.want)
+			}
+		})
+	}
+}

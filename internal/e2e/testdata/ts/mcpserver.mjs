@@ -1,0 +1,60 @@
+// An MCP server for the end-to-end tests, built with the official
+// TypeScript SDK v2 (@modelcontextprotocol/server's createMcpHandler, served
+// over node:http by @modelcontextprotocol/node's toNodeHandler), which speaks 2026-07-28 and the eras before
+// it, and checks a 2026-07-28 request's Mcp-Method and Mcp-Name against its
+// body itself. The Go test passes one JSON argument, {}; the server listens
+// on 127.0.0.1 at a port of its own, prints {"port":N}, and for every tool
+// call prints {"event":"call","tool":...}, so that the test knows what
+// reached it; it stops when its stdin ends. Tools:
+//   whoami       answers the JSON observation of the Go test peers
+//                (testpeers.Observation): the identity and lineage headers
+//                the request arrived with, whether an Authorization header
+//                did (never its value)
+//   delete_file  answers "deleted"
+import { createServer } from 'node:http';
+
+const observed = [
+    'X-User-Id', 'X-Session-Id', 'X-Root-Context-Id', 'X-Parent-Context-Id', 'X-Lineage-Depth', 'X-Actor-Chain',
+];
+
+function emit(obj) {
+    process.stdout.write(JSON.stringify(obj) + '\n');
+}
+
+function observation(headers) {
+    const seen = {};
+    for (const name of observed) {
+        const v = headers?.get(name);
+        if (v !== null && v !== undefined) {
+            seen[name] = [v];
+        }
+    }
+    return JSON.stringify({ peer: 'mcp-ts-v2', headers: seen, authorization: headers?.has('authorization') ?? false });
+}
+
+const { McpServer, createMcpHandler } = await import('@modelcontextprotocol/server');
+const { toNodeHandler } = await import('@modelcontextprotocol/node');
+
+// One factory for both eras: 2026-07-28 requests are served statelessly,
+// earlier ones by the handler's stateless legacy fallback.
+const handler = toNodeHandler(createMcpHandler(() => {
+    const server = new McpServer({ name: 'mcp-ts-v2', version: '1.0.0' });
+    server.registerTool('whoami', { description: 'Reports the identity and lineage headers this request arrived with.' }, async (ctx) => {
+        emit({ event: 'call', tool: 'whoami' });
+        return { content: [{ type: 'text', text: observation(ctx?.http?.req?.headers) }] };
+    });
+    server.registerTool('delete_file', { description: 'Pretends to delete a file.' }, async () => {
+        emit({ event: 'call', tool: 'delete_file' });
+        return { content: [{ type: 'text', text: 'deleted' }] };
+    });
+    return server;
+}));
+const httpServer = createServer((req, res) => handler(req, res));
+httpServer.listen(0, '127.0.0.1', () => emit({ port: httpServer.address().port }));
+httpServer.on('error', (err) => {
+    emit({ ok: false, error: 'listen', message: String(err) });
+    process.exit(1);
+});
+// The test ends the server by closing its stdin.
+process.stdin.on('end', () => process.exit(0));
+process.stdin.resume();
