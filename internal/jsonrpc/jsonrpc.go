@@ -702,8 +702,9 @@ func (s *scanner) spelledTwice() error {
 const MaxReferenceTaskIDs = 64
 
 // MaxSubscribedURIs bounds the resources a subscriptions/listen stream may
-// subscribe to: each is matched against the rules.
-const MaxSubscribedURIs = 256
+// subscribe to: each is decided as a resources/subscribe of it, which may
+// ask a decision point (the go-sdk's client subscribes to one per stream).
+const MaxSubscribedURIs = 64
 
 var (
 	errReferences = listErrors{
