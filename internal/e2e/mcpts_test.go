@@ -106,31 +106,8 @@ func TestMCPTypeScriptServerV2(t *testing.T) {
 	}
 	code := func(t *testing.T, base string, h http.Header, body string) int {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header = h.Clone()
-		req.Header.Set("Authorization", "Bearer "+alice)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-		raw = bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("data: ")) // an event stream's one message
-		var msg struct {
-			Error *struct {
-				Code int `json:"code"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(raw, &msg); err != nil {
-			t.Fatalf("answered %d %q", res.StatusCode, raw)
-		}
-		if msg.Error == nil {
-			return 0
-		}
-		return msg.Error.Code
+		_, c := postMCP(t, base, alice, h, body)
+		return c
 	}
 	for _, tc := range []struct {
 		name, method, mcpName, params string
@@ -152,5 +129,104 @@ func TestMCPTypeScriptServerV2(t *testing.T) {
 				t.Fatalf("through the service %d, the server alone %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// postMCP POSTs one JSON-RPC message to base's /mcp with token as a bearer
+// token and the headers h, and returns the status and the JSON-RPC error
+// code of the answer (0 for a result).
+func postMCP(t *testing.T, base, token string, h http.Header, body string) (status, code int) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h.Clone()
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	raw = bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("data: ")) // an event stream's one message
+	var msg struct {
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &msg); err != nil {
+		t.Fatalf("answered %d %q", res.StatusCode, raw)
+	}
+	if msg.Error == nil {
+		return res.StatusCode, 0
+	}
+	return res.StatusCode, msg.Error.Code
+}
+
+// TestMCPTypeScriptServerV1RelatedTask puts Envoy's ext_authz in front of
+// a stateless MCP server built with the TypeScript SDK v1, which hands a
+// tool the task a request's _meta says it belongs to
+// (io.modelcontextprotocol/related-task) as the call's own, looking it up
+// nowhere without a session (and, with a task store, queues the answer to
+// that task and sets its status). Asked directly, it runs bob's call as
+// part of alice's task; through the service, a call related to another
+// user's task never reaches it, and one related to the caller's own does.
+func TestMCPTypeScriptServerV1RelatedTask(t *testing.T) {
+	type call struct{ Tool, Task string }
+	var (
+		mu    sync.Mutex
+		calls []call
+	)
+	peer := startNodePeer(t, "mcpserver1.mjs", "@modelcontextprotocol/sdk", map[string]any{}, func(line []byte) {
+		var ev struct{ Event, Tool, Task string }
+		if json.Unmarshal(line, &ev) == nil && ev.Event == "call" {
+			mu.Lock()
+			calls = append(calls, call{ev.Tool, ev.Task})
+			mu.Unlock()
+		}
+	})
+	// ran waits (at most five seconds) for the n-th call to have reached
+	// the server, and returns the task it ran in ("" if none came).
+	ran := func(n int) (string, bool) {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			if len(calls) >= n {
+				c := calls[n-1]
+				mu.Unlock()
+				return c.Task, true
+			}
+			mu.Unlock()
+		}
+		return "", false
+	}
+	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
+	p := envoytest.NewProxyToURL(t, addrs.GRPC, &url.URL{Scheme: "http", Host: peer.addr}, envoytest.ProxyOptions{
+		Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+	alice := token(t, jwt.MapClaims{"session_id": "sess-alice"})
+	bob := token(t, jwt.MapClaims{"sub": "bob", "session_id": "sess-bob"})
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Protocol-Version": {"2025-11-25"}}
+	related := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{},` +
+		`"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-of-alice"}}}}`
+
+	// Alice polls her task through the service, which binds it to her (the
+	// server, without tasks, answers that it has no such method).
+	if status, _ := postMCP(t, p.URL, alice, h, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"task-of-alice"}}`); status == http.StatusForbidden || status == http.StatusUnauthorized {
+		t.Fatalf("alice's tasks/get was refused: %d", status)
+	}
+	if status, code := postMCP(t, "http://"+peer.addr, bob, h, related); status != http.StatusOK || code != 0 {
+		t.Fatalf("bob's call asked directly: %d %d", status, code)
+	}
+	if task, ok := ran(1); !ok || task != "task-of-alice" {
+		t.Fatalf("asked directly, the server ran bob's call in task %q (reached: %v): the test shows nothing", task, ok)
+	}
+	if status, code := postMCP(t, p.URL, bob, h, related); status != http.StatusForbidden || code != -32000 {
+		t.Fatalf("bob's call through the service: %d %d, want 403", status, code)
+	}
+	if status, code := postMCP(t, p.URL, alice, h, related); status != http.StatusOK || code != 0 {
+		t.Fatalf("alice's call in her own task through the service: %d %d", status, code)
+	}
+	if task, ok := ran(2); !ok || task != "task-of-alice" {
+		t.Fatalf("the second call to reach the server ran in task %q (reached: %v), want alice's own: bob's never came", task, ok)
 	}
 }
