@@ -12,14 +12,11 @@
 //                did (never its value)
 //   delete_file  answers "deleted"
 import { createServer } from 'node:http';
+import { emit, serve } from './peer.mjs';
 
 const observed = [
     'X-User-Id', 'X-Session-Id', 'X-Root-Context-Id', 'X-Parent-Context-Id', 'X-Lineage-Depth', 'X-Actor-Chain',
 ];
-
-function emit(obj) {
-    process.stdout.write(JSON.stringify(obj) + '\n');
-}
 
 function observation(headers) {
     const seen = {};
@@ -50,11 +47,4 @@ const handler = toNodeHandler(createMcpHandler(() => {
     return server;
 }));
 const httpServer = createServer((req, res) => handler(req, res));
-httpServer.listen(0, '127.0.0.1', () => emit({ port: httpServer.address().port }));
-httpServer.on('error', (err) => {
-    emit({ ok: false, error: 'listen', message: String(err) });
-    process.exit(1);
-});
-// The test ends the server by closing its stdin.
-process.stdin.on('end', () => process.exit(0));
-process.stdin.resume();
+serve(httpServer);

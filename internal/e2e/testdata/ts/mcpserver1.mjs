@@ -9,10 +9,7 @@
 // answer and set the task's status, looking the task up nowhere without a
 // session. It stops when its stdin ends. Tool: whoami, answering "ok".
 import { createServer } from 'node:http';
-
-function emit(obj) {
-    process.stdout.write(JSON.stringify(obj) + '\n');
-}
+import { emit, serve } from './peer.mjs';
 
 const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
 const { StreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
@@ -32,11 +29,4 @@ const httpServer = createServer(async (req, res) => {
     await server.connect(transport);
     await transport.handleRequest(req, res);
 });
-httpServer.listen(0, '127.0.0.1', () => emit({ port: httpServer.address().port }));
-httpServer.on('error', (err) => {
-    emit({ ok: false, error: 'listen', message: String(err) });
-    process.exit(1);
-});
-// The test ends the server by closing its stdin.
-process.stdin.on('end', () => process.exit(0));
-process.stdin.resume();
+serve(httpServer);
