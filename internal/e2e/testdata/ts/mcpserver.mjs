@@ -1,8 +1,8 @@
 // An MCP server for the end-to-end tests, built with the official
-// TypeScript SDK v2 (@modelcontextprotocol/server's createMcpHandler, served
-// over node:http by @modelcontextprotocol/node's toNodeHandler), which speaks 2026-07-28 and the eras before
-// it, and checks a 2026-07-28 request's Mcp-Method and Mcp-Name against its
-// body itself. The Go test passes one JSON argument, {}; the server listens
+// TypeScript SDK v2 (@modelcontextprotocol/server's createMcpHandler,
+// served over node:http by @modelcontextprotocol/node's toNodeHandler),
+// which speaks 2026-07-28 and the eras before it, and checks a 2026-07-28
+// request's Mcp-Method and Mcp-Name against its body itself. The Go test passes one JSON argument, {}; the server listens
 // on 127.0.0.1 at a port of its own, prints {"port":N}, and for every tool
 // call prints {"event":"call","tool":...}, so that the test knows what
 // reached it; it stops when its stdin ends. Tools:
