@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"sync"
 	"syscall"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/testing/envoytest"
 	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
@@ -65,8 +63,7 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 			var base string
 			switch fe.name {
 			case "envoy":
-				p := envoytest.NewProxyToURL(t, addrs.GRPC, &url.URL{Scheme: "http", Host: agent.addr}, envoytest.ProxyOptions{
-					Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+				p := envoyWithBody(t, addrs.GRPC, agent.addr)
 				base = p.URL
 			case "envoy-extproc":
 				base = startExtProcProxy(t, addrs.GRPC, map[string]string{"": "http://" + agent.addr})

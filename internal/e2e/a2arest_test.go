@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/extauthz/extauthz/internal/testing/envoytest"
 )
 
 // a2aAutoConfig is one route for the whole host that guesses each
@@ -40,8 +36,7 @@ routes:
 func TestA2AJavaScriptSDKOverHTTPJSON(t *testing.T) {
 	agent := startJSAgent(t)
 	addrs := startService(t, fmt.Sprintf(a2aAutoConfig, secret), "")
-	p := envoytest.NewProxyToURL(t, addrs.GRPC, &url.URL{Scheme: "http", Host: agent.addr}, envoytest.ProxyOptions{
-		Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+	p := envoyWithBody(t, addrs.GRPC, agent.addr)
 	agent.publish(t, p.URL)
 	alice := token(t, jwt.MapClaims{"session_id": "sess-js", "scope": "agent:write"})
 	bob := token(t, jwt.MapClaims{"sub": "bob", "session_id": "sess-bob", "scope": "agent:write"})

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/extauthz/extauthz/internal/app"
+	"github.com/extauthz/extauthz/internal/testing/envoytest"
 	"github.com/extauthz/extauthz/internal/testing/testpeers"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
@@ -487,4 +489,13 @@ func wantHeaders(t *testing.T, who string, o testpeers.Observation, want map[str
 	if o.Authorization {
 		t.Errorf("%s received an Authorization header: the token passed through", who)
 	}
+}
+
+// envoyWithBody is Envoy's ext_authz as envoytest's proxy speaks it, asking
+// the service at grpcAddr with the body (up to 1 MiB), in front of the
+// upstream at hostPort.
+func envoyWithBody(t *testing.T, grpcAddr, hostPort string) *envoytest.Proxy {
+	t.Helper()
+	return envoytest.NewProxyToURL(t, grpcAddr, &url.URL{Scheme: "http", Host: hostPort}, envoytest.ProxyOptions{
+		Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
 }

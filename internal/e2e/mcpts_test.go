@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/extauthz/extauthz/internal/testing/envoytest"
 	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
@@ -63,8 +61,7 @@ func TestMCPTypeScriptServerV2(t *testing.T) {
 	})
 	srv.addr = peer.addr
 	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
-	p := envoytest.NewProxyToURL(t, addrs.GRPC, &url.URL{Scheme: "http", Host: srv.addr}, envoytest.ProxyOptions{
-		Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+	p := envoyWithBody(t, addrs.GRPC, srv.addr)
 	alice := token(t, jwt.MapClaims{"session_id": "sess-ts"})
 
 	t.Run("the SDK's own client calls a tool, which sees the token's identity", func(t *testing.T) {
@@ -201,8 +198,7 @@ func TestMCPTypeScriptServerV1RelatedTask(t *testing.T) {
 		return "", false
 	}
 	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
-	p := envoytest.NewProxyToURL(t, addrs.GRPC, &url.URL{Scheme: "http", Host: peer.addr}, envoytest.ProxyOptions{
-		Build: envoytest.BuildOptions{WithBody: true, MaxRequestBytes: 1 << 20}, Timeout: 5 * time.Second})
+	p := envoyWithBody(t, addrs.GRPC, peer.addr)
 	alice := token(t, jwt.MapClaims{"session_id": "sess-alice"})
 	bob := token(t, jwt.MapClaims{"sub": "bob", "session_id": "sess-bob"})
 	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Mcp-Protocol-Version": {"2025-11-25"}}
