@@ -490,6 +490,7 @@ func TestCanonicalForwardAuth(t *testing.T) {
 		{"overlong dot", "/public/%c0%ae%c0%ae/mcp", filesHost},
 		{"trailing host dot", "/mcp", filesHost + "."},
 		{"trailing host dot with a port", "/mcp", filesHost + ".:443"},
+		{"the route's prefix in capitals", "/MCP", filesHost},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

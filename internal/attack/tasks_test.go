@@ -204,6 +204,23 @@ func TestTaskListsOverTheHTTPJSONBinding(t *testing.T) {
 			}
 		})
 	}
+	// The forward-auth front end decides the same: the path and method
+	// come from X-Forwarded-Uri and X-Forwarded-Method.
+	t.Run("behind a forward-auth proxy", func(t *testing.T) {
+		auth := http.Header{"Authorization": {bob["authorization"]}}
+		for _, tc := range []struct{ name, uri string }{
+			{"ListTasks, unfiltered", "/v1/tasks"},
+			{"ListTasks in capitals", "/v1/TASKS/"},
+			{"GetTask in capitals", "/v1/TASKS/task-of-alice"},
+		} {
+			if status, _, body := s.forwardAuth(t, fwd{Method: "GET", URI: tc.uri, Header: auth}); status != 403 {
+				t.Errorf("%s: status %d, body %s", tc.name, status, body)
+			}
+		}
+		if status, _, body := s.forwardAuth(t, fwd{Method: "GET", URI: "/v1/tasks?contextId=ctx-of-bob", Header: auth}); status != 200 {
+			t.Errorf("a filtered list: status %d, body %s", status, body)
+		}
+	})
 	t.Run("a context filter where contexts are not bound", func(t *testing.T) {
 		s := start(t, strings.Replace(auto, "protocol: auto", "protocol: auto\n    mcp: {session_binding: false}", 1), options{})
 		v := s.check(t, get("GET", "/v1/tasks?contextId=ctx-of-alice"))
