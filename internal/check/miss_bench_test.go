@@ -143,7 +143,7 @@ func BenchmarkNewGrant(b *testing.B) {
 		req := newReq(i)
 		if r == nil {
 			var ok bool
-			if r, ok = p.route(req); !ok {
+			if r, ok, _ = p.lookupRoute(req); !ok {
 				b.Fatal("no route")
 			}
 		}

@@ -482,14 +482,11 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 	*dst = cached{grant: g, outcome: Allowed}
 }
 
-func (p *Policy) route(req *Request) (*Route, bool) {
-	r, ok, _ := p.lookupRoute(req)
-	return r, ok
-}
-
-// lookupRoute is route, and names the route an upstream may read the path
-// as one of, ahead of the one matched (route.Table.Lookup). A route
-// Envoy names was picked by Envoy's own routing, which forwards the request.
+// lookupRoute finds the route of req: the one Envoy names in
+// context_extensions (picked by Envoy's own routing, which forwards the
+// request), else the one its host and path match, with the route an
+// upstream may read the path as one of, ahead of the one matched
+// (route.Table.Lookup), which callers refuse.
 func (p *Policy) lookupRoute(req *Request) (r *Route, ok bool, variantOf string) {
 	if name := req.ContextExtensions["route"]; name != "" {
 		r, ok = p.routes.ByName(name)

@@ -116,7 +116,10 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 			return nil, ErrNotAllowed // a route since removed: nothing to go by
 		}
 	} else {
-		r, ok = p.route(req)
+		var variantOf string
+		if r, ok, variantOf = p.lookupRoute(req); variantOf != "" {
+			return nil, ErrNotAllowed // the check refuses it (findRoute)
+		}
 	}
 	if !ok || !r.responsePath {
 		return nil, ErrNoRoute

@@ -130,6 +130,45 @@ func TestForResponse(t *testing.T) {
 	}
 }
 
+// TestForResponseRouteVariant: the response path finds its route as the
+// check does, refusing a path that has a route's prefix only in another
+// case, which an upstream routing as Express does serves as that route's:
+// without the check's metadata, the cached grant of the laxer route it
+// would fall to must not answer for it.
+func TestForResponseRouteVariant(t *testing.T) {
+	pl, _ := responsePipeline(t, `
+issuers: [{name: a, secret: `+secret+`}]
+routes:
+  - name: admin
+    path_prefix: /admin
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+    rules:
+      - {methods: ["*"], scopes: [admin]}
+  - name: catch-all
+    default: true
+    protocol: mcp
+    issuers: [a]
+    response_path: true
+`, Deps{})
+	tok := responseToken(t, "alice", nil)
+	at := func(path string) *Request {
+		r := call("mcp.example.com", tok, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		r.Path, r.Headers[":path"] = path, path
+		return r
+	}
+	if v := pl.Check(context.Background(), at("/mcp")); v.Outcome != Allowed {
+		t.Fatalf("check: %v %s", v.Outcome, v.Description)
+	}
+	if x, err := pl.ForResponse(context.Background(), at("/mcp"), nil); err != nil || x.Route() != "catch-all" {
+		t.Fatalf("the catch-all's own path: %v", err)
+	}
+	if _, err := pl.ForResponse(context.Background(), at("/ADMIN"), nil); !errors.Is(err, ErrNotAllowed) {
+		t.Fatalf("the admin prefix in capitals: err = %v, want %v", err, ErrNotAllowed)
+	}
+}
+
 // TestKeep: a list entry stays exactly when the caller could make the call
 // it stands for; a template stays unless every URI is refused alike.
 func TestKeep(t *testing.T) {
