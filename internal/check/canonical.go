@@ -33,17 +33,9 @@ func canonicalRequest(req *Request) *denial {
 	return nil
 }
 
-// uriMethods are the MCP methods whose name is a resource URI.
-var uriMethods = [...]string{"resources/read", "resources/subscribe", "resources/unsubscribe"}
-
-func isURIMethod(method string) bool {
-	for _, m := range uriMethods {
-		if m == method {
-			return true
-		}
-	}
-	return false
-}
+// isURIMethod reports whether a method's calls are named by a resource
+// URI, which rules match canonically (jsonrpc.IsURIMethod).
+func isURIMethod(method string) bool { return jsonrpc.IsURIMethod(method) }
 
 // canonicalCall replaces the resource URI of a resource call, and those a
 // subscription subscribes to, by their canonical form, which the rules
@@ -124,8 +116,8 @@ func (r *rule) appliesToURIs() bool {
 	if len(r.methods) == 0 {
 		return true
 	}
-	for _, m := range uriMethods {
-		if anyGlob(r.methods, m) {
+	for _, md := range jsonrpc.Methods {
+		if md.Protocol == jsonrpc.ProtocolMCP && isURIMethod(md.Name) && anyGlob(r.methods, md.Name) {
 			return true
 		}
 	}

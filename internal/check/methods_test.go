@@ -67,6 +67,11 @@ var specMethods = []specMethod{
 	{"mcp", []string{"notifications/tasks/status"}, "2025-11-25"},
 	{"mcp", []string{"notifications/elicitation/complete"}, mcpTask},
 	{"mcp", []string{"notifications/subscriptions/acknowledged"}, "2026-07-28"},
+	// The skills extension (SEP-2640), as the TypeScript SDK v2 serves it
+	// under any version.
+	{"mcp", []string{"skills/list"}, mcpAll},
+	{"mcp", []string{"skills/get"}, mcpAll},
+	{"mcp", []string{"resources/directory/read"}, mcpAll},
 
 	{"a2a", []string{"message/send", "SendMessage"}, a2aAll},
 	{"a2a", []string{"message/stream", "SendStreamingMessage"}, a2aAll},

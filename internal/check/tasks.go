@@ -604,6 +604,7 @@ const (
 	alsoWebhook                      // the method that registers the webhook its message registers
 	alsoNameAsSent                   // its method of the Mcp-Name as sent: it was named by an encoded header alone
 	alsoAnySubscribed                // resources/subscribe of anything: a subscription named by headers alone
+	alsoDescribed                    // resources/read of every file a skill or directory it reads holds
 )
 
 // alsoNeeds lists the calls whose rules call must also pass (at most two),
@@ -625,6 +626,11 @@ func alsoNeeds(call *Call, tool string, records bool) (needs [2]also, n int) {
 		return needs, 2
 	case call.Method == "subscriptions/listen" && !call.Body:
 		needs[0] = also{why: alsoAnySubscribed, every: true, method: "resources/subscribe"}
+	case describes(call.Method):
+		needs[0] = also{why: alsoDescribed, every: true, method: "resources/read"}
+		if !call.nameUnknown { // else of every URI
+			needs[0].name = describedURIs(call.Method, call.Name)
+		}
 	case call.pushConfig:
 		needs[0] = also{why: alsoWebhook, method: pushConfigMethod}
 	case call.nameAsSent != "":
@@ -657,11 +663,39 @@ func (a also) refused(call *Call) string {
 	case alsoAnySubscribed:
 		return "the stream is named by its headers alone, so the resources it subscribes to are not known, and " +
 			a.method + " of some is refused: "
+	case alsoDescribed:
+		if call.nameUnknown {
+			return "the call is named by its headers alone, so what it reads is not known, and " + a.method + " of some resource is refused: "
+		}
+		return "it describes the resources under " + a.name + ", and " + a.method + " of some is refused: "
 	case alsoNameAsSent:
 		return "the call is named by its headers alone, in a Base64-encoded Mcp-Name that some MCP servers compare with the body as sent, and " +
 			a.method + " of " + a.name + " is refused: "
 	}
 	return "the message registers a push notification webhook, and " + a.method + " is refused: "
+}
+
+// describes reports whether a method's answer describes resources other
+// than the one it names: the skills extension's skills/get answers a
+// skill's SKILL.md frontmatter and the URI, size and digest of every file
+// of the skill, resources/directory/read the resources of a directory.
+// What they tell must be as readable as those resources are.
+func describes(method string) bool {
+	return method == "skills/get" || method == "resources/directory/read"
+}
+
+// describedURIs is the start of every URI the answer to method of uri
+// describes (describes): the directory of the skill's SKILL.md, up to its
+// last slash, or the directory itself. A query or fragment is cut first,
+// so that it cannot narrow what a server ignoring it describes.
+func describedURIs(method, uri string) string {
+	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	if method == "skills/get" {
+		uri = uri[:strings.LastIndexByte(uri, '/')+1]
+	}
+	return uri
 }
 
 // completesUnknown reports whether call is a completion whose body was not

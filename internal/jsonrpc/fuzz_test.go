@@ -30,6 +30,8 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p\u0061"},"argument":{"name":"a","value":""}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"file:///{path}"}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"skills/get","params":{"uri":"skill://a/SKILL.md","name":"b"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/directory/read","params":{"ur\u0069":"skill://a","cursor":"c"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"\ud83d\ude00","NAME":"x","arguments":{"_metadata":{"authorization":"t"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"a","traceparent":"t","tracestate":"s","baggage":"b"}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t\u00e9","TASKID":null}}}}`,
@@ -153,7 +155,7 @@ func assertStrictAgrees(t *testing.T, body []byte, got Request) {
 	switch want {
 	case "tools/call", "prompts/get":
 		name = params.get("name").text()
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+	case "resources/read", "resources/subscribe", "resources/unsubscribe", "skills/get", "resources/directory/read":
 		name = params.get("uri").text()
 	}
 	if got.RuleName() != name {

@@ -73,7 +73,7 @@ type Request struct {
 	IsResponse bool
 
 	Name string // params.name (tools/call, prompts/get)
-	URI  string // params.uri (resources/read, resources/subscribe, resources/unsubscribe)
+	URI  string // params.uri (of the methods IsURIMethod names)
 
 	// ProtocolVersion is _meta["io.modelcontextprotocol/protocolVersion"]
 	// (MCP 2026-07-28), else params.protocolVersion on initialize.
@@ -207,23 +207,34 @@ func TaskMirrored(method string) bool {
 // HasRuleName reports whether method's calls have a name that rules match
 // (RuleName).
 func HasRuleName(method string) bool {
-	return NameMirrored(method) || method == "resources/subscribe" || method == "resources/unsubscribe"
+	return NameMirrored(method) || IsURIMethod(method)
+}
+
+// IsURIMethod reports whether method's calls are named by a resource URI
+// (params.uri): resources/read, resources/subscribe and
+// resources/unsubscribe, and the skills extension's skills/get (of a
+// skill's SKILL.md) and resources/directory/read (of a directory).
+func IsURIMethod(method string) bool {
+	switch method {
+	case "resources/read", "resources/subscribe", "resources/unsubscribe", "skills/get", "resources/directory/read":
+		return true
+	}
+	return false
 }
 
 // RuleName returns the name access rules match for r. Which member it is
 // is fixed by the method, never "whichever is present": params.name for
-// tools/call and prompts/get; params.uri for resources/read,
-// resources/subscribe and resources/unsubscribe (an extra params.name is
-// ignored); "" for every other method, so that a rule listing names never
-// matches them.
+// tools/call and prompts/get; params.uri for the methods named by a
+// resource URI (IsURIMethod; an extra params.name is ignored); "" for
+// every other method, so that a rule listing names never matches them.
 func (r Request) RuleName() string {
 	switch {
-	case !HasRuleName(r.Method):
-		return ""
-	case strings.HasPrefix(r.Method, "resources/"):
+	case IsURIMethod(r.Method):
 		return r.URI
+	case HasRuleName(r.Method):
+		return r.Name
 	}
-	return r.Name
+	return ""
 }
 
 // LooksLikeJSON reports whether body may be read as JSON by some upstream:
@@ -592,7 +603,7 @@ func (s *scanner) typesValid(method string) bool {
 	switch method {
 	case "tools/call", "prompts/get":
 		return s.is(fParams, object) && s.is(fName, str) && s.is(fArguments, object)
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+	case "resources/read", "resources/subscribe", "resources/unsubscribe", "skills/get", "resources/directory/read":
 		return s.is(fParams, object) && s.is(fURI, str)
 	case "completion/complete":
 		// The reference must be one a server reads one way: a prompt by

@@ -94,6 +94,11 @@ func TestParse(t *testing.T) {
 			want: Request{Method: "resources/read", ID: []byte(`2`), URI: "file:///projects/myapp/config.json"},
 		},
 		{
+			name: "skills/get, named by its URI",
+			body: `{"jsonrpc":"2.0","id":2,"method":"skills/get","params":{"uri":"skill://git/SKILL.md"}}`,
+			want: Request{Method: "skills/get", ID: []byte(`2`), URI: "skill://git/SKILL.md"},
+		},
+		{
 			name: "prompts/get",
 			body: `{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"code_review","arguments":{"code":"x"}}}`,
 			want: Request{Method: "prompts/get", ID: []byte(`4`), Name: "code_review"},
@@ -433,6 +438,8 @@ func TestParseErrors(t *testing.T) {
 		{"tools/call arguments not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":"x"}}`, ErrInvalidRequest},
 		{"prompts/get name not a string", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":["n"]}}`, ErrInvalidRequest},
 		{"resources/read uri not a string", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":{}}}`, ErrInvalidRequest},
+		{"skills/get params by position", `{"jsonrpc":"2.0","id":1,"method":"skills/get","params":["skill://a/SKILL.md"]}`, ErrInvalidRequest},
+		{"resources/directory/read uri not a string", `{"jsonrpc":"2.0","id":1,"method":"resources/directory/read","params":{"uri":1}}`, ErrInvalidRequest},
 		{"initialize protocolVersion not a string", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":20250618}}`, ErrInvalidRequest},
 		{"initialize capabilities not an object", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":[]}}`, ErrInvalidRequest},
 		{"initialize elicitation not an object", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":true}}}`, ErrInvalidRequest},
@@ -714,6 +721,7 @@ func TestMirroredName(t *testing.T) {
 		{"prompts/get", Request{Method: "prompts/get", Name: "p"}, "p", true},
 		{"resources/read", Request{Method: "resources/read", Name: "n", URI: "file:///a"}, "file:///a", true},
 		{"tools/list", Request{Method: "tools/list", Name: "n"}, "", false},
+		{"skills/get: named by its URI, which no header mirrors", Request{Method: "skills/get", Name: "n", URI: "skill://a/SKILL.md"}, "", false},
 		{"response", Request{IsResponse: true}, "", false},
 	}
 	for _, tt := range tests {

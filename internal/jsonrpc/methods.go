@@ -56,8 +56,8 @@ type Method struct {
 
 // Methods is the one table of methods this service knows: every request and
 // notification of MCP 2025-06-18, 2025-11-25 and 2026-07-28 (in both
-// directions: a client POSTs only its own, but rules may name any), and
-// every method of A2A v0.3 and v1.0. Rules are compiled against it; tests
+// directions: a client POSTs only its own, but rules may name any) and of
+// its skills extension (SEP-2640), and every method of A2A v0.3 and v1.0. Rules are compiled against it; tests
 // check it against each specification's list.
 var Methods = []Method{
 	mcp("initialize"), // until 2025-11-25
@@ -83,6 +83,9 @@ var Methods = []Method{
 	mcp("tasks/list"),
 	mcp("tasks/cancel"),
 	mcp("tasks/update"), // 2026-07-28 tasks (SEP-2663), named in Mcp-Name
+	mcp("skills/list"),  // the skills extension (SEP-2640)
+	mcp("skills/get"),
+	mcp("resources/directory/read"),
 	mcp("notifications/initialized"),
 	mcp("notifications/cancelled"),
 	mcp("notifications/progress"),
