@@ -185,7 +185,8 @@ func (x *Exchange) FiltersLists() bool { return x.route.filterLists && x.route.h
 // Keep is the list filter's predicate (mcpresponse.Predicate): could the
 // caller use this entry? It is CanCall for the call the entry stands for
 // (tools/call of a tool, with the annotations its server listed;
-// prompts/get of a prompt; resources/read of a resource): an entry goes
+// prompts/get of a prompt; resources/read of a resource; skills/get of a
+// skill, and resources/read of every file it describes): an entry goes
 // only when no call to it could pass, whatever its arguments. A resource
 // template names no one resource: it stays unless the rules decide
 // resources/read the same way for every URI and refuse it.
@@ -216,6 +217,15 @@ func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
 	case mcpresponse.KindResourceTemplate:
 		o, decided := r.authorizeAnyName(g, "resources/read")
 		return !decided || o == Allowed
+	case mcpresponse.KindSkill:
+		// A listed skill tells what skills/get of it would: it stays
+		// only for a caller who could get it.
+		u, err := canon.URI(name)
+		if err != nil || r.canCall(g, "skills/get", u, nil, now, &x.in) == policy.Denied {
+			return false
+		}
+		o, _, _, _ := r.authorizeEveryName(nil, g, "resources/read", describedURIs("skills/get", u))
+		return o == Allowed
 	}
 	return false
 }

@@ -217,6 +217,12 @@ func TestKeep(t *testing.T) {
 		{"default deny: a tool no rule allows", closed, mcpresponse.KindTool, "write_file", false},
 		{"default deny: an allowed tool", closed, mcpresponse.KindTool, "read_file", true},
 		{"default deny: a template nothing allows", closed, mcpresponse.KindResourceTemplate, "file:///{name}", false},
+		{"a skill whose files are open", reader, mcpresponse.KindSkill, "file:///docs/hello/SKILL.md", true},
+		{"a skill among denied files", reader, mcpresponse.KindSkill, "file:///secret/deploy/SKILL.md", false},
+		{"a skill spelled otherwise", reader, mcpresponse.KindSkill, "FILE:///%73ecret/deploy/SKILL.md", false},
+		{"a skill whose directory holds the denied ones", reader, mcpresponse.KindSkill, "file:///SKILL.md", false},
+		{"a skill URI with dot segments", reader, mcpresponse.KindSkill, "file:///docs/../secret/x/SKILL.md", false},
+		{"default deny: a skill nothing allows getting", closed, mcpresponse.KindSkill, "file:///docs/hello/SKILL.md", false},
 		{"an unknown kind", reader, "widget", "x", false},
 	}
 	for _, tt := range tests {

@@ -209,10 +209,14 @@ func (rt *Route) apply(e *evaluation, g *Grant, i int) (o Outcome, desc, scope s
 // matched, until one that matches every such name applies; the first
 // refusal decides. A rule that decides by the name itself (an expression
 // reading mcp, a decision point, which is told the name) cannot be applied
-// without it, and refuses.
+// without it, and refuses. Without an evaluation (e nil: a list filter)
+// nothing is recorded, and an expression not decided for the grant
+// already refuses.
 func (rt *Route) authorizeEveryName(e *evaluation, g *Grant, method, prefix string) (o Outcome, desc, scope string, by int) {
 	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
-	e.target.method, e.target.name = method, ""
+	if e != nil {
+		e.target.method, e.target.name = method, ""
+	}
 	for i := range rt.rules {
 		r := &rt.rules[i]
 		names := r.namesFor(method)
@@ -222,7 +226,7 @@ func (rt *Route) authorizeEveryName(e *evaluation, g *Grant, method, prefix stri
 		if r.pdp != nil || r.when != nil && slices.Contains(r.when.Reads(), policy.VarMCP) {
 			return Forbidden, "the rule " + r.name + " decides by the name", "", i + 1
 		}
-		if r.when == nil {
+		if e != nil && r.when == nil {
 			e.rec.add("rule", func() string { return r.name + ": may match " + method + " of an unknown name" })
 		}
 		o, desc, scope, applies := rt.apply(e, g, i)

@@ -378,7 +378,10 @@ type nodeResult struct {
 	ElicitationID    string          `json:"elicitationId"`
 	TaskID           string          `json:"taskId"` // an A2A task's (a2a.mjs)
 	Pages            []nodePage      `json:"pages"`
-	All              []string        `json:"all"` // v2's own paging of tools/list; the tasks an A2A list returned (a2a.mjs)
+	All              []string        `json:"all"`         // v2's own paging of tools/list; the tasks an A2A list returned (a2a.mjs)
+	Op               string          `json:"op"`          // a skills operation (client.mjs)
+	Description      string          `json:"description"` // the skill skills/get answered
+	URIs             []string        `json:"uris"`        // the skills listed, the directory's resources
 	Elicitations     []struct {
 		Mode          string `json:"mode"`
 		ElicitationID string `json:"elicitationId"`

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -224,5 +227,72 @@ func TestMCPTypeScriptServerV1RelatedTask(t *testing.T) {
 	}
 	if task, ok := ran(2); !ok || task != "task-of-alice" {
 		t.Fatalf("the second call to reach the server ran in task %q (reached: %v), want alice's own: bob's never came", task, ok)
+	}
+}
+
+// mcpSkillsConfig keeps the skills under skill://internal from every
+// user: no resources/read of them, and on the response path no listing.
+const mcpSkillsConfig = `
+issuers:
+  - {name: e2e, algorithms: [HS256], secret: %s}
+routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [e2e]
+    response_path: true
+    rules:
+      - {methods: ["resources/read"], names: ["skill://internal/*"], action: deny}
+`
+
+// TestMCPTypeScriptServerV2Skills: the TypeScript SDK v2 serves the skills
+// extension (SEP-2640), which tells of a skill's files by other methods
+// than resources/read: skills/get answers a skill's frontmatter with the
+// URI, size and SHA-256 digest of each file, skills/list every skill's,
+// resources/directory/read a directory's files. Asked directly, the SDK's
+// server hands the SDK's own skills client the internal skill; through
+// the Envoy-like proxy (ext_authz, then ext_proc on the answer), a rule
+// denying resources/read of skill://internal/* holds for all of them,
+// and the other skill is served as before.
+func TestMCPTypeScriptServerV2Skills(t *testing.T) {
+	peer := startNodePeer(t, "mcpserver.mjs", "@modelcontextprotocol/server", map[string]any{}, nil)
+	cfg := filepath.Join(t.TempDir(), "extauthz.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(mcpSkillsConfig, secret)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc := startReplica(t, cfg, nil)
+	proxy := startExtProcProxy(t, svc.GRPC, map[string]string{"": "http://" + peer.addr})
+	alice := token(t, jwt.MapClaims{})
+	const hello, internal = "skill://hello/SKILL.md", "skill://internal/deploy/SKILL.md"
+	run := func(t *testing.T, base, get, directory string) map[string]nodeResult {
+		t.Helper()
+		out := map[string]nodeResult{}
+		for _, r := range nodeClient(t, map[string]any{"sdk": "v2", "url": base + "/mcp", "token": alice,
+			"scenario": "skills", "get": get, "directory": directory}, nil) {
+			out[r.Op] = r
+		}
+		if len(out) != 3 {
+			t.Fatalf("the skills client reported %v", out)
+		}
+		return out
+	}
+
+	direct := run(t, "http://"+peer.addr, internal, "skill://internal/deploy")
+	if !slices.Equal(direct["list"].URIs, []string{hello, internal}) || !direct["get"].OK || !direct["directory"].OK {
+		t.Fatalf("the server itself does not serve the internal skill, so the case shows nothing: %+v", direct)
+	}
+
+	through := run(t, proxy, internal, "skill://internal/deploy")
+	if l := through["list"]; !l.OK || !slices.Equal(l.URIs, []string{hello}) {
+		t.Errorf("skills/list through the service: %+v, want only %s", l, hello)
+	}
+	for _, op := range []string{"get", "directory"} {
+		if r := through[op]; r.OK || !strings.Contains(r.Message, "resources/read") {
+			t.Errorf("%s of the internal skill through the service: %+v, want the refusal naming resources/read", op, r)
+		}
+	}
+	open := run(t, proxy, hello, "skill://hello")
+	if !open["get"].OK || open["get"].Description != "Says hello." || !open["directory"].OK || !slices.Equal(open["directory"].URIs, []string{hello}) {
+		t.Errorf("the open skill through the service: %+v", open)
 	}
 }

@@ -16,11 +16,13 @@ const (
 	KindPrompt           = "prompt"
 	KindResource         = "resource"
 	KindResourceTemplate = "resourceTemplate"
+	KindSkill            = "skill" // the skills extension's (SEP-2640)
 )
 
 // Predicate decides whether a list entry stays. kind is one of the Kind
 // constants; name is what access rules match for that kind (a tool's or
-// prompt's name, a resource's uri, a template's uriTemplate);
+// prompt's name, a resource's uri, a template's uriTemplate, a skill's
+// uri, that of its SKILL.md);
 // annotations is the entry's "annotations" member as sent (nil when
 // absent).
 type Predicate func(kind, name string, annotations json.RawMessage) bool
@@ -54,6 +56,7 @@ var listShapes = map[string]listShape{
 	"prompts/list":             {KindPrompt, "prompts", "name"},
 	"resources/list":           {KindResource, "resources", "uri"},
 	"resources/templates/list": {KindResourceTemplate, "resourceTemplates", "uriTemplate"},
+	"skills/list":              {KindSkill, "skills", "uri"},
 }
 
 // IsListMethod reports whether FilterList filters the results of method.

@@ -125,6 +125,12 @@ func TestFilterList(t *testing.T) {
 			want: `{"jsonrpc":"2.0","id":1,"result":{"resourceTemplates":[]}}`,
 		},
 		{
+			name: "skills match the uri of their SKILL.md", method: "skills/list", refused: []string{"skill://internal/deploy/SKILL.md"},
+			body:  `{"jsonrpc":"2.0","id":1,"result":{"skills":[{"uri":"skill://internal/deploy/SKILL.md","frontmatter":{"name":"deploy","description":"d"},"resources":"dynamic"},{"uri":"skill://public/hello/SKILL.md","frontmatter":{"name":"hello","description":"h"},"resources":[]}],"ttlMs":0,"cacheScope":"public"}}`,
+			want:  `{"jsonrpc":"2.0","id":1,"result":{"skills":[{"uri":"skill://public/hello/SKILL.md","frontmatter":{"name":"hello","description":"h"},"resources":[]}],"ttlMs":0,"cacheScope":"private"}}`,
+			calls: "skill:skill://internal/deploy/SKILL.md:,skill:skill://public/hello/SKILL.md:",
+		},
+		{
 			name: "escaped name decoded", method: "tools/list", refused: []string{"admin/x"},
 			body:  `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"n\u0061me":"admin\/x"}]}}`,
 			want:  `{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`,

@@ -273,7 +273,8 @@ func FuzzFilterListReference(f *testing.F) {
 	f.Add([]byte(`{"id":1,"result":{"tools":[{"name":"a"}] ,"cacheScope":"public"}}`), uint8(0), uint8(0))
 	f.Add([]byte(`{"id":1,"result":{"prompts":[],"cacheScope":"private","_meta":{"cacheScope":"public"}}}`), uint8(0), uint8(1))
 	f.Add([]byte(`{"id":1,"result":{"tools":[{"name":"a"}],"CACHESCOPE":"public"}}`), uint8(0), uint8(0))
-	methods := []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+	f.Add([]byte(`{"id":1,"result":{"skills":[{"uri":"skill://a/SKILL.md","resources":"dynamic"},{"uri":"skill://b/SKILL.md"}]}}`), uint8(1), uint8(4))
+	methods := []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list", "skills/list"}
 	f.Fuzz(func(t *testing.T, body []byte, mask, method uint8) {
 		m := methods[int(method)%len(methods)]
 		var gotCalls, wantCalls []string

@@ -15,7 +15,7 @@ import (
 // for shapeMethods[i]; shapeArrays are the members of result holding
 // their entries, as listShapes says.
 var (
-	shapeMethods = [...]string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+	shapeMethods = [...]string{"tools/list", "prompts/list", "resources/list", "resources/templates/list", "skills/list"}
 	shapeArrays  = func() (a [len(shapeMethods)]string) {
 		for i, m := range shapeMethods {
 			a[i] = listShapes[m].array
@@ -71,11 +71,11 @@ func (w *shapeWalk) visit(depth int, key []byte, _, _ int) {
 }
 
 // listMethod returns the list method whose result msg is by its shape: a
-// JSON object whose result member has a tools, prompts, resources or
-// resourceTemplates member ("" when it has none: another response, an
-// error, a request, a notification). msg must be strict JSON and an
-// object (a batch is not read); a result with two of these members, or a
-// key equal to one of them (or to result) only under case folding, is
+// JSON object whose result member has a tools, prompts, resources,
+// resourceTemplates or skills member ("" when it has none: another
+// response, an error, a request, a notification). msg must be strict JSON
+// and an object (a batch is not read); a result with two of these members,
+// or a key equal to one of them (or to result) only under case folding, is
 // ErrUnexpectedShape: clients could read it as a list the filter did not.
 func (w *shapeWalk) listMethod(msg []byte) (string, error) {
 	*w = shapeWalk{fn: w.fn}
@@ -101,10 +101,11 @@ func (w *shapeWalk) listMethod(msg []byte) (string, error) {
 }
 
 // ListMethodOf returns the list method whose result the JSON-RPC message
-// msg is by its shape: its result has a tools, prompts, resources or
-// resourceTemplates member; "" when it is no list result. An error means
-// msg cannot be read exactly (not strict JSON, not an object, more than
-// one list, a key ambiguous under case folding): the caller fails closed.
+// msg is by its shape: its result has a tools, prompts, resources,
+// resourceTemplates or skills member; "" when it is no list result. An
+// error means msg cannot be read exactly (not strict JSON, not an object,
+// more than one list, a key ambiguous under case folding): the caller
+// fails closed.
 func ListMethodOf(msg []byte) (string, error) {
 	return newShapeWalk().listMethod(msg)
 }

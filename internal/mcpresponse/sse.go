@@ -2,9 +2,9 @@
 // external processor that do not depend on Envoy or on the check pipeline:
 // reassembling server-sent events split across body chunks, filtering the
 // entries of list results (tools/list, prompts/list, resources/list,
-// resources/templates/list) by a caller's predicate, and building the
-// bodies that replace an upstream answer (re-authorization, elicitation
-// completion).
+// resources/templates/list, the skills extension's skills/list) by a
+// caller's predicate, and building the bodies that replace an upstream
+// answer (re-authorization, elicitation completion).
 //
 // Everything here fails closed: input it cannot read exactly is an error,
 // never passed through unexamined.

@@ -26,6 +26,12 @@
 //             sends "Authorization: DPoP <token>" and a fresh proof signed
 //             with args.dpopKey (a private P-256 JWK, its thumbprint in
 //             args.jkt) on every request: {"ok":true,"text":...}
+//   skills    (v2) the skills extension's host side (SkillsClient): list the
+//             skills, get args.get by its SKILL.md URI and read the
+//             directory args.directory, one line each:
+//             {"op":"list","ok":true,"uris":[...]},
+//             {"op":"get","ok":true,"description":...}, {"op":"directory",
+//             "ok":true,"uris":[...]}, or the op with the error.
 // Errors are reported as {"ok":false,"error":<class>,"code":...,"message":...}.
 import { createInterface } from 'node:readline';
 
@@ -96,6 +102,23 @@ async function dpopFetch(privateJwk, thumbprint, token) {
     return m.withDpop(session, () => token)(fetch);
 }
 
+// skills runs the skills scenario on a connected v2 client; each operation
+// reports its own result, so that one refusal does not hide the others.
+async function skills(client) {
+    const { SkillsClient } = await import('@modelcontextprotocol/client/ext/skills');
+    const host = new SkillsClient(client);
+    const op = async (name, fn) => {
+        try {
+            emit({ op: name, ok: true, ...(await fn()) });
+        } catch (err) {
+            emit({ op: name, ...describe(err) });
+        }
+    };
+    await op('list', async () => ({ uris: (await host.list()).skills.map((s) => s.uri) }));
+    await op('get', async () => ({ description: (await host.get(args.get)).skill.frontmatter.description }));
+    await op('directory', async () => ({ uris: (await host.readDirectory(args.directory)).resources.map((r) => r.uri) }));
+}
+
 async function main() {
     const sdk = await load(args.sdk);
     const url = new URL(args.url);
@@ -139,6 +162,10 @@ async function main() {
         await client.connect(transport);
         if (args.scenario === 'discover') {
             emit({ ok: true, connected: true });
+            return;
+        }
+        if (args.scenario === 'skills') {
+            await skills(client);
             return;
         }
         if (args.scenario === 'list') {

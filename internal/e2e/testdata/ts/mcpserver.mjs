@@ -2,15 +2,20 @@
 // TypeScript SDK v2 (@modelcontextprotocol/server's createMcpHandler,
 // served over node:http by @modelcontextprotocol/node's toNodeHandler),
 // which speaks 2026-07-28 and the eras before it, and checks a 2026-07-28
-// request's Mcp-Method and Mcp-Name against its body itself. The Go test passes one JSON argument, {}; the server listens
-// on 127.0.0.1 at a port of its own, prints {"port":N}, and for every tool
-// call prints {"event":"call","tool":...}, so that the test knows what
-// reached it; it stops when its stdin ends. Tools:
+// request's Mcp-Method and Mcp-Name against its body itself. The Go test
+// passes one JSON argument, {}; the server listens on 127.0.0.1 at a port
+// of its own, prints {"port":N}, and for every tool call prints
+// {"event":"call","tool":...}, so that the test knows what reached it; it
+// stops when its stdin ends. Tools:
 //   whoami       answers the JSON observation of the Go test peers
 //                (testpeers.Observation): the identity and lineage headers
 //                the request arrived with, whether an Authorization header
 //                did (never its value)
 //   delete_file  answers "deleted"
+// and the skills extension (SEP-2640) with the SDK's own skill catalog:
+// skill://hello/SKILL.md, and skill://internal/deploy/SKILL.md with its
+// key.txt (skills/list, skills/get, resources/directory/read, and
+// resources/read of their files).
 import { createServer } from 'node:http';
 import { emit, serve } from './peer.mjs';
 
@@ -31,6 +36,13 @@ function observation(headers) {
 
 const { McpServer, createMcpHandler } = await import('@modelcontextprotocol/server');
 const { toNodeHandler } = await import('@modelcontextprotocol/node');
+const { SkillCatalog, memorySkillFiles } = await import('@modelcontextprotocol/server/ext/skills');
+
+const skills = await SkillCatalog.load(memorySkillFiles({
+    'hello/SKILL.md': '---\nname: hello\ndescription: Says hello.\n---\nSay hello.\n',
+    'internal/deploy/SKILL.md': '---\nname: deploy\ndescription: Deploys with the production key.\n---\nUse key.txt.\n',
+    'internal/deploy/key.txt': 'not-a-real-key\n',
+}));
 
 // One factory for both eras: 2026-07-28 requests are served statelessly,
 // earlier ones by the handler's stateless legacy fallback.
@@ -44,6 +56,7 @@ const handler = toNodeHandler(createMcpHandler(() => {
         emit({ event: 'call', tool: 'delete_file' });
         return { content: [{ type: 'text', text: 'deleted' }] };
     });
+    skills.attach(server);
     return server;
 }));
 const httpServer = createServer((req, res) => handler(req, res));
