@@ -53,6 +53,9 @@ type Call struct {
 	// pushConfig: a message send carries a push notification
 	// configuration, registering a webhook (jsonrpc.Request.PushConfig).
 	pushConfig bool
+	// answers are the server requests whose answers the message carries
+	// (jsonrpc.Request.Answers: a response's, a retry's inputResponses).
+	answers uint8
 	// completedPrompt is the prompt whose argument a completion completes
 	// (jsonrpc.Request.CompletedPrompt).
 	completedPrompt string
@@ -182,6 +185,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		c.refTasks, c.listContext, c.pushConfig = rpc.ReferenceTaskIDs, rpc.ParamsContextID, rpc.PushConfig
 		c.relatedTask = rpc.RelatedTaskID
+		c.answers = rpc.Answers
 		c.subscribedURIs, c.subscribedTasks = rpc.SubscribedURIs, rpc.SubscribedTaskIDs
 		c.completedPrompt, c.completedTemplate = rpc.CompletedPrompt, rpc.CompletedTemplate
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd

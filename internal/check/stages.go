@@ -361,7 +361,15 @@ func (e *evaluation) authorize() *denial {
 			// claim: allow on them only when the upstream checks them.
 			return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
 		}
+		if o, desc, scope := e.authorizeAnswers(r, g, call); o != Allowed {
+			return &denial{outcome: o, desc: desc, scope: scope}
+		}
 		e.rec.add(o.String(), func() string { return desc })
+	case call.answers != 0:
+		// A response the client POSTs, answering the server's request.
+		if o, desc, scope := e.authorizeAnswers(r, g, call); o != Allowed {
+			return &denial{outcome: o, desc: desc, scope: scope}
+		}
 	case r.protocol == jsonrpc.ProtocolUnknown && call.Protocol == jsonrpc.ProtocolUnknown &&
 		(r.hasRules() || e.p.taskOwnership) && a2aServicePath(e.req.Path):
 		// A2A's gRPC binding (and Connect's, on the same paths) names the
@@ -383,6 +391,38 @@ func (e *evaluation) authorize() *denial {
 		return &denial{outcome: Malformed, desc: errNotA2AJSONRPC, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
 	return nil
+}
+
+// authorizeAnswers: the answers a client's message carries to the
+// server's requests (a response's result, a retry's inputResponses) must
+// pass what those requests need, as if the client made them, or a rule
+// denying sampling/* would still let the server have what the client's
+// model wrote. Only a rule naming the request decides it: the route's
+// default action is for the calls a client makes, and an allow list of
+// tools does not mean the server may no longer ask the user a question.
+// An MCP call named by its headers alone may carry any answer (a
+// 2026-07-28 call may be a retry).
+func (e *evaluation) authorizeAnswers(r *Route, g *Grant, call *Call) (Outcome, string, string) {
+	if call.Protocol != jsonrpc.ProtocolMCP {
+		return Allowed, "", ""
+	}
+	answers, unread := call.answers, !call.Body && call.Method != ""
+	if unread {
+		answers = jsonrpc.AnswersAny
+	}
+	for i, method := range jsonrpc.ServerRequests {
+		if answers&(1<<i) == 0 {
+			continue
+		}
+		if o, desc, scope, by := r.authorizeFor(e, g, method, ""); o != Allowed && by != 0 {
+			if unread {
+				return o, "the call is named by its headers alone, so it may carry the answer to the server's " + method +
+					" request (inputResponses), which the rules refuse: " + desc, scope
+			}
+			return o, "the message carries the answer to the server's " + method + " request, which the rules refuse: " + desc, scope
+		}
+	}
+	return Allowed, "", ""
 }
 
 // session binds the MCP session, and the A2A context a message names, to

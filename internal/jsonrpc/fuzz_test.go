@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -31,6 +32,8 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"file:///{path}"}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"skills/get","params":{"uri":"skill://a/SKILL.md","name":"b"}}`,
+		`{"jsonrpc":"2.0","id":"s","result":{"rootſ":[],"Action":"accept","content":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","inputResponses":{"a":{"MODEL":"m"},"b":[],"c":{"result":{}}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"resources/directory/read","params":{"ur\u0069":"skill://a","cursor":"c"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"\ud83d\ude00","NAME":"x","arguments":{"_metadata":{"authorization":"t"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"authorization":"a","traceparent":"t","tracestate":"s","baggage":"b"}}}`,
@@ -142,6 +145,9 @@ func assertStrictAgrees(t *testing.T, body []byte, got Request) {
 	}
 	if top.get("jsonrpc").text() != "2.0" {
 		t.Fatalf("Parse accepted %q without jsonrpc 2.0", body)
+	}
+	if got.Answers != referenceAnswers(top) {
+		t.Fatalf("Parse(%q) answers %03b, the reference reads %03b", body, got.Answers, referenceAnswers(top))
 	}
 	if got.IsResponse {
 		return
@@ -277,8 +283,10 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 	decodeObject(t, meta["io.modelcontextprotocol/related-task"], &relatedTask)
 	isObject := func(v raw) bool { return len(v) > 0 && v[0] == '{' }
 
+	// Answers are read by shape, which encoding/json does not tell:
+	// assertStrictAgrees checks them against the strict reference.
 	if got.IsResponse {
-		if !bytes.Equal(got.ID, top.ID) || !reflect.DeepEqual(got, Request{ID: got.ID, IsResponse: true}) {
+		if !bytes.Equal(got.ID, top.ID) || !reflect.DeepEqual(got, Request{ID: got.ID, IsResponse: true, Answers: got.Answers}) {
 			t.Fatalf("Parse(%q) = %#v; encoding/json reads id %q", body, got, top.ID)
 		}
 		return
@@ -286,6 +294,7 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 	want := Request{
 		Method:            top.Method,
 		ID:                got.ID, // compared raw below
+		Answers:           got.Answers,
 		Name:              jsonText(t, params.Name),
 		URI:               jsonText(t, params.URI),
 		ProtocolVersion:   jsonText(t, meta["io.modelcontextprotocol/protocolVersion"]),
@@ -340,6 +349,9 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 			URIs  []string `json:"resourceSubscriptions"`
 			Tasks []string `json:"taskIds"`
 		}
+		if len(params.Notifications) == 0 {
+			params.Notifications = raw("null") // absent: it subscribes to nothing
+		}
 		if err := json.Unmarshal(params.Notifications, &n); err != nil {
 			t.Fatalf("Parse(%q) accepted notifications encoding/json refuses: %v", body, err)
 		}
@@ -368,4 +380,55 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 	if !bytes.Equal(got.ID, top.ID) || !reflect.DeepEqual(got, want) {
 		t.Fatalf("Parse(%q)\n  = %#v\nencoding/json reads\n    %#v (id %q)", body, got, want, top.ID)
 	}
+}
+
+// referenceAnswers is what a message answers of the server's requests
+// (Request.Answers), read from the strict reference's tree: a response's
+// result by its members, each entry of params.inputResponses by its own,
+// an entry that wraps its answer, has none of the telling members or is
+// no object standing for any. Members are compared in any case.
+func referenceAnswers(top *jvalue) uint8 {
+	kinds := func(v *jvalue) (a uint8, wrapped bool) {
+		is := func(key string, names ...string) bool {
+			for _, n := range names {
+				if strings.EqualFold(key, n) { // Unicode folding, as Go's struct decoding: rootſ is roots
+					return true
+				}
+			}
+			return false
+		}
+		for _, m := range v.members {
+			switch {
+			case is(m.key, "action"):
+				a |= AnswersElicitation
+			case is(m.key, "roots"):
+				a |= AnswersRoots
+			case is(m.key, "role", "model"):
+				a |= AnswersSampling
+			case is(m.key, "method", "result"):
+				wrapped = true
+			}
+		}
+		return a, wrapped
+	}
+	if top.get("method") == nil {
+		if res := top.get("result"); res != nil && res.kind == object {
+			a, _ := kinds(res)
+			return a
+		}
+		return 0
+	}
+	ir := top.get("params").get("inputResponses")
+	if ir == nil || ir.kind != object {
+		return 0
+	}
+	var all uint8
+	for _, m := range ir.members {
+		a, wrapped := kinds(&m.value)
+		if m.value.kind != object || a == 0 || wrapped {
+			a = AnswersAny
+		}
+		all |= a
+	}
+	return all
 }

@@ -69,8 +69,14 @@ type Request struct {
 	// forbids, is accepted as `null`.
 	ID []byte
 	// IsResponse: the body is a JSON-RPC response (result or error, no
-	// method), which clients POST to answer server requests. Only ID is set.
+	// method), which clients POST to answer server requests. Only ID and
+	// Answers are set.
 	IsResponse bool
+	// Answers are the server requests (ServerRequests, one bit each) whose
+	// answers the message may carry: a response's result, by its shape,
+	// or a request's params.inputResponses (MCP 2026-07-28), each entry
+	// by its shape. An object is required there.
+	Answers uint8
 
 	Name string // params.name (tools/call, prompts/get)
 	URI  string // params.uri (of the methods IsURIMethod names)
@@ -387,6 +393,7 @@ func (s *scanner) request(r *Request) error {
 			return ErrInvalidRequest
 		}
 		r.IsResponse = true
+		r.Answers = answersOfResult(s.raw(fResult))
 		return nil
 	}
 	if sp[fMethod].kind != str || hasResult || hasError {
@@ -441,6 +448,9 @@ func (s *scanner) request(r *Request) error {
 		}
 	}
 	r.PushConfig = s.pushConfig(r.Method)
+	if s.spans[fInputResponses].kind == object {
+		r.Answers = answersOfInputResponses(s.raw(fInputResponses))
+	}
 	if sp := s.spans[fArguments]; sp.kind == object {
 		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
 	}
@@ -596,7 +606,8 @@ func (s *scanner) typesValid(method string) bool {
 		!s.is(fMetaClientCapabilities, object) || !s.is(fMetaElicitation, object) ||
 		!s.is(fMetaElicitationURL, object) || !s.is(fTraceparent, str) ||
 		!s.is(fTracestate, str) || !s.is(fBaggage, str) || !s.is(fMetaAuthorization, str) ||
-		!s.is(fMetaRelatedTask, object) || !s.is(fMetaRelatedTaskID, str) {
+		!s.is(fMetaRelatedTask, object) || !s.is(fMetaRelatedTaskID, str) ||
+		!s.is(fInputResponses, object) {
 		return false
 	}
 	// The methods rules name by a member take their params by name only.

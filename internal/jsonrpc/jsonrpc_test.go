@@ -283,7 +283,42 @@ func TestParse(t *testing.T) {
 		{
 			name: "result response",
 			body: `{"jsonrpc":"2.0","id":"srv-1","result":{"action":"accept","content":{"name":"x"}}}`,
-			want: Request{ID: []byte(`"srv-1"`), IsResponse: true},
+			want: Request{ID: []byte(`"srv-1"`), IsResponse: true, Answers: AnswersElicitation},
+		},
+		{
+			name: "a sampling result, its keys in any case",
+			body: `{"jsonrpc":"2.0","id":"srv-2","result":{"ROLE":"assistant","content":{"type":"text","text":"t"},"model":"m"}}`,
+			want: Request{ID: []byte(`"srv-2"`), IsResponse: true, Answers: AnswersSampling},
+		},
+		{
+			name: "a roots listing",
+			body: `{"jsonrpc":"2.0","id":3,"result":{"roots":[]}}`,
+			want: Request{ID: []byte(`3`), IsResponse: true, Answers: AnswersRoots},
+		},
+		{
+			name: "an empty result answers nothing it tells",
+			body: `{"jsonrpc":"2.0","id":3,"result":{}}`,
+			want: Request{ID: []byte(`3`), IsResponse: true},
+		},
+		{
+			name: "a retry's inputResponses, each by its shape",
+			body: `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","inputResponses":{"a":{"action":"decline"},"b":{"roots":[]}},"requestState":"s"}}`,
+			want: Request{Method: "tools/call", ID: []byte(`4`), Name: "t", Answers: AnswersElicitation | AnswersRoots},
+		},
+		{
+			name: "an inputResponses entry wrapping its answer is one of any request",
+			body: `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"inputResponses":{"a":{"method":"roots/list","result":{"roots":[]}}}}}`,
+			want: Request{Method: "ping", ID: []byte(`4`), Answers: AnswersAny},
+		},
+		{
+			name: "an inputResponses entry of no known shape is one of any request",
+			body: `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"inputResponses":{"a":{"content":{}}}}}`,
+			want: Request{Method: "ping", ID: []byte(`4`), Answers: AnswersAny},
+		},
+		{
+			name: "empty inputResponses",
+			body: `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"inputResponses":{},"requestState":"s"}}`,
+			want: Request{Method: "ping", ID: []byte(`4`)},
 		},
 		{
 			name: "result response with null result",
@@ -438,6 +473,7 @@ func TestParseErrors(t *testing.T) {
 		{"tools/call arguments not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":"x"}}`, ErrInvalidRequest},
 		{"prompts/get name not a string", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":["n"]}}`, ErrInvalidRequest},
 		{"resources/read uri not a string", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":{}}}`, ErrInvalidRequest},
+		{"inputResponses that are no object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","inputResponses":[{"role":"assistant"}]}}`, ErrInvalidRequest},
 		{"skills/get params by position", `{"jsonrpc":"2.0","id":1,"method":"skills/get","params":["skill://a/SKILL.md"]}`, ErrInvalidRequest},
 		{"resources/directory/read uri not a string", `{"jsonrpc":"2.0","id":1,"method":"resources/directory/read","params":{"uri":1}}`, ErrInvalidRequest},
 		{"initialize protocolVersion not a string", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":20250618}}`, ErrInvalidRequest},

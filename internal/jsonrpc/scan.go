@@ -75,6 +75,7 @@ const (
 	fNotifications         // params.notifications (MCP subscriptions/listen)
 	fResourceSubscriptions // params.notifications.resourceSubscriptions
 	fSubscribedTaskIDs     // params.notifications.taskIds (the tasks extension)
+	fInputResponses        // params.inputResponses (MCP 2026-07-28 multi round-trip requests)
 	// params.configuration's push notification configuration, in every
 	// spelling an A2A version or SDK gives it (configurationNode).
 	fPushConfig
@@ -207,6 +208,7 @@ var (
 		{key: "configuration", field: fConfiguration, child: configurationNode},
 		{key: "ref", field: fRef, child: refNode},
 		{key: "notifications", field: fNotifications, child: notificationsNode},
+		{key: "inputResponses", field: fInputResponses},
 	}}
 	topNode = &node{fold: true, members: []member{
 		{key: "jsonrpc", field: fJSONRPC},
