@@ -296,3 +296,63 @@ func TestMCPTypeScriptServerV2Skills(t *testing.T) {
 		t.Errorf("the open skill through the service: %+v", open)
 	}
 }
+
+// mcpSamplingConfig denies sampling: the server may not have what the
+// client's model writes.
+const mcpSamplingConfig = `
+issuers:
+  - {name: e2e, algorithms: [HS256], secret: %s}
+routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [e2e]
+    rules:
+      - {methods: ["sampling/*"], action: deny}
+`
+
+// TestMCPTypeScriptSamplingDenied: in 2026-07-28 a server asks its client
+// for input by answering a call with input_required, and the client
+// retries the call with the answers in params.inputResponses; the
+// TypeScript SDK v2's client does it on its own with the handlers it has.
+// Asked directly, the SDK's server gets what the client's model wrote;
+// through Envoy's ext_authz, on a route denying sampling/*, the retry is
+// refused and the server never has it.
+func TestMCPTypeScriptSamplingDenied(t *testing.T) {
+	var mu sync.Mutex
+	var sampled []string
+	peer := startNodePeer(t, "mcpserver.mjs", "@modelcontextprotocol/server", map[string]any{}, func(line []byte) {
+		var ev struct{ Event, Text string }
+		if json.Unmarshal(line, &ev) == nil && ev.Event == "sampled" {
+			mu.Lock()
+			sampled = append(sampled, ev.Text)
+			mu.Unlock()
+		}
+	})
+	addrs := startService(t, fmt.Sprintf(mcpSamplingConfig, secret), "")
+	p := envoyWithBody(t, addrs.GRPC, peer.addr)
+	alice := token(t, jwt.MapClaims{})
+	summarize := func(base, text string) nodeResult {
+		res := nodeClient(t, map[string]any{"sdk": "v2", "url": base + "/mcp", "token": alice, "scenario": "call", "tool": "summarize", "sampling": text}, nil)
+		if len(res) == 0 {
+			t.Fatal("the client reported nothing")
+		}
+		return res[len(res)-1]
+	}
+	seen := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sampled)
+	}
+
+	if r := summarize("http://"+peer.addr, "asked directly"); !r.OK || r.Text != "sampled: asked directly" {
+		t.Fatalf("the server itself did not sample through the client, so the case shows nothing: %+v", r)
+	}
+	r := summarize(p.URL, "through the service")
+	if r.OK || !strings.Contains(r.Message+string(r.Data), "sampling/createMessage") {
+		t.Errorf("through the service the call answered %+v, want the refusal naming sampling/createMessage", r)
+	}
+	if got := seen(); !slices.Equal(got, []string{"asked directly"}) {
+		t.Errorf("the server had what the model wrote: %q", got)
+	}
+}

@@ -32,6 +32,9 @@
 //             {"op":"list","ok":true,"uris":[...]},
 //             {"op":"get","ok":true,"description":...}, {"op":"directory",
 //             "ok":true,"uris":[...]}, or the op with the error.
+// With args.sampling (v2), the client speaks 2026-07-28 (pinned), declares
+// sampling and answers every sampling request with args.sampling as what
+// its model wrote.
 // Errors are reported as {"ok":false,"error":<class>,"code":...,"message":...}.
 import { createInterface } from 'node:readline';
 
@@ -133,7 +136,17 @@ async function main() {
     }
     const elicits = args.scenario === 'elicit' || args.scenario === 'complete';
     const capabilities = elicits ? { elicitation: { url: {} } } : {};
-    const client = new sdk.Client({ name: 'extauthz-e2e', version: '1.0.0' }, { capabilities });
+    const clientOptions = { capabilities };
+    if (args.sampling !== undefined) {
+        capabilities.sampling = {};
+        clientOptions.versionNegotiation = { mode: { pin: '2026-07-28' } };
+    }
+    const client = new sdk.Client({ name: 'extauthz-e2e', version: '1.0.0' }, clientOptions);
+    if (args.sampling !== undefined) {
+        client.setRequestHandler('sampling/createMessage', async () => ({
+            role: 'assistant', content: { type: 'text', text: args.sampling }, model: 'e2e-model',
+        }));
+    }
     // The completions the session's stream delivered, by elicitation id.
     const completed = new Map();
     const waiting = new Map();

@@ -12,6 +12,11 @@
 //                the request arrived with, whether an Authorization header
 //                did (never its value)
 //   delete_file  answers "deleted"
+//   summarize    asks the client's model for a summary (2026-07-28's
+//                multi round-trip requests: an input_required result with
+//                a sampling/createMessage input request); given it in the
+//                retry's inputResponses, prints {"event":"sampled","text":...}
+//                and answers "sampled: <text>"
 // and the skills extension (SEP-2640) with the SDK's own skill catalog:
 // skill://hello/SKILL.md, and skill://internal/deploy/SKILL.md with its
 // key.txt (skills/list, skills/get, resources/directory/read, and
@@ -34,7 +39,7 @@ function observation(headers) {
     return JSON.stringify({ peer: 'mcp-ts-v2', headers: seen, authorization: headers?.has('authorization') ?? false });
 }
 
-const { McpServer, createMcpHandler } = await import('@modelcontextprotocol/server');
+const { McpServer, createMcpHandler, inputRequired, inputResponse } = await import('@modelcontextprotocol/server');
 const { toNodeHandler } = await import('@modelcontextprotocol/node');
 const { SkillCatalog, memorySkillFiles } = await import('@modelcontextprotocol/server/ext/skills');
 
@@ -55,6 +60,19 @@ const handler = toNodeHandler(createMcpHandler(() => {
     server.registerTool('delete_file', { description: 'Pretends to delete a file.' }, async () => {
         emit({ event: 'call', tool: 'delete_file' });
         return { content: [{ type: 'text', text: 'deleted' }] };
+    });
+    server.registerTool('summarize', { description: "Summarizes with the client's model." }, async (ctx) => {
+        emit({ event: 'call', tool: 'summarize' });
+        const answer = inputResponse(ctx.mcpReq.inputResponses, 'summary');
+        if (answer.kind !== 'sampling') {
+            return inputRequired({
+                inputRequests: {
+                    summary: inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: 'Summarize.' } }], maxTokens: 50 }),
+                },
+            });
+        }
+        emit({ event: 'sampled', text: answer.result.content.text });
+        return { content: [{ type: 'text', text: 'sampled: ' + answer.result.content.text }] };
     });
     skills.attach(server);
     return server;
