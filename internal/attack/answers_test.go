@@ -88,31 +88,12 @@ func TestAnswersToServerRequests(t *testing.T) {
 // 2026-07-28 call may carry inputResponses of any kind, so on a route
 // whose rules refuse one of the server's requests it is refused.
 func TestAnswersNamedByHeadersAlone(t *testing.T) {
-	s := start(t, `routes:
-  - name: guarded
-    path_prefix: /guarded
-    protocol: mcp
-    issuers: [hs]
-    audiences: [`+audience+`]
-    request_body: none
-    upstream_validates_mcp_headers: true
-    rules:
-      - {methods: ["sampling/createMessage"], action: deny}
-  - name: open
-    path_prefix: /open
-    protocol: mcp
-    issuers: [hs]
-    audiences: [`+audience+`]
-    request_body: none
-    upstream_validates_mcp_headers: true
-    rules:
-      - {methods: ["tools/call"], names: ["delete_*"], action: deny}
-`, options{})
+	s := start(t, headerOnlyRoutes, options{})
 	for _, tc := range []struct {
 		name, path string
 		status     int // 0: allowed
 	}{
-		{"a route denying sampling", "/guarded/mcp", 403},
+		{"a route denying sampling", "/nosampling/mcp", 403},
 		{"a route that does not", "/open/mcp", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

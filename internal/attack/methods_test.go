@@ -430,7 +430,7 @@ func TestCompletionOfAResourceTemplate(t *testing.T) {
 // headerOnlyRoutes are routes whose proxy sends no body and whose upstream
 // checks Mcp-Method and Mcp-Name against it: one denying a prompt, one
 // asking a scope for prompts, one denying resources under /etc, one with a
-// tool rule alone.
+// tool rule alone, one allowing listed tools only, one denying sampling.
 const headerOnlyRoutes = `routes:
   - name: guarded
     path_prefix: /guarded
@@ -478,6 +478,15 @@ const headerOnlyRoutes = `routes:
     default_action: deny
     rules:
       - {methods: ["tools/call"], names: ["search", "café"]}
+  - name: nosampling
+    path_prefix: /nosampling
+    protocol: mcp
+    issuers: [hs]
+    audiences: [` + audience + `]
+    request_body: none
+    upstream_validates_mcp_headers: true
+    rules:
+      - {methods: ["sampling/createMessage"], action: deny}
 `
 
 // TestEncodedNameNamedByHeadersAlone: MCP 2026-07-28 sends a name that is

@@ -19,7 +19,8 @@ import (
 	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
-// mcpTSConfig is one MCP route for the whole host denying delete_*.
+// mcpTSConfig is one MCP route for the whole host denying delete_* and
+// sampling: the server may not have what the client's model writes.
 const mcpTSConfig = `
 issuers:
   - {name: e2e, algorithms: [HS256], secret: %s}
@@ -30,6 +31,7 @@ routes:
     issuers: [e2e]
     rules:
       - {methods: ["tools/call"], names: ["delete_*"], action: deny}
+      - {methods: ["sampling/*"], action: deny}
 `
 
 // tsServer is the TypeScript SDK v2 MCP server of testdata/ts/mcpserver.mjs.
@@ -297,19 +299,6 @@ func TestMCPTypeScriptServerV2Skills(t *testing.T) {
 	}
 }
 
-// mcpSamplingConfig denies sampling: the server may not have what the
-// client's model writes.
-const mcpSamplingConfig = `
-issuers:
-  - {name: e2e, algorithms: [HS256], secret: %s}
-routes:
-  - name: mcp
-    default: true
-    protocol: mcp
-    issuers: [e2e]
-    rules:
-      - {methods: ["sampling/*"], action: deny}
-`
 
 // TestMCPTypeScriptSamplingDenied: in 2026-07-28 a server asks its client
 // for input by answering a call with input_required, and the client
@@ -329,7 +318,7 @@ func TestMCPTypeScriptSamplingDenied(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	addrs := startService(t, fmt.Sprintf(mcpSamplingConfig, secret), "")
+	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
 	p := envoyWithBody(t, addrs.GRPC, peer.addr)
 	alice := token(t, jwt.MapClaims{})
 	summarize := func(base, text string) nodeResult {
