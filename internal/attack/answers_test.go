@@ -97,9 +97,7 @@ func TestAnswersNamedByHeadersAlone(t *testing.T) {
 		{"a route that does not", "/open/mcp", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
-				"authorization": "Bearer " + token(t, issuerHS, "mallory"), "content-type": "application/json",
-				"content-length": "120", "mcp-method": "tools/call", "mcp-name": "echo", "mcp-protocol-version": "2026-07-28"}})
+			v := s.checkByHeaders(t, tc.path, "tools/call", "echo")
 			if v.wantStatus(t, tc.status) && tc.status != 0 && !strings.Contains(v.Body, "headers alone") {
 				t.Fatalf("the refusal does not say why: %s", v.Body)
 			}

@@ -489,6 +489,20 @@ const headerOnlyRoutes = `routes:
       - {methods: ["sampling/createMessage"], action: deny}
 `
 
+// checkByHeaders asks about a 2026-07-28 call named by its headers alone,
+// as a proxy sending no body forwards it: Mcp-Method method, Mcp-Name name
+// (none when empty), from a user holding scopes, to path.
+func (s *suite) checkByHeaders(t *testing.T, path, method, name string, scopes ...string) verdict {
+	t.Helper()
+	h := map[string]string{
+		"authorization": "Bearer " + token(t, issuerHS, "mallory", scopes...), "content-type": "application/json",
+		"content-length": "120", "mcp-method": method, "mcp-protocol-version": "2026-07-28"}
+	if name != "" {
+		h["mcp-name"] = name
+	}
+	return s.check(t, raw{Path: path, Headers: h})
+}
+
 // TestEncodedNameNamedByHeadersAlone: MCP 2026-07-28 sends a name that is
 // not plain ASCII in Mcp-Name as "=?base64?…?=", which servers are to
 // decode before comparing it with the body. The go-sdk compares it as sent:
@@ -510,10 +524,7 @@ func TestEncodedNameNamedByHeadersAlone(t *testing.T) {
 		{"a denied name as the encoded text", "/open/mcp", b64("=?base64?ZGVsZXRlX2FsbA==?="), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
-				"authorization": "Bearer " + token(t, issuerHS, "mallory"), "content-type": "application/json",
-				"content-length": "120", "mcp-method": "tools/call", "mcp-name": tc.mcpName,
-				"mcp-protocol-version": "2026-07-28"}})
+			v := s.checkByHeaders(t, tc.path, "tools/call", tc.mcpName)
 			if v.wantStatus(t, tc.status) && strings.Contains(tc.name, "not listed") && !strings.Contains(v.Body, "as sent") {
 				t.Fatalf("the refusal does not say why: %s", v.Body)
 			}
@@ -546,14 +557,7 @@ func TestSubscriptionNamedByHeadersAlone(t *testing.T) {
 		{"a tool call with Mcp-Name", "/open/mcp", "tools/call", "echo", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := map[string]string{
-				"authorization": "Bearer " + token(t, issuerHS, "mallory"), "content-type": "application/json",
-				"content-length": "120", "mcp-method": tc.method, "mcp-protocol-version": "2026-07-28"}
-			if tc.uri != "" {
-				h["mcp-name"] = tc.uri
-			}
-			v := s.check(t, raw{Path: tc.path, Headers: h})
-			v.wantStatus(t, tc.status)
+			s.checkByHeaders(t, tc.path, tc.method, tc.uri).wantStatus(t, tc.status)
 		})
 	}
 }
@@ -577,9 +581,7 @@ func TestCompletionNamedByHeadersAlone(t *testing.T) {
 		{"a route without prompt or resource rules", "/open/mcp", nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
-				"authorization": "Bearer " + token(t, issuerHS, "mallory", tc.scopes...), "content-type": "application/json",
-				"content-length": "120", "mcp-method": "completion/complete", "mcp-protocol-version": "2026-07-28"}})
+			v := s.checkByHeaders(t, tc.path, "completion/complete", "", tc.scopes...)
 			if v.wantStatus(t, tc.status) && !strings.Contains(v.Body, "completed prompt or resource template is not known") {
 				t.Fatalf("the refusal does not say why: %s", v.Body)
 			}
@@ -602,9 +604,7 @@ func TestListenNamedByHeadersAlone(t *testing.T) {
 		{"a route without resource rules", "/open/mcp", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
-				"authorization": "Bearer " + token(t, issuerHS, "mallory"), "content-type": "application/json",
-				"content-length": "120", "mcp-method": "subscriptions/listen", "mcp-protocol-version": "2026-07-28"}})
+			v := s.checkByHeaders(t, tc.path, "subscriptions/listen", "")
 			if v.wantStatus(t, tc.status) && !strings.Contains(v.Body, "resources it subscribes to are not known") {
 				t.Fatalf("the refusal does not say why: %s", v.Body)
 			}

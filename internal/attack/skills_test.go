@@ -102,9 +102,7 @@ func TestSkillsNamedByHeadersAlone(t *testing.T) {
 		{"a skill, on a route without resource rules", "/open/mcp", "skills/get", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := s.check(t, raw{Path: tc.path, Headers: map[string]string{
-				"authorization": "Bearer " + token(t, issuerHS, "mallory"), "content-type": "application/json",
-				"content-length": "120", "mcp-method": tc.method, "mcp-protocol-version": "2026-07-28"}})
+			v := s.checkByHeaders(t, tc.path, tc.method, "")
 			if v.wantStatus(t, tc.status) && tc.status != 0 && !strings.Contains(v.Body, "headers alone") {
 				t.Fatalf("the refusal does not say why: %s", v.Body)
 			}
