@@ -1,8 +1,16 @@
 package attack
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
 // An MCP server asks its client for things (sampling/createMessage: the
@@ -102,5 +110,63 @@ func TestAnswersNamedByHeadersAlone(t *testing.T) {
 				t.Fatalf("the refusal does not say why: %s", v.Body)
 			}
 		})
+	}
+}
+
+// TestSDKSamplingDenied: the go-sdk's server asks the client's model for a
+// summary (an input request, as its handler returns it), and the go-sdk's
+// client, speaking 2026-07-28, answers with its sampling handler in the
+// retry's inputResponses. Asked directly, the server gets what the model
+// wrote; through the service, on a route denying sampling/*, it never
+// does. (Answers POSTed as responses, as 2025-11-25 clients send them, are
+// TestAnswersToServerRequests' cases: there the go-sdk's server waits for
+// the refused answer until its session ends.)
+func TestSDKSamplingDenied(t *testing.T) {
+	s := start(t, `routes:
+  - name: mcp
+    default: true
+    protocol: mcp
+    issuers: [hs]
+    audiences: [`+audience+`]
+    rules:
+      - {methods: ["sampling/*"], action: deny}
+`, options{Summarize: true})
+	sampled := func() []string {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var out []string
+		for _, c := range s.executed {
+			if c.Tool == testpeers.ToolSummarize {
+				out = append(out, c.Sampled)
+			}
+		}
+		return out
+	}
+	summarize := func(base, text string) (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		cs, err := testpeers.NewMCPClient(ctx, base+"/mcp", testpeers.NewHTTPClient(token(t, issuerHS, "mallory"), nil, nil),
+			&testpeers.MCPClientOptions{Sampling: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: testpeers.ToolSummarize})
+		if err != nil {
+			return "", err
+		}
+		if res.IsError || len(res.Content) != 1 {
+			return "", fmt.Errorf("the tool failed: %+v", res)
+		}
+		return res.Content[0].(*mcp.TextContent).Text, nil
+	}
+	if got, err := summarize(s.upstream, "asked directly"); err != nil || got != "sampled: asked directly" {
+		t.Fatalf("asked directly, the server did not sample through the client (%q, %v): the case shows nothing", got, err)
+	}
+	if got, err := summarize(s.proxy.URL, "through the service"); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Errorf("through the service the call answered %q, %v; want it refused (403)", got, err)
+	}
+	if got := sampled(); !slices.Equal(got, []string{"asked directly"}) {
+		t.Errorf("the server had what the model wrote: %q", got)
 	}
 }

@@ -65,6 +65,9 @@ type options struct {
 	// OwnIssuers: the routes document declares its own issuers (issuersYAML
 	// is not prepended).
 	OwnIssuers bool
+	// Summarize offers the MCP server's summarize tool, which samples
+	// through the client (testpeers.ToolSummarize).
+	Summarize bool
 	// BuiltIn runs the built-in default configuration (no file, JWT_SECRET
 	// set to the suite's secret); routes is ignored.
 	BuiltIn bool
@@ -91,7 +94,7 @@ func start(t *testing.T, routes string, o options) *suite {
 	t.Helper()
 	s := &suite{t: t, logs: new(syncBuffer)}
 	var mcpServer http.Handler = testpeers.NewMCPServer(testpeers.MCPOptions{
-		Stateless: !o.Stateful, JSONResponse: true,
+		Stateless: !o.Stateful, JSONResponse: true, Summarize: o.Summarize,
 		OnToolCall: func(c testpeers.ToolCall) {
 			s.mu.Lock()
 			defer s.mu.Unlock()

@@ -299,7 +299,6 @@ func TestMCPTypeScriptServerV2Skills(t *testing.T) {
 	}
 }
 
-
 // TestMCPTypeScriptSamplingDenied: in 2026-07-28 a server asks its client
 // for input by answering a call with input_required, and the client
 // retries the call with the answers in params.inputResponses; the

@@ -75,6 +75,9 @@ type MCPClientOptions struct {
 	// DisableStandaloneSSE stops the client from opening the GET stream the
 	// session flow opens after initialize.
 	DisableStandaloneSSE bool
+	// Sampling, when set, makes the client answer every sampling request
+	// with it as what its model wrote.
+	Sampling string
 }
 
 // MCP protocol versions the SDK client speaks that tests pin.
@@ -94,7 +97,13 @@ func NewMCPClient(ctx context.Context, url string, httpClient *http.Client, opts
 	if opts != nil {
 		o = *opts
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "testpeers-client", Version: "v1.0.0"}, nil)
+	var clientOpts *mcp.ClientOptions
+	if o.Sampling != "" {
+		clientOpts = &mcp.ClientOptions{CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "testpeers-model", Content: &mcp.TextContent{Text: o.Sampling}}, nil
+		}}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "testpeers-client", Version: "v1.0.0"}, clientOpts)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:             url,
 		HTTPClient:           httpClient,

@@ -14,6 +14,12 @@ const (
 	ToolWhoAmI     = "whoami"
 	ToolEcho       = "echo"
 	ToolDeleteFile = "delete_file"
+	// ToolSummarize (offered with MCPOptions.Summarize) asks the client's model for a summary (the SDK's multi
+	// round-trip requests: an input request for sampling/createMessage,
+	// which the SDK sends as a server request to a client of an older
+	// version) and answers "sampled: <what the model wrote>". Its call is
+	// reported once it carries the answer, with ToolCall.Sampled set.
+	ToolSummarize = "summarize"
 	// ResourceWhoAmI reads like the whoami tool.
 	ResourceWhoAmI = "peer://whoami"
 	// ResourceFiles is a template of file resources: any file: URI with a
@@ -52,6 +58,8 @@ type MCPOptions struct {
 	// resourceSubscriptions from 2026-07-28), and is called with the URI
 	// of each one the SDK accepts. It may be called concurrently.
 	OnSubscribe func(uri string)
+	// Summarize offers ToolSummarize beside the other tools.
+	Summarize bool
 }
 
 // ToolCall is one tools/call the MCP server received.
@@ -59,6 +67,9 @@ type ToolCall struct {
 	Tool      string
 	Arguments json.RawMessage
 	Seen      Observation
+	// Sampled is what the client's model wrote, as a summarize call
+	// carries it.
+	Sampled string
 }
 
 // EchoArgs are the arguments of the echo tool.
@@ -123,6 +134,12 @@ func NewMCPServer(opts MCPOptions) http.Handler {
 		Description: "Pretends to delete a file.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true)},
 	}, p.deleteFile)
+	if opts.Summarize {
+		mcp.AddTool(server, &mcp.Tool{
+			Name:        ToolSummarize,
+			Description: "Summarizes with the client's model.",
+		}, p.summarize)
+	}
 	server.AddResource(&mcp.Resource{
 		URI:      ResourceWhoAmI,
 		Name:     "whoami",
@@ -182,6 +199,35 @@ func (p *mcpPeer) echo(_ context.Context, req *mcp.CallToolRequest, in EchoArgs)
 func (p *mcpPeer) deleteFile(_ context.Context, req *mcp.CallToolRequest, in DeleteFileArgs) (*mcp.CallToolResult, any, error) {
 	p.called(req, p.seen(req.Extra))
 	return textResult("deleted " + in.Path), nil, nil
+}
+
+func (p *mcpPeer) summarize(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	var text string
+	switch answer := req.Params.InputResponses["summary"].(type) {
+	case *mcp.CreateMessageResult:
+		text = textOf(answer.Content)
+	case *mcp.CreateMessageWithToolsResult:
+		for _, c := range answer.Content {
+			text += textOf(c)
+		}
+	default:
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"summary": &mcp.CreateMessageParams{
+			Messages:  []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "Summarize."}}},
+			MaxTokens: 50,
+		}}}, nil, nil
+	}
+	if p.onCall != nil {
+		p.onCall(ToolCall{Tool: ToolSummarize, Seen: p.seen(req.Extra), Sampled: text})
+	}
+	return textResult("sampled: " + text), nil, nil
+}
+
+// textOf is the text of a text content, "" for any other.
+func textOf(c mcp.Content) string {
+	if t, ok := c.(*mcp.TextContent); ok {
+		return t.Text
+	}
+	return ""
 }
 
 func (p *mcpPeer) readWhoAmI(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
