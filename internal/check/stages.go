@@ -329,7 +329,8 @@ func (e *evaluation) lookup(key cache.Key, dst *cached) (*cached, bool) {
 }
 
 // authorize applies the route's required scopes, then its rules to the
-// call (first match decides).
+// call (first match decides) and to the answers it carries to the server's
+// requests (authorizeAnswers).
 func (e *evaluation) authorize() *denial {
 	r, g, call := e.route, e.grant, &e.call
 	if !g.scopeOK {
