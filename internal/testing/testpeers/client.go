@@ -99,9 +99,7 @@ func NewMCPClient(ctx context.Context, url string, httpClient *http.Client, opts
 	}
 	var clientOpts *mcp.ClientOptions
 	if o.Sampling != "" {
-		clientOpts = &mcp.ClientOptions{CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			return &mcp.CreateMessageResult{Role: "assistant", Model: "testpeers-model", Content: &mcp.TextContent{Text: o.Sampling}}, nil
-		}}
+		clientOpts = answeringSampling(o.Sampling)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "testpeers-client", Version: "v1.0.0"}, clientOpts)
 	transport := &mcp.StreamableClientTransport{

@@ -201,35 +201,6 @@ func (p *mcpPeer) deleteFile(_ context.Context, req *mcp.CallToolRequest, in Del
 	return textResult("deleted " + in.Path), nil, nil
 }
 
-func (p *mcpPeer) summarize(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-	var text string
-	switch answer := req.Params.InputResponses["summary"].(type) {
-	case *mcp.CreateMessageResult:
-		text = textOf(answer.Content)
-	case *mcp.CreateMessageWithToolsResult:
-		for _, c := range answer.Content {
-			text += textOf(c)
-		}
-	default:
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"summary": &mcp.CreateMessageParams{
-			Messages:  []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "Summarize."}}},
-			MaxTokens: 50,
-		}}}, nil, nil
-	}
-	if p.onCall != nil {
-		p.onCall(ToolCall{Tool: ToolSummarize, Seen: p.seen(req.Extra), Sampled: text})
-	}
-	return textResult("sampled: " + text), nil, nil
-}
-
-// textOf is the text of a text content, "" for any other.
-func textOf(c mcp.Content) string {
-	if t, ok := c.(*mcp.TextContent); ok {
-		return t.Text
-	}
-	return ""
-}
-
 func (p *mcpPeer) readWhoAmI(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
 		URI:      ResourceWhoAmI,
