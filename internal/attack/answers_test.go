@@ -92,6 +92,27 @@ func TestAnswersToServerRequests(t *testing.T) {
 	}
 }
 
+// TestAnswersForwardAuth: the forward-auth front end, given the body as
+// Traefik's forwardBody sends it, refuses the answers ext_authz does.
+func TestAnswersForwardAuth(t *testing.T) {
+	s := start(t, answerRoutes, options{})
+	user := token(t, issuerHS, "mallory")
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"a POSTed sampling result", `{"jsonrpc":"2.0","id":"s-1","result":` + samplingResult + `}`, 403},
+		{"a retry carrying one", rpcBody(4, "tools/call", `{"name":"echo","arguments":{},"inputResponses":{"s":`+samplingResult+`}}`), 403},
+		{"a retry carrying an elicitation result", rpcBody(4, "tools/call", `{"name":"echo","arguments":{},"inputResponses":{"e":`+elicitationResult+`}}`), 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if status, _, body := s.forwardAuth(t, fwd{Header: bearer(user), Body: tc.body}); status != tc.status {
+				t.Fatalf("status %d, want %d: %s", status, tc.status, body)
+			}
+		})
+	}
+}
+
 // TestAnswersNamedByHeadersAlone: behind a proxy that sends no body, a
 // 2026-07-28 call may carry inputResponses of any kind, so on a route
 // whose rules refuse one of the server's requests it is refused.
