@@ -191,3 +191,41 @@ func TestSDKSamplingDenied(t *testing.T) {
 		t.Errorf("the server had what the model wrote: %q", got)
 	}
 }
+
+// TestRequestStateIsTheRecipients: a 2026-07-28 server that needs input
+// answers with a requestState, which the client sends back on the retry;
+// the server resumes the round from it (SEP-2322 leaves binding it to the
+// user to the server, and the SDKs do it only when configured). Like a
+// task id it is a capability: it belongs to the first user who sends it
+// back, and anybody else's retry with it is refused.
+func TestRequestStateIsTheRecipients(t *testing.T) {
+	s := start(t, answerRoutes, options{})
+	alice := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "alice"), "content-type": "application/json"}
+	bob := map[string]string{"authorization": "Bearer " + token(t, issuerHS, "bob"), "content-type": "application/json"}
+	retry := func(state string) string {
+		return rpcBody(4, "tools/call", `{"name":"echo","arguments":{},"inputResponses":{"e":`+elicitationResult+`},"requestState":`+state+`}`)
+	}
+	long := `"` + strings.Repeat("s", 4096) + `"`
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		state   string
+		status  int // 0: allowed
+	}{
+		{"alice sends back her state", alice, `"state-of-alice"`, 0},
+		{"again, a later round", alice, `"state-of-alice"`, 0},
+		{"bob sends back hers", bob, `"state-of-alice"`, 403},
+		{"bob sends back his own", bob, `"state-of-bob"`, 0},
+		{"alice sends back bob's", alice, `"state-of-bob"`, 403},
+		{"a long state", alice, long, 0},
+		{"the long state, by bob", bob, long, 403},
+		{"a state that is no string", bob, `{"s":"state-of-alice"}`, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: tc.headers, Body: retry(tc.state)})
+			if v.wantStatus(t, tc.status) && tc.status == 403 && !strings.Contains(v.Body, "requestState") {
+				t.Fatalf("the refusal does not say why: %s", v.Body)
+			}
+		})
+	}
+}

@@ -56,6 +56,9 @@ type Call struct {
 	// answers are the server requests whose answers the message carries
 	// (jsonrpc.Request.Answers: a response's, a retry's inputResponses).
 	answers uint8
+	// requestState is the state a retry sends back to its server
+	// (jsonrpc.Request.RequestState).
+	requestState string
 	// completedPrompt is the prompt whose argument a completion completes
 	// (jsonrpc.Request.CompletedPrompt).
 	completedPrompt string
@@ -185,7 +188,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		c.refTasks, c.listContext, c.pushConfig = rpc.ReferenceTaskIDs, rpc.ParamsContextID, rpc.PushConfig
 		c.relatedTask = rpc.RelatedTaskID
-		c.answers = rpc.Answers
+		c.answers, c.requestState = rpc.Answers, rpc.RequestState
 		c.subscribedURIs, c.subscribedTasks = rpc.SubscribedURIs, rpc.SubscribedTaskIDs
 		c.completedPrompt, c.completedTemplate = rpc.CompletedPrompt, rpc.CompletedTemplate
 		c.argsStart, c.argsEnd = rpc.ArgumentsStart, rpc.ArgumentsEnd

@@ -50,7 +50,12 @@ const (
 	bindSession = "MCP session"
 	bindContext = "A2A context"
 	bindTask    = "task"
+	bindState   = "requestState" // a 2026-07-28 retry's, by its SHA-256
 )
+
+// countsAsSession reports whether bindings of kind count in the session
+// metrics: MCP sessions and A2A contexts do.
+func countsAsSession(kind string) bool { return kind == bindSession || kind == bindContext }
 
 // bindingKey is the store key of id of kind. It is not the route's: one
 // server behind several routes (a path or a host with a policy of its own)
@@ -66,6 +71,8 @@ func bindingKey(kind, id string) string {
 		return session.Key("\x00a2a-context", id)
 	case bindTask:
 		return session.Key("\x00task", id)
+	case bindState:
+		return session.Key("\x00request-state", id)
 	}
 	return session.Key("", id)
 }
@@ -148,7 +155,7 @@ func (e *evaluation) bind(store *session.Store, kind, id string) *denial {
 		return d
 	}
 	stats, _ := e.observer.(SessionStatsObserver)
-	if kind == bindTask {
+	if !countsAsSession(kind) {
 		stats = nil // session metrics count sessions
 	}
 	switch res {
@@ -169,7 +176,7 @@ func (e *evaluation) bind(store *session.Store, kind, id string) *denial {
 		}
 		e.log.LogAttrs(e.ctx, slog.LevelWarn, "binding refused: the binding store is full",
 			slog.String("kind", kind), slog.String("route", r.Name), slog.String("user", g.Subject), slog.String("request_id", e.req.RequestID))
-		if so, ok := e.observer.(SessionObserver); ok && kind != bindTask {
+		if so, ok := e.observer.(SessionObserver); ok && countsAsSession(kind) {
 			so.SessionRefused(r.Name)
 		}
 		return &denial{outcome: Unavailable, desc: "too many " + kind + "s are in use: retry later", retryAfter: store.RetryAfter()}
@@ -194,11 +201,11 @@ func (e *evaluation) conflict(kind string) *denial {
 	e.log.LogAttrs(e.ctx, slog.LevelWarn, kind+" hijack attempt",
 		slog.String("route", r.Name), slog.String("user", g.Subject),
 		slog.String("request_id", e.req.RequestID), slog.String("method", e.req.Method))
-	if e.observer != nil && kind != bindTask {
+	if e.observer != nil && countsAsSession(kind) {
 		e.observer.SessionConflict(r.Name)
 	}
 	conflict := &denial{outcome: SessionConflict, desc: "this " + kind + " belongs to another user"}
-	if kind == bindTask {
+	if !countsAsSession(kind) {
 		conflict.outcome = Forbidden
 	}
 	return conflict

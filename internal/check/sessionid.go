@@ -1,6 +1,8 @@
 package check
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -137,6 +139,26 @@ func (e *evaluation) bindMessageContext() *denial {
 		return d
 	}
 	e.rec.add("bound", func() string { return "A2A context belongs to " + e.grant.Subject })
+	return nil
+}
+
+// bindRequestState binds the requestState a 2026-07-28 retry sends back
+// to the first user who sends it, and refuses anybody else's retry with
+// it. The server resumes the round it left for its recipient from it
+// (an elicitation answered, a step approved); SEP-2322 makes binding it
+// to the user the server's duty, which the SDKs leave to configuration.
+// Like a task id it is a capability whoever holds it could use. It is
+// kept by its SHA-256, whatever its length.
+func (e *evaluation) bindRequestState() *denial {
+	st := e.call.requestState
+	if st == "" || e.call.Protocol != jsonrpc.ProtocolMCP {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(st))
+	if d := e.bind(e.pl.state.states, bindState, hex.EncodeToString(sum[:])); d != nil {
+		return d
+	}
+	e.rec.add("bound", func() string { return "the requestState belongs to " + e.grant.Subject })
 	return nil
 }
 

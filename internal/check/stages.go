@@ -442,6 +442,9 @@ func (e *evaluation) session() *denial {
 	if d := e.bindMessageContext(); d != nil {
 		return d
 	}
+	if d := e.bindRequestState(); d != nil {
+		return d
+	}
 	legacy := false
 	if sid == "" {
 		if resumesOutsideSession(r, e.req) {

@@ -25,8 +25,12 @@ import (
 // (a local hit never touches it) and holds what must be the same on every
 // replica.
 type state struct {
-	sessions     *session.Store // MCP sessions and A2A contexts
-	tasks        *session.Store // tasks, bound to their creator
+	sessions *session.Store // MCP sessions and A2A contexts
+	tasks    *session.Store // tasks, bound to their creator
+	// states are the requestStates of 2026-07-28 retries, bound to the
+	// first user who sent each back (apart from tasks, so that a user's
+	// many rounds never push out their tasks' bindings).
+	states       *session.Store
 	elicitations *elicit.Store
 	// consents hold the user who gave each one, bounded per user as
 	// pending elicitations are, so that another user's consents never push
@@ -68,6 +72,7 @@ func newState(p *Policy, o Options) (*state, error) {
 	s := &state{
 		sessions:     session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now),
 		tasks:        session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now),
+		states:       session.New(p.sessionsMax, p.perSubject, p.sessionIdle, o.Now),
 		elicitations: elicit.New(max(p.elicitMax, 1), cmpDuration(p.elicitTTL, 10*time.Minute), o.Now),
 		consents:     session.New(max(p.elicitMax, 1), p.elicitPerUser, ConsentTTL, o.Now),
 		initURL:      initURL, shared: o.Shared, sessionIdle: p.sessionIdle,

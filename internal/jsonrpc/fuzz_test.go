@@ -244,6 +244,7 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		Configuration   raw `json:"configuration"`
 		Ref             raw `json:"ref"`
 		Notifications   raw `json:"notifications"`
+		RequestState    raw `json:"requestState"`
 	}
 	decodeObject(t, top.Params, &params)
 	var configuration map[string]raw // every spelling, matched exactly (Parse refuses the others)
@@ -295,6 +296,7 @@ func assertSameAsEncodingJSON(t *testing.T, body []byte, got Request) {
 		Method:            top.Method,
 		ID:                got.ID, // compared raw below
 		Answers:           got.Answers,
+		RequestState:      jsonText(t, params.RequestState),
 		Name:              jsonText(t, params.Name),
 		URI:               jsonText(t, params.URI),
 		ProtocolVersion:   jsonText(t, meta["io.modelcontextprotocol/protocolVersion"]),

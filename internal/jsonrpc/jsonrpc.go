@@ -77,6 +77,11 @@ type Request struct {
 	// or a request's params.inputResponses (MCP 2026-07-28), each entry
 	// by its shape. An object is required there.
 	Answers uint8
+	// RequestState is params.requestState: the state a 2026-07-28 server
+	// handed the client with an input_required result, sent back on the
+	// retry for the server to resume the round from. A string; any other
+	// value makes the request invalid.
+	RequestState string
 
 	Name string // params.name (tools/call, prompts/get)
 	URI  string // params.uri (of the methods IsURIMethod names)
@@ -451,6 +456,9 @@ func (s *scanner) request(r *Request) error {
 	if s.spans[fInputResponses].kind == object {
 		r.Answers = answersOfInputResponses(s.raw(fInputResponses))
 	}
+	if r.RequestState, ok = s.text(fRequestState); !ok {
+		return ErrInvalidRequest
+	}
 	if sp := s.spans[fArguments]; sp.kind == object {
 		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
 	}
@@ -607,7 +615,7 @@ func (s *scanner) typesValid(method string) bool {
 		!s.is(fMetaElicitationURL, object) || !s.is(fTraceparent, str) ||
 		!s.is(fTracestate, str) || !s.is(fBaggage, str) || !s.is(fMetaAuthorization, str) ||
 		!s.is(fMetaRelatedTask, object) || !s.is(fMetaRelatedTaskID, str) ||
-		!s.is(fInputResponses, object) {
+		!s.is(fInputResponses, object) || !s.is(fRequestState, str) {
 		return false
 	}
 	// The methods rules name by a member take their params by name only.

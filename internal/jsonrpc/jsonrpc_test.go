@@ -303,7 +303,7 @@ func TestParse(t *testing.T) {
 		{
 			name: "a retry's inputResponses, each by its shape",
 			body: `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","inputResponses":{"a":{"action":"decline"},"b":{"roots":[]}},"requestState":"s"}}`,
-			want: Request{Method: "tools/call", ID: []byte(`4`), Name: "t", Answers: AnswersElicitation | AnswersRoots},
+			want: Request{Method: "tools/call", ID: []byte(`4`), Name: "t", Answers: AnswersElicitation | AnswersRoots, RequestState: "s"},
 		},
 		{
 			name: "an inputResponses entry wrapping its answer is one of any request",
@@ -317,8 +317,8 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name: "empty inputResponses",
-			body: `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"inputResponses":{},"requestState":"s"}}`,
-			want: Request{Method: "ping", ID: []byte(`4`)},
+			body: `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"inputResponses":{},"requestState":"s\u0031"}}`,
+			want: Request{Method: "ping", ID: []byte(`4`), RequestState: "s1"},
 		},
 		{
 			name: "result response with null result",
@@ -473,6 +473,7 @@ func TestParseErrors(t *testing.T) {
 		{"tools/call arguments not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":"x"}}`, ErrInvalidRequest},
 		{"prompts/get name not a string", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":["n"]}}`, ErrInvalidRequest},
 		{"resources/read uri not a string", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":{}}}`, ErrInvalidRequest},
+		{"a requestState that is no string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","requestState":{"s":1}}}`, ErrInvalidRequest},
 		{"inputResponses that are no object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","inputResponses":[{"role":"assistant"}]}}`, ErrInvalidRequest},
 		{"skills/get params by position", `{"jsonrpc":"2.0","id":1,"method":"skills/get","params":["skill://a/SKILL.md"]}`, ErrInvalidRequest},
 		{"resources/directory/read uri not a string", `{"jsonrpc":"2.0","id":1,"method":"resources/directory/read","params":{"uri":1}}`, ErrInvalidRequest},

@@ -76,6 +76,7 @@ const (
 	fResourceSubscriptions // params.notifications.resourceSubscriptions
 	fSubscribedTaskIDs     // params.notifications.taskIds (the tasks extension)
 	fInputResponses        // params.inputResponses (MCP 2026-07-28 multi round-trip requests)
+	fRequestState          // params.requestState (the same)
 	// params.configuration's push notification configuration, in every
 	// spelling an A2A version or SDK gives it (configurationNode).
 	fPushConfig
@@ -209,6 +210,7 @@ var (
 		{key: "ref", field: fRef, child: refNode},
 		{key: "notifications", field: fNotifications, child: notificationsNode},
 		{key: "inputResponses", field: fInputResponses},
+		{key: "requestState", field: fRequestState},
 	}}
 	topNode = &node{fold: true, members: []member{
 		{key: "jsonrpc", field: fJSONRPC},
