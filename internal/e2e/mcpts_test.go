@@ -344,3 +344,86 @@ func TestMCPTypeScriptSamplingDenied(t *testing.T) {
 		t.Errorf("the server had what the model wrote: %q", got)
 	}
 }
+
+// TestMCPTypeScriptRequestStateReplay: the TypeScript SDK v2 serves a
+// 2026-07-28 retry's requestState to whoever sends it back (it binds it to
+// nobody without a codec configured). Asked directly, the server resumes
+// alice's round for bob; through Envoy's ext_authz only alice's retry
+// reaches it.
+func TestMCPTypeScriptRequestStateReplay(t *testing.T) {
+	var mu sync.Mutex
+	var resumed []string
+	peer := startNodePeer(t, "mcpserver.mjs", "@modelcontextprotocol/server", map[string]any{}, func(line []byte) {
+		var ev struct{ Event, State string }
+		if json.Unmarshal(line, &ev) == nil && ev.Event == "resumed" {
+			mu.Lock()
+			resumed = append(resumed, ev.State)
+			mu.Unlock()
+		}
+	})
+	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
+	p := envoyWithBody(t, addrs.GRPC, peer.addr)
+	alice, bob := token(t, jwt.MapClaims{"sub": "alice"}), token(t, jwt.MapClaims{"sub": "bob"})
+	// call calls resume as the v2 client sends it, with state unless empty,
+	// and returns the status and the requestState or text answered.
+	call := func(base, tok, state string) (int, string) {
+		t.Helper()
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"resume"}}
+		retry := ""
+		if state != "" {
+			retry = `"requestState":"` + state + `",`
+		}
+		body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"resume","arguments":{},` + retry +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = h
+		req.Header.Set("Authorization", "Bearer "+tok)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		var msg struct {
+			Result struct {
+				RequestState string `json:"requestState"`
+				Content      []struct{ Text string }
+			}
+		}
+		_ = json.Unmarshal(bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("data: ")), &msg)
+		if msg.Result.RequestState != "" {
+			return res.StatusCode, msg.Result.RequestState
+		}
+		if len(msg.Result.Content) == 1 {
+			return res.StatusCode, msg.Result.Content[0].Text
+		}
+		return res.StatusCode, string(raw)
+	}
+	seen := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(resumed)
+	}
+
+	_, direct := call("http://"+peer.addr, alice, "")
+	if status, got := call("http://"+peer.addr, bob, direct); status != http.StatusOK || got != "resumed "+direct {
+		t.Fatalf("asked directly, the server did not resume alice's round for bob (%d %q): the case shows nothing", status, got)
+	}
+	status, state := call(p.URL, alice, "")
+	if status != http.StatusOK || !strings.HasPrefix(state, "round-") {
+		t.Fatalf("alice's first call through the service: %d %q", status, state)
+	}
+	if status, got := call(p.URL, alice, state); status != http.StatusOK || got != "resumed "+state {
+		t.Fatalf("alice's retry through the service: %d %q", status, got)
+	}
+	if status, got := call(p.URL, bob, state); status != http.StatusForbidden || !strings.Contains(got, "requestState") {
+		t.Errorf("bob's retry with alice's state through the service: %d %q, want 403 naming the requestState", status, got)
+	}
+	if got := seen(); !slices.Equal(got, []string{direct, state}) {
+		t.Errorf("the server resumed %q, want only the direct replay and alice's own", got)
+	}
+}

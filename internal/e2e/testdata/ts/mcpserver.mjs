@@ -17,6 +17,11 @@
 //                a sampling/createMessage input request); given it in the
 //                retry's inputResponses, prints {"event":"sampled","text":...}
 //                and answers "sampled: <text>"
+//   resume       answers a call without requestState with an input_required
+//                result holding a fresh one (and no input requests: come
+//                back later), and a retry with one with "resumed <state>",
+//                printing {"event":"resumed","state":...}: as the SDK serves
+//                a requestState without a codec, whoever sends it back
 // and the skills extension (SEP-2640) with the SDK's own skill catalog:
 // skill://hello/SKILL.md, and skill://internal/deploy/SKILL.md with its
 // key.txt (skills/list, skills/get, resources/directory/read, and
@@ -73,6 +78,14 @@ const handler = toNodeHandler(createMcpHandler(() => {
         }
         emit({ event: 'sampled', text: answer.result.content.text });
         return { content: [{ type: 'text', text: 'sampled: ' + answer.result.content.text }] };
+    });
+    server.registerTool('resume', { description: 'Resumes the round its requestState names.' }, async (ctx) => {
+        const state = ctx.mcpReq.requestState();
+        if (state === undefined) {
+            return inputRequired({ requestState: 'round-' + Math.random().toString(36).slice(2) });
+        }
+        emit({ event: 'resumed', state });
+        return { content: [{ type: 'text', text: 'resumed ' + state }] };
     });
     skills.attach(server);
     return server;
