@@ -307,18 +307,7 @@ func TestMCPTypeScriptServerV2Skills(t *testing.T) {
 // through Envoy's ext_authz, on a route denying sampling/*, the retry is
 // refused and the server never has it.
 func TestMCPTypeScriptSamplingDenied(t *testing.T) {
-	var mu sync.Mutex
-	var sampled []string
-	peer := startNodePeer(t, "mcpserver.mjs", "@modelcontextprotocol/server", map[string]any{}, func(line []byte) {
-		var ev struct{ Event, Text string }
-		if json.Unmarshal(line, &ev) == nil && ev.Event == "sampled" {
-			mu.Lock()
-			sampled = append(sampled, ev.Text)
-			mu.Unlock()
-		}
-	})
-	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
-	p := envoyWithBody(t, addrs.GRPC, peer.addr)
+	server, proxy, seen := tsBehindEnvoy(t, "sampled", "text")
 	alice := token(t, jwt.MapClaims{})
 	summarize := func(base, text string) nodeResult {
 		res := nodeClient(t, map[string]any{"sdk": "v2", "url": base + "/mcp", "token": alice, "scenario": "call", "tool": "summarize", "sampling": text}, nil)
@@ -327,16 +316,10 @@ func TestMCPTypeScriptSamplingDenied(t *testing.T) {
 		}
 		return res[len(res)-1]
 	}
-	seen := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(sampled)
-	}
-
-	if r := summarize("http://"+peer.addr, "asked directly"); !r.OK || r.Text != "sampled: asked directly" {
+	if r := summarize(server, "asked directly"); !r.OK || r.Text != "sampled: asked directly" {
 		t.Fatalf("the server itself did not sample through the client, so the case shows nothing: %+v", r)
 	}
-	r := summarize(p.URL, "through the service")
+	r := summarize(proxy, "through the service")
 	if r.OK || !strings.Contains(r.Message+string(r.Data), "sampling/createMessage") {
 		t.Errorf("through the service the call answered %+v, want the refusal naming sampling/createMessage", r)
 	}
@@ -351,18 +334,7 @@ func TestMCPTypeScriptSamplingDenied(t *testing.T) {
 // alice's round for bob; through Envoy's ext_authz only alice's retry
 // reaches it.
 func TestMCPTypeScriptRequestStateReplay(t *testing.T) {
-	var mu sync.Mutex
-	var resumed []string
-	peer := startNodePeer(t, "mcpserver.mjs", "@modelcontextprotocol/server", map[string]any{}, func(line []byte) {
-		var ev struct{ Event, State string }
-		if json.Unmarshal(line, &ev) == nil && ev.Event == "resumed" {
-			mu.Lock()
-			resumed = append(resumed, ev.State)
-			mu.Unlock()
-		}
-	})
-	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
-	p := envoyWithBody(t, addrs.GRPC, peer.addr)
+	server, proxy, seen := tsBehindEnvoy(t, "resumed", "state")
 	alice, bob := token(t, jwt.MapClaims{"sub": "alice"}), token(t, jwt.MapClaims{"sub": "bob"})
 	// call calls resume as the v2 client sends it, with state unless empty,
 	// and returns the status and the requestState or text answered.
@@ -403,27 +375,47 @@ func TestMCPTypeScriptRequestStateReplay(t *testing.T) {
 		}
 		return res.StatusCode, string(raw)
 	}
-	seen := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(resumed)
-	}
-
-	_, direct := call("http://"+peer.addr, alice, "")
-	if status, got := call("http://"+peer.addr, bob, direct); status != http.StatusOK || got != "resumed "+direct {
+	_, direct := call(server, alice, "")
+	if status, got := call(server, bob, direct); status != http.StatusOK || got != "resumed "+direct {
 		t.Fatalf("asked directly, the server did not resume alice's round for bob (%d %q): the case shows nothing", status, got)
 	}
-	status, state := call(p.URL, alice, "")
+	status, state := call(proxy, alice, "")
 	if status != http.StatusOK || !strings.HasPrefix(state, "round-") {
 		t.Fatalf("alice's first call through the service: %d %q", status, state)
 	}
-	if status, got := call(p.URL, alice, state); status != http.StatusOK || got != "resumed "+state {
+	if status, got := call(proxy, alice, state); status != http.StatusOK || got != "resumed "+state {
 		t.Fatalf("alice's retry through the service: %d %q", status, got)
 	}
-	if status, got := call(p.URL, bob, state); status != http.StatusForbidden || !strings.Contains(got, "requestState") {
+	if status, got := call(proxy, bob, state); status != http.StatusForbidden || !strings.Contains(got, "requestState") {
 		t.Errorf("bob's retry with alice's state through the service: %d %q, want 403 naming the requestState", status, got)
 	}
 	if got := seen(); !slices.Equal(got, []string{direct, state}) {
 		t.Errorf("the server resumed %q, want only the direct replay and alice's own", got)
+	}
+}
+
+// tsBehindEnvoy starts the TypeScript SDK v2 server of mcpserver.mjs
+// behind the service (mcpTSConfig) and Envoy's ext_authz, with the body.
+// It returns the server's and the proxy's base URLs, and what the server
+// printed so far in the field of its events named event.
+func tsBehindEnvoy(t *testing.T, event, field string) (server, proxy string, recorded func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	peer := startNodePeer(t, "mcpserver.mjs", "@modelcontextprotocol/server", map[string]any{}, func(line []byte) {
+		var ev map[string]any
+		if json.Unmarshal(line, &ev) == nil && ev["event"] == event {
+			v, _ := ev[field].(string)
+			mu.Lock()
+			got = append(got, v)
+			mu.Unlock()
+		}
+	})
+	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
+	p := envoyWithBody(t, addrs.GRPC, peer.addr)
+	return "http://" + peer.addr, p.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
 	}
 }
