@@ -33,10 +33,6 @@ func canonicalRequest(req *Request) *denial {
 	return nil
 }
 
-// isURIMethod reports whether a method's calls are named by a resource
-// URI, which rules match canonically (jsonrpc.IsURIMethod).
-func isURIMethod(method string) bool { return jsonrpc.IsURIMethod(method) }
-
 // canonicalCall replaces the resource URI of a resource call, and those a
 // subscription subscribes to, by their canonical form, which the rules
 // match; a URI without one, or a resource call without a URI, is refused.
@@ -51,7 +47,7 @@ func canonicalCall(call *Call) *denial {
 		}
 		call.subscribedURIs[i] = u
 	}
-	if !isURIMethod(call.Method) || call.nameUnknown {
+	if !jsonrpc.IsURIMethod(call.Method) || call.nameUnknown {
 		return nil
 	}
 	if call.Name == "" {
@@ -117,7 +113,7 @@ func (r *rule) appliesToURIs() bool {
 		return true
 	}
 	for _, md := range jsonrpc.Methods {
-		if md.Protocol == jsonrpc.ProtocolMCP && isURIMethod(md.Name) && anyGlob(r.methods, md.Name) {
+		if md.Protocol == jsonrpc.ProtocolMCP && jsonrpc.IsURIMethod(md.Name) && anyGlob(r.methods, md.Name) {
 			return true
 		}
 	}

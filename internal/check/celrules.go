@@ -265,7 +265,7 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 		switch call.Protocol {
 		case jsonrpc.ProtocolMCP:
 			in.MCP.Method, in.MCP.ProtocolVersion, in.MCP.Session = call.Method, call.ProtocolVersion, call.MCPSession
-			if isURIMethod(call.Method) {
+			if jsonrpc.IsURIMethod(call.Method) {
 				in.MCP.URI = call.Name
 			} else {
 				in.MCP.Name = call.Name
@@ -293,7 +293,7 @@ func (e *evaluation) policyInput(prg *policy.Program) *policy.Input {
 		// carry (an expression reading them fails closed).
 		t := &e.target
 		in.MCP.Method, in.MCP.Name, in.MCP.URI = t.method, t.name, ""
-		if isURIMethod(t.method) {
+		if jsonrpc.IsURIMethod(t.method) {
 			in.MCP.Name, in.MCP.URI = "", t.name
 		}
 		in.MCP.Arguments, in.MCP.BodyComplete = ps.args, ps.complete
@@ -416,7 +416,7 @@ func (ru *rule) matchesName(method, name string) bool {
 // namesFor is the rule's name globs as matched for method: canonical URI
 // patterns for a resource method.
 func (ru *rule) namesFor(method string) []string {
-	if ru.uriNames != nil && isURIMethod(method) {
+	if ru.uriNames != nil && jsonrpc.IsURIMethod(method) {
 		return ru.uriNames
 	}
 	return ru.names
@@ -453,7 +453,7 @@ func (c *callInput) input(g *Grant, method, name string, annotations map[string]
 	}
 	c.in.Now = now()
 	c.in.MCP = policy.MCP{Method: method, Name: name, Annotations: annotations}
-	if isURIMethod(method) {
+	if jsonrpc.IsURIMethod(method) {
 		c.in.MCP.Name, c.in.MCP.URI = "", name
 	}
 	return &c.in
