@@ -394,38 +394,6 @@ func (e *evaluation) authorize() *denial {
 	return nil
 }
 
-// authorizeAnswers: the answers a client's message carries to the
-// server's requests (a response's result, a retry's inputResponses) must
-// pass what those requests need, as if the client made them, or a rule
-// denying sampling/* would still let the server have what the client's
-// model wrote. Only a rule naming the request decides it: the route's
-// default action is for the calls a client makes, and an allow list of
-// tools does not mean the server may no longer ask the user a question.
-// An MCP call named by its headers alone may carry any answer (a
-// 2026-07-28 call may be a retry).
-func (e *evaluation) authorizeAnswers(r *Route, g *Grant, call *Call) (Outcome, string, string) {
-	if call.Protocol != jsonrpc.ProtocolMCP {
-		return Allowed, "", ""
-	}
-	answers, unread := call.answers, !call.Body && call.Method != ""
-	if unread {
-		answers = jsonrpc.AnswersAny
-	}
-	for i, method := range jsonrpc.ServerRequests {
-		if answers&(1<<i) == 0 {
-			continue
-		}
-		if o, desc, scope, by := r.authorizeFor(e, g, method, ""); o != Allowed && by != 0 {
-			if unread {
-				return o, "the call is named by its headers alone, so it may carry the answer to the server's " + method +
-					" request (inputResponses), which the rules refuse: " + desc, scope
-			}
-			return o, "the message carries the answer to the server's " + method + " request, which the rules refuse: " + desc, scope
-		}
-	}
-	return Allowed, "", ""
-}
-
 // session binds the MCP session, and the A2A context a message names, to
 // the user who first used it and refuses anybody else (session.go).
 func (e *evaluation) session() *denial {
