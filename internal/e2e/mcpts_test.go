@@ -19,8 +19,9 @@ import (
 	"github.com/extauthz/extauthz/internal/testing/testpeers"
 )
 
-// mcpTSConfig is one MCP route for the whole host denying delete_* and
-// sampling: the server may not have what the client's model writes.
+// mcpTSConfig is one MCP route for the whole host denying delete_*,
+// sampling (the server may not have what the client's model writes) and
+// resources/read of the skills under skill://internal.
 const mcpTSConfig = `
 issuers:
   - {name: e2e, algorithms: [HS256], secret: %s}
@@ -32,20 +33,8 @@ routes:
     rules:
       - {methods: ["tools/call"], names: ["delete_*"], action: deny}
       - {methods: ["sampling/*"], action: deny}
+      - {methods: ["resources/read"], names: ["skill://internal/*"], action: deny}
 `
-
-// tsServer is the TypeScript SDK v2 MCP server of testdata/ts/mcpserver.mjs.
-type tsServer struct {
-	addr  string
-	mu    sync.Mutex
-	calls []string // the tools called, in order
-}
-
-func (s *tsServer) called() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.calls...)
-}
 
 // TestMCPTypeScriptServerV2 puts Envoy's ext_authz (envoytest's proxy,
 // with the body) in front of an MCP server built with the TypeScript SDK
@@ -55,22 +44,11 @@ func (s *tsServer) called() []string {
 // as the server does: refusing what the server would refuse, and passing
 // what it serves (a task operation's Mcp-Name is its task).
 func TestMCPTypeScriptServerV2(t *testing.T) {
-	srv := &tsServer{}
-	peer := startNodePeer(t, "mcpserver.mjs", "@modelcontextprotocol/server", map[string]any{}, func(line []byte) {
-		var ev struct{ Event, Tool string }
-		if json.Unmarshal(line, &ev) == nil && ev.Event == "call" {
-			srv.mu.Lock()
-			srv.calls = append(srv.calls, ev.Tool)
-			srv.mu.Unlock()
-		}
-	})
-	srv.addr = peer.addr
-	addrs := startService(t, fmt.Sprintf(mcpTSConfig, secret), "")
-	p := envoyWithBody(t, addrs.GRPC, srv.addr)
+	server, proxy, called := tsBehindEnvoy(t, "call", "tool")
 	alice := token(t, jwt.MapClaims{"session_id": "sess-ts"})
 
 	t.Run("the SDK's own client calls a tool, which sees the token's identity", func(t *testing.T) {
-		res := nodeClient(t, map[string]any{"sdk": "v2", "url": p.URL + "/mcp", "token": alice, "scenario": "call", "tool": "whoami"}, nil)
+		res := nodeClient(t, map[string]any{"sdk": "v2", "url": proxy + "/mcp", "token": alice, "scenario": "call", "tool": "whoami"}, nil)
 		if len(res) == 0 || !res[len(res)-1].OK {
 			t.Fatalf("the v2 client's call failed: %+v", res)
 		}
@@ -84,12 +62,12 @@ func TestMCPTypeScriptServerV2(t *testing.T) {
 		}
 	})
 	t.Run("a denied tool never reaches the server", func(t *testing.T) {
-		before := len(srv.called())
-		res := nodeClient(t, map[string]any{"sdk": "v2", "url": p.URL + "/mcp", "token": alice, "scenario": "call", "tool": "delete_file"}, nil)
+		before := len(called())
+		res := nodeClient(t, map[string]any{"sdk": "v2", "url": proxy + "/mcp", "token": alice, "scenario": "call", "tool": "delete_file"}, nil)
 		if len(res) == 0 || res[len(res)-1].OK {
 			t.Fatalf("the v2 client's call of delete_file was not refused: %+v", res)
 		}
-		if got := srv.called()[before:]; len(got) != 0 {
+		if got := called()[before:]; len(got) != 0 {
 			t.Fatalf("the server ran %v", got)
 		}
 	})
@@ -97,15 +75,6 @@ func TestMCPTypeScriptServerV2(t *testing.T) {
 	// Requests as the v2 client sends them in 2026-07-28, asked of the
 	// server directly and through the service: the JSON-RPC error code of
 	// each answer (0 for a result).
-	modern := func(method, name, params string) (http.Header, string) {
-		h := http.Header{
-			"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
-			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}, "Mcp-Name": {name},
-		}
-		body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":{` + params +
-			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-		return h, body
-	}
 	code := func(t *testing.T, base string, h http.Header, body string) int {
 		t.Helper()
 		_, c := postMCP(t, base, alice, h, body)
@@ -124,20 +93,52 @@ func TestMCPTypeScriptServerV2(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, body := modern(tc.method, tc.mcpName, tc.params)
-			if got := code(t, "http://"+srv.addr, h, body); got != tc.want {
+			if got := code(t, server, h, body); got != tc.want {
 				t.Fatalf("the server itself answered %d, want %d: the case shows nothing", got, tc.want)
 			}
-			if got := code(t, p.URL, h, body); got != tc.want {
+			if got := code(t, proxy, h, body); got != tc.want {
 				t.Fatalf("through the service %d, the server alone %d", got, tc.want)
 			}
 		})
 	}
 }
 
+// modern is a 2026-07-28 request as the TypeScript SDK v2 client sends
+// it: the headers naming method (and Mcp-Name name), and the body with
+// params (members ending in a comma, or none) and the _meta envelope.
+func modern(method, name, params string) (http.Header, string) {
+	h := http.Header{
+		"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}, "Mcp-Name": {name},
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":{` + params +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	return h, body
+}
+
 // postMCP POSTs one JSON-RPC message to base's /mcp with token as a bearer
 // token and the headers h, and returns the status and the JSON-RPC error
 // code of the answer (0 for a result).
 func postMCP(t *testing.T, base, token string, h http.Header, body string) (status, code int) {
+	t.Helper()
+	status, raw := postMCPRaw(t, base, token, h, body)
+	var msg struct {
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &msg); err != nil {
+		t.Fatalf("answered %d %q", status, raw)
+	}
+	if msg.Error == nil {
+		return status, 0
+	}
+	return status, msg.Error.Code
+}
+
+// postMCPRaw is postMCP returning the answer's one JSON-RPC message as
+// sent (the data of an event stream's one event).
+func postMCPRaw(t *testing.T, base, token string, h http.Header, body string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
 	if err != nil {
@@ -151,19 +152,7 @@ func postMCP(t *testing.T, base, token string, h http.Header, body string) (stat
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	raw = bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("data: ")) // an event stream's one message
-	var msg struct {
-		Error *struct {
-			Code int `json:"code"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &msg); err != nil {
-		t.Fatalf("answered %d %q", res.StatusCode, raw)
-	}
-	if msg.Error == nil {
-		return res.StatusCode, 0
-	}
-	return res.StatusCode, msg.Error.Code
+	return res.StatusCode, bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("data: "))
 }
 
 // TestMCPTypeScriptServerV1RelatedTask puts Envoy's ext_authz in front of
@@ -232,21 +221,6 @@ func TestMCPTypeScriptServerV1RelatedTask(t *testing.T) {
 	}
 }
 
-// mcpSkillsConfig keeps the skills under skill://internal from every
-// user: no resources/read of them, and on the response path no listing.
-const mcpSkillsConfig = `
-issuers:
-  - {name: e2e, algorithms: [HS256], secret: %s}
-routes:
-  - name: mcp
-    default: true
-    protocol: mcp
-    issuers: [e2e]
-    response_path: true
-    rules:
-      - {methods: ["resources/read"], names: ["skill://internal/*"], action: deny}
-`
-
 // TestMCPTypeScriptServerV2Skills: the TypeScript SDK v2 serves the skills
 // extension (SEP-2640), which tells of a skill's files by other methods
 // than resources/read: skills/get answers a skill's frontmatter with the
@@ -259,7 +233,7 @@ routes:
 func TestMCPTypeScriptServerV2Skills(t *testing.T) {
 	peer := startNodePeer(t, "mcpserver.mjs", "@modelcontextprotocol/server", map[string]any{}, nil)
 	cfg := filepath.Join(t.TempDir(), "extauthz.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(mcpSkillsConfig, secret)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(strings.Replace(fmt.Sprintf(mcpTSConfig, secret), "    protocol: mcp\n", "    protocol: mcp\n    response_path: true\n", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	svc := startReplica(t, cfg, nil)
@@ -340,40 +314,26 @@ func TestMCPTypeScriptRequestStateReplay(t *testing.T) {
 	// and returns the status and the requestState or text answered.
 	call := func(base, tok, state string) (int, string) {
 		t.Helper()
-		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
-			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"resume"}}
 		retry := ""
 		if state != "" {
 			retry = `"requestState":"` + state + `",`
 		}
-		body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"resume","arguments":{},` + retry +
-			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header = h
-		req.Header.Set("Authorization", "Bearer "+tok)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		h, body := modern("tools/call", "resume", `"name":"resume","arguments":{},`+retry)
+		status, raw := postMCPRaw(t, base, tok, h, body)
 		var msg struct {
 			Result struct {
 				RequestState string `json:"requestState"`
 				Content      []struct{ Text string }
 			}
 		}
-		_ = json.Unmarshal(bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("data: ")), &msg)
-		if msg.Result.RequestState != "" {
-			return res.StatusCode, msg.Result.RequestState
+		_ = json.Unmarshal(raw, &msg)
+		switch {
+		case msg.Result.RequestState != "":
+			return status, msg.Result.RequestState
+		case len(msg.Result.Content) == 1:
+			return status, msg.Result.Content[0].Text
 		}
-		if len(msg.Result.Content) == 1 {
-			return res.StatusCode, msg.Result.Content[0].Text
-		}
-		return res.StatusCode, string(raw)
+		return status, string(raw)
 	}
 	_, direct := call(server, alice, "")
 	if status, got := call(server, bob, direct); status != http.StatusOK || got != "resumed "+direct {
