@@ -85,7 +85,7 @@ func TestAnswersToServerRequests(t *testing.T) {
 			if !v.wantStatus(t, tc.status) || tc.status != 403 {
 				return
 			}
-			if e := v.rpc(t); !strings.Contains(e.Error.Message+v.Body, "server's") {
+			if v.rpc(t); !strings.Contains(v.Body, "server's") {
 				t.Fatalf("the refusal does not say why: %s", v.Body)
 			}
 		})
@@ -93,7 +93,8 @@ func TestAnswersToServerRequests(t *testing.T) {
 }
 
 // TestAnswersForwardAuth: the forward-auth front end, given the body as
-// Traefik's forwardBody sends it, refuses the answers ext_authz does.
+// Traefik's forwardBody sends it, refuses the answers and the request
+// states ext_authz does.
 func TestAnswersForwardAuth(t *testing.T) {
 	s := start(t, answerRoutes, options{})
 	user := token(t, issuerHS, "mallory")
@@ -104,12 +105,18 @@ func TestAnswersForwardAuth(t *testing.T) {
 		{"a POSTed sampling result", `{"jsonrpc":"2.0","id":"s-1","result":` + samplingResult + `}`, 403},
 		{"a retry carrying one", rpcBody(4, "tools/call", `{"name":"echo","arguments":{},"inputResponses":{"s":`+samplingResult+`}}`), 403},
 		{"a retry carrying an elicitation result", rpcBody(4, "tools/call", `{"name":"echo","arguments":{},"inputResponses":{"e":`+elicitationResult+`}}`), 200},
+		// A requestState is bound as over ext_authz: mallory's first.
+		{"a retry sending back a state", rpcBody(4, "tools/call", `{"name":"echo","arguments":{},"requestState":"state-of-mallory"}`), 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if status, _, body := s.forwardAuth(t, fwd{Header: bearer(user), Body: tc.body}); status != tc.status {
 				t.Fatalf("status %d, want %d: %s", status, tc.status, body)
 			}
 		})
+	}
+	other := token(t, issuerHS, "eve")
+	if status, _, body := s.forwardAuth(t, fwd{Header: bearer(other), Body: rpcBody(4, "tools/call", `{"name":"echo","arguments":{},"requestState":"state-of-mallory"}`)}); status != 403 || !strings.Contains(body, "requestState") {
+		t.Fatalf("another user's retry with mallory's state: %d %s, want 403", status, body)
 	}
 }
 
@@ -143,15 +150,7 @@ func TestAnswersNamedByHeadersAlone(t *testing.T) {
 // TestAnswersToServerRequests' cases: there the go-sdk's server waits for
 // the refused answer until its session ends.)
 func TestSDKSamplingDenied(t *testing.T) {
-	s := start(t, `routes:
-  - name: mcp
-    default: true
-    protocol: mcp
-    issuers: [hs]
-    audiences: [`+audience+`]
-    rules:
-      - {methods: ["sampling/*"], action: deny}
-`, options{Summarize: true})
+	s := start(t, answerRoutes, options{Summarize: true})
 	sampled := func() []string {
 		s.mu.Lock()
 		defer s.mu.Unlock()
