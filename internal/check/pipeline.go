@@ -285,8 +285,8 @@ func (pl *Pipeline) CacheStats() cache.Stats { return pl.cacheStats() }
 // progress (see shed), otherwise decided, traced when a Tracer is set.
 func (pl *Pipeline) Check(ctx context.Context, req *Request) Verdict {
 	p := pl.policy.Load()
-	if v, overloaded := pl.shed(p); overloaded {
-		return v
+	if pl.shed(p) {
+		return OverloadVerdict(p.Limits().OverloadStatus)
 	}
 	defer pl.inflight.Add(-1)
 	if pl.tracer == nil {

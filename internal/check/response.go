@@ -83,7 +83,7 @@ var (
 // (ErrOverloaded) and traced when a Tracer is set.
 func (pl *Pipeline) ForResponse(ctx context.Context, req *Request, id *Identity) (x *Exchange, err error) {
 	p := pl.policy.Load()
-	if _, overloaded := pl.shed(p); overloaded {
+	if pl.shed(p) {
 		return nil, ErrOverloaded
 	}
 	defer pl.inflight.Add(-1)
