@@ -2,6 +2,7 @@ package envoyauthz
 
 import (
 	"math"
+	"math/bits"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -46,6 +47,13 @@ const (
 	fieldValueStruct      = 5 // Value.struct_value
 	fieldValueList        = 6 // Value.list_value
 )
+
+// Every field number above is below 16, so that its tag is one byte, as
+// appendLen writes it: a larger one makes this array's length negative.
+var _ [15 - max(fieldResponseStatus, fieldResponseOK, fieldResponseMetadata, fieldStatusCode, fieldStatusMessage,
+	fieldOKHeaders, fieldOKRemove, fieldOptionHeader, fieldOptionAppend, fieldHeaderKey, fieldHeaderValue, fieldBoolValue,
+	fieldStructFields, fieldEntryKey, fieldEntryValue, fieldListValues, fieldValueNull, fieldValueNumber, fieldValueString,
+	fieldValueBool, fieldValueStruct, fieldValueList)]struct{}
 
 // encodeAllow returns the wire form of an allow built by okResponse, in
 // one allocation of exactly its size, or nil when resp holds anything
@@ -125,10 +133,19 @@ func appendAllow(b []byte, resp *authv3.CheckResponse, ok *authv3.OkHttpResponse
 }
 
 // appendLen writes the tag of field num, length-delimited, and the
-// length n of what follows.
+// length n of what follows. Every field here is below 16, a one-byte tag
+// (see the field numbers), and nearly every length below 128, a one-byte
+// varint: two bytes, written inline.
 func appendLen(b []byte, num protowire.Number, n int) []byte {
-	b = appendVarint(b, uint64(protowire.EncodeTag(num, protowire.BytesType)))
-	return appendVarint(b, uint64(n))
+	if uint(n) < 0x80 {
+		return append(b, byte(num)<<3|byte(protowire.BytesType), byte(n))
+	}
+	return appendLongLen(b, num, n)
+}
+
+// appendLongLen is appendLen for a length of 128 or more.
+func appendLongLen(b []byte, num protowire.Number, n int) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(n))
 }
 
 // appendString writes field num holding s.
@@ -136,26 +153,23 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 	return append(appendLen(b, num, len(s)), s...)
 }
 
-// appendVarint is protowire.AppendVarint, inlined for what nearly every
-// tag and length is: a value below 128, one byte.
-func appendVarint(b []byte, v uint64) []byte {
-	if v < 0x80 {
-		return append(b, byte(v))
-	}
-	return protowire.AppendVarint(b, v)
-}
-
-// sizeVarint is protowire.SizeVarint, likewise.
+// sizeVarint is protowire.SizeVarint, computed the same way, small
+// enough to inline.
 func sizeVarint(v uint64) int {
-	if v < 0x80 {
-		return 1
-	}
-	return protowire.SizeVarint(v)
+	return int(9*uint32(bits.Len64(v))+64) / 64
 }
 
-// messageSize is the size of a length-delimited field of n bytes.
+// messageSize is the size of a length-delimited field of n bytes. It
+// inlines, so that the tag's size of a constant field number folds away.
 func messageSize(num protowire.Number, n int) int {
-	return sizeVarint(uint64(protowire.EncodeTag(num, protowire.BytesType))) + sizeVarint(uint64(n)) + n
+	return tagSize(num) + sizeVarint(uint64(n)) + n
+}
+
+// tagSize is protowire.SizeTag: a tag is the varint of num<<3 and the
+// wire type, one byte for the fields below 16 that every message written
+// here uses.
+func tagSize(num protowire.Number) int {
+	return sizeVarint(uint64(num) << 3)
 }
 
 func stringSize(num protowire.Number, s string) int {

@@ -1,9 +1,11 @@
 package envoyauthz
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -100,6 +103,25 @@ func TestEncodeAllow(t *testing.T) {
 				t.Fatalf("%d bytes, the protobuf library writes %d (%v)", len(b), len(lib), err)
 			}
 		})
+	}
+}
+
+// TestVarintSizes holds the encoder's sizes to protowire's at every
+// boundary of a varint's length.
+func TestVarintSizes(t *testing.T) {
+	for _, v := range []uint64{0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1<<21 - 1, 1 << 21, 1<<35 - 1, 1 << 35, 1<<63 - 1, 1 << 63, math.MaxUint64} {
+		if got, want := sizeVarint(v), protowire.SizeVarint(v); got != want {
+			t.Errorf("sizeVarint(%#x) = %d, want %d", v, got, want)
+		}
+	}
+	for num := protowire.Number(1); num <= 15; num++ {
+		for _, n := range []int{0, 1, 0x7f, 0x80, 0x3fff, 0x4000} {
+			b := appendLen(nil, num, n)
+			want := protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.BytesType), uint64(n))
+			if !bytes.Equal(b, want) || messageSize(num, n) != len(want)+n {
+				t.Errorf("field %d, length %d: appendLen wrote %x (size %d), want %x (size %d)", num, n, b, messageSize(num, n), want, len(want)+n)
+			}
+		}
 	}
 }
 
