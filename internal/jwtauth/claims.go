@@ -58,7 +58,11 @@ type Claims struct {
 	payload []byte
 	members []member
 	aud     [1]string
-	inline  [inlineMembers]member
+	// names is a one-hash Bloom filter of the payload's top-level member
+	// names, unescaped (nameBit): find answers for a name the token
+	// lacks, most of a miss's lookups, without scanning the members.
+	names  uint64
+	inline [inlineMembers]member
 }
 
 // inlineMembers is how many top-level claims Claims indexes without an
@@ -186,12 +190,16 @@ func (c *Claims) All() map[string]any {
 }
 
 // find returns the top-level member named name. A grant looks up a dozen
-// names, most of them absent, in a payload of about ten members: a key
-// without escapes is its bytes between the quotes, so its length is read
-// from the offsets and rules out nearly every member without slicing the
-// payload for it (rawKey's slice and bounds checks, then a second slice
-// to drop the quotes, for each member).
+// names, most of them absent, in a payload of about ten members: names
+// rules out most absent ones at once; then a key without escapes is its
+// bytes between the quotes, so its length is read from the offsets and
+// rules out nearly every member without slicing the payload for it
+// (rawKey's slice and bounds checks, then a second slice to drop the
+// quotes, for each member).
 func (c *Claims) find(name string) (member, bool) {
+	if c.names&nameBit(name) == 0 {
+		return member{}, false
+	}
 	for _, m := range c.members {
 		if m.escapedKey() {
 			if k, ok := c.key(m); ok && k == name {
@@ -296,14 +304,31 @@ type payloadClaims struct {
 // requires).
 func parsePayload(r *objectReader, c *Claims, payload []byte) (payloadClaims, error) {
 	var pc payloadClaims
+	var names uint64
 	members, err := readObject(r, payload, c.inline[:0], readClaims, func(m member, name []byte) bool {
+		names |= nameBit(name)
 		return pc.set(name, m.value(payload))
 	})
 	if err != nil {
 		return pc, err
 	}
-	c.payload, c.members = payload, members
+	c.payload, c.members, c.names = payload, members, names
 	return pc, nil
+}
+
+// nameBit is the bit of Claims.names a member name sets: one of 64, from
+// its length and its first, second and last bytes, which tell the usual
+// claim names apart.
+func nameBit[T string | []byte](name T) uint64 {
+	x := uint64(len(name))
+	if n := len(name); n > 0 {
+		x |= uint64(name[0])<<8 | uint64(name[n-1])<<16
+		if n > 1 {
+			x |= uint64(name[1]) << 24
+		}
+	}
+	// Fibonacci hashing: the top six bits of the product.
+	return 1 << (x * 0x9e3779b97f4a7c15 >> 58)
 }
 
 // readObject validates doc (objectReader.read), appending its top-level
