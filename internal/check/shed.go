@@ -36,14 +36,15 @@ func (pl *Pipeline) shed(p *Policy) (overloaded bool) {
 	return false
 }
 
-// traced decides req within a span continuing the caller's trace.
-func (pl *Pipeline) traced(ctx context.Context, p *Policy, req *Request) Verdict {
-	ctx, end := pl.tracer.StartCheck(ctx, req.Headers)
-	v := pl.check(ctx, p, req)
+// traced decides e's request (check) within a span continuing the
+// caller's trace.
+func (pl *Pipeline) traced(e *evaluation) {
+	var end EndCheck
+	e.ctx, end = pl.tracer.StartCheck(e.ctx, e.req.Headers)
+	pl.check(e)
 	var user string
-	if v.Grant != nil {
-		user = v.Grant.Subject
+	if g := e.v.Grant; g != nil {
+		user = g.Subject
 	}
-	end(v.Route, v.Outcome.String(), v.Status(), user)
-	return v
+	end(e.v.Route, e.v.Outcome.String(), e.v.Status(), user)
 }

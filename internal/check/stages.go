@@ -74,8 +74,10 @@ type evaluation struct {
 
 // decide runs the stages in order. Each decides one thing and returns a
 // denial, which ends the decision, or nil; metadata and public may answer
-// directly instead. Adding a stage is a method and a line here.
-func (e *evaluation) decide() Verdict {
+// directly instead. Adding a stage is a method and a line here. The
+// verdict is e.v: a Verdict is large (800 bytes), and returning it would
+// copy it at every level on its way out.
+func (e *evaluation) decide() {
 	defer e.release()
 	switch {
 	case e.run("canonical", e.canonical),
@@ -96,11 +98,10 @@ func (e *evaluation) decide() Verdict {
 		e.run("session-id", e.sessionID),
 		e.run("exchange", e.exchange),
 		e.run("tools-header", e.toolsHeader):
-		return e.v
+		return
 	}
 	e.v.Call = e.call
 	e.v.Rule = e.ruleName()
-	return e.v
 }
 
 // ruleName is the name of the rule that decided, "" when none did.
@@ -517,7 +518,8 @@ func (pl *Pipeline) Explain(ctx context.Context, req *Request) (Verdict, []Step)
 	var steps []Step
 	e := evaluation{pl: pl, p: pl.policy.Load(), req: req, ctx: ctx, now: pl.now(), rec: recorder{steps: &steps},
 		st: view{s: pl.state, readOnly: true}, log: discard}
-	v := e.decide()
+	e.decide()
+	v := e.v
 	e.explainResponse(&v)
 	e.rec.stage = "verdict"
 	e.rec.add(v.Outcome.String(), func() string { return fmt.Sprintf("HTTP %d %s", v.Status(), v.Description) })
