@@ -142,16 +142,30 @@ func TestCacheEvictsAtBound(t *testing.T) {
 	}
 }
 
-func TestNewKeyLongInputs(t *testing.T) {
-	long := strings.Repeat("t", 4000)
-	// The streaming path (long input) and the stack path hash the same
-	// bytes: each part after its length (4000 is the uvarint a0 1f).
-	want := sha256.Sum256([]byte("\x01r\xa0\x1f" + long))
-	if NewKey("r", long) != want {
-		t.Fatal("long input hashed differently")
+// TestNewKeyFraming: a key is the SHA-256 of each part after its length
+// (a uvarint), whatever the parts' size: below, at and beyond the largest
+// buffer NewKey keeps, and a short key after a long one (the buffer a long
+// key grew is not reused for less than it holds).
+func TestNewKeyFraming(t *testing.T) {
+	tests := []struct {
+		name   string
+		parts  []string
+		framed string
+	}{
+		{"short", []string{"r", "abc"}, "\x01r\x03abc"},
+		{"a typical token", []string{"r", strings.Repeat("t", 700)}, "\x01r\xbc\x05" + strings.Repeat("t", 700)},
+		{"longer than the first buffer", []string{"r", strings.Repeat("t", 4000)}, "\x01r\xa0\x1f" + strings.Repeat("t", 4000)},
+		{"longer than any kept buffer", []string{"r", strings.Repeat("t", 20000)}, "\x01r\xa0\x9c\x01" + strings.Repeat("t", 20000)},
+		{"short after long", []string{"r", "abc"}, "\x01r\x03abc"},
+		{"no parts", nil, ""},
+		{"empty parts", []string{"", ""}, "\x00\x00"},
 	}
-	if NewKey("r", "abc") != sha256.Sum256([]byte("\x01r\x03abc")) {
-		t.Fatal("short input hashed differently")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, want := NewKey(tt.parts...), sha256.Sum256([]byte(tt.framed)); got != want {
+				t.Fatalf("NewKey = %x, want %x", got, want)
+			}
+		})
 	}
 }
 
