@@ -144,8 +144,8 @@ func TestCacheEvictsAtBound(t *testing.T) {
 
 // TestNewKeyFraming: a key is the SHA-256 of each part after its length
 // (a uvarint), whatever the parts' size: below, at and beyond the largest
-// buffer NewKey keeps, and a short key after a long one (the buffer a long
-// key grew is not reused for less than it holds).
+// buffer NewKey keeps, and a short key after long ones (a reused buffer's
+// earlier bytes are not hashed).
 func TestNewKeyFraming(t *testing.T) {
 	tests := []struct {
 		name   string
