@@ -3,7 +3,6 @@ package check
 import (
 	"iter"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/credential"
@@ -58,19 +57,15 @@ func singleValuedHeaders(n lineage.Names) []string {
 // on a JSON-RPC route (whose body the proxy withholds). Authorization is
 // looked at only when no token can be read from it (ambiguousAuthorization):
 // a token read and verified before holds no comma.
+//
+// Each header it checks is looked up by name, in a fixed order: the first
+// found is the denial. Looking up a dozen names, most of them absent, is
+// cheaper than a pass over every header, which reads every value (the
+// token's too) from memory the processor's caches have not seen: on the
+// wire path a cached check over 1,000 tokens took 3.55-3.77 µs so against
+// 4.10-4.14 µs with such a pass as a first filter.
 func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
-	if len(req.Headers) <= maxScannedHeaders && req.Method != "CONNECT" && !p.mayBeAmbiguous(r, req.Headers) {
-		return nil
-	}
-	return p.ambiguousHeaderByName(r, req)
-}
-
-// ambiguousHeaderByName is ambiguousHeader looking up each header it
-// checks by name, in a fixed order: the first found is the denial.
-func (p *Policy) ambiguousHeaderByName(r *Route, req *Request) *denial {
 	h := req.Headers
-	// Looking up a few names is cheaper than scanning every value of a
-	// large request: most of them are absent.
 	for _, name := range p.singleValued {
 		if v, ok := h[name]; ok && strings.IndexByte(v, ',') >= 0 {
 			return headerDenial(name + " has more than one value")
@@ -114,44 +109,6 @@ func upgrades(req *Request) bool {
 	_, upgrade := req.Headers[hUpgrade]
 	_, protocol := req.Headers[hProtocol]
 	return upgrade || protocol || req.Method == "CONNECT"
-}
-
-// maxScannedHeaders is the most headers mayBeAmbiguous goes through: a
-// request with more is checked by name alone.
-const maxScannedHeaders = 16
-
-// mayBeAmbiguous goes once through a request's few headers and reports
-// whether ambiguousHeader could refuse one: false only when none of the
-// headers it looks up by name holds what it refuses. Nearly every request
-// passes here without a lookup of the dozen names ambiguousHeader checks,
-// most of them absent; one that does not is checked by name, so the denial
-// (which header, in which order) stays the same.
-func (p *Policy) mayBeAmbiguous(r *Route, h Headers) bool {
-	for name, v := range h {
-		switch {
-		case strings.IndexByte(v, ',') >= 0 && (name == r.credentials.Header || name == hMCPSession || slices.Contains(p.singleValued, name)):
-			return true
-		case name == hMCPSession:
-			for i := 0; i < len(v); i++ {
-				if c := v[i]; c < 0x21 || c > 0x7e {
-					return true
-				}
-			}
-		case name == hPartialBody:
-			if v != "true" && v != "false" {
-				return true
-			}
-		case name == hCookie:
-			if c := r.credentials.Cookie; c != "" && credential.MayNameCookie(v, c) {
-				return true
-			}
-		case name == hUpgrade || name == hProtocol:
-			if r.protocol != jsonrpc.ProtocolHTTP {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // ambiguousAuthorization refuses an Authorization header that holds more
