@@ -248,3 +248,40 @@ func checkWireOnce(b *testing.B, srv *Server, ctx context.Context, cdc codec, ms
 	enc.Free()
 	return ok
 }
+
+// BenchmarkHitWireCold measures cache hits on the path the service runs
+// (checkWireOnce), over 1,000 cached tokens in turn, each request its own
+// bytes: what a hit costs when neither the request nor its cache entry is
+// in the processor's caches, as in service, where the tight loop of
+// BenchmarkCheck/hit flatters every piece that reads memory.
+func BenchmarkHitWireCold(b *testing.B) {
+	issuers := typical.NewIssuers(b, secret)
+	srv := NewServer(pipelinetest.New(b, issuers.Config(), check.Deps{}, check.Options{}))
+	cdc := codec{proto: encoding.GetCodecV2("proto")}
+	ctx := context.Background()
+	const n = 1000
+	msgs := make([][]byte, n)
+	for i := range msgs {
+		m, err := proto.Marshal(typicalRequest(issuers.Token(b, "HS256", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = m
+	}
+	// The first pass caches the verdicts, the second memoizes the answers.
+	for range 2 {
+		for _, m := range msgs {
+			checkWireOnce(b, srv, ctx, cdc, m)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if !checkWireOnce(b, srv, ctx, cdc, msgs[i]) {
+			b.Fatal("denied")
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
