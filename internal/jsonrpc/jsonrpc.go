@@ -619,12 +619,12 @@ func (s *scanner) typesValid(method string) bool {
 		return false
 	}
 	// The methods rules name by a member take their params by name only.
-	switch method {
-	case "tools/call", "prompts/get":
+	switch {
+	case method == "tools/call" || method == "prompts/get":
 		return s.is(fParams, object) && s.is(fName, str) && s.is(fArguments, object)
-	case "resources/read", "resources/subscribe", "resources/unsubscribe", "skills/get", "resources/directory/read":
+	case IsURIMethod(method):
 		return s.is(fParams, object) && s.is(fURI, str)
-	case "completion/complete":
+	case method == "completion/complete":
 		// The reference must be one a server reads one way: a prompt by
 		// name or a resource template by URI, never both.
 		return s.is(fParams, object) && s.spans[fRef].kind == object &&
@@ -632,10 +632,10 @@ func (s *scanner) typesValid(method string) bool {
 			!(s.present(fRefName) && s.present(fRefURI)) &&
 			(s.isString(fRefType, "ref/prompt") && s.present(fRefName) ||
 				s.isString(fRefType, "ref/resource") && s.present(fRefURI))
-	case "subscriptions/listen":
+	case method == "subscriptions/listen":
 		// Absent, they subscribe to nothing.
 		return s.is(fParams, object) && s.is(fNotifications, object)
-	case "initialize":
+	case method == "initialize":
 		return s.is(fProtocolVersion, str) && s.is(fCapabilities, object) &&
 			s.is(fCapsElicitation, object) && s.is(fCapsElicitationURL, object)
 	}
