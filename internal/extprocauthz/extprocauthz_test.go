@@ -374,6 +374,8 @@ func TestOtherListsFiltered(t *testing.T) {
 		{"prompts/list", `{"prompts":[{"name":"admin_report"},{"name":"summary"}]}`, `{"prompts":[{"name":"summary"}]}`},
 		{"resources/list", `{"resources":[{"uri":"file:///secret/k","name":"k"},{"uri":"file:///docs/a","name":"a"}]}`, `{"resources":[{"uri":"file:///docs/a","name":"a"}]}`},
 		{"resources/templates/list", `{"resourceTemplates":[{"uriTemplate":"file:///secret/{n}","name":"s"}]}`, `{"resourceTemplates":[{"uriTemplate":"file:///secret/{n}","name":"s"}]}`},
+		// A skill stays only for a caller who may read every file of it.
+		{"skills/list", `{"skills":[{"uri":"file:///secret/deploy/SKILL.md","name":"deploy"},{"uri":"file:///docs/hello/SKILL.md","name":"hello"}]}`, `{"skills":[{"uri":"file:///docs/hello/SKILL.md","name":"hello"}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method, func(t *testing.T) {
