@@ -31,9 +31,12 @@ import (
 // every URI need. A subscriptions/listen stream must pass what
 // resources/subscribe of each resource it subscribes to needs (2026-07-28
 // replaces that method by it), and, named by its headers alone, of every
-// URI. A call named by a Base64-encoded Mcp-Name alone must
-// pass its rules under the name as sent too: MCP servers are to decode it
-// before comparing it with the body, and the go-sdk does not.
+// URI. A skills/get or resources/directory/read must pass what
+// resources/read of every file under the skill's directory or the
+// directory needs (describes), and, named by its headers alone, of every
+// URI. A call named by a Base64-encoded Mcp-Name alone must pass its rules
+// under the name as sent too: MCP servers are to decode it before
+// comparing it with the body, and the go-sdk does not.
 func (e *evaluation) authorizeCall(r *Route, g *Grant, call *Call) (Outcome, string, string) {
 	name, tool := call.Name, ""
 	op := call.task.namesTask()

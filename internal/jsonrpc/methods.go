@@ -57,8 +57,9 @@ type Method struct {
 // Methods is the one table of methods this service knows: every request and
 // notification of MCP 2025-06-18, 2025-11-25 and 2026-07-28 (in both
 // directions: a client POSTs only its own, but rules may name any) and of
-// its skills extension (SEP-2640), and every method of A2A v0.3 and v1.0. Rules are compiled against it; tests
-// check it against each specification's list.
+// its skills extension (SEP-2640), and every method of A2A v0.3 and v1.0.
+// Rules are compiled against it; tests check it against each
+// specification's list.
 var Methods = []Method{
 	mcp("initialize"), // until 2025-11-25
 	mcp("ping"),

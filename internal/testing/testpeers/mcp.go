@@ -14,11 +14,12 @@ const (
 	ToolWhoAmI     = "whoami"
 	ToolEcho       = "echo"
 	ToolDeleteFile = "delete_file"
-	// ToolSummarize (offered with MCPOptions.Summarize) asks the client's model for a summary (the SDK's multi
-	// round-trip requests: an input request for sampling/createMessage,
-	// which the SDK sends as a server request to a client of an older
-	// version) and answers "sampled: <what the model wrote>". Its call is
-	// reported once it carries the answer, with ToolCall.Sampled set.
+	// ToolSummarize (offered with MCPOptions.Summarize) asks the client's
+	// model for a summary (the SDK's multi round-trip requests: an input
+	// request for sampling/createMessage, which the SDK sends as a server
+	// request to a client of an older version) and answers "sampled: <what
+	// the model wrote>". Its call is reported once it carries the answer,
+	// with ToolCall.Sampled set.
 	ToolSummarize = "summarize"
 	// ResourceWhoAmI reads like the whoami tool.
 	ResourceWhoAmI = "peer://whoami"
