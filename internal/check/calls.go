@@ -208,10 +208,10 @@ func completesUnknown(call *Call) bool {
 // default action is for the calls a client makes, and an allow list of
 // tools does not mean the server may no longer ask the user a question.
 // An MCP call named by its headers alone may carry any answer (a
-// 2026-07-28 call may be a retry).
-func (e *evaluation) authorizeAnswers(r *Route, g *Grant, call *Call) (Outcome, string, string) {
+// 2026-07-28 call may be a retry). It returns the refusal, or nil.
+func (e *evaluation) authorizeAnswers(r *Route, g *Grant, call *Call) *denial {
 	if call.Protocol != jsonrpc.ProtocolMCP {
-		return Allowed, "", ""
+		return nil
 	}
 	answers, unread := call.answers, !call.Body && call.Method != ""
 	if unread {
@@ -222,12 +222,13 @@ func (e *evaluation) authorizeAnswers(r *Route, g *Grant, call *Call) (Outcome, 
 			continue
 		}
 		if o, desc, scope, by := r.authorizeFor(e, g, method, ""); o != Allowed && by != 0 {
+			why := "the message carries the answer to the server's " + method + " request"
 			if unread {
-				return o, "the call is named by its headers alone, so it may carry the answer to the server's " + method +
-					" request (inputResponses), which the rules refuse: " + desc, scope
+				why = "the call is named by its headers alone, so it may carry the answer to the server's " + method +
+					" request (inputResponses)"
 			}
-			return o, "the message carries the answer to the server's " + method + " request, which the rules refuse: " + desc, scope
+			return &denial{outcome: o, desc: why + ", which the rules refuse: " + desc, scope: scope}
 		}
 	}
-	return Allowed, "", ""
+	return nil
 }

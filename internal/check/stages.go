@@ -363,15 +363,13 @@ func (e *evaluation) authorize() *denial {
 			// claim: allow on them only when the upstream checks them.
 			return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
 		}
-		if o, desc, scope := e.authorizeAnswers(r, g, call); o != Allowed {
-			return &denial{outcome: o, desc: desc, scope: scope}
+		if d := e.authorizeAnswers(r, g, call); d != nil {
+			return d
 		}
 		e.rec.add(o.String(), func() string { return desc })
 	case call.answers != 0:
 		// A response the client POSTs, answering the server's request.
-		if o, desc, scope := e.authorizeAnswers(r, g, call); o != Allowed {
-			return &denial{outcome: o, desc: desc, scope: scope}
-		}
+		return e.authorizeAnswers(r, g, call)
 	case r.protocol == jsonrpc.ProtocolUnknown && call.Protocol == jsonrpc.ProtocolUnknown &&
 		(r.hasRules() || e.p.taskOwnership) && a2aServicePath(e.req.Path):
 		// A2A's gRPC binding (and Connect's, on the same paths) names the
