@@ -238,29 +238,51 @@ func (w *wireRequest) request() *check.Request {
 
 // fields calls fn with every length-delimited field of the message in s
 // and skips the others. s must stay alive: the values are substrings.
+//
+// Nearly every tag and length in a CheckRequest is one byte (a field
+// number below 16, a value shorter than 128 bytes): those are read inline,
+// the rest by protowire, whose calls do not inline and were some 7% of a
+// cache hit's time across the request's dozens of fields.
 func fields(s string, fn func(protowire.Number, string) error) error {
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
 	for off := 0; off < len(b); {
-		num, typ, n := protowire.ConsumeTag(b[off:])
-		if n < 0 {
-			return errWire
+		var (
+			num protowire.Number
+			typ protowire.Type
+		)
+		if c := b[off]; c < 0x80 && c>>3 != 0 { // field number 0 is invalid
+			num, typ = protowire.Number(c>>3), protowire.Type(c&7)
+			off++
+		} else {
+			var n int
+			if num, typ, n = protowire.ConsumeTag(b[off:]); n < 0 {
+				return errWire
+			}
+			off += n
 		}
-		off += n
 		if typ != protowire.BytesType {
-			n = protowire.ConsumeFieldValue(num, typ, b[off:])
+			n := protowire.ConsumeFieldValue(num, typ, b[off:])
 			if n < 0 {
 				return errWire
 			}
 			off += n
 			continue
 		}
-		v, n := protowire.ConsumeBytes(b[off:])
-		if n < 0 {
-			return errWire
+		var start, end int
+		if off < len(b) && b[off] < 0x80 {
+			start, end = off+1, off+1+int(b[off])
+			if end > len(b) {
+				return errWire
+			}
+		} else {
+			v, n := protowire.ConsumeBytes(b[off:])
+			if n < 0 {
+				return errWire
+			}
+			start, end = off+n-len(v), off+n
 		}
-		start := off + n - len(v)
-		off += n
-		if err := fn(num, s[start:start+len(v)]); err != nil {
+		off = end
+		if err := fn(num, s[start:end]); err != nil {
 			return err
 		}
 	}
