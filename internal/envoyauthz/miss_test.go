@@ -96,14 +96,16 @@ func bareVerify(tb testing.TB, alg string, rs, es testtoken.Key) func(signed) bo
 // time, typical claims) through Server.Check and, in the same run, the bare
 // signature verification of the same tokens (bareVerify). It reports the
 // miss's time over the verification's (miss/verify) and what the miss
-// costs beyond the signature (extra-ns/op). Then it checks the same
-// requests again, cached: hit-ns/op is what any check costs on this path,
-// and own-ns/op what only a miss does beyond the signature and that
-// (reading the token, its claims, building the grant, its answer and cache
-// entry). allocs/op counts the miss and
-// the bare verification run beside it; miss-allocs/op is the miss's
-// alone. That still holds what the signature check allocates on every
-// call (sig-allocs/op, as the bare verification allocates it: RS256 its
+// costs beyond the signature (extra-ns/op). Each miss is followed by a
+// cache hit of a request of the batch before, cached and its answer
+// memoized, so that misses, hits and verifications share the machine's
+// load and caches: hit-ns/op is what any check costs on this path with
+// tokens that vary as a miss's do, and own-ns/op what only a miss does
+// beyond the signature and that (reading the token, its claims, building
+// the grant, its answer and cache entry). allocs/op counts the miss, the
+// hit and the bare verification; miss-allocs/op is the miss's alone. That
+// still holds what the signature check allocates on every call
+// (sig-allocs/op, as the bare verification allocates it: RS256 its
 // result, ES256 the public key's internal form, which the standard
 // library rebuilds each time); own-allocs/op is the miss's own, without it.
 func BenchmarkMissOverhead(b *testing.B) { benchmarkMiss(b, false) }
@@ -113,6 +115,15 @@ func BenchmarkMissOverhead(b *testing.B) { benchmarkMiss(b, false) }
 // copy the codec makes), checked by checkWire and the answer encoded as
 // the codec sends it.
 func BenchmarkMissOverheadWire(b *testing.B) { benchmarkMiss(b, true) }
+
+// missBatch is one batch of the miss benchmark: n tokens never seen, split
+// for the bare verification, and their requests, as messages on the wire
+// path.
+type missBatch struct {
+	toks []signed
+	reqs []*authv3.CheckRequest
+	msgs [][]byte
+}
 
 func benchmarkMiss(b *testing.B, wire bool) {
 	issuers := typical.NewIssuers(b, secret)
@@ -129,43 +140,51 @@ func benchmarkMiss(b *testing.B, wire bool) {
 		b.Run(alg, func(b *testing.B) {
 			verify := bareVerify(b, alg, rs, es)
 			const n = 1000
-			var msgs [][]byte
-			fresh := func() ([]signed, []*authv3.CheckRequest) {
-				toks := make([]signed, n)
-				reqs := make([]*authv3.CheckRequest, n)
-				msgs = msgs[:0]
-				for i := range reqs {
+			fresh := func() missBatch {
+				m := missBatch{toks: make([]signed, n), reqs: make([]*authv3.CheckRequest, n)}
+				for i := range m.reqs {
 					seq++
 					tok := issuers.Token(b, alg, seq)
-					toks[i] = splitSigned(b, alg, tok)
-					reqs[i] = typicalRequest(tok)
+					m.toks[i] = splitSigned(b, alg, tok)
+					m.reqs[i] = typicalRequest(tok)
 					if wire {
-						m, err := proto.Marshal(reqs[i])
+						msg, err := proto.Marshal(m.reqs[i])
 						if err != nil {
 							b.Fatal(err)
 						}
-						msgs = append(msgs, m)
+						m.msgs = append(m.msgs, msg)
 					}
 				}
-				return toks, reqs
+				return m
 			}
-			// The floor is measured on the same tokens, interleaved with the
-			// misses, so that both see the same load on the machine.
-			toks, _ := fresh()
-			allocsSig := testing.AllocsPerRun(n/10, func() { verify(toks[0]) })
-			toks, reqs := fresh()
-			// check checks the j-th request of the batch, on the path the
+			// check checks the j-th request of a batch, on the path the
 			// benchmark measures, and fails it if denied.
-			check := func(j int) {
+			check := func(m *missBatch, j int) {
 				if wire {
-					if !checkWireOnce(b, srv, ctx, cdc, msgs[j]) {
+					if !checkWireOnce(b, srv, ctx, cdc, m.msgs[j]) {
 						b.Fatal("denied")
 					}
-				} else if r, _ := srv.Check(ctx, reqs[j]); r.GetStatus().GetCode() != 0 {
+				} else if r, _ := srv.Check(ctx, m.reqs[j]); r.GetStatus().GetCode() != 0 {
 					b.Fatalf("denied: %v", r)
 				}
 			}
-			var verifyTime time.Duration
+			// cached makes a batch's verdicts cached and their answers
+			// memoized (a grant's second use) for the next batch's hits.
+			cached := func(m *missBatch, upTo int) {
+				for j := range upTo {
+					check(m, j)
+				}
+			}
+			// The floor and the hits are measured on batches like the
+			// misses', interleaved with them, so that all three see the
+			// same load on the machine.
+			hits := fresh()
+			cached(&hits, n)
+			cached(&hits, n)
+			allocsSig := testing.AllocsPerRun(n/10, func() { verify(hits.toks[0]) })
+			allocsHit := testing.AllocsPerRun(n/10, func() { check(&hits, 0) })
+			batch := fresh()
+			var verifyTime, hitTime time.Duration
 			// mallocs counts the timed part's allocations, as allocs/op
 			// does, so that the miss's own can be reported.
 			var (
@@ -180,43 +199,36 @@ func benchmarkMiss(b *testing.B, wire bool) {
 				if i == n {
 					b.StopTimer()
 					mallocs += mark() - start
-					toks, reqs = fresh()
+					cached(&batch, n) // the misses' second use
+					hits, batch = batch, fresh()
 					i = 0
 					start = mark()
 					b.StartTimer()
 				}
 				t0 := time.Now()
-				if !verify(toks[i]) {
+				if !verify(batch.toks[i]) {
 					b.Fatal("bare verification failed")
 				}
-				verifyTime += time.Since(t0)
-				check(i)
+				t1 := time.Now()
+				check(&batch, i)
+				t2 := time.Now()
+				check(&hits, i)
+				verifyTime += t1.Sub(t0)
+				hitTime += time.Since(t2)
 				i++
 			}
 			mallocs += mark() - start
 			verifyNs := float64(verifyTime.Nanoseconds()) / float64(b.N)
-			missNs := float64((b.Elapsed() - verifyTime).Nanoseconds()) / float64(b.N)
-			// The same requests again, now cached: what every check costs on
-			// this path, hit or miss. The first pass memoizes the answers
-			// (a grant's second use), the timed passes read them.
-			for j := range i {
-				check(j)
-			}
-			const hitPasses = 10
-			t0 := time.Now()
-			for range hitPasses {
-				for j := range i {
-					check(j)
-				}
-			}
-			hitNs := float64(time.Since(t0).Nanoseconds()) / float64(hitPasses*i)
+			hitNs := float64(hitTime.Nanoseconds()) / float64(b.N)
+			missNs := float64((b.Elapsed() - verifyTime - hitTime).Nanoseconds()) / float64(b.N)
 			b.ReportMetric(missNs, "miss-ns/op")
 			b.ReportMetric(verifyNs, "verify-ns/op")
 			b.ReportMetric(missNs/verifyNs, "miss/verify")
 			b.ReportMetric(missNs-verifyNs, "extra-ns/op")
 			b.ReportMetric(hitNs, "hit-ns/op")
 			b.ReportMetric(missNs-verifyNs-hitNs, "own-ns/op")
-			missAllocs := float64(mallocs)/float64(b.N) - allocsSig // less the bare verification's
+			// less the bare verification's and the hit's
+			missAllocs := float64(mallocs)/float64(b.N) - allocsSig - allocsHit
 			b.ReportMetric(missAllocs, "miss-allocs/op")
 			b.ReportMetric(allocsSig, "sig-allocs/op")
 			b.ReportMetric(missAllocs-allocsSig, "own-allocs/op")
