@@ -3,7 +3,8 @@ package mcpresponse
 import "fmt"
 
 // SSEListFilter filters the list result carried by a text/event-stream
-// response body that arrives in chunks (ext_proc STREAMED mode): each
+// response body that arrives in chunks (ext_proc STREAMED mode), and drops
+// the server's requests the caller's rules refuse (DropRequests): each
 // chunk is replaced by the whole events completed so far, filtered, and the
 // end of the stream flushes the rest. Events are emitted whole, so a
 // processor never sends half an event it might still have to change.
@@ -14,8 +15,11 @@ type SSEListFilter struct {
 	// shapes reads each event's list by its shape when method is ""
 	// (NewSSEShapeFilter).
 	shapes *shapeWalk
-	// Removed counts the entries removed so far.
-	Removed int
+	// refused, when set, names the server's requests to drop.
+	refused RequestRefused
+	// Removed counts the entries removed so far, Dropped the server's
+	// requests.
+	Removed, Dropped int
 }
 
 // NewSSEListFilter returns a filter for the response to a request with
@@ -36,10 +40,32 @@ func NewSSEShapeFilter(keep Predicate, maxEvent int) *SSEListFilter {
 	return &SSEListFilter{keep: keep, r: NewReassembler(maxEvent), shapes: newShapeWalk()}
 }
 
+// NewSSERequestFilter returns a filter for an event stream that carries
+// no list to filter (the answer to any other call): every event passes
+// byte for byte but a server's request refused dispatches nothing (see
+// DropRequests).
+func NewSSERequestFilter(refused RequestRefused, maxEvent int) *SSEListFilter {
+	return &SSEListFilter{r: NewReassembler(maxEvent), refused: refused}
+}
+
+// DropRequests makes the filter drop the server's requests refused names
+// (sampling/createMessage, elicitation/create, roots/list): such an
+// event keeps its other fields (its id, which a resumption sends back)
+// and loses its data, so that the client dispatches nothing. An event
+// that cannot be read exactly (not strict JSON, not an object, a key equal
+// to "method" only under case folding, over the size limit) is an error,
+// as on a list's stream: it could be a request the client reads and the
+// filter did not.
+func (f *SSEListFilter) DropRequests(refused RequestRefused) { f.refused = refused }
+
+// FiltersLists reports whether the filter filters lists (false for
+// NewSSERequestFilter's, which only drops the server's requests).
+func (f *SSEListFilter) FiltersLists() bool { return f.method != "" || f.shapes != nil }
+
 // filterEvent is filterEvent for the filter's list: its method's, or the
-// event's by its shape.
+// event's by its shape; a server's request it drops first.
 func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, changed bool, err error) {
-	if f.shapes == nil {
+	if f.shapes == nil && f.refused == nil {
 		return filterEvent(f.method, event, f.keep)
 	}
 	if err := checkFraming(event); err != nil {
@@ -48,6 +74,22 @@ func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, chan
 	data, eol := eventData(event)
 	if len(data) == 0 {
 		return event, 0, false, nil // not dispatched (filterEvent)
+	}
+	if f.refused != nil {
+		out, dropped, err := dropRefusedRequest(event, data, f.refused)
+		switch {
+		case err != nil:
+			return nil, 0, false, err
+		case dropped:
+			f.Dropped++
+			return out, 0, true, nil
+		}
+	}
+	switch {
+	case f.method != "":
+		return filterEventData(f.method, event, data, eol, f.keep)
+	case f.shapes == nil:
+		return event, 0, false, nil // NewSSERequestFilter: no list here
 	}
 	method, err := f.shapes.listMethod(data)
 	switch {

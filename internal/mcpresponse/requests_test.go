@@ -1,0 +1,176 @@
+package mcpresponse
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/extauthz/extauthz/internal/jsonrpc"
+)
+
+// TestServerRequestOf: a message is one of the server's requests by its
+// method member, as clients dispatch it; anything a client could read as
+// a method the filter did not see is an error.
+func TestServerRequestOf(t *testing.T) {
+	tests := []struct {
+		name, msg, want string
+		wantErr         error
+	}{
+		{name: "elicitation", msg: `{"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"mode":"url","url":"https://x.example"}}`, want: "elicitation/create"},
+		{name: "sampling", msg: `{"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{}}`, want: "sampling/createMessage"},
+		{name: "roots", msg: `{"method":"roots/list","id":2,"jsonrpc":"2.0"}`, want: "roots/list"},
+		{name: "without an id (no client answers it, still dropped)", msg: `{"jsonrpc":"2.0","method":"elicitation/create"}`, want: "elicitation/create"},
+		{name: "an escaped method", msg: `{"jsonrpc":"2.0","id":1,"method":"\u0065licitation/create"}`, want: "elicitation/create"},
+		{name: "white space", msg: " {\n \"method\" : \"roots/list\" , \"id\":1}\n", want: "roots/list"},
+		{name: "another request", msg: `{"jsonrpc":"2.0","id":1,"method":"ping"}`},
+		{name: "a notification", msg: `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1}}`},
+		{name: "a method in another case", msg: `{"jsonrpc":"2.0","id":1,"method":"Elicitation/Create"}`},
+		{name: "a method deeper", msg: `{"jsonrpc":"2.0","id":1,"result":{"method":"elicitation/create"}}`},
+		{name: "a method that is no string", msg: `{"jsonrpc":"2.0","id":1,"method":["elicitation/create"]}`},
+		{name: "a response", msg: `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`},
+		{name: "a method key in another case", msg: `{"jsonrpc":"2.0","id":1,"Method":"elicitation/create"}`, wantErr: ErrUnexpectedShape},
+		{name: "a method key in another case beside one", msg: `{"jsonrpc":"2.0","id":1,"method":"ping","METHOD":"roots/list"}`, wantErr: ErrUnexpectedShape},
+		{name: "a repeated method", msg: `{"id":1,"method":"ping","method":"roots/list"}`, wantErr: ErrUnreadable},
+		{name: "an escape spelling a repeated method", msg: `{"id":1,"method":"ping","m\u0065thod":"roots/list"}`, wantErr: ErrUnreadable},
+		{name: "an unpaired surrogate", msg: `{"id":1,"method":"roots/list\ud800"}`, want: ""},
+		{name: "a batch", msg: `[{"id":1,"method":"roots/list"}]`, wantErr: ErrUnexpectedShape},
+		{name: "not JSON", msg: `{"id":1,"method":"roots/list"`, wantErr: ErrUnreadable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := serverRequestOf([]byte(tt.msg))
+			if !errors.Is(err, tt.wantErr) || got != tt.want {
+				t.Fatalf("got %q %v, want %q %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestSSERequestFilter: on a call's stream the server's requests the
+// rules refuse dispatch nothing, keeping their event id; everything else
+// passes byte for byte, however the stream is cut into chunks.
+func TestSSERequestFilter(t *testing.T) {
+	refused := func(method string) bool { return method != "sampling/createMessage" }
+	progress := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1}}\n\n"
+	elicit := "id: 7\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":9,\n" +
+		"data: \"method\":\"elicitation/create\",\"params\":{\"mode\":\"url\",\"url\":\"https://x.example\"}}\n\n"
+	sampling := "data: {\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"sampling/createMessage\",\"params\":{}}\n\n"
+	roots := "id: 8\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"roots/list\"}\r\n\r\n"
+	list := "data: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[{\"name\":\"secret\"}]}}\n\n"
+	result := "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"elicitation/create\"}]}}\n\n"
+	in := ": comment\n\n" + progress + elicit + sampling + roots + list + result
+	want := ": comment\n\n" + progress + "id: 7\nevent: message\n\n" + sampling + "id: 8\r\n\r\n" + list + result
+	for _, size := range []int{1, 7, 64, len(in)} {
+		f := NewSSERequestFilter(refused, 0)
+		var out strings.Builder
+		for i := 0; i < len(in); i += size {
+			chunk := in[i:min(i+size, len(in))]
+			got, err := f.Chunk([]byte(chunk), i+size >= len(in))
+			if err != nil {
+				t.Fatalf("chunks of %d: %v", size, err)
+			}
+			out.Write(got)
+		}
+		if out.String() != want {
+			t.Fatalf("chunks of %d:\n got %q\nwant %q", size, out.String(), want)
+		}
+		if f.Dropped != 2 || f.Removed != 0 {
+			t.Fatalf("chunks of %d: dropped %d, removed %d; want 2, 0", size, f.Dropped, f.Removed)
+		}
+	}
+}
+
+// TestSSERequestFilterFailsClosed: an event that could be a request the
+// client reads and the filter did not is an error.
+func TestSSERequestFilterFailsClosed(t *testing.T) {
+	refuseAll := func(string) bool { return true }
+	tests := map[string]string{
+		"a method key in another case": "data: {\"id\":1,\"Method\":\"elicitation/create\"}\n\n",
+		"a repeated method":            "data: {\"id\":1,\"method\":\"ping\",\"method\":\"roots/list\"}\n\n",
+		"not JSON":                     "data: {\"id\":1,\"method\":\"roots/list\"\n\n",
+		"a batch":                      "data: [{\"id\":1,\"method\":\"roots/list\"}]\n\n",
+		"a CR alone ends a line":       "data:\r{\"id\":1,\"method\":\"roots/list\"}\n\n",
+		"over the size limit":          "data: {\"id\":1,\"method\":\"roots/list\",\"params\":{\"pad\":\"" + strings.Repeat("x", 200) + "\"}}\n\n",
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			// In chunks of 16 bytes, so that an event is held whole before
+			// it is read (and the limit is on what is held).
+			f := NewSSERequestFilter(refuseAll, 128)
+			var out []byte
+			for i := 0; i < len(in); i += 16 {
+				got, err := f.Chunk([]byte(in[i:min(i+16, len(in))]), i+16 >= len(in))
+				if err != nil {
+					return
+				}
+				out = append(out, got...)
+			}
+			t.Fatalf("got %q, want an error", out)
+		})
+	}
+}
+
+// TestSSEShapeFilterDropsRequests: a list filter that also drops the
+// server's requests does both on one stream.
+func TestSSEShapeFilterDropsRequests(t *testing.T) {
+	keep := func(_, name string, _ json.RawMessage) bool { return !strings.HasPrefix(name, "secret") }
+	elicit := "data: {\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"elicitation/create\",\"params\":{}}\n\n"
+	list := "data: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[{\"name\":\"secret\"},{\"name\":\"open\"}]}}\n\n"
+	for name, f := range map[string]*SSEListFilter{
+		"by shape":    NewSSEShapeFilter(keep, 0),
+		"by its call": NewSSEListFilter("tools/list", keep, 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f.DropRequests(func(string) bool { return true })
+			out, err := f.Chunk([]byte(elicit+list), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "data: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[{\"name\":\"open\"}]}}\n\n"
+			if string(out) != want || f.Dropped != 1 || f.Removed != 1 {
+				t.Fatalf("got %q (dropped %d, removed %d), want %q (1, 1)", out, f.Dropped, f.Removed, want)
+			}
+		})
+	}
+}
+
+// FuzzServerRequestOf holds serverRequestOf to encoding/json: a message it
+// reads is an object whose method member, decoded, is the server's request
+// it names (or none), and no other key is "method" under case folding.
+func FuzzServerRequestOf(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"elicitation/create"}`,
+		`{"method":"\u0072oots/list"}`,
+		`{"Method":"roots/list"}`,
+		`{"method":1}`,
+		`{"result":{"method":"roots/list"}}`,
+		`[]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		got, err := serverRequestOf(msg)
+		if err != nil {
+			return
+		}
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(msg, &members); err != nil {
+			t.Fatalf("read %q, which encoding/json refuses: %v", msg, err)
+		}
+		want := ""
+		for k, v := range members {
+			if k != "method" && strings.EqualFold(k, "method") {
+				t.Fatalf("read %q, whose key %q a case-insensitive client takes for the method", msg, k)
+			}
+			var m string
+			if k == "method" && json.Unmarshal(v, &m) == nil && slices.Contains(jsonrpc.ServerRequests[:], m) {
+				want = m
+			}
+		}
+		if got != want {
+			t.Fatalf("serverRequestOf(%q) = %q, encoding/json reads %q", msg, got, want)
+		}
+	})
+}
