@@ -230,6 +230,39 @@ func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
 	return false
 }
 
+// RefusesServerRequest reports whether an event stream answering req must
+// not carry the server's request method to the client
+// (mcpresponse.RequestRefused): would the check refuse the client's answer
+// to it, as authorizeAnswers does? Only a rule naming the request decides
+// it (the route's default action is for the calls a client makes). The
+// answer is not here yet: the rules are evaluated on req, the request
+// whose answer carries the stream, as the client's answer will come from
+// the same client; the check still decides that answer when it comes. An
+// A2A route, or an A2A call's stream, carries no such request.
+func (x *Exchange) RefusesServerRequest(ctx context.Context, req *Request, method string) bool {
+	r := x.route
+	if r.rpcProtocol() == jsonrpc.ProtocolA2A || x.Call.Method != "" && x.Call.Protocol != jsonrpc.ProtocolMCP {
+		return false
+	}
+	e := evaluation{pl: x.pl, p: x.p, req: req, ctx: ctx, now: x.pl.now(), st: view{s: x.pl.state, readOnly: true}, log: x.pl.log,
+		route: r, grant: x.grant, call: x.Call, callRead: true}
+	o, _, _, by := r.authorizeFor(&e, x.grant, method, "")
+	e.releasePolicy()
+	return o != Allowed && by != 0
+}
+
+// DropsServerRequests reports whether the event streams answering req
+// must be read for the server's requests: the caller's rules refuse one of
+// them (RefusesServerRequest).
+func (x *Exchange) DropsServerRequests(ctx context.Context, req *Request) bool {
+	for _, method := range jsonrpc.ServerRequests {
+		if x.RefusesServerRequest(ctx, req, method) {
+			return true
+		}
+	}
+	return false
+}
+
 // decodeAnnotations decodes a tool's annotations; nil when they are not
 // an object (the tool is then judged without them).
 func decodeAnnotations(raw json.RawMessage) map[string]any {

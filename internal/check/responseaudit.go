@@ -13,14 +13,16 @@ import (
 // answer, as the audit log records it (phase "response").
 type ResponseAction struct {
 	// Outcome names the action: filtered, filter_failure, reauthorized,
-	// session_bound, session_refused, task_bound.
+	// session_bound, session_refused, task_bound, request_dropped.
 	Outcome string
 	// Delivered is true when the upstream's answer reached the client
 	// (filtered or as sent), false when it was replaced.
 	Delivered bool
 	// Status is the HTTP status the client gets.
 	Status int
-	// Dropped is how many list entries were removed.
+	// Dropped is how many list entries were removed (filtered), or how
+	// many of the server's requests were kept from the client
+	// (request_dropped).
 	Dropped int
 	// Reason says why an answer was replaced; it is a fixed text, never
 	// content of the answer.

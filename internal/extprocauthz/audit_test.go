@@ -70,6 +70,8 @@ func TestResponseAudit(t *testing.T) {
 			&want{outcome: extprocauthz.ActionReauthorized, route: "backend", method: "tools/call", target: "read_file", status: 200}},
 		{"task bound", "mcp.example.com", reader, taskCall, id("r-6"), jsonResponse(`{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"task-1","status":"working"}}}`, nil),
 			&want{outcome: extprocauthz.ActionTaskBound, route: "files", method: "tools/call", target: "read_file", delivered: true, status: 200}},
+		{"server's request dropped", "mcp.example.com", reader, toolCall, id("r-7"), sseResponse(elicitEvent + samplingEvent + callDoneEvent),
+			&want{outcome: extprocauthz.ActionRequestDropped, route: "files", method: "tools/call", target: "read_file", delivered: true, status: 200, dropped: 2}},
 	}
 	for _, s := range steps {
 		md := f.authorize(t, s.host, s.tok, s.header, s.body)

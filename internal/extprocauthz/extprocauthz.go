@@ -64,6 +64,7 @@ const (
 	ActionProtocolFailure = "protocol_failure" // a message out of order: the stream ends
 	ActionStreamOpened    = "stream_opened"    // a session's event stream may carry injected notifications
 	ActionInjected        = "injected"         // notifications/elicitation/complete was injected
+	ActionRequestDropped  = "request_dropped"  // a server's request the caller's rules refuse was kept from the client
 )
 
 // Observer counts what the streams did (metrics). It must be cheap and
@@ -205,16 +206,17 @@ func (st *exchange) act(a check.ResponseAction) {
 
 // Fixed reasons of replaced answers, as the audit log records them.
 const (
-	reasonUnreadCall  = "the call was not read from a complete request body: a list cannot be ruled out"
-	reasonCompressed  = "the list answer is compressed"
-	reasonCharset     = "the list answer names a charset other than UTF-8"
-	reasonMediaType   = "the list answer is neither JSON nor an event stream"
-	reasonNotStream   = "the answer to a stream request is not an event stream"
-	reasonPartialMode = "the filter is configured to see only part of the answer (BUFFERED_PARTIAL)"
-	reasonUnparsable  = "the list answer could not be filtered"
-	reasonNotAllowed  = "the request was not allowed: a list answer is not passed for nobody"
-	reasonUnbound     = "the session the upstream created could not be bound to the caller"
-	reasonUpstream401 = "the upstream refused the exchanged token: re-authorization answered"
+	reasonUnreadCall      = "the call was not read from a complete request body: a list cannot be ruled out"
+	reasonCompressed      = "the list answer is compressed"
+	reasonCharset         = "the list answer names a charset other than UTF-8"
+	reasonMediaType       = "the list answer is neither JSON nor an event stream"
+	reasonNotStream       = "the answer to a stream request is not an event stream"
+	reasonPartialMode     = "the filter is configured to see only part of the answer (BUFFERED_PARTIAL)"
+	reasonUnparsable      = "the list answer could not be filtered"
+	reasonUnreadableEvent = "an event of the answer could not be read for the server's requests the rules refuse"
+	reasonNotAllowed      = "the request was not allowed: a list answer is not passed for nobody"
+	reasonUnbound         = "the session the upstream created could not be bound to the caller"
+	reasonUpstream401     = "the upstream refused the exchanged token: re-authorization answered"
 )
 
 // streamRequest reports whether a GET is an MCP client's stream request:
@@ -268,8 +270,9 @@ type exchange struct {
 	// sse filters a list's event stream: by the call's method, or by
 	// each event's shape on a GET stream (also when injectable).
 	sse *mcpresponse.SSEListFilter
-	// reported is how many of sse's removed entries were recorded.
-	reported int
+	// reported is how many of sse's removed entries were recorded,
+	// reportedDrops how many of the server's requests it dropped.
+	reported, reportedDrops int
 	// taskEvents reassembles an event stream read for the task its
 	// response creates (readTaskSSE).
 	taskEvents *mcpresponse.Reassembler
@@ -537,26 +540,36 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	if eos {
 		return responseHeadersReply(nil, nil)
 	}
+	// The server's requests the caller's rules refuse are dropped from
+	// every event stream of the exchange (mcpresponse.DropRequests).
+	drops := x.DropsServerRequests(st.ctx, &st.req)
 	// A GET event stream names no call, but it may carry a list result:
 	// replayed on a resumed stream (Last-Event-ID), or sent by a server
 	// on the session's standalone stream. On a route that filters lists,
 	// its events are filtered by their shape.
 	getStream := st.req.Method == "GET" && media == "text/event-stream"
 	shaped := getStream && x.FiltersLists()
-	if reason := unreadable(encoding, contentType); shaped && reason != "" {
+	readGet := shaped || getStream && drops
+	if reason := unreadable(encoding, contentType); readGet && reason != "" {
 		st.act(failure(reason))
-		return st.replace(200, mcpresponse.FilterFailure(nil))
+		return st.replace(200, failureBody(shaped, nil))
 	}
-	if !getStream && st.req.Method == "GET" && x.FiltersLists() && streamRequest(st.req.Headers) {
+	if !getStream && st.req.Method == "GET" && (x.FiltersLists() || drops) && streamRequest(st.req.Headers) {
 		// An MCP client reads a 2xx answer to its stream request as an
 		// event stream whatever its label: one that is mislabelled would
 		// carry events past the filter. MCP allows only an event stream
 		// (or 405) here.
 		st.act(failure(reasonNotStream))
-		return st.replace(200, mcpresponse.FilterFailure(nil))
+		return st.replace(200, failureBody(x.FiltersLists(), nil))
 	}
-	if shaped {
+	switch {
+	case shaped:
 		st.sse = mcpresponse.NewSSEShapeFilter(x.Keep, st.s.maxEvent)
+	case readGet:
+		st.sse = mcpresponse.NewSSERequestFilter(st.refusesServerRequest, st.s.maxEvent)
+	}
+	if shaped && drops {
+		st.sse.DropRequests(st.refusesServerRequest)
 	}
 	if sid := st.req.Headers["mcp-session-id"]; st.duplex && getStream && sid != "" {
 		// The session's standalone stream: completions may be injected.
@@ -564,21 +577,24 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		st.openStream(sid)
 		return responseHeadersReply(nil, nil)
 	}
-	if shaped {
+	if readGet {
 		st.handling = filterSSE
 		return st.filterEvents()
 	}
 	list := x.FiltersLists() && mcpresponse.IsListMethod(x.Call.Method)
+	// The event stream answering any other call is read for the server's
+	// requests alone.
+	readEvents := drops && !list && media == "text/event-stream"
 	if x.FiltersLists() && !x.Call.Body && st.req.Method == "POST" {
 		// The call was not read from a complete body (request_body_mode is
 		// not BUFFERED, or it was too large): it may be a list. Fail closed.
 		st.act(failure(reasonUnreadCall))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
 	}
-	if reason := unreadable(encoding, contentType); list && reason != "" {
+	if reason := unreadable(encoding, contentType); (list || readEvents) && reason != "" {
 		// The filter reads only plain UTF-8. Fail closed.
 		st.act(failure(reason))
-		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
+		return st.replace(200, failureBody(list, x.Call.ID))
 	}
 	switch {
 	case list && media == "application/json":
@@ -587,11 +603,23 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	case list && media == "text/event-stream":
 		st.handling = filterSSE
 		st.sse = mcpresponse.NewSSEListFilter(x.Call.Method, x.Keep, st.s.maxEvent)
+		if drops {
+			st.sse.DropRequests(st.refusesServerRequest)
+		}
 		return st.filterEvents()
 	case list:
 		// A list answered in a form the filter does not read.
 		st.act(failure(reasonMediaType))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
+	case readEvents:
+		st.handling = filterSSE
+		st.sse = mcpresponse.NewSSERequestFilter(st.refusesServerRequest, st.s.maxEvent)
+		if x.BindsTasks() && check.CreatesTask(x.Call.Method) {
+			// Its response may create a task: read from the filtered
+			// events (responseBody).
+			st.taskEvents = mcpresponse.NewReassembler(st.s.maxEvent)
+		}
+		return st.filterEvents()
 	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "application/json":
 		st.handling = readTask
 		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
@@ -602,6 +630,21 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, nil)
 	}
 	return responseHeadersReply(nil, nil)
+}
+
+// failureBody is the error that replaces an answer the filters cannot
+// read: a list's, or (lists false) one read for the server's requests
+// alone.
+func failureBody(lists bool, id []byte) []byte {
+	if lists {
+		return mcpresponse.FilterFailure(id)
+	}
+	return mcpresponse.EventFailure(id)
+}
+
+// refusesServerRequest is the stream's mcpresponse.RequestRefused.
+func (st *exchange) refusesServerRequest(method string) bool {
+	return st.x.RefusesServerRequest(st.ctx, &st.req, method)
 }
 
 // unreadable says why an answer's bytes are not what the filters read
@@ -768,7 +811,11 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 	case filterJSON:
 		return st.filterJSON(chunk, eos)
 	case filterSSE:
-		return st.bodyReply(st.filterSSE(chunk, eos), eos, nil)
+		out := st.filterSSE(chunk, eos)
+		if st.taskEvents != nil {
+			st.readTaskEvents(out, eos)
+		}
+		return st.bodyReply(out, eos, nil)
 	case readTask:
 		return st.readTask(chunk, eos)
 	case readTaskSSE:
@@ -890,16 +937,19 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 	if err != nil {
 		st.failedSSE = true
 		var method string
-		reason := reasonUnparsable
+		reason, body := reasonUnparsable, mcpresponse.FilterFailure
 		if x := st.x; x != nil {
 			method = x.Call.Method
+			if !st.sse.FiltersLists() {
+				reason, body = reasonUnreadableEvent, mcpresponse.EventFailure
+			}
 		} else {
 			reason = reasonNotAllowed // a list on the stream of a request not allowed
 		}
 		st.act(failure(reason))
 		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "event stream could not be filtered: ended with an error",
 			slog.String("route", st.route()), slog.String("method", method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
-		return mcpresponse.Event(mcpresponse.FilterFailure(st.callID()))
+		return mcpresponse.Event(body(st.callID()))
 	}
 	switch {
 	case st.req.Method == "GET" && st.sse.Removed > st.reported:
@@ -909,6 +959,12 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 		st.reported = st.sse.Removed
 	case st.req.Method != "GET" && eos && st.sse.Removed > 0:
 		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: st.sse.Removed})
+	}
+	if n := st.sse.Dropped - st.reportedDrops; n > 0 {
+		// Each as it happens: the user was not asked, and the server
+		// waits for an answer that will not come.
+		st.act(check.ResponseAction{Outcome: ActionRequestDropped, Delivered: true, Status: 200, Dropped: n})
+		st.reportedDrops = st.sse.Dropped
 	}
 	if out == nil {
 		out = []byte{}
@@ -957,7 +1013,10 @@ func (st *exchange) readTaskEvents(chunk []byte, eos bool) {
 		_, err = st.taskEvents.Flush(read)
 	}
 	if err != nil || eos {
-		st.handling, st.taskEvents = passThrough, nil
+		st.taskEvents = nil
+		if st.handling == readTaskSSE {
+			st.handling = passThrough
+		}
 	}
 }
 

@@ -95,6 +95,8 @@ routes:
       - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
       - {name: admin prompts, methods: [prompts/get], names: ["admin_*"], claims: {groups: [admins]}}
       - {name: secrets, methods: [resources/read], names: ["file:///secret/*"], scopes: ["files:admin"]}
+      - {name: no questions, methods: [elicitation/create], action: deny}
+      - {name: writers sample, methods: ["sampling/*"], scopes: ["files:write"]}
   - name: backend
     hosts: [backend.example.com]
     protocol: mcp
