@@ -72,6 +72,8 @@ func TestResponseAudit(t *testing.T) {
 			&want{outcome: extprocauthz.ActionTaskBound, route: "files", method: "tools/call", target: "read_file", delivered: true, status: 200}},
 		{"server's request dropped", "mcp.example.com", reader, toolCall, id("r-7"), sseResponse(elicitEvent + samplingEvent + callDoneEvent),
 			&want{outcome: extprocauthz.ActionRequestDropped, route: "files", method: "tools/call", target: "read_file", delivered: true, status: 200, dropped: 2}},
+		{"server's request as a JSON answer", "mcp.example.com", reader, toolCall, id("r-8"), jsonResponse(`{"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{}}`, nil),
+			&want{outcome: extprocauthz.ActionRequestDropped, route: "files", method: "tools/call", target: "read_file", status: 200, dropped: 1}},
 	}
 	for _, s := range steps {
 		md := f.authorize(t, s.host, s.tok, s.header, s.body)

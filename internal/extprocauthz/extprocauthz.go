@@ -214,10 +214,20 @@ const (
 	reasonPartialMode     = "the filter is configured to see only part of the answer (BUFFERED_PARTIAL)"
 	reasonUnparsable      = "the list answer could not be filtered"
 	reasonUnreadableEvent = "an event of the answer could not be read for the server's requests the rules refuse"
+	reasonUnreadableJSON  = "the answer could not be read for the server's requests the rules refuse"
+	reasonRefusedRequest  = "the answer carries a server's request the rules refuse"
+	reasonMislabelled     = "the answer's content type names JSON or an event stream without being one"
 	reasonNotAllowed      = "the request was not allowed: a list answer is not passed for nobody"
 	reasonUnbound         = "the session the upstream created could not be bound to the caller"
 	reasonUpstream401     = "the upstream refused the exchanged token: re-authorization answered"
 )
+
+// namesMessages reports whether a content type mentions JSON or an event
+// stream, in any case, anywhere.
+func namesMessages(contentType string) bool {
+	ct := strings.ToLower(contentType)
+	return strings.Contains(ct, "application/json") || strings.Contains(ct, "text/event-stream")
+}
 
 // streamRequest reports whether a GET is an MCP client's stream request:
 // it names its session or asks for an event stream.
@@ -238,6 +248,7 @@ const (
 	filterSSE             // a list result in an event stream, event by event
 	readTask              // a JSON answer that may create a task
 	readTaskSSE           // an event stream whose response may create a task
+	readRequests          // a JSON answer read for the server's requests the rules refuse
 	dropBody              // the answer was replaced: nothing of it leaves
 	injectStream          // a session's event stream, re-emitted event by event (streams.go)
 )
@@ -582,16 +593,27 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		return st.filterEvents()
 	}
 	list := x.FiltersLists() && mcpresponse.IsListMethod(x.Call.Method)
-	// The event stream answering any other call is read for the server's
-	// requests alone.
-	readEvents := drops && !list && media == "text/event-stream"
+	// The answer to any other call (a POST's: clients read no other) is
+	// read for the server's requests alone: an event stream event by
+	// event, and JSON too, which clients read as messages of any kind (a
+	// request too).
+	others := drops && !list && st.req.Method == "POST"
+	readEvents := others && media == "text/event-stream"
+	readJSON := others && media == "application/json"
+	if others && !readEvents && !readJSON && namesMessages(contentType) {
+		// Clients pick the reading by a substring of the content type
+		// (the TypeScript SDK's): one that names JSON or an event stream
+		// without being it would carry messages unread.
+		st.act(failure(reasonMislabelled))
+		return st.replace(200, mcpresponse.EventFailure(x.Call.ID))
+	}
 	if x.FiltersLists() && !x.Call.Body && st.req.Method == "POST" {
 		// The call was not read from a complete body (request_body_mode is
 		// not BUFFERED, or it was too large): it may be a list. Fail closed.
 		st.act(failure(reasonUnreadCall))
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
 	}
-	if reason := unreadable(encoding, contentType); (list || readEvents) && reason != "" {
+	if reason := unreadable(encoding, contentType); (list || readEvents || readJSON) && reason != "" {
 		// The filter reads only plain UTF-8. Fail closed.
 		st.act(failure(reason))
 		return st.replace(200, failureBody(list, x.Call.ID))
@@ -620,6 +642,9 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 			st.taskEvents = mcpresponse.NewReassembler(st.s.maxEvent)
 		}
 		return st.filterEvents()
+	case readJSON:
+		st.handling = readRequests
+		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
 	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "application/json":
 		st.handling = readTask
 		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
@@ -818,6 +843,8 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		return st.bodyReply(out, eos, nil)
 	case readTask:
 		return st.readTask(chunk, eos)
+	case readRequests:
+		return st.readRequests(chunk, eos)
 	case readTaskSSE:
 		st.readTaskEvents(chunk, eos)
 		if st.duplex {
@@ -970,6 +997,40 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 		out = []byte{}
 	}
 	return out
+}
+
+// readRequests reads a whole JSON answer for the server's requests the
+// caller's rules refuse: one it carries, or an answer that cannot be read
+// exactly, is replaced by a JSON-RPC error for the call; any other passes
+// unchanged (and binds the task it created, as readTask does).
+func (st *exchange) readRequests(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+	x := st.x
+	body, complete := st.gather(chunk, eos)
+	if !complete {
+		return st.bodyReply([]byte{}, false, nil)
+	}
+	st.handling = dropBody // nothing after the whole body is passed
+	method, err := mcpresponse.RefusedRequestIn(body, st.refusesServerRequest)
+	var out []byte
+	switch {
+	case err != nil:
+		st.act(failure(reasonUnreadableJSON))
+		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "answer could not be read for the server's requests: replaced by an error",
+			slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+		out = mcpresponse.EventFailure(x.Call.ID)
+	case method != "":
+		st.act(check.ResponseAction{Outcome: ActionRequestDropped, Status: 200, Reason: reasonRefusedRequest, Dropped: 1})
+		out = mcpresponse.RefusedRequestFailure(x.Call.ID, method)
+	default:
+		if x.BindsTasks() && check.CreatesTask(x.Call.Method) {
+			st.bindTask(body)
+		}
+		if st.whole {
+			return responseBodyReply(nil) // unchanged
+		}
+		out = body
+	}
+	return st.bodyReply(out, eos, contentLength(len(out)))
 }
 
 // readTask binds the task a JSON answer created, if any, and passes the

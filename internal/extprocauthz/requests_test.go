@@ -2,6 +2,7 @@ package extprocauthz_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -102,13 +103,68 @@ func TestServerRequestsDropped(t *testing.T) {
 	}
 }
 
+// TestServerRequestsInJSONAnswers: a client reads a JSON answer to its
+// POST as messages of any kind (the TypeScript SDK dispatches a request
+// found there), so on a route whose rules refuse one of the server's
+// requests a JSON answer is read whole: one carrying a refused request,
+// alone or in a batch, or one that cannot be read exactly, is replaced by
+// the error; any other passes byte for byte. An answer whose content type
+// names JSON or an event stream without being one is refused.
+func TestServerRequestsInJSONAnswers(t *testing.T) {
+	f := newFixture(t)
+	reader := token(t, "alice", nil)
+	result := `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"elicitation/create"}]}}`
+	elicit := `{"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"Your token?"}}`
+	refused := `{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the server asked the client for elicitation/create, which the rules refuse"}}}`
+	unreadable := `{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"Internal error","data":{"reason":"an event of the response could not be read"}}}`
+	tests := []struct {
+		name     string
+		response envoytest.ExtProcMessage
+		want     string
+		dropped  bool
+	}{
+		{name: "a result passes", response: jsonResponse(result, nil), want: result},
+		{name: "a request as the answer", response: jsonResponse(elicit, nil), want: refused, dropped: true},
+		{name: "a batch hiding one", response: jsonResponse("["+result+","+elicit+"]", nil), want: refused, dropped: true},
+		{name: "a roots request passes (no rule names it)", response: jsonResponse(`{"jsonrpc":"2.0","id":3,"method":"roots/list"}`, nil), want: `{"jsonrpc":"2.0","id":3,"method":"roots/list"}`},
+		{name: "a method key in another case", response: jsonResponse(`{"jsonrpc":"2.0","id":1,"Method":"elicitation/create"}`, nil), want: unreadable},
+		{name: "a repeated key", response: jsonResponse(`{"jsonrpc":"2.0","id":7,"result":{},"result":{}}`, nil), want: unreadable},
+		{name: "compressed", response: jsonResponse(result, http.Header{"Content-Encoding": {"gzip"}}), want: unreadable},
+		{name: "an event stream named in a parameter", response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/plain; profile=text/event-stream"}}, "data: "+elicit+"\n\n"), want: unreadable},
+		{name: "plain text passes", response: envoytest.ExtProcResponse(200, http.Header{"Content-Type": {"text/plain"}}, "data: "+elicit+"\n\n"), want: "data: " + elicit + "\n\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			md := f.authorize(t, "mcp.example.com", reader, nil, toolsCall)
+			if md == nil {
+				t.Fatal("ext_authz denied")
+			}
+			before := f.counted.get(extprocauthz.ActionRequestDropped)
+			res := envoytest.ExtProc(t, f.conn, recommended(md), envoytest.ExtProcExchange{Request: mcpRequest("mcp.example.com", toolsCall, nil), Response: tt.response})
+			if res.Err != nil || res.Reset {
+				t.Fatalf("protocol: %v (reset %v)", res.Err, res.Reset)
+			}
+			got := res.Downstream.Body()
+			if string(got) != tt.want {
+				t.Fatalf("client got\n%s\nwant\n%s", got, tt.want)
+			}
+			if cl := res.Downstream.Get("content-length"); cl != "" && cl != fmt.Sprint(len(got)) {
+				t.Fatalf("content-length %s for %d bytes", cl, len(got))
+			}
+			if n := f.counted.get(extprocauthz.ActionRequestDropped) - before; (n > 0) != tt.dropped {
+				t.Fatalf("%d drops recorded, want them: %v", n, tt.dropped)
+			}
+		})
+	}
+}
+
 // TestServerRequestsWhereNoRuleRefuses: the peers route's catch-all deny
 // rule names every method, elicitation/create too, under a condition on
 // the peer: for the mesh agent it does not hold, no other rule names the
 // server's requests, and the agent's call stream passes as sent. The
 // condition is evaluated on the request the stream answers (the mesh
-// agent's), not refused for want of one. A JSON answer, which carries no
-// server request, is never read for them.
+// agent's), not refused for want of one. A JSON answer that carries none
+// passes as sent.
 func TestServerRequestsWhereNoRuleRefuses(t *testing.T) {
 	f := newFixture(t)
 	reader := token(t, "alice", nil)
@@ -123,7 +179,7 @@ func TestServerRequestsWhereNoRuleRefuses(t *testing.T) {
 		want       string
 	}{
 		{name: "the mesh agent's stream passes", host: "peers.example.com", attrs: mesh, response: sseResponse(elicitEvent + callDoneEvent), want: elicitEvent + callDoneEvent},
-		{name: "a JSON answer is not read", host: "mcp.example.com", response: jsonResponse(result, nil), want: result},
+		{name: "a JSON answer without one passes", host: "mcp.example.com", response: jsonResponse(result, nil), want: result},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

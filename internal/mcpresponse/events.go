@@ -253,3 +253,10 @@ func FilterFailure(id []byte) []byte {
 func EventFailure(id []byte) []byte {
 	return jsonrpc.ErrorBody(id, jsonrpc.CodeInternal, "Internal error", map[string]string{"reason": "an event of the response could not be read"})
 }
+
+// RefusedRequestFailure returns the JSON-RPC error that replaces a JSON
+// answer carrying one of the server's requests the caller's rules refuse
+// (RefusedRequestIn): -32603 Internal error for id, naming the method.
+func RefusedRequestFailure(id []byte, method string) []byte {
+	return jsonrpc.ErrorBody(id, jsonrpc.CodeInternal, "Internal error", map[string]string{"reason": "the server asked the client for " + method + ", which the rules refuse"})
+}

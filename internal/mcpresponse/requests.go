@@ -90,3 +90,37 @@ func dropRefusedRequest(event, data []byte, refused RequestRefused) (out []byte,
 	}
 	return withoutData(event), true, nil
 }
+
+// RefusedRequestIn returns the server's request refused names that a JSON
+// answer to a POST carries, "" when it carries none. A client reads such
+// an answer as one message or a batch of them and dispatches each
+// whatever its kind, a request too (the TypeScript SDK's does), so every
+// message of it is looked at. An error means body cannot be read exactly
+// (not strict JSON, a batch element that is not an object, a key equal to
+// "method" only under case folding): the caller fails closed.
+func RefusedRequestIn(body []byte, refused RequestRefused) (string, error) {
+	i := jsonrpc.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '[' {
+		method, err := serverRequestOf(body)
+		if err != nil || method == "" || !refused(method) {
+			return "", err
+		}
+		return method, nil
+	}
+	var elements [][]byte
+	if err := jsonrpc.WalkStrict(body, 1, func(_ int, _ []byte, start, end int) {
+		elements = append(elements, body[start:end])
+	}); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	for _, msg := range elements {
+		method, err := serverRequestOf(msg)
+		if err != nil {
+			return "", err
+		}
+		if method != "" && refused(method) {
+			return method, nil
+		}
+	}
+	return "", nil
+}

@@ -174,3 +174,33 @@ func FuzzServerRequestOf(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusedRequestIn: a JSON answer is read as clients read it, one
+// message or a batch, each message looked at whatever its kind.
+func TestRefusedRequestIn(t *testing.T) {
+	refused := func(method string) bool { return method != "roots/list" }
+	tests := []struct {
+		name, body, want string
+		wantErr          error
+	}{
+		{name: "a result", body: `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`},
+		{name: "a request as the answer", body: `{"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{}}`, want: "elicitation/create"},
+		{name: "a request allowed", body: `{"jsonrpc":"2.0","id":1,"method":"roots/list"}`},
+		{name: "a batch hiding one", body: ` [{"jsonrpc":"2.0","id":7,"result":{}}, {"jsonrpc":"2.0","id":2,"method":"sampling/createMessage"}]`, want: "sampling/createMessage"},
+		{name: "a batch of allowed messages", body: `[{"jsonrpc":"2.0","id":7,"result":{}},{"jsonrpc":"2.0","id":3,"method":"roots/list"}]`},
+		{name: "an empty batch", body: `[]`},
+		{name: "a batch element no object", body: `[{"jsonrpc":"2.0","id":7,"result":{}},1]`, wantErr: ErrUnexpectedShape},
+		{name: "a batch element with a case-folded method", body: `[{"id":2,"METHOD":"sampling/createMessage"}]`, wantErr: ErrUnexpectedShape},
+		{name: "not JSON", body: `{"jsonrpc":"2.0","id":7,"result":{}`, wantErr: ErrUnreadable},
+		{name: "a batch not JSON", body: `[{"jsonrpc":"2.0","id":7,"result":{}}`, wantErr: ErrUnreadable},
+		{name: "empty", body: ``, wantErr: ErrUnreadable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := RefusedRequestIn([]byte(tt.body), refused)
+			if !errors.Is(err, tt.wantErr) || got != tt.want {
+				t.Fatalf("got %q %v, want %q %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
