@@ -61,6 +61,10 @@ func TestServerRequestsDropped(t *testing.T) {
 			want: progressEvent + elicitDropped + rootsEvent + callDoneEvent, dropped: 2},
 		{name: "writer: sampling passes, elicitation still dropped", tok: writer, chunks: []string{all},
 			want: progressEvent + elicitDropped + samplingEvent + rootsEvent + callDoneEvent, dropped: 1},
+		{name: "reader: a result asking for an elicitation (inputRequests) becomes the error", tok: reader,
+			chunks:  []string{progressEvent, "id: r1\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"inputRequests\":{\"a\":{\"method\":\"elicitation/create\",\"params\":{}}}}}\n\n"},
+			want:    progressEvent + "id: r1\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32603,\"message\":\"Internal error\",\"data\":{\"reason\":\"the server asked the client for elicitation/create, which the rules refuse\"}}}\n\n",
+			dropped: 1},
 		{name: "reader: a method key in another case ends the stream", tok: reader, chunks: []string{progressEvent, unreadableMeth, callDoneEvent},
 			want: progressEvent + failure},
 		{name: "reader: the session's GET stream", tok: reader, get: true, chunks: []string{progressEvent + elicitEvent, rootsEvent},
@@ -117,6 +121,7 @@ func TestServerRequestsInJSONAnswers(t *testing.T) {
 	elicit := `{"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"Your token?"}}`
 	refused := `{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"Internal error","data":{"reason":"the server asked the client for elicitation/create, which the rules refuse"}}}`
 	unreadable := `{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"Internal error","data":{"reason":"an event of the response could not be read"}}}`
+	incomplete := `{"jsonrpc":"2.0","id":7,"result":{"inputRequests":{"login":{"method":"elicitation/create","params":{"mode":"url","url":"https://login.evil.example"}}},"requestState":"s1"}}`
 	tests := []struct {
 		name     string
 		response envoytest.ExtProcMessage
@@ -126,6 +131,7 @@ func TestServerRequestsInJSONAnswers(t *testing.T) {
 		{name: "a result passes", response: jsonResponse(result, nil), want: result},
 		{name: "a request as the answer", response: jsonResponse(elicit, nil), want: refused, dropped: true},
 		{name: "a batch hiding one", response: jsonResponse("["+result+","+elicit+"]", nil), want: refused, dropped: true},
+		{name: "a result asking for one (inputRequests)", response: jsonResponse(incomplete, nil), want: refused, dropped: true},
 		{name: "a roots request passes (no rule names it)", response: jsonResponse(`{"jsonrpc":"2.0","id":3,"method":"roots/list"}`, nil), want: `{"jsonrpc":"2.0","id":3,"method":"roots/list"}`},
 		{name: "a method key in another case", response: jsonResponse(`{"jsonrpc":"2.0","id":1,"Method":"elicitation/create"}`, nil), want: unreadable},
 		{name: "a repeated key", response: jsonResponse(`{"jsonrpc":"2.0","id":7,"result":{},"result":{}}`, nil), want: unreadable},

@@ -71,16 +71,21 @@ func filterEventData(method string, event, data, eol []byte, keep Predicate) (ou
 	if err != nil || !changed {
 		return event, 0, false, err
 	}
-	// The event's other lines stay; the message takes the place of the
-	// first data line, one data line per line of it.
+	return withData(event, filtered, eol), removed, true, nil
+}
+
+// withData is event with msg as its message: the event's other lines stay,
+// the message takes the place of the first data line, one data line per
+// line of it, each ended by eol.
+func withData(event, msg, eol []byte) []byte {
 	size := 0
 	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
 		if content, _ := splitEOL(line); !isData(content) {
 			size += len(line)
 		}
 	}
-	size += len(filtered) + (bytes.Count(filtered, []byte("\n"))+1)*(len("data: ")+len(eol)-1) + 1
-	out = make([]byte, 0, size)
+	size += len(msg) + (bytes.Count(msg, []byte("\n"))+1)*(len("data: ")+len(eol)-1) + 1
+	out := make([]byte, 0, size)
 	written := false
 	for line, rest := nextLine(event); line != nil; line, rest = nextLine(rest) {
 		content, _ := splitEOL(line)
@@ -91,7 +96,7 @@ func filterEventData(method string, event, data, eol []byte, keep Predicate) (ou
 		if written {
 			continue
 		}
-		for l, more := filtered, true; more; {
+		for l, more := msg, true; more; {
 			var piece []byte
 			piece, l, more = bytes.Cut(l, []byte("\n"))
 			out = append(out, "data: "...)
@@ -100,7 +105,7 @@ func filterEventData(method string, event, data, eol []byte, keep Predicate) (ou
 		}
 		written = true
 	}
-	return out, removed, true, nil
+	return out
 }
 
 // EventData is the message an event carries, as a client dispatches it:

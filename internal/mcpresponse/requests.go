@@ -29,31 +29,93 @@ type RequestRefused func(method string) bool
 // "method" only under case folding, which a client decoding members
 // case-insensitively (the Go SDK) reads as the method.
 func serverRequestOf(msg []byte) (string, error) {
-	var (
-		value     []byte
-		ambiguous []byte
-	)
-	err := walkObject(msg, 1, func(_ int, key []byte, start, end int) {
-		switch is, fold := keyIs(key, "method"); {
-		case is:
-			value = msg[start:end]
-		case fold:
-			ambiguous = key
+	top, err := members(msg, "method")
+	if err != nil {
+		return "", err
+	}
+	return serverMethod(top[0])
+}
+
+// refusedIn returns the first of the server's requests refused names that
+// the message msg asks the client for: the request msg is, or one of
+// those its result asks for (inResult; 2026-07-28's multi round-trip
+// requests, result.inputRequests, a map of requests the client answers in
+// its retry), with id the message's raw id. "" when it asks for none. An
+// error means msg cannot be read exactly (serverRequestOf; the same for
+// result, inputRequests and a request's method).
+func refusedIn(msg []byte, refused RequestRefused) (method string, id []byte, inResult bool, err error) {
+	top, err := members(msg, "method", "result", "id")
+	if err != nil {
+		return "", nil, false, err
+	}
+	if method, err = serverMethod(top[0]); err != nil || method != "" && refused(method) {
+		return method, top[2], false, err
+	}
+	if !isObject(top[1]) {
+		return "", nil, false, nil
+	}
+	result, err := members(top[1], "inputRequests")
+	if err != nil || !isObject(result[0]) {
+		return "", nil, false, err
+	}
+	var requests [][]byte
+	if err := jsonrpc.WalkStrict(result[0], 1, func(_ int, _ []byte, start, end int) {
+		requests = append(requests, result[0][start:end])
+	}); err != nil {
+		return "", nil, false, fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	for _, req := range requests {
+		if !isObject(req) {
+			continue // no request a client could read
+		}
+		m, err := members(req, "method")
+		if err != nil {
+			return "", nil, false, err
+		}
+		if method, err = serverMethod(m[0]); err != nil || method != "" && refused(method) {
+			return method, top[2], true, err
+		}
+	}
+	return "", nil, false, nil
+}
+
+// members returns the raw values of the members of the JSON object doc
+// named names, in their order (nil for one absent). A key equal to one of
+// names only under case folding is an error, as is a doc that is not one
+// strict JSON object.
+func members(doc []byte, names ...string) ([][]byte, error) {
+	values := make([][]byte, len(names))
+	var ambiguous []byte
+	err := walkObject(doc, 1, func(_ int, key []byte, start, end int) {
+		for i, name := range names {
+			switch is, fold := keyIs(key, name); {
+			case is:
+				values[i] = doc[start:end]
+			case fold:
+				ambiguous = key
+			}
 		}
 	})
 	switch {
 	case err != nil:
-		return "", err
+		return nil, err
 	case ambiguous != nil:
-		return "", fmt.Errorf("%w: key %q is ambiguous with \"method\"", ErrUnexpectedShape, ambiguous)
-	case len(value) < 2 || value[0] != '"':
+		return nil, fmt.Errorf("%w: key %q is ambiguous with one the filter reads", ErrUnexpectedShape, ambiguous)
+	}
+	return values, nil
+}
+
+// serverMethod is the server's request a method member's raw value names:
+// "" when it is absent, no string, or names no server's request.
+func serverMethod(value []byte) (string, error) {
+	if len(value) < 2 || value[0] != '"' {
 		return "", nil
 	}
 	method := string(value[1 : len(value)-1])
 	if bytes.IndexByte(value, '\\') >= 0 {
 		// An escape spells the same method for every client.
 		if json.Unmarshal(value, &method) != nil {
-			return "", fmt.Errorf("%w: its method cannot be read", ErrUnreadable)
+			return "", fmt.Errorf("%w: a method cannot be read", ErrUnreadable)
 		}
 	}
 	if !slices.Contains(jsonrpc.ServerRequests[:], method) {
@@ -61,6 +123,10 @@ func serverRequestOf(msg []byte) (string, error) {
 	}
 	return method, nil
 }
+
+// isObject reports whether a raw JSON value (strict, no leading space) is
+// an object.
+func isObject(value []byte) bool { return len(value) > 0 && value[0] == '{' }
 
 // withoutData is event with its data lines removed: the client dispatches
 // nothing, and still takes its id (the last event id a resumption sends),
@@ -79,20 +145,27 @@ func withoutData(event []byte) []byte {
 	return out
 }
 
-// dropRefusedRequest returns event without its message when the message
-// is a server's request the caller's rules refuse (dropped true), else
-// event itself. event's framing was checked and data is its message, not
-// empty.
-func dropRefusedRequest(event, data []byte, refused RequestRefused) (out []byte, dropped bool, err error) {
-	method, err := serverRequestOf(data)
-	if err != nil || method == "" || !refused(method) {
+// dropRefusedRequest returns what replaces event when its message asks
+// the client for one of the server's requests the caller's rules refuse
+// (dropped true): the event without its message when it is the request,
+// the event with an error for the message's id in its place when its
+// result asks for it (inputRequests), else event itself. event's framing
+// was checked and data is its message, not empty; eol is its first line
+// end.
+func dropRefusedRequest(event, data, eol []byte, refused RequestRefused) (out []byte, dropped bool, err error) {
+	method, id, inResult, err := refusedIn(data, refused)
+	switch {
+	case err != nil || method == "":
 		return event, false, err
+	case inResult:
+		return withData(event, RefusedRequestFailure(id, method), eol), true, nil
 	}
 	return withoutData(event), true, nil
 }
 
 // RefusedRequestIn returns the server's request refused names that a JSON
-// answer to a POST carries, "" when it carries none. A client reads such
+// answer to a POST asks the client for (refusedIn: a message that is one,
+// or a result asking for one), "" when it asks for none. A client reads such
 // an answer as one message or a batch of them and dispatches each
 // whatever its kind, a request too (the TypeScript SDK's does), so every
 // message of it is looked at. An error means body cannot be read exactly
@@ -101,11 +174,8 @@ func dropRefusedRequest(event, data []byte, refused RequestRefused) (out []byte,
 func RefusedRequestIn(body []byte, refused RequestRefused) (string, error) {
 	i := jsonrpc.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '[' {
-		method, err := serverRequestOf(body)
-		if err != nil || method == "" || !refused(method) {
-			return "", err
-		}
-		return method, nil
+		method, _, _, err := refusedIn(body, refused)
+		return method, err
 	}
 	var elements [][]byte
 	if err := jsonrpc.WalkStrict(body, 1, func(_ int, _ []byte, start, end int) {
@@ -114,12 +184,8 @@ func RefusedRequestIn(body []byte, refused RequestRefused) (string, error) {
 		return "", fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
 	for _, msg := range elements {
-		method, err := serverRequestOf(msg)
-		if err != nil {
-			return "", err
-		}
-		if method != "" && refused(method) {
-			return method, nil
+		if method, _, _, err := refusedIn(msg, refused); err != nil || method != "" {
+			return method, err
 		}
 	}
 	return "", nil

@@ -204,3 +204,117 @@ func TestRefusedRequestIn(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedIn: a message asks the client for a server's request by being
+// one, or by its result's inputRequests (2026-07-28's multi round-trip
+// requests), read as clients read them.
+func TestRefusedIn(t *testing.T) {
+	refused := func(method string) bool { return method != "roots/list" }
+	incomplete := func(requests string) string {
+		return `{"jsonrpc":"2.0","id":7,"result":{"inputRequests":` + requests + `,"requestState":"s"}}`
+	}
+	tests := []struct {
+		name, msg, want string
+		inResult        bool
+		wantErr         error
+	}{
+		{name: "a request", msg: `{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage"}`, want: "sampling/createMessage"},
+		{name: "an input request", msg: incomplete(`{"login":{"method":"elicitation/create","params":{"mode":"url","url":"https://x.example"}}}`),
+			want: "elicitation/create", inResult: true},
+		{name: "the second input request", msg: incomplete(`{"dirs":{"method":"roots/list"},"ask":{"method":"sampling/createMessage","params":{}}}`),
+			want: "sampling/createMessage", inResult: true},
+		{name: "input requests allowed", msg: incomplete(`{"dirs":{"method":"roots/list"}}`)},
+		{name: "an escaped method", msg: incomplete(`{"a":{"method":"elicitation\/create"}}`), want: "elicitation/create", inResult: true},
+		{name: "an entry no object", msg: incomplete(`{"a":"elicitation/create"}`)},
+		{name: "input requests no object", msg: incomplete(`[{"method":"elicitation/create"}]`)},
+		{name: "input requests deeper", msg: `{"id":7,"result":{"structuredContent":{"inputRequests":{"a":{"method":"elicitation/create"}}}}}`},
+		{name: "a result no object", msg: `{"id":7,"result":"inputRequests"}`},
+		{name: "an inputRequests key in another case", msg: `{"id":7,"result":{"InputRequests":{"a":{"method":"elicitation/create"}}}}`, wantErr: ErrUnexpectedShape},
+		{name: "an entry's method key in another case", msg: incomplete(`{"a":{"METHOD":"elicitation/create"}}`), wantErr: ErrUnexpectedShape},
+		{name: "a result key in another case", msg: `{"id":7,"RESULT":{"inputRequests":{}}}`, wantErr: ErrUnexpectedShape},
+		{name: "a repeated input request key", msg: incomplete(`{"a":{"method":"roots/list"},"a":{"method":"elicitation/create"}}`), wantErr: ErrUnreadable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, id, inResult, err := refusedIn([]byte(tt.msg), refused)
+			if !errors.Is(err, tt.wantErr) || got != tt.want || inResult != tt.inResult {
+				t.Fatalf("got %q (in result %v) %v, want %q (%v) %v", got, inResult, err, tt.want, tt.inResult, tt.wantErr)
+			}
+			if tt.inResult && string(id) != "7" {
+				t.Fatalf("id %q, want 7", id)
+			}
+		})
+	}
+}
+
+// TestSSERequestFilterInputRequests: a result asking for a refused request
+// is replaced, in its event, by the error for its id; the event's other
+// fields stay.
+func TestSSERequestFilterInputRequests(t *testing.T) {
+	f := NewSSERequestFilter(func(string) bool { return true }, 0)
+	in := "id: r9\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"inputRequests\":{\"a\":{\"method\":\"elicitation/create\",\"params\":{}}}}}\n\n"
+	out, err := f.Chunk([]byte(in), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "id: r9\ndata: " + string(RefusedRequestFailure([]byte("7"), "elicitation/create")) + "\n\n"
+	if string(out) != want || f.Dropped != 1 {
+		t.Fatalf("got %q (dropped %d), want %q (1)", out, f.Dropped, want)
+	}
+}
+
+// FuzzRefusedIn holds refusedIn to encoding/json: what it reads a message
+// to ask for, with every request refused, is what encoding/json finds in
+// its method and in its result's inputRequests.
+func FuzzRefusedIn(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":7,"result":{"inputRequests":{"a":{"method":"elicitation/create"}}}}`,
+		`{"id":7,"result":{"inputRequests":{"a":{"method":"ping"},"b":{"method":"roots/list"}}}}`,
+		`{"id":7,"result":{"inputRequests":{"a":"x"}}}`,
+		`{"id":1,"method":"sampling/createMessage"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		got, _, inResult, err := refusedIn(msg, func(string) bool { return true })
+		if err != nil {
+			return
+		}
+		var m struct {
+			Method json.RawMessage `json:"method"`
+			Result struct {
+				InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			} `json:"result"`
+		}
+		// Decoded loosely (a result that is no object leaves nothing).
+		json.Unmarshal(msg, &m)
+		asked := func(raw json.RawMessage) string {
+			var method string
+			if json.Unmarshal(raw, &method) == nil && slices.Contains(jsonrpc.ServerRequests[:], method) {
+				return method
+			}
+			return ""
+		}
+		var entry struct {
+			Method json.RawMessage `json:"method"`
+		}
+		var found []string
+		if own := asked(m.Method); own != "" {
+			found = append(found, own)
+		}
+		for _, raw := range m.Result.InputRequests {
+			entry.Method = nil
+			if json.Unmarshal(raw, &entry) == nil {
+				if in := asked(entry.Method); in != "" {
+					found = append(found, in)
+				}
+			}
+		}
+		switch {
+		case got == "" && len(found) > 0:
+			t.Fatalf("refusedIn(%q) found nothing, encoding/json reads %q", msg, found)
+		case got != "" && !slices.Contains(found, got):
+			t.Fatalf("refusedIn(%q) = %q (in result %v), encoding/json reads %q", msg, got, inResult, found)
+		}
+	})
+}

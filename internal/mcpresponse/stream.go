@@ -76,7 +76,7 @@ func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, chan
 		return event, 0, false, nil // not dispatched (filterEvent)
 	}
 	if f.refused != nil {
-		out, dropped, err := dropRefusedRequest(event, data, f.refused)
+		out, dropped, err := dropRefusedRequest(event, data, eol, f.refused)
 		switch {
 		case err != nil:
 			return nil, 0, false, err
