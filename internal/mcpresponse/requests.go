@@ -10,39 +10,29 @@ import (
 )
 
 // The server's requests (sampling/createMessage, elicitation/create,
-// roots/list) reach the client on an event stream: the one answering a
-// call, or the session's standalone stream. Where the caller's rules
-// refuse one, the client's answer to it is refused on the way back (the
-// check's authorizeAnswers); the request itself is dropped on the way
-// out, so that the client's model does not write for nothing and the user
-// is not asked a question, or sent to a URL, that the rules forbid.
+// roots/list) reach the client on an event stream (the one answering a
+// call, or the session's standalone stream), in a JSON answer, which
+// clients read as messages of any kind, or asked for in a result
+// (2026-07-28's inputRequests). Where the caller's rules refuse one, the
+// client's answer to it is refused on the way back (the check's
+// authorizeAnswers); the request itself is kept from the client on the
+// way out, so that the client's model does not write for nothing and the
+// user is not asked a question, or sent to a URL, that the rules forbid.
 
 // RequestRefused reports whether the caller's rules refuse the server's
 // request method (one of jsonrpc.ServerRequests).
 type RequestRefused func(method string) bool
 
-// serverRequestOf returns the server's request (jsonrpc.ServerRequests)
-// the JSON-RPC message msg is, by its method member: "" for any other
-// message (a response, another request, a notification) and for a method
-// that is no string (no client dispatches it). An error means msg cannot
-// be read exactly: not strict JSON, not an object, or a key equal to
-// "method" only under case folding, which a client decoding members
-// case-insensitively (the Go SDK) reads as the method.
-func serverRequestOf(msg []byte) (string, error) {
-	top, err := members(msg, "method")
-	if err != nil {
-		return "", err
-	}
-	return serverMethod(top[0])
-}
-
 // refusedIn returns the first of the server's requests refused names that
-// the message msg asks the client for: the request msg is, or one of
-// those its result asks for (inResult; 2026-07-28's multi round-trip
-// requests, result.inputRequests, a map of requests the client answers in
-// its retry), with id the message's raw id. "" when it asks for none. An
-// error means msg cannot be read exactly (serverRequestOf; the same for
-// result, inputRequests and a request's method).
+// the JSON-RPC message msg asks the client for: the request msg is, by its
+// method member, or one of those its result asks for (inResult;
+// 2026-07-28's multi round-trip requests, result.inputRequests, a map of
+// requests the client answers in its retry), with id the message's raw
+// id. "" when it asks for none; a method that is no string names none (no
+// client dispatches it). An error means msg cannot be read exactly: not
+// strict JSON, not an object, or a key equal to method, result or
+// inputRequests only under case folding, which a client decoding members
+// case-insensitively (the Go SDK) reads as that member.
 func refusedIn(msg []byte, refused RequestRefused) (method string, id []byte, inResult bool, err error) {
 	top, err := members(msg, "method", "result", "id")
 	if err != nil {

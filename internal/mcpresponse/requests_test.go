@@ -10,6 +10,16 @@ import (
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 )
 
+// serverRequestOf is the server's request msg is by its own method member
+// (refusedIn with every request refused, not looking into a result).
+func serverRequestOf(msg []byte) (string, error) {
+	method, _, inResult, err := refusedIn(msg, func(string) bool { return true })
+	if inResult {
+		return "", err
+	}
+	return method, err
+}
+
 // TestServerRequestOf: a message is one of the server's requests by its
 // method member, as clients dispatch it; anything a client could read as
 // a method the filter did not see is an error.
