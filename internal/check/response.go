@@ -241,8 +241,8 @@ func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
 // A2A route, or an A2A call's stream, carries no such request.
 func (x *Exchange) RefusesServerRequest(ctx context.Context, req *Request, method string) bool {
 	r := x.route
-	if r.rpcProtocol() == jsonrpc.ProtocolA2A || x.Call.Method != "" && x.Call.Protocol != jsonrpc.ProtocolMCP {
-		return false
+	if len(r.rules) == 0 || r.rpcProtocol() == jsonrpc.ProtocolA2A || x.Call.Method != "" && x.Call.Protocol != jsonrpc.ProtocolMCP {
+		return false // no rule to name one (the default action decides none), or no MCP here
 	}
 	e := evaluation{pl: x.pl, p: x.p, req: req, ctx: ctx, now: x.pl.now(), st: view{s: x.pl.state, readOnly: true}, log: x.pl.log,
 		route: r, grant: x.grant, call: x.Call, callRead: true}
