@@ -166,3 +166,31 @@ func BenchmarkSSEPerEvent(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSSERequestsPerEvent: the answer to a tools/call, 1,000 small
+// events (progress notifications, an elicitation the rules refuse, the
+// result), each in its own chunk, on a route whose rules refuse the
+// server's elicitation/create: every event is read for it. Reported per
+// event, beside BenchmarkSSEPerEvent's list streams.
+func BenchmarkSSERequestsPerEvent(b *testing.B) {
+	config := strings.Replace(benchConfig, "    rules:\n", "    rules:\n      - {name: no questions, methods: [elicitation/create], action: deny}\n", 1)
+	s := NewServer(pipelinetest.New(b, config, check.Deps{}, check.Options{}), Options{})
+	const n = 1000
+	chunks := make([][]byte, 0, n)
+	for i := range n - 2 {
+		chunks = append(chunks, fmt.Appendf(nil, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":%d}}\n\n", i))
+	}
+	chunks = append(chunks, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"elicitation/create\",\"params\":{\"message\":\"?\"}}\n\n"),
+		[]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n"))
+	msgs := benchExchange(b, false, "text/event-stream", chunks)
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_1","arguments":{}}}`
+	msgs[1] = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(call), EndOfStream: true}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		st := run(b, s, msgs)
+		if st.sse.Dropped != 1 {
+			b.Fatalf("%d dropped", st.sse.Dropped)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/event")
+}

@@ -143,3 +143,29 @@ func BenchmarkSSEListFilter1000Events(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSSERequestFilter: a call's event stream read for the server's
+// requests the rules refuse, 1,000 progress notifications and one refused
+// elicitation, each event its own chunk; reported per event.
+func BenchmarkSSERequestFilter(b *testing.B) {
+	const n = 1000
+	chunks := make([][]byte, 0, n)
+	for i := range n - 1 {
+		chunks = append(chunks, fmt.Appendf(nil, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":%d}}\n\n", i))
+	}
+	chunks = append(chunks, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"elicitation/create\",\"params\":{\"message\":\"?\"}}\n\n"))
+	refused := func(method string) bool { return method == "elicitation/create" }
+	b.ReportAllocs()
+	for b.Loop() {
+		f := NewSSERequestFilter(refused, 0)
+		for i, c := range chunks {
+			if _, err := f.Chunk(c, i == n-1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if f.Dropped != 1 {
+			b.Fatalf("%d dropped", f.Dropped)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/event")
+}

@@ -23,6 +23,72 @@ import (
 // request method (one of jsonrpc.ServerRequests).
 type RequestRefused func(method string) bool
 
+// requestReader reads what messages ask the client for (refusedIn). One
+// serves one stream; its visit function is bound once, so that a message
+// is read without an allocation.
+type requestReader struct {
+	fn jsonrpc.Visit
+	// doc is the object being read, names the keys wanted of it (n of
+	// them), values theirs and ambiguous a key equal to one only under
+	// case folding; with each, the values of every member are collected
+	// in elements instead.
+	doc       []byte
+	names     [3]string
+	n         int
+	values    [3][]byte
+	ambiguous []byte
+	each      bool
+	elements  [][]byte
+}
+
+func newRequestReader() *requestReader {
+	r := &requestReader{}
+	r.fn = r.visit
+	return r
+}
+
+func (r *requestReader) visit(_ int, key []byte, start, end int) {
+	if r.each {
+		r.elements = append(r.elements, r.doc[start:end])
+		return
+	}
+	for i, name := range r.names[:r.n] {
+		switch is, fold := keyIs(key, name); {
+		case is:
+			r.values[i] = r.doc[start:end]
+		case fold:
+			r.ambiguous = key
+		}
+	}
+}
+
+// members returns the raw values of the members of the JSON object doc
+// named names (at most three), in their order (nil for one absent). A key
+// equal to one of names only under case folding is an error, as is a doc
+// that is not one strict JSON object.
+func (r *requestReader) members(doc []byte, names ...string) ([3][]byte, error) {
+	r.doc, r.n, r.values, r.ambiguous, r.each = doc, copy(r.names[:], names), [3][]byte{}, nil, false
+	err := walkObject(doc, 1, r.fn)
+	switch {
+	case err != nil:
+		return [3][]byte{}, err
+	case r.ambiguous != nil:
+		return [3][]byte{}, fmt.Errorf("%w: key %q is ambiguous with one the filter reads", ErrUnexpectedShape, r.ambiguous)
+	}
+	return r.values, nil
+}
+
+// values returns the values of the members of the strict JSON object
+// doc, in their order (valid until the next call).
+func (r *requestReader) valuesOf(doc []byte) ([][]byte, error) {
+	r.doc, r.each, r.elements = doc, true, r.elements[:0]
+	defer func() { r.each = false }()
+	if err := jsonrpc.WalkStrict(doc, 1, r.fn); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	return r.elements, nil
+}
+
 // refusedIn returns the first of the server's requests refused names that
 // the JSON-RPC message msg asks the client for: the request msg is, by its
 // method member, or one of those its result asks for (inResult;
@@ -33,8 +99,8 @@ type RequestRefused func(method string) bool
 // strict JSON, not an object, or a key equal to method, result or
 // inputRequests only under case folding, which a client decoding members
 // case-insensitively (the Go SDK) reads as that member.
-func refusedIn(msg []byte, refused RequestRefused) (method string, id []byte, inResult bool, err error) {
-	top, err := members(msg, "method", "result", "id")
+func (r *requestReader) refusedIn(msg []byte, refused RequestRefused) (method string, id []byte, inResult bool, err error) {
+	top, err := r.members(msg, "method", "result", "id")
 	if err != nil {
 		return "", nil, false, err
 	}
@@ -44,21 +110,19 @@ func refusedIn(msg []byte, refused RequestRefused) (method string, id []byte, in
 	if !isObject(top[1]) {
 		return "", nil, false, nil
 	}
-	result, err := members(top[1], "inputRequests")
+	result, err := r.members(top[1], "inputRequests")
 	if err != nil || !isObject(result[0]) {
 		return "", nil, false, err
 	}
-	var requests [][]byte
-	if err := jsonrpc.WalkStrict(result[0], 1, func(_ int, _ []byte, start, end int) {
-		requests = append(requests, result[0][start:end])
-	}); err != nil {
-		return "", nil, false, fmt.Errorf("%w: %w", ErrUnreadable, err)
+	requests, err := r.valuesOf(result[0])
+	if err != nil {
+		return "", nil, false, err
 	}
 	for _, req := range requests {
 		if !isObject(req) {
 			continue // no request a client could read
 		}
-		m, err := members(req, "method")
+		m, err := r.members(req, "method")
 		if err != nil {
 			return "", nil, false, err
 		}
@@ -69,49 +133,27 @@ func refusedIn(msg []byte, refused RequestRefused) (method string, id []byte, in
 	return "", nil, false, nil
 }
 
-// members returns the raw values of the members of the JSON object doc
-// named names, in their order (nil for one absent). A key equal to one of
-// names only under case folding is an error, as is a doc that is not one
-// strict JSON object.
-func members(doc []byte, names ...string) ([][]byte, error) {
-	values := make([][]byte, len(names))
-	var ambiguous []byte
-	err := walkObject(doc, 1, func(_ int, key []byte, start, end int) {
-		for i, name := range names {
-			switch is, fold := keyIs(key, name); {
-			case is:
-				values[i] = doc[start:end]
-			case fold:
-				ambiguous = key
-			}
-		}
-	})
-	switch {
-	case err != nil:
-		return nil, err
-	case ambiguous != nil:
-		return nil, fmt.Errorf("%w: key %q is ambiguous with one the filter reads", ErrUnexpectedShape, ambiguous)
-	}
-	return values, nil
-}
-
 // serverMethod is the server's request a method member's raw value names:
 // "" when it is absent, no string, or names no server's request.
 func serverMethod(value []byte) (string, error) {
 	if len(value) < 2 || value[0] != '"' {
 		return "", nil
 	}
-	method := string(value[1 : len(value)-1])
-	if bytes.IndexByte(value, '\\') >= 0 {
+	raw := value[1 : len(value)-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
 		// An escape spells the same method for every client.
+		var method string
 		if json.Unmarshal(value, &method) != nil {
 			return "", fmt.Errorf("%w: a method cannot be read", ErrUnreadable)
 		}
+		raw = []byte(method)
 	}
-	if !slices.Contains(jsonrpc.ServerRequests[:], method) {
-		return "", nil
+	for _, method := range jsonrpc.ServerRequests {
+		if string(raw) == method {
+			return method, nil
+		}
 	}
-	return method, nil
+	return "", nil
 }
 
 // isObject reports whether a raw JSON value (strict, no leading space) is
@@ -142,8 +184,8 @@ func withoutData(event []byte) []byte {
 // result asks for it (inputRequests), else event itself. event's framing
 // was checked and data is its message, not empty; eol is its first line
 // end.
-func dropRefusedRequest(event, data, eol []byte, refused RequestRefused) (out []byte, dropped bool, err error) {
-	method, id, inResult, err := refusedIn(data, refused)
+func (r *requestReader) dropRefusedRequest(event, data, eol []byte, refused RequestRefused) (out []byte, dropped bool, err error) {
+	method, id, inResult, err := r.refusedIn(data, refused)
 	switch {
 	case err != nil || method == "":
 		return event, false, err
@@ -162,19 +204,20 @@ func dropRefusedRequest(event, data, eol []byte, refused RequestRefused) (out []
 // (not strict JSON, a batch element that is not an object, a key equal to
 // "method" only under case folding): the caller fails closed.
 func RefusedRequestIn(body []byte, refused RequestRefused) (string, error) {
+	r := newRequestReader()
 	i := jsonrpc.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '[' {
-		method, _, _, err := refusedIn(body, refused)
+		method, _, _, err := r.refusedIn(body, refused)
 		return method, err
 	}
-	var elements [][]byte
-	if err := jsonrpc.WalkStrict(body, 1, func(_ int, _ []byte, start, end int) {
-		elements = append(elements, body[start:end])
-	}); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrUnreadable, err)
+	elements, err := r.valuesOf(body)
+	if err != nil {
+		return "", err
 	}
-	for _, msg := range elements {
-		if method, _, _, err := refusedIn(msg, refused); err != nil || method != "" {
+	// refusedIn reuses the reader's elements: each message is read from
+	// a copy of the list.
+	for _, msg := range slices.Clone(elements) {
+		if method, _, _, err := r.refusedIn(msg, refused); err != nil || method != "" {
 			return method, err
 		}
 	}

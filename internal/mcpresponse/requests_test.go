@@ -13,7 +13,7 @@ import (
 // serverRequestOf is the server's request msg is by its own method member
 // (refusedIn with every request refused, not looking into a result).
 func serverRequestOf(msg []byte) (string, error) {
-	method, _, inResult, err := refusedIn(msg, func(string) bool { return true })
+	method, _, inResult, err := newRequestReader().refusedIn(msg, func(string) bool { return true })
 	if inResult {
 		return "", err
 	}
@@ -246,7 +246,7 @@ func TestRefusedIn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, id, inResult, err := refusedIn([]byte(tt.msg), refused)
+			got, id, inResult, err := newRequestReader().refusedIn([]byte(tt.msg), refused)
 			if !errors.Is(err, tt.wantErr) || got != tt.want || inResult != tt.inResult {
 				t.Fatalf("got %q (in result %v) %v, want %q (%v) %v", got, inResult, err, tt.want, tt.inResult, tt.wantErr)
 			}
@@ -286,7 +286,7 @@ func FuzzRefusedIn(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		got, _, inResult, err := refusedIn(msg, func(string) bool { return true })
+		got, _, inResult, err := newRequestReader().refusedIn(msg, func(string) bool { return true })
 		if err != nil {
 			return
 		}

@@ -15,8 +15,10 @@ type SSEListFilter struct {
 	// shapes reads each event's list by its shape when method is ""
 	// (NewSSEShapeFilter).
 	shapes *shapeWalk
-	// refused, when set, names the server's requests to drop.
-	refused RequestRefused
+	// refused, when set, names the server's requests to drop, which
+	// requests reads.
+	refused  RequestRefused
+	requests *requestReader
 	// Removed counts the entries removed so far, Dropped the server's
 	// requests.
 	Removed, Dropped int
@@ -45,7 +47,7 @@ func NewSSEShapeFilter(keep Predicate, maxEvent int) *SSEListFilter {
 // byte for byte but a server's request refused dispatches nothing (see
 // DropRequests).
 func NewSSERequestFilter(refused RequestRefused, maxEvent int) *SSEListFilter {
-	return &SSEListFilter{r: NewReassembler(maxEvent), refused: refused}
+	return &SSEListFilter{r: NewReassembler(maxEvent), refused: refused, requests: newRequestReader()}
 }
 
 // DropRequests makes the filter drop the server's requests refused names
@@ -56,7 +58,9 @@ func NewSSERequestFilter(refused RequestRefused, maxEvent int) *SSEListFilter {
 // to "method" only under case folding, over the size limit) is an error,
 // as on a list's stream: it could be a request the client reads and the
 // filter did not.
-func (f *SSEListFilter) DropRequests(refused RequestRefused) { f.refused = refused }
+func (f *SSEListFilter) DropRequests(refused RequestRefused) {
+	f.refused, f.requests = refused, newRequestReader()
+}
 
 // FiltersLists reports whether the filter filters lists (false for
 // NewSSERequestFilter's, which only drops the server's requests).
@@ -76,7 +80,7 @@ func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, chan
 		return event, 0, false, nil // not dispatched (filterEvent)
 	}
 	if f.refused != nil {
-		out, dropped, err := dropRefusedRequest(event, data, eol, f.refused)
+		out, dropped, err := f.requests.dropRefusedRequest(event, data, eol, f.refused)
 		switch {
 		case err != nil:
 			return nil, 0, false, err
