@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
@@ -54,6 +55,22 @@ func (e *evaluation) explainResponse(v *Verdict) {
 		e.rec.add("pass", func() string { return "list answers of this route are not filtered (filter_lists off or no rules)" })
 	case e.p.taskOwnership && CreatesTask(call.Method):
 		e.rec.add("bind task", func() string { return "a task a JSON answer creates is bound to " + who })
+	}
+	if e.grant != nil {
+		// What RefusesServerRequest will answer for the request's streams.
+		x := &Exchange{pl: e.pl, p: e.p, route: r, grant: e.grant, Call: *call}
+		var kept []string
+		for _, method := range jsonrpc.ServerRequests {
+			if x.RefusesServerRequest(e.ctx, e.req, method) {
+				kept = append(kept, method)
+			}
+		}
+		if len(kept) > 0 {
+			e.rec.add("keep server requests", func() string {
+				return fmt.Sprintf("the server's requests the rules refuse to %s (%s) are kept from the client: dropped from its event streams, "+
+					"a JSON answer or result asking for one replaced by an error", who, strings.Join(kept, ", "))
+			})
+		}
 	}
 	if e.reauthorizes(call) {
 		e.rec.add("re-authorize", func() string {
