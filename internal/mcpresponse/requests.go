@@ -78,8 +78,9 @@ func (r *requestReader) members(doc []byte, names ...string) ([3][]byte, error) 
 	return r.values, nil
 }
 
-// values returns the values of the members of the strict JSON object
-// doc, in their order (valid until the next call).
+// valuesOf returns the values held by the JSON object or array doc (its
+// members' or elements'), in their order, valid until the next call. An
+// error means doc is not strict JSON.
 func (r *requestReader) valuesOf(doc []byte) ([][]byte, error) {
 	r.doc, r.each, r.elements = doc, true, r.elements[:0]
 	defer func() { r.each = false }()
