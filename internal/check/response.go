@@ -157,18 +157,25 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 	if !g.scopeOK || pl.state.isRevoked(g) {
 		return nil, ErrNotAllowed
 	}
+	x := &Exchange{pl: pl, p: p, route: r, grant: g, Call: call}
 	if call.Method != "" {
-		// The evaluation holds the grant and call as the check's did:
-		// rule expressions read the request through them.
-		e := evaluation{pl: pl, p: p, req: req, ctx: ctx, now: now, st: view{s: pl.state, readOnly: true}, log: pl.log, route: r,
-			grant: g, call: call, callRead: true}
+		e := x.evaluation(ctx, req, now)
 		o, _, _ := e.authorizeCall(r, g, &e.call)
 		e.releasePolicy()
 		if o != Allowed {
 			return nil, ErrNotAllowed
 		}
 	}
-	return &Exchange{pl: pl, p: p, route: r, grant: g, Call: call}, nil
+	return x, nil
+}
+
+// evaluation is a read-only evaluation of req under the exchange's policy,
+// route, grant and call, at now: rule expressions read the request and the
+// call through it, as the check's did. The caller releases its policy
+// state (releasePolicy).
+func (x *Exchange) evaluation(ctx context.Context, req *Request, now time.Time) evaluation {
+	return evaluation{pl: x.pl, p: x.p, req: req, ctx: ctx, now: now, st: view{s: x.pl.state, readOnly: true}, log: x.pl.log,
+		route: x.route, grant: x.grant, call: x.Call, callRead: true}
 }
 
 // Route is the name of the exchange's route.
@@ -230,37 +237,29 @@ func (x *Exchange) Keep(kind, name string, annotations json.RawMessage) bool {
 	return false
 }
 
-// RefusesServerRequest reports whether an event stream answering req must
-// not carry the server's request method to the client
-// (mcpresponse.RequestRefused): would the check refuse the client's answer
-// to it, as authorizeAnswers does? Only a rule naming the request decides
-// it (the route's default action is for the calls a client makes). The
-// answer is not here yet: the rules are evaluated on req, the request
-// whose answer carries the stream, as the client's answer will come from
-// the same client; the check still decides that answer when it comes. An
-// A2A route, or an A2A call's stream, carries no such request.
-func (x *Exchange) RefusesServerRequest(ctx context.Context, req *Request, method string) bool {
+// RefusedServerRequests returns the server's requests an answer to req
+// must not carry to the client, bit i standing for jsonrpc.ServerRequests[i]
+// (mcpresponse.DropRequests): those whose answer the check would refuse,
+// as authorizeAnswers does. Only a rule naming the request decides it (the
+// route's default action is for the calls a client makes). The answer is
+// not here yet: the rules are evaluated on req, the request the answer
+// carrying them answers, once for the exchange, as the client's answer
+// will come from the same client; the check still decides that answer
+// when it comes. An A2A route, or an A2A call's answer, carries none.
+func (x *Exchange) RefusedServerRequests(ctx context.Context, req *Request) uint8 {
 	r := x.route
 	if len(r.rules) == 0 || r.rpcProtocol() == jsonrpc.ProtocolA2A || x.Call.Method != "" && x.Call.Protocol != jsonrpc.ProtocolMCP {
-		return false // no rule to name one (the default action decides none), or no MCP here
+		return 0 // no rule to name one (the default action decides none), or no MCP here
 	}
-	e := evaluation{pl: x.pl, p: x.p, req: req, ctx: ctx, now: x.pl.now(), st: view{s: x.pl.state, readOnly: true}, log: x.pl.log,
-		route: r, grant: x.grant, call: x.Call, callRead: true}
-	o, _, _, by := r.authorizeFor(&e, x.grant, method, "")
-	e.releasePolicy()
-	return o != Allowed && by != 0
-}
-
-// DropsServerRequests reports whether the event streams answering req
-// must be read for the server's requests: the caller's rules refuse one of
-// them (RefusesServerRequest).
-func (x *Exchange) DropsServerRequests(ctx context.Context, req *Request) bool {
-	for _, method := range jsonrpc.ServerRequests {
-		if x.RefusesServerRequest(ctx, req, method) {
-			return true
+	e := x.evaluation(ctx, req, x.pl.now())
+	defer e.releasePolicy()
+	var refused uint8
+	for i, method := range jsonrpc.ServerRequests {
+		if o, _, _, by := r.authorizeFor(&e, x.grant, method, ""); o != Allowed && by != 0 {
+			refused |= 1 << i
 		}
 	}
-	return false
+	return refused
 }
 
 // decodeAnnotations decodes a tool's annotations; nil when they are not

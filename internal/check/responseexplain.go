@@ -57,11 +57,12 @@ func (e *evaluation) explainResponse(v *Verdict) {
 		e.rec.add("bind task", func() string { return "a task a JSON answer creates is bound to " + who })
 	}
 	if e.grant != nil {
-		// What RefusesServerRequest will answer for the request's streams.
+		// What the response path will keep from the client.
 		x := &Exchange{pl: e.pl, p: e.p, route: r, grant: e.grant, Call: *call}
+		refused := x.RefusedServerRequests(e.ctx, e.req)
 		var kept []string
-		for _, method := range jsonrpc.ServerRequests {
-			if x.RefusesServerRequest(e.ctx, e.req, method) {
+		for i, method := range jsonrpc.ServerRequests {
+			if refused&(1<<i) != 0 {
 				kept = append(kept, method)
 			}
 		}

@@ -278,9 +278,11 @@ type exchange struct {
 	// BUFFERED_PARTIAL or duplex configured), filtered at its end.
 	held     []byte
 	tooLarge bool
-	// sse filters a list's event stream: by the call's method, or by
-	// each event's shape on a GET stream (also when injectable).
-	sse *mcpresponse.SSEListFilter
+	// sse filters an event stream: a list's by the call's method, or by
+	// each event's shape on a GET stream (also when injectable), and the
+	// server's requests refused (bit i: jsonrpc.ServerRequests[i]) on any.
+	sse     *mcpresponse.SSEListFilter
+	refused uint8
 	// reported is how many of sse's removed entries were recorded,
 	// reportedDrops how many of the server's requests it dropped.
 	reported, reportedDrops int
@@ -551,9 +553,10 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	if eos {
 		return responseHeadersReply(nil, nil)
 	}
-	// The server's requests the caller's rules refuse are dropped from
-	// every event stream of the exchange (mcpresponse.DropRequests).
-	drops := x.DropsServerRequests(st.ctx, &st.req)
+	// The server's requests the caller's rules refuse are kept from the
+	// client on every answer of the exchange (useFilter, readRequests).
+	st.refused = x.RefusedServerRequests(st.ctx, &st.req)
+	drops := st.refused != 0
 	// A GET event stream names no call, but it may carry a list result:
 	// replayed on a resumed stream (Last-Event-ID), or sent by a server
 	// on the session's standalone stream. On a route that filters lists,
@@ -575,12 +578,9 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	}
 	switch {
 	case shaped:
-		st.sse = mcpresponse.NewSSEShapeFilter(x.Keep, st.s.maxEvent)
+		st.useFilter(mcpresponse.NewSSEShapeFilter(x.Keep, st.s.maxEvent))
 	case readGet:
-		st.sse = mcpresponse.NewSSERequestFilter(st.refusesServerRequest, st.s.maxEvent)
-	}
-	if shaped && drops {
-		st.sse.DropRequests(st.refusesServerRequest)
+		st.useFilter(mcpresponse.NewSSEEventFilter(st.s.maxEvent))
 	}
 	if sid := st.req.Headers["mcp-session-id"]; st.duplex && getStream && sid != "" {
 		// The session's standalone stream: completions may be injected.
@@ -624,10 +624,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
 	case list && media == "text/event-stream":
 		st.handling = filterSSE
-		st.sse = mcpresponse.NewSSEListFilter(x.Call.Method, x.Keep, st.s.maxEvent)
-		if drops {
-			st.sse.DropRequests(st.refusesServerRequest)
-		}
+		st.useFilter(mcpresponse.NewSSEListFilter(x.Call.Method, x.Keep, st.s.maxEvent))
 		return st.filterEvents()
 	case list:
 		// A list answered in a form the filter does not read.
@@ -635,7 +632,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
 	case readEvents:
 		st.handling = filterSSE
-		st.sse = mcpresponse.NewSSERequestFilter(st.refusesServerRequest, st.s.maxEvent)
+		st.useFilter(mcpresponse.NewSSEEventFilter(st.s.maxEvent))
 		if x.BindsTasks() && check.CreatesTask(x.Call.Method) {
 			// Its response may create a task: read from the filtered
 			// events (responseBody).
@@ -667,9 +664,11 @@ func failureBody(lists bool, id []byte) []byte {
 	return mcpresponse.EventFailure(id)
 }
 
-// refusesServerRequest is the stream's mcpresponse.RequestRefused.
-func (st *exchange) refusesServerRequest(method string) bool {
-	return st.x.RefusesServerRequest(st.ctx, &st.req, method)
+// useFilter makes f the stream's event filter, dropping the server's
+// requests the caller's rules refuse (st.refused).
+func (st *exchange) useFilter(f *mcpresponse.SSEListFilter) {
+	f.DropRequests(st.refused)
+	st.sse = f
 }
 
 // unreadable says why an answer's bytes are not what the filters read
@@ -744,7 +743,7 @@ func (st *exchange) unallowedHeaders(status int, eos bool, contentType, media, e
 			return st.replace(200, mcpresponse.FilterFailure(nil))
 		}
 		st.handling = filterSSE
-		st.sse = mcpresponse.NewSSEShapeFilter(nil, st.s.maxEvent)
+		st.useFilter(mcpresponse.NewSSEShapeFilter(nil, st.s.maxEvent))
 		return st.filterEvents()
 	}
 	if noBody && st.sawHeaders && st.req.Method == "GET" && streamRequest(st.req.Headers) {
@@ -964,11 +963,12 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 	if err != nil {
 		st.failedSSE = true
 		var method string
-		reason, body := reasonUnparsable, mcpresponse.FilterFailure
+		lists := st.sse.FiltersLists()
+		reason := reasonUnparsable
 		if x := st.x; x != nil {
 			method = x.Call.Method
-			if !st.sse.FiltersLists() {
-				reason, body = reasonUnreadableEvent, mcpresponse.EventFailure
+			if !lists {
+				reason = reasonUnreadableEvent
 			}
 		} else {
 			reason = reasonNotAllowed // a list on the stream of a request not allowed
@@ -976,7 +976,7 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 		st.act(failure(reason))
 		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "event stream could not be filtered: ended with an error",
 			slog.String("route", st.route()), slog.String("method", method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
-		return mcpresponse.Event(body(st.callID()))
+		return mcpresponse.Event(failureBody(lists, st.callID()))
 	}
 	switch {
 	case st.req.Method == "GET" && st.sse.Removed > st.reported:
@@ -1010,7 +1010,7 @@ func (st *exchange) readRequests(chunk []byte, eos bool) *extprocv3.ProcessingRe
 		return st.bodyReply([]byte{}, false, nil)
 	}
 	st.handling = dropBody // nothing after the whole body is passed
-	method, err := mcpresponse.RefusedRequestIn(body, st.refusesServerRequest)
+	method, err := mcpresponse.RefusedRequestIn(body, st.refused)
 	var out []byte
 	switch {
 	case err != nil:

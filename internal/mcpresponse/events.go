@@ -253,7 +253,7 @@ func FilterFailure(id []byte) []byte {
 }
 
 // EventFailure returns the JSON-RPC error that ends an event stream read
-// for the server's requests (NewSSERequestFilter) at an event it could not
+// for the server's requests alone (NewSSEEventFilter) at an event it could not
 // read (fail closed): -32603 Internal error for id.
 func EventFailure(id []byte) []byte {
 	return jsonrpc.ErrorBody(id, jsonrpc.CodeInternal, "Internal error", map[string]string{"reason": "an event of the response could not be read"})

@@ -19,15 +19,13 @@ import (
 // way out, so that the client's model does not write for nothing and the
 // user is not asked a question, or sent to a URL, that the rules forbid.
 
-// RequestRefused reports whether the caller's rules refuse the server's
-// request method (one of jsonrpc.ServerRequests).
-type RequestRefused func(method string) bool
-
-// requestReader reads what messages ask the client for (refusedIn). One
-// serves one stream; its visit function is bound once, so that a message
-// is read without an allocation.
+// requestReader reads what messages ask the client for (refusedIn) of the
+// server's requests refused names, bit i standing for
+// jsonrpc.ServerRequests[i]. One serves one stream; its visit function is
+// bound once, so that a message is read without an allocation.
 type requestReader struct {
-	fn jsonrpc.Visit
+	refused uint8
+	fn      jsonrpc.Visit
 	// doc is the object being read, names the keys wanted of it (n of
 	// them), values theirs and ambiguous a key equal to one only under
 	// case folding; with each, the values of every member are collected
@@ -41,8 +39,8 @@ type requestReader struct {
 	elements  [][]byte
 }
 
-func newRequestReader() *requestReader {
-	r := &requestReader{}
+func newRequestReader(refused uint8) *requestReader {
+	r := &requestReader{refused: refused}
 	r.fn = r.visit
 	return r
 }
@@ -90,8 +88,8 @@ func (r *requestReader) valuesOf(doc []byte) ([][]byte, error) {
 	return r.elements, nil
 }
 
-// refusedIn returns the first of the server's requests refused names that
-// the JSON-RPC message msg asks the client for: the request msg is, by its
+// refusedIn returns the first of the server's requests r refuses that the
+// JSON-RPC message msg asks the client for: the request msg is, by its
 // method member, or one of those its result asks for (inResult;
 // 2026-07-28's multi round-trip requests, result.inputRequests, a map of
 // requests the client answers in its retry), with id the message's raw
@@ -100,12 +98,12 @@ func (r *requestReader) valuesOf(doc []byte) ([][]byte, error) {
 // strict JSON, not an object, or a key equal to method, result or
 // inputRequests only under case folding, which a client decoding members
 // case-insensitively (the Go SDK) reads as that member.
-func (r *requestReader) refusedIn(msg []byte, refused RequestRefused) (method string, id []byte, inResult bool, err error) {
+func (r *requestReader) refusedIn(msg []byte) (method string, id []byte, inResult bool, err error) {
 	top, err := r.members(msg, "method", "result", "id")
 	if err != nil {
 		return "", nil, false, err
 	}
-	if method, err = serverMethod(top[0]); err != nil || method != "" && refused(method) {
+	if method, err = r.refusedMethod(top[0]); err != nil || method != "" {
 		return method, top[2], false, err
 	}
 	if !isObject(top[1]) {
@@ -127,16 +125,17 @@ func (r *requestReader) refusedIn(msg []byte, refused RequestRefused) (method st
 		if err != nil {
 			return "", nil, false, err
 		}
-		if method, err = serverMethod(m[0]); err != nil || method != "" && refused(method) {
+		if method, err = r.refusedMethod(m[0]); err != nil || method != "" {
 			return method, top[2], true, err
 		}
 	}
 	return "", nil, false, nil
 }
 
-// serverMethod is the server's request a method member's raw value names:
-// "" when it is absent, no string, or names no server's request.
-func serverMethod(value []byte) (string, error) {
+// refusedMethod is the server's request a method member's raw value names
+// when r refuses it: "" when it is absent, no string, or names no request
+// r refuses.
+func (r *requestReader) refusedMethod(value []byte) (string, error) {
 	if len(value) < 2 || value[0] != '"' {
 		return "", nil
 	}
@@ -149,8 +148,8 @@ func serverMethod(value []byte) (string, error) {
 		}
 		raw = []byte(method)
 	}
-	for _, method := range jsonrpc.ServerRequests {
-		if string(raw) == method {
+	for i, method := range jsonrpc.ServerRequests {
+		if string(raw) == method && r.refused&(1<<i) != 0 {
 			return method, nil
 		}
 	}
@@ -185,8 +184,8 @@ func withoutData(event []byte) []byte {
 // result asks for it (inputRequests), else event itself. event's framing
 // was checked and data is its message, not empty; eol is its first line
 // end.
-func (r *requestReader) dropRefusedRequest(event, data, eol []byte, refused RequestRefused) (out []byte, dropped bool, err error) {
-	method, id, inResult, err := r.refusedIn(data, refused)
+func (r *requestReader) dropRefusedRequest(event, data, eol []byte) (out []byte, dropped bool, err error) {
+	method, id, inResult, err := r.refusedIn(data)
 	switch {
 	case err != nil || method == "":
 		return event, false, err
@@ -196,19 +195,20 @@ func (r *requestReader) dropRefusedRequest(event, data, eol []byte, refused Requ
 	return withoutData(event), true, nil
 }
 
-// RefusedRequestIn returns the server's request refused names that a JSON
-// answer to a POST asks the client for (refusedIn: a message that is one,
+// RefusedRequestIn returns the server's request refused names (bit i:
+// jsonrpc.ServerRequests[i]) that a JSON answer to a POST asks the client
+// for (refusedIn: a message that is one,
 // or a result asking for one), "" when it asks for none. A client reads such
 // an answer as one message or a batch of them and dispatches each
 // whatever its kind, a request too (the TypeScript SDK's does), so every
 // message of it is looked at. An error means body cannot be read exactly
 // (not strict JSON, a batch element that is not an object, a key equal to
 // "method" only under case folding): the caller fails closed.
-func RefusedRequestIn(body []byte, refused RequestRefused) (string, error) {
-	r := newRequestReader()
+func RefusedRequestIn(body []byte, refused uint8) (string, error) {
+	r := newRequestReader(refused)
 	i := jsonrpc.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '[' {
-		method, _, _, err := r.refusedIn(body, refused)
+		method, _, _, err := r.refusedIn(body)
 		return method, err
 	}
 	elements, err := r.valuesOf(body)
@@ -218,7 +218,7 @@ func RefusedRequestIn(body []byte, refused RequestRefused) (string, error) {
 	// refusedIn reuses the reader's elements: each message is read from
 	// a copy of the list.
 	for _, msg := range slices.Clone(elements) {
-		if method, _, _, err := r.refusedIn(msg, refused); err != nil || method != "" {
+		if method, _, _, err := r.refusedIn(msg); err != nil || method != "" {
 			return method, err
 		}
 	}

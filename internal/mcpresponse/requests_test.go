@@ -13,7 +13,7 @@ import (
 // serverRequestOf is the server's request msg is by its own method member
 // (refusedIn with every request refused, not looking into a result).
 func serverRequestOf(msg []byte) (string, error) {
-	method, _, inResult, err := newRequestReader().refusedIn(msg, func(string) bool { return true })
+	method, _, inResult, err := newRequestReader(jsonrpc.AnswersAny).refusedIn(msg)
 	if inResult {
 		return "", err
 	}
@@ -62,7 +62,7 @@ func TestServerRequestOf(t *testing.T) {
 // rules refuse dispatch nothing, keeping their event id; everything else
 // passes byte for byte, however the stream is cut into chunks.
 func TestSSERequestFilter(t *testing.T) {
-	refused := func(method string) bool { return method != "sampling/createMessage" }
+	refused := jsonrpc.AnswersElicitation | jsonrpc.AnswersRoots // not sampling
 	progress := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1}}\n\n"
 	elicit := "id: 7\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":9,\n" +
 		"data: \"method\":\"elicitation/create\",\"params\":{\"mode\":\"url\",\"url\":\"https://x.example\"}}\n\n"
@@ -73,7 +73,8 @@ func TestSSERequestFilter(t *testing.T) {
 	in := ": comment\n\n" + progress + elicit + sampling + roots + list + result
 	want := ": comment\n\n" + progress + "id: 7\nevent: message\n\n" + sampling + "id: 8\r\n\r\n" + list + result
 	for _, size := range []int{1, 7, 64, len(in)} {
-		f := NewSSERequestFilter(refused, 0)
+		f := NewSSEEventFilter(0)
+		f.DropRequests(refused)
 		var out strings.Builder
 		for i := 0; i < len(in); i += size {
 			chunk := in[i:min(i+size, len(in))]
@@ -95,7 +96,6 @@ func TestSSERequestFilter(t *testing.T) {
 // TestSSERequestFilterFailsClosed: an event that could be a request the
 // client reads and the filter did not is an error.
 func TestSSERequestFilterFailsClosed(t *testing.T) {
-	refuseAll := func(string) bool { return true }
 	tests := map[string]string{
 		"a method key in another case": "data: {\"id\":1,\"Method\":\"elicitation/create\"}\n\n",
 		"a repeated method":            "data: {\"id\":1,\"method\":\"ping\",\"method\":\"roots/list\"}\n\n",
@@ -108,7 +108,8 @@ func TestSSERequestFilterFailsClosed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			// In chunks of 16 bytes, so that an event is held whole before
 			// it is read (and the limit is on what is held).
-			f := NewSSERequestFilter(refuseAll, 128)
+			f := NewSSEEventFilter(128)
+			f.DropRequests(jsonrpc.AnswersAny)
 			var out []byte
 			for i := 0; i < len(in); i += 16 {
 				got, err := f.Chunk([]byte(in[i:min(i+16, len(in))]), i+16 >= len(in))
@@ -133,7 +134,7 @@ func TestSSEShapeFilterDropsRequests(t *testing.T) {
 		"by its call": NewSSEListFilter("tools/list", keep, 0),
 	} {
 		t.Run(name, func(t *testing.T) {
-			f.DropRequests(func(string) bool { return true })
+			f.DropRequests(jsonrpc.AnswersAny)
 			out, err := f.Chunk([]byte(elicit+list), true)
 			if err != nil {
 				t.Fatal(err)
@@ -188,7 +189,7 @@ func FuzzServerRequestOf(f *testing.F) {
 // TestRefusedRequestIn: a JSON answer is read as clients read it, one
 // message or a batch, each message looked at whatever its kind.
 func TestRefusedRequestIn(t *testing.T) {
-	refused := func(method string) bool { return method != "roots/list" }
+	refused := jsonrpc.AnswersSampling | jsonrpc.AnswersElicitation // not roots/list
 	tests := []struct {
 		name, body, want string
 		wantErr          error
@@ -219,7 +220,7 @@ func TestRefusedRequestIn(t *testing.T) {
 // one, or by its result's inputRequests (2026-07-28's multi round-trip
 // requests), read as clients read them.
 func TestRefusedIn(t *testing.T) {
-	refused := func(method string) bool { return method != "roots/list" }
+	refused := jsonrpc.AnswersSampling | jsonrpc.AnswersElicitation // not roots/list
 	incomplete := func(requests string) string {
 		return `{"jsonrpc":"2.0","id":7,"result":{"inputRequests":` + requests + `,"requestState":"s"}}`
 	}
@@ -246,7 +247,7 @@ func TestRefusedIn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, id, inResult, err := newRequestReader().refusedIn([]byte(tt.msg), refused)
+			got, id, inResult, err := newRequestReader(refused).refusedIn([]byte(tt.msg))
 			if !errors.Is(err, tt.wantErr) || got != tt.want || inResult != tt.inResult {
 				t.Fatalf("got %q (in result %v) %v, want %q (%v) %v", got, inResult, err, tt.want, tt.inResult, tt.wantErr)
 			}
@@ -261,7 +262,8 @@ func TestRefusedIn(t *testing.T) {
 // is replaced, in its event, by the error for its id; the event's other
 // fields stay.
 func TestSSERequestFilterInputRequests(t *testing.T) {
-	f := NewSSERequestFilter(func(string) bool { return true }, 0)
+	f := NewSSEEventFilter(0)
+	f.DropRequests(jsonrpc.AnswersAny)
 	in := "id: r9\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"inputRequests\":{\"a\":{\"method\":\"elicitation/create\",\"params\":{}}}}}\n\n"
 	out, err := f.Chunk([]byte(in), true)
 	if err != nil {
@@ -286,7 +288,7 @@ func FuzzRefusedIn(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		got, _, inResult, err := newRequestReader().refusedIn(msg, func(string) bool { return true })
+		got, _, inResult, err := newRequestReader(jsonrpc.AnswersAny).refusedIn(msg)
 		if err != nil {
 			return
 		}

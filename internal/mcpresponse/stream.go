@@ -15,9 +15,8 @@ type SSEListFilter struct {
 	// shapes reads each event's list by its shape when method is ""
 	// (NewSSEShapeFilter).
 	shapes *shapeWalk
-	// refused, when set, names the server's requests to drop, which
-	// requests reads.
-	refused  RequestRefused
+	// requests, when set, reads each event for the server's requests to
+	// drop (DropRequests).
 	requests *requestReader
 	// Removed counts the entries removed so far, Dropped the server's
 	// requests.
@@ -42,15 +41,15 @@ func NewSSEShapeFilter(keep Predicate, maxEvent int) *SSEListFilter {
 	return &SSEListFilter{keep: keep, r: NewReassembler(maxEvent), shapes: newShapeWalk()}
 }
 
-// NewSSERequestFilter returns a filter for an event stream that carries
-// no list to filter (the answer to any other call): every event passes
-// byte for byte but a server's request refused dispatches nothing (see
-// DropRequests).
-func NewSSERequestFilter(refused RequestRefused, maxEvent int) *SSEListFilter {
-	return &SSEListFilter{r: NewReassembler(maxEvent), refused: refused, requests: newRequestReader()}
+// NewSSEEventFilter returns a filter for an event stream that carries no
+// list to filter (the answer to any other call): every event passes byte
+// for byte but the server's requests it drops (DropRequests).
+func NewSSEEventFilter(maxEvent int) *SSEListFilter {
+	return &SSEListFilter{r: NewReassembler(maxEvent)}
 }
 
-// DropRequests makes the filter drop the server's requests refused names
+// DropRequests makes the filter drop the server's requests refused names,
+// bit i standing for jsonrpc.ServerRequests[i]
 // (sampling/createMessage, elicitation/create, roots/list): such an
 // event keeps its other fields (its id, which a resumption sends back)
 // and loses its data, so that the client dispatches nothing. An event
@@ -58,18 +57,21 @@ func NewSSERequestFilter(refused RequestRefused, maxEvent int) *SSEListFilter {
 // to "method" only under case folding, over the size limit) is an error,
 // as on a list's stream: it could be a request the client reads and the
 // filter did not.
-func (f *SSEListFilter) DropRequests(refused RequestRefused) {
-	f.refused, f.requests = refused, newRequestReader()
+func (f *SSEListFilter) DropRequests(refused uint8) {
+	f.requests = nil
+	if refused != 0 {
+		f.requests = newRequestReader(refused)
+	}
 }
 
 // FiltersLists reports whether the filter filters lists (false for
-// NewSSERequestFilter's, which only drops the server's requests).
+// NewSSEEventFilter's, which only drops the server's requests).
 func (f *SSEListFilter) FiltersLists() bool { return f.method != "" || f.shapes != nil }
 
 // filterEvent is filterEvent for the filter's list: its method's, or the
 // event's by its shape; a server's request it drops first.
 func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, changed bool, err error) {
-	if f.shapes == nil && f.refused == nil {
+	if f.shapes == nil && f.requests == nil {
 		return filterEvent(f.method, event, f.keep)
 	}
 	if err := checkFraming(event); err != nil {
@@ -79,8 +81,8 @@ func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, chan
 	if len(data) == 0 {
 		return event, 0, false, nil // not dispatched (filterEvent)
 	}
-	if f.refused != nil {
-		out, dropped, err := f.requests.dropRefusedRequest(event, data, eol, f.refused)
+	if f.requests != nil {
+		out, dropped, err := f.requests.dropRefusedRequest(event, data, eol)
 		switch {
 		case err != nil:
 			return nil, 0, false, err
@@ -93,7 +95,7 @@ func (f *SSEListFilter) filterEvent(event []byte) (out []byte, removed int, chan
 	case f.method != "":
 		return filterEventData(f.method, event, data, eol, f.keep)
 	case f.shapes == nil:
-		return event, 0, false, nil // NewSSERequestFilter: no list here
+		return event, 0, false, nil // NewSSEEventFilter: no list here
 	}
 	method, err := f.shapes.listMethod(data)
 	switch {
