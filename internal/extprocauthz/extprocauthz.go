@@ -287,8 +287,9 @@ type exchange struct {
 	// reportedDrops how many of the server's requests it dropped.
 	reported, reportedDrops int
 	// taskEvents reassembles an event stream read for the task its
-	// response creates (readTaskSSE).
+	// response creates (readTaskSSE), responses finds its answer.
 	taskEvents *mcpresponse.Reassembler
+	responses  *responseReader
 
 	// An injectable event stream (streams.go).
 	streamKey   streamKey
@@ -636,7 +637,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		if x.BindsTasks() && check.CreatesTask(x.Call.Method) {
 			// Its response may create a task: read from the filtered
 			// events (responseBody).
-			st.taskEvents = mcpresponse.NewReassembler(st.s.maxEvent)
+			st.taskEvents, st.responses = mcpresponse.NewReassembler(st.s.maxEvent), newResponseReader()
 		}
 		return st.filterEvents()
 	case readJSON:
@@ -648,7 +649,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "text/event-stream":
 		// Read as it passes, frame by frame, until the response event.
 		st.handling = readTaskSSE
-		st.taskEvents = mcpresponse.NewReassembler(st.s.maxEvent)
+		st.taskEvents, st.responses = mcpresponse.NewReassembler(st.s.maxEvent), newResponseReader()
 		return st.bodyOverride(filterv3.ProcessingMode_STREAMED, nil)
 	}
 	return responseHeadersReply(nil, nil)
@@ -1063,7 +1064,7 @@ var errResponseRead = errors.New("extprocauthz: the response event was read")
 // is not read either.
 func (st *exchange) readTaskEvents(chunk []byte, eos bool) {
 	read := func(event []byte) error {
-		if msg := mcpresponse.EventData(event); isResponse(msg) {
+		if msg := mcpresponse.EventData(event); st.responses.isResponse(msg) {
 			st.bindTask(msg)
 			return errResponseRead
 		}

@@ -53,20 +53,36 @@ func taskID(body []byte) string {
 	return ""
 }
 
-// isResponse reports whether a JSON-RPC message is a response (result or
-// error), not a request or notification: the message of an event stream
-// that answers the call.
-func isResponse(msg []byte) bool {
-	response, method := false, false
-	err := jsonrpc.WalkStrict(msg, 1, func(_ int, key []byte, _, _ int) {
-		switch string(key) {
-		case "result", "error":
-			response = true
-		case "method":
-			method = true
-		}
-	})
-	return err == nil && response && !method
+// responseReader tells a JSON-RPC response (result or error) from a
+// request or notification: the message of an event stream that answers
+// the call. It is read once per event until the answer, so its visit is
+// bound once (a closure over locals would be three allocations an event).
+type responseReader struct {
+	response, method bool
+	visit            jsonrpc.Visit
+}
+
+func newResponseReader() *responseReader {
+	r := &responseReader{}
+	r.visit = r.see
+	return r
+}
+
+func (r *responseReader) see(_ int, key []byte, _, _ int) {
+	switch string(key) {
+	case "result", "error":
+		r.response = true
+	case "method":
+		r.method = true
+	}
+}
+
+// isResponse reports whether msg is a response, read as strictly as the
+// request was (jsonrpc.WalkStrict).
+func (r *responseReader) isResponse(msg []byte) bool {
+	r.response, r.method = false, false
+	err := jsonrpc.WalkStrict(msg, 1, r.visit)
+	return err == nil && r.response && !r.method
 }
 
 // span is where a member's value lies in the body; a JSON null counts as
