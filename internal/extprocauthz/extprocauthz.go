@@ -248,7 +248,7 @@ const (
 	filterSSE             // a list result in an event stream, event by event
 	readTask              // a JSON answer that may create a task
 	readTaskSSE           // an event stream whose response may create a task
-	readRequests          // a JSON answer read for the server's requests the rules refuse
+	readAnswer            // a JSON answer read for the server's requests the rules refuse and the lists it carries
 	dropBody              // the answer was replaced: nothing of it leaves
 	injectStream          // a session's event stream, re-emitted event by event (streams.go)
 )
@@ -555,7 +555,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		return responseHeadersReply(nil, nil)
 	}
 	// The server's requests the caller's rules refuse are kept from the
-	// client on every answer of the exchange (useFilter, readRequests).
+	// client on every answer of the exchange (useFilter, readAnswer).
 	st.refused = x.RefusedServerRequests(st.ctx, &st.req)
 	drops := st.refused != 0
 	// A GET event stream names no call, but it may carry a list result:
@@ -595,10 +595,13 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 	}
 	list := x.FiltersLists() && mcpresponse.IsListMethod(x.Call.Method)
 	// The answer to any other call (a POST's: clients read no other) is
-	// read for the server's requests alone: an event stream event by
-	// event, and JSON too, which clients read as messages of any kind (a
-	// request too).
-	others := drops && !list && st.req.Method == "POST"
+	// read for the server's requests, an event stream event by event, and
+	// JSON too, which clients read as messages of any kind (a request
+	// too). Where lists are filtered, it is also read for the lists it
+	// carries, by their shape: clients match a response by its id, on
+	// whichever answer of the session it comes, so a server holding back
+	// a tools/list could answer another call with the list.
+	others := (drops || x.FiltersLists()) && !list && st.req.Method == "POST"
 	readEvents := others && media == "text/event-stream"
 	readJSON := others && media == "application/json"
 	if others && !readEvents && !readJSON && namesMessages(contentType) {
@@ -633,7 +636,11 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		return st.replace(200, mcpresponse.FilterFailure(x.Call.ID))
 	case readEvents:
 		st.handling = filterSSE
-		st.useFilter(mcpresponse.NewSSEEventFilter(st.s.maxEvent))
+		if x.FiltersLists() {
+			st.useFilter(mcpresponse.NewSSEShapeFilter(x.Keep, st.s.maxEvent))
+		} else {
+			st.useFilter(mcpresponse.NewSSEEventFilter(st.s.maxEvent))
+		}
 		if x.BindsTasks() && check.CreatesTask(x.Call.Method) {
 			// Its response may create a task: read from the filtered
 			// events (responseBody).
@@ -641,7 +648,7 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		}
 		return st.filterEvents()
 	case readJSON:
-		st.handling = readRequests
+		st.handling = readAnswer
 		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
 	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "application/json":
 		st.handling = readTask
@@ -843,8 +850,8 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		return st.bodyReply(out, eos, nil)
 	case readTask:
 		return st.readTask(chunk, eos)
-	case readRequests:
-		return st.readRequests(chunk, eos)
+	case readAnswer:
+		return st.readAnswer(chunk, eos)
 	case readTaskSSE:
 		st.readTaskEvents(chunk, eos)
 		if st.duplex {
@@ -938,6 +945,9 @@ func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResp
 		return st.bodyReply([]byte{}, false, nil)
 	}
 	st.handling = dropBody // nothing after the whole body is passed
+	if out, refused := st.refuseRequests(body, true); refused {
+		return st.bodyReply(out, eos, contentLength(len(out)))
+	}
 	out, removed, changed, err := mcpresponse.Filter(x.Call.Method, body, x.Keep)
 	switch {
 	case err != nil:
@@ -968,6 +978,9 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 		reason := reasonUnparsable
 		if x := st.x; x != nil {
 			method = x.Call.Method
+			// A POST's answer to a call that is no list is read by its
+			// events' shape for lists alone: its failure names no list.
+			lists = lists && (st.req.Method != "POST" || mcpresponse.IsListMethod(method))
 			if !lists {
 				reason = reasonUnreadableEvent
 			}
@@ -1000,38 +1013,67 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 	return out
 }
 
-// readRequests reads a whole JSON answer for the server's requests the
-// caller's rules refuse: one it carries, or an answer that cannot be read
-// exactly, is replaced by a JSON-RPC error for the call; any other passes
-// unchanged (and binds the task it created, as readTask does).
-func (st *exchange) readRequests(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+// readAnswer reads a whole JSON answer to a call that is no list: one
+// that carries a server's request the caller's rules refuse, or that
+// cannot be read exactly, is replaced by a JSON-RPC error for the call;
+// where lists are filtered, a list it carries is filtered by its shape
+// (mcpresponse.FilterAnswerByShape); any other passes unchanged (and
+// binds the task it created, as readTask does).
+func (st *exchange) readAnswer(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
 	x := st.x
 	body, complete := st.gather(chunk, eos)
 	if !complete {
 		return st.bodyReply([]byte{}, false, nil)
 	}
 	st.handling = dropBody // nothing after the whole body is passed
-	method, err := mcpresponse.RefusedRequestIn(body, st.refused)
-	var out []byte
-	switch {
+	if out, refused := st.refuseRequests(body, false); refused {
+		return st.bodyReply(out, eos, contentLength(len(out)))
+	}
+	out, changed := body, false
+	if x.FiltersLists() {
+		var removed int
+		var err error
+		out, removed, changed, err = mcpresponse.FilterAnswerByShape(body, x.Keep)
+		switch {
+		case err != nil:
+			st.act(failure(reasonUnreadableJSON))
+			st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "answer could not be read for the lists it carries: replaced by an error",
+				slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+			out = mcpresponse.EventFailure(x.Call.ID)
+			return st.bodyReply(out, eos, contentLength(len(out)))
+		case removed > 0:
+			st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: removed})
+		}
+	}
+	if x.BindsTasks() && check.CreatesTask(x.Call.Method) {
+		st.bindTask(body)
+	}
+	if !changed && st.whole {
+		return responseBodyReply(nil) // unchanged
+	}
+	return st.bodyReply(out, eos, contentLength(len(out)))
+}
+
+// refuseRequests reads a whole JSON answer for the server's requests the
+// caller's rules refuse (st.refused), and returns what replaces it when it
+// carries one, or cannot be read exactly: a JSON-RPC error for the call
+// (failureBody's, lists saying whether the call is a list).
+func (st *exchange) refuseRequests(body []byte, lists bool) (out []byte, refused bool) {
+	if st.refused == 0 {
+		return nil, false
+	}
+	x := st.x
+	switch method, err := mcpresponse.RefusedRequestIn(body, st.refused); {
 	case err != nil:
 		st.act(failure(reasonUnreadableJSON))
 		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "answer could not be read for the server's requests: replaced by an error",
 			slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
-		out = mcpresponse.EventFailure(x.Call.ID)
+		return failureBody(lists, x.Call.ID), true
 	case method != "":
 		st.act(check.ResponseAction{Outcome: ActionRequestDropped, Status: 200, Reason: reasonRefusedRequest, Dropped: 1})
-		out = mcpresponse.RefusedRequestFailure(x.Call.ID, method)
-	default:
-		if x.BindsTasks() && check.CreatesTask(x.Call.Method) {
-			st.bindTask(body)
-		}
-		if st.whole {
-			return responseBodyReply(nil) // unchanged
-		}
-		out = body
+		return mcpresponse.RefusedRequestFailure(x.Call.ID, method), true
 	}
-	return st.bodyReply(out, eos, contentLength(len(out)))
+	return nil, false
 }
 
 // readTask binds the task a JSON answer created, if any, and passes the

@@ -123,3 +123,37 @@ func FilterByShape(body []byte, keep Predicate) (out []byte, removed int, change
 	}
 	return Filter(method, body, keep)
 }
+
+// FilterAnswerByShape is FilterByShape for a JSON answer to a POST whose
+// call is no list, on a route that filters lists. A client matches the
+// responses it reads by id across the session, whatever answer carries
+// them, so a server holding back a tools/list POST could answer the
+// caller's tools/call with the list response, unfiltered, and the client's
+// pending list would take it. One message is filtered as the list it is by
+// its shape; a batch is read element by element, and one that holds a
+// list, or an element that cannot be read exactly, is ErrUnexpectedShape
+// (no batch is rebuilt; MCP answers no POST with one since 2025-06-18).
+func FilterAnswerByShape(body []byte, keep Predicate) (out []byte, removed int, changed bool, err error) {
+	i := jsonrpc.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '[' {
+		return FilterByShape(body, keep)
+	}
+	var elements []valueSpan
+	if err := jsonrpc.WalkStrict(body, 1, func(_ int, key []byte, start, end int) {
+		if key == nil {
+			elements = append(elements, valueSpan{start, end})
+		}
+	}); err != nil {
+		return nil, 0, false, fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	w := newShapeWalk()
+	for _, e := range elements {
+		switch method, err := w.listMethod(body[e.start:e.end]); {
+		case err != nil:
+			return nil, 0, false, err
+		case method != "":
+			return nil, 0, false, fmt.Errorf("%w: a batch holds a %s result", ErrUnexpectedShape, method)
+		}
+	}
+	return body, 0, false, nil
+}

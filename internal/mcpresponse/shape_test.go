@@ -119,30 +119,97 @@ func FuzzFilterByShape(f *testing.F) {
 		if json.Unmarshal(out, &doc) != nil {
 			return // no client reads it
 		}
-		names := map[string]string{"tools": "name", "prompts": "name", "resources": "uri", "resourcetemplates": "uritemplate"}
-		for key, raw := range doc.Result {
-			nameKey, isList := names[strings.ToLower(key)]
-			if !isList {
-				continue
-			}
-			var entries []map[string]json.RawMessage
-			if json.Unmarshal(raw, &entries) != nil {
-				continue
-			}
-			for _, e := range entries {
-				for k, v := range e {
-					var s string
-					if strings.EqualFold(k, nameKey) && json.Unmarshal(v, &s) == nil && s == "x" {
-						t.Fatalf("%q passed as %q with a refused entry", msg, out)
-					}
-				}
-			}
+		if name := refusedEntryIn(doc.Result); name != "" {
+			t.Fatalf("%q passed as %q with a refused entry", msg, out)
 		}
 		if bytes.Equal(out, msg) {
 			if m, _ := ListMethodOf(msg); m != "" {
 				if _, removed, _ := FilterList(m, msg, refused); removed > 0 {
 					t.Fatalf("%q passed unchanged though %s removes %d", msg, m, removed)
 				}
+			}
+		}
+	})
+}
+
+// refusedEntryIn returns "x" when a list of result, as encoding/json reads
+// it (keys matched case-insensitively), holds an entry named "x".
+func refusedEntryIn(result map[string]json.RawMessage) string {
+	names := map[string]string{"tools": "name", "prompts": "name", "resources": "uri", "resourcetemplates": "uritemplate", "skills": "name"}
+	for key, raw := range result {
+		nameKey, isList := names[strings.ToLower(key)]
+		if !isList {
+			continue
+		}
+		var entries []map[string]json.RawMessage
+		if json.Unmarshal(raw, &entries) != nil {
+			continue
+		}
+		for _, e := range entries {
+			for k, v := range e {
+				var s string
+				if strings.EqualFold(k, nameKey) && json.Unmarshal(v, &s) == nil && s == "x" {
+					return s
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// TestFilterAnswerByShape: the JSON answer to a call that is no list,
+// read for the lists a client could take for its pending list's answer.
+func TestFilterAnswerByShape(t *testing.T) {
+	keep := func(_, name string, _ json.RawMessage) bool { return name != "x" }
+	tests := []struct {
+		name, body, want string
+		wantErr          error
+	}{
+		{name: "a list is filtered", body: `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"x"},{"name":"a"}]}}`, want: `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}]}}`},
+		{name: "another result passes", body: `{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`, want: `{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`},
+		{name: "a batch of no list passes", body: ` [{"jsonrpc":"2.0","id":2,"result":{}},{"jsonrpc":"2.0","method":"m"}]`, want: ` [{"jsonrpc":"2.0","id":2,"result":{}},{"jsonrpc":"2.0","method":"m"}]`},
+		{name: "a batch holding a list", body: `[{"jsonrpc":"2.0","id":2,"result":{}},{"jsonrpc":"2.0","id":1,"result":{"prompts":[]}}]`, wantErr: ErrUnexpectedShape},
+		{name: "a batch element no object", body: `[{"jsonrpc":"2.0","id":2,"result":{}},3]`, wantErr: ErrUnexpectedShape},
+		{name: "a batch element with a list key in another case", body: `[{"id":1,"result":{"TOOLS":[{"name":"x"}]}}]`, wantErr: ErrUnexpectedShape},
+		{name: "a batch not JSON", body: `[{"id":1,"result":{}}`, wantErr: ErrUnreadable},
+		{name: "a repeated key in a batch element", body: `[{"id":1,"result":{},"result":{"tools":[{"name":"x"}]}}]`, wantErr: ErrUnreadable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, _, err := FilterAnswerByShape([]byte(tt.body), keep)
+			if !errors.Is(err, tt.wantErr) || string(out) != tt.want {
+				t.Fatalf("got %s %v, want %s %v", out, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+// FuzzFilterAnswerByShape: what FilterAnswerByShape passes holds no
+// refused entry for a client reading it with encoding/json, as one
+// message or as a batch.
+func FuzzFilterAnswerByShape(f *testing.F) {
+	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"x"}]}}]`))
+	f.Add([]byte(`[{"id":2,"result":{}},{"id":1,"result":{"Tools":[{"name":"x"}]}}]`))
+	f.Add([]byte(`{"id":1,"result":{"prompts":[{"name":"x"},{"name":"a"}]}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		keep := func(_, name string, _ json.RawMessage) bool { return name != "x" }
+		out, _, _, err := FilterAnswerByShape(body, keep)
+		if err != nil {
+			return
+		}
+		type message struct{ Result map[string]json.RawMessage }
+		var one message
+		var batch []message
+		switch {
+		case json.Unmarshal(out, &one) == nil:
+			batch = []message{one}
+		case json.Unmarshal(out, &batch) == nil:
+		default:
+			return // no client reads it
+		}
+		for _, m := range batch {
+			if refusedEntryIn(m.Result) != "" {
+				t.Fatalf("%q passed as %q with a refused entry", body, out)
 			}
 		}
 	})
