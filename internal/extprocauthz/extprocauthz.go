@@ -21,6 +21,7 @@ package extprocauthz
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -249,6 +250,7 @@ const (
 	readTask              // a JSON answer that may create a task
 	readTaskSSE           // an event stream whose response may create a task
 	readAnswer            // a JSON answer read for the server's requests the rules refuse and the lists it carries
+	refuseLists           // the JSON answer to a request not allowed, refused if it carries a list
 	dropBody              // the answer was replaced: nothing of it leaves
 	injectStream          // a session's event stream, re-emitted event by event (streams.go)
 )
@@ -290,6 +292,9 @@ type exchange struct {
 	// response creates (readTaskSSE), responses finds its answer.
 	taskEvents *mcpresponse.Reassembler
 	responses  *responseReader
+	// unallowedID is the call id of a request not allowed whose answer
+	// is read for lists (unallowedHeaders).
+	unallowedID []byte
 
 	// An injectable event stream (streams.go).
 	streamKey   streamKey
@@ -310,7 +315,7 @@ func (st *exchange) callID() []byte {
 	if st.x != nil {
 		return st.x.Call.ID
 	}
-	return nil
+	return st.unallowedID
 }
 
 func (st *exchange) route() string {
@@ -766,10 +771,45 @@ func (st *exchange) unallowedHeaders(status int, eos bool, contentType, media, e
 	}
 	call, err := jsonrpc.Parse(st.req.Body)
 	if !noBody && !st.bodyFull && err == nil && !mcpresponse.IsListMethod(call.Method) {
-		return responseHeadersReply(nil, nil)
+		// The answer to another call may carry a list all the same (a
+		// client takes a response by its id, on any answer): read by
+		// shape, it ends, or is replaced, at the first list.
+		switch {
+		case (media == "text/event-stream" || media == "application/json") && unreadable(encoding, contentType) != "":
+		case media == "text/event-stream":
+			st.handling, st.unallowedID = filterSSE, call.ID
+			st.useFilter(mcpresponse.NewSSEShapeFilter(nil, st.s.maxEvent))
+			return st.filterEvents()
+		case media == "application/json":
+			st.handling, st.unallowedID = refuseLists, call.ID
+			return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
+		case !namesMessages(contentType):
+			return responseHeadersReply(nil, nil)
+		}
 	}
 	st.act(failure(reasonNotAllowed))
 	return st.replace(200, mcpresponse.FilterFailure(call.ID))
+}
+
+// refuseListsIn reads the whole JSON answer to a request ext_authz did not
+// allow (unallowedHeaders) and replaces it by the filter failure when it
+// carries a list, or cannot be read exactly; any other passes unchanged.
+func (st *exchange) refuseListsIn(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+	body, complete := st.gather(chunk, eos)
+	if !complete {
+		return st.bodyReply([]byte{}, false, nil)
+	}
+	st.handling = dropBody // nothing after the whole body is passed
+	refuseAll := func(string, string, json.RawMessage) bool { return false }
+	if _, _, changed, err := mcpresponse.FilterAnswerByShape(body, refuseAll); err != nil || changed {
+		st.act(failure(reasonNotAllowed))
+		out := mcpresponse.FilterFailure(st.unallowedID)
+		return st.bodyReply(out, eos, contentLength(len(out)))
+	}
+	if st.whole {
+		return responseBodyReply(nil) // unchanged
+	}
+	return st.bodyReply(body, eos, contentLength(len(body)))
 }
 
 // replace answers with body instead of the upstream's answer, keeping its
@@ -852,6 +892,8 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		return st.readTask(chunk, eos)
 	case readAnswer:
 		return st.readAnswer(chunk, eos)
+	case refuseLists:
+		return st.refuseListsIn(chunk, eos)
 	case readTaskSSE:
 		st.readTaskEvents(chunk, eos)
 		if st.duplex {
