@@ -259,10 +259,10 @@ func hasBody(req *Request) bool {
 }
 
 // carriesBody reports whether req has a body, even one the proxy did not
-// send us: a POST, or a request with a body, a non-zero Content-Length or
-// a Transfer-Encoding.
+// send us: a POST (or any method but the bodiless ones, bodyMethod), or a
+// request with a body, a non-zero Content-Length or a Transfer-Encoding.
 func carriesBody(req *Request) bool {
-	if strings.EqualFold(req.Method, "POST") || hasBody(req) {
+	if bodyMethod(req.Method) || hasBody(req) {
 		return true
 	}
 	if cl := req.Headers.Get("content-length"); cl != "" && cl != "0" {
@@ -273,11 +273,12 @@ func carriesBody(req *Request) bool {
 
 // withheld reports whether req carries a body the service was not given
 // whole: one cut short (BodyPartial), or none at all while the request has
-// a non-zero Content-Length, a Transfer-Encoding, or is a POST without a
+// a non-zero Content-Length, a Transfer-Encoding, or is a POST (or a PUT,
+// a PATCH, any method but the bodiless ones: bodyMethod) without a
 // Content-Length (HTTP/2 need not send one, and forward-auth proxies drop
 // it with the body). A request that says its body is empty
-// (Content-Length: 0), and a GET, DELETE or OPTIONS without a length, carry
-// none.
+// (Content-Length: 0), and a GET, HEAD, DELETE, OPTIONS or TRACE without a
+// length, carry none.
 func withheld(req *Request) bool {
 	if req.BodyPartial {
 		return true
@@ -292,7 +293,21 @@ func withheld(req *Request) bool {
 	case req.Headers["transfer-encoding"] != "":
 		return true
 	}
-	return !hasLength && strings.EqualFold(req.Method, "POST")
+	return !hasLength && bodyMethod(req.Method)
+}
+
+// bodyMethod reports whether a request of method may carry a body its
+// proxy need not announce: every method but GET, HEAD, DELETE, OPTIONS
+// and TRACE, whose bodies have no meaning (RFC 9110 section 9.3). An
+// upstream that runs JSON-RPC whatever the method (a handler on every
+// method) acts on a PUT's call as on a POST's, so a PUT is no safer.
+func bodyMethod(method string) bool {
+	for _, m := range [...]string{"GET", "HEAD", "DELETE", "OPTIONS", "TRACE"} {
+		if strings.EqualFold(method, m) {
+			return false
+		}
+	}
+	return true
 }
 
 // encoded reports whether req's body is labelled with a content coding
