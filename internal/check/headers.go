@@ -3,6 +3,7 @@ package check
 import (
 	"iter"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/extauthz/extauthz/internal/credential"
@@ -66,6 +67,11 @@ func singleValuedHeaders(n lineage.Names) []string {
 // 4.10-4.14 µs with such a pass as a first filter.
 func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
 	h := req.Headers
+	if req.UnderscoreNames {
+		if d := p.underscoreHeader(r, req); d != nil {
+			return d
+		}
+	}
 	for _, name := range p.singleValued {
 		if v, ok := h[name]; ok && strings.IndexByte(v, ',') >= 0 {
 			return headerDenial(name + " has more than one value")
@@ -122,6 +128,47 @@ func ambiguousAuthorization(req *Request) *denial {
 		return headerDenial("authorization has more than one value")
 	}
 	return nil
+}
+
+// underscoreHeader refuses a header whose name, read with "_" as "-", is
+// one the service reads or sets: CGI-style servers (WSGI, PHP, FastCGI
+// gateways) fold X_User_Id and X-User-Id into one HTTP_X_USER_ID, so a
+// client's x_user_id would reach them beside, or instead of, the
+// service's x-user-id, and an mcp_session_id would name a session nobody
+// bound.
+func (p *Policy) underscoreHeader(r *Route, req *Request) *denial {
+	for name := range req.Headers {
+		if strings.IndexByte(name, '_') < 0 {
+			continue
+		}
+		if dashed := strings.ReplaceAll(name, "_", "-"); p.meaningful(r, dashed) {
+			return headerDenial(name + " spells " + dashed + " with an underscore, which some servers read as " + dashed)
+		}
+	}
+	return nil
+}
+
+// meaningful reports whether the lower-case header name is one the
+// service reads or sets on r: the headers it owns, the credential and
+// protocol headers, and those the proxies speak in.
+func (p *Policy) meaningful(r *Route, name string) bool {
+	if slices.Contains(r.owned, name) || slices.Contains(r.credentialRemove, name) || slices.Contains(p.singleValued, name) {
+		return true
+	}
+	switch name {
+	case "authorization", "cookie", "dpop", "forwarded", "content-type", "content-length", "content-encoding",
+		"transfer-encoding", "last-event-id", "accept", "host", "upgrade", "connection", "traceparent", "tracestate":
+		return true
+	}
+	if name == r.credentials.Header {
+		return true
+	}
+	for _, prefix := range [...]string{"mcp-", "a2a-", "x-a2a-", "x-forwarded-", "x-original-", "x-envoy-", "x-extauthz-", "x-real-ip"} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func headerDenial(desc string) *denial {

@@ -45,6 +45,7 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("a credential cookie never reaches the server, other cookies do", e.testCredentialCookie)
 			t.Run("a request line and a Host naming different hosts never pass", e.testTwoHosts)
 			t.Run("a DPoP-bound token passes with the SDK's proofs, never as a bearer token", e.testDPoP)
+			t.Run("underscore spellings of the service's headers never reach the server", e.testUnderscoreNames)
 		})
 	}
 }
@@ -629,5 +630,38 @@ func (e *feEnv) testDPoP(t *testing.T) {
 	}
 	if after := len(e.toolCalls()); after != before {
 		t.Errorf("the server saw %d calls of a refused token", after-before)
+	}
+}
+
+// testUnderscoreNames: a client's X_User_Id, which CGI-style servers
+// (WSGI, PHP, FastCGI gateways) fold into the same key as X-User-Id, never
+// reaches the server beside the service's header. nginx drops such names
+// (underscores_in_headers off); Caddy passes every header on, so the
+// service refuses the request, and lets through an underscore name that
+// spells nothing it reads.
+func (e *feEnv) testUnderscoreNames(t *testing.T) {
+	tok := e.token(t, nil)
+	forged := http.Header{"X_user_id": {"mallory"}, "X_actor_chain": {"mallory"}}
+	if e.fe.name != "caddy" {
+		seen := whoAmIWith(t, e.base+"/mcp", tok, forged)
+		for name := range forged {
+			if got := seen.Headers.Values(name); len(got) != 0 {
+				t.Errorf("the client's %s reached the server: %q", name, got)
+			}
+		}
+		return
+	}
+	for name := range forged {
+		status, _, body := rawMCP(t, e.base+"/mcp", tok, initializeBody, http.Header{name: {"mallory"}})
+		if status != http.StatusBadRequest {
+			t.Fatalf("%s: status %d, want 400: %s", name, status, body)
+		}
+		// Caddy sends the check no body: no call id to answer with.
+		if !strings.Contains(body, `"invalid_request"`) || !strings.Contains(body, strings.ToLower(name)+" spells") {
+			t.Errorf("%s: %s, want invalid_request naming the header", name, body)
+		}
+	}
+	if status, _, body := rawMCP(t, e.base+"/mcp", tok, initializeBody, http.Header{"X_custom_tag": {"a"}}); status != http.StatusOK {
+		t.Errorf("an underscore name the service does not read: status %d, want 200: %s", status, body)
 	}
 }

@@ -51,7 +51,8 @@ func TestClientCert(t *testing.T) {
 			for _, l := range tc.lines {
 				hdr.Add("X-Forwarded-Client-Cert", l)
 			}
-			in := check.Request{Headers: headerMap(hdr)}
+			var in check.Request
+			in.Headers, _ = headerMap(hdr)
 			setClientCert(&in, tc.trusted)
 			if got := in.ClientCertThumbprint(); got != tc.want {
 				t.Errorf("ClientCertThumbprint() = %q, want %q", got, tc.want)
@@ -85,7 +86,8 @@ func TestClientCertFromPeer(t *testing.T) {
 			h := NewHandler(nil, Options{TrustedProxies: tc.proxies, Convention: tc.conv}).(*handler)
 			got := make(chan string, 1)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				in := check.Request{Headers: headerMap(r.Header)}
+				var in check.Request
+				in.Headers, _ = headerMap(r.Header)
 				h.describePeer(&in, r, h.trusted(r.RemoteAddr))
 				got <- in.ClientCertThumbprint()
 			}))

@@ -126,9 +126,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Host:      o.host,
 		Path:      o.uri,
 		Protocol:  r.Proto,
-		Headers:   headerMap(r.Header),
 		RequestID: r.Header.Get("X-Request-Id"),
 	}
+	in.Headers, in.UnderscoreNames = headerMap(r.Header)
 	h.describePeer(&in, r, trusted)
 	if o.forwarded && r.URL.RawQuery != "" {
 		if route, _ := routeParam(r.URL.RawQuery); route != "" {

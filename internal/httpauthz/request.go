@@ -465,13 +465,15 @@ func clientNamesRoute(checkQuery, originalURI string) bool {
 }
 
 // headerMap converts the request headers to the pipeline's form: lower-case
-// names, repeated values joined with ",".
-func headerMap(hdr http.Header) check.Headers {
-	m := make(check.Headers, len(hdr))
+// names, repeated values joined with ","; underscores says a name holds
+// "_" (check.Request.UnderscoreNames: Caddy and Traefik pass them on).
+func headerMap(hdr http.Header) (m check.Headers, underscores bool) {
+	m = make(check.Headers, len(hdr))
 	for k, vs := range hdr {
 		lk, ok := lowerNames[k]
 		if !ok {
 			lk = strings.ToLower(k)
+			underscores = underscores || strings.IndexByte(lk, '_') >= 0
 		}
 		switch len(vs) {
 		case 0:
@@ -485,7 +487,7 @@ func headerMap(hdr http.Header) check.Headers {
 			m[lk] = strings.Join(vs, sep)
 		}
 	}
-	return m
+	return m, underscores
 }
 
 // lowerNames are the lower-case forms of the headers forward-auth requests

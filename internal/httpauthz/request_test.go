@@ -131,12 +131,18 @@ func TestRouteParam(t *testing.T) {
 }
 
 func TestHeaderMap(t *testing.T) {
-	m := headerMap(http.Header{
+	m, underscores := headerMap(http.Header{
 		"Authorization":  {"Bearer x"},
 		"X-Custom-Name":  {"a", "b"},
 		"Mcp-Session-Id": {"s"},
 		"Empty":          {},
 	})
+	if underscores {
+		t.Error("no name holds an underscore")
+	}
+	if _, underscores := headerMap(http.Header{"X_custom": {"a"}}); !underscores {
+		t.Error("X_custom holds an underscore")
+	}
 	want := map[string]string{"authorization": "Bearer x", "x-custom-name": "a,b", "mcp-session-id": "s"}
 	if len(m) != len(want) {
 		t.Fatalf("got %v", m)

@@ -31,6 +31,11 @@ var ObservedHeaders = []string{
 	HeaderKagentParentContextID,
 	"X-Extauthz-Dry-Run",
 	"X-Extauthz-Tools",
+	// Underscore spellings of the identity headers, which CGI-style
+	// servers read as the headers themselves: a proxy drops them, or the
+	// service refuses the request.
+	"X_user_id",
+	"X_actor_chain",
 }
 
 // The lineage headers kagent stamps on every outbound A2A call.
