@@ -105,6 +105,40 @@ func TestHeadersJoined(t *testing.T) {
 	}
 }
 
+// TestHeadersUnderscoreNames: CGI-style servers (WSGI, PHP, FastCGI
+// gateways) read x_user_id as x-user-id. Envoy passes such names on
+// unless headers_with_underscores_action drops them, so the pipeline
+// refuses a name that, read with "-" for "_", is one the service reads or
+// sets, on the merged and the raw header map alike; another underscore
+// name passes. (The forward-auth front end: internal/httpauthz
+// TestUnderscoreNames and internal/e2e behind Caddy.)
+func TestHeadersUnderscoreNames(t *testing.T) {
+	s := start(t, headersYAML, options{})
+	user := token(t, issuerHS, "mallory", "read")
+	for i, name := range []string{"x_user_id", "x-user_id", "x_session_id", "x_actor_chain", "x_lineage_token",
+		"mcp_session_id", "mcp_name", "x_extauthz_dry_run", "x_api_token", "x_forwarded_uri"} {
+		t.Run(name, func(t *testing.T) {
+			id := 700 + i
+			for _, v := range []verdict{
+				s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + user, name: "victim"}, Body: toolCall(id, "whoami", "")}),
+				s.checkHeaderMap(t, append(baseEntries(), [2]string{"authorization", "Bearer " + user}, [2]string{name, "victim"}), toolCall(id, "whoami", "")),
+			} {
+				v.wantDenied(t, 400)
+				if e := v.rpc(t); string(e.ID) != fmt.Sprint(id) || e.Error.Code != -32600 {
+					t.Fatalf("JSON-RPC error id %s code %d, want %d -32600", e.ID, e.Error.Code, id)
+				}
+				if !strings.Contains(v.Body, name) {
+					t.Fatalf("the refusal does not name %s: %s", name, v.Body)
+				}
+			}
+		})
+	}
+	v := s.check(t, raw{Headers: map[string]string{"authorization": "Bearer " + user, "x_custom_tag": "a"}, Body: toolCall(9, "whoami", "")})
+	if !v.Allowed {
+		t.Fatalf("an underscore name the service does not read: %d %s", v.Status, v.Body)
+	}
+}
+
 // TestHeadersListsAccepted: headers that are lists by design, and values
 // that only look alike, pass.
 func TestHeadersListsAccepted(t *testing.T) {

@@ -22,10 +22,10 @@ type Request struct {
 	// says it was cut short and must not be trusted.
 	Body        []byte
 	BodyPartial bool
-	// UnderscoreNames says a header name holds "_": set by a front end
-	// whose proxies pass such names on (forward-auth behind Caddy or
-	// Traefik; Envoy drops them with headers_with_underscores_action:
-	// DROP_HEADER, nginx by default), so that the names are read only then
+	// UnderscoreNames says a header name holds "_", as the front end
+	// noted while it read the names anyway (Caddy and Traefik pass such
+	// names on, and Envoy unless headers_with_underscores_action drops
+	// them), so that the pipeline reads the names only then
 	// (underscoreHeader).
 	UnderscoreNames bool
 	// ClientCertForm says how ClientCert spells the client certificate

@@ -8,6 +8,7 @@ package envoyauthz
 
 import (
 	"context"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -71,6 +72,10 @@ func Input(req *authv3.CheckRequest) check.Request {
 			SourcePrincipal:   attrs.GetSource().GetPrincipal(),
 			SourceAddress:     attrs.GetSource().GetAddress().GetSocketAddress().GetAddress(),
 		},
+	}
+	for k := range w.in.Headers {
+		// As the wire decoder notes it, entry by entry.
+		w.in.UnderscoreNames = w.in.UnderscoreNames || strings.IndexByte(k, '_') >= 0
 	}
 	if len(w.in.Headers) == 0 {
 		w.in.Headers = check.Headers{} // never written into the message's own map

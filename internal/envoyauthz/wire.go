@@ -3,6 +3,7 @@ package envoyauthz
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -162,6 +163,7 @@ func (w *wireRequest) http(num protowire.Number, v string) error {
 			return err
 		}
 		w.in.Headers[k] = val
+		w.in.UnderscoreNames = w.in.UnderscoreNames || strings.IndexByte(k, '_') >= 0
 	case fHTTPPath:
 		w.path = v
 	case fHTTPHost:
@@ -211,6 +213,7 @@ func (w *wireRequest) request() *check.Request {
 	if len(in.Headers) == 0 && len(w.rawHdr) > 0 {
 		for _, h := range w.rawHdr {
 			in.Headers.Add(h.key, h.value)
+			in.UnderscoreNames = in.UnderscoreNames || strings.IndexByte(h.key, '_') >= 0
 		}
 	}
 	h := in.Headers

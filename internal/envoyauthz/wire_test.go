@@ -53,6 +53,11 @@ func wireRequests(t testing.TB) map[string]*authv3.CheckRequest {
 	for name, o := range opts {
 		out[name] = envoytest.BuildCheckRequest(r.Clone(context.Background()), body, o)
 	}
+	// A name with an underscore (Request.UnderscoreNames), merged and raw.
+	underscored := r.Clone(context.Background())
+	underscored.Header["X_user_id"] = []string{"mallory"}
+	out["an underscore name"] = envoytest.BuildCheckRequest(underscored, body, envoytest.BuildOptions{})
+	out["an underscore name, raw header map"] = envoytest.BuildCheckRequest(underscored, body, envoytest.BuildOptions{EncodeRawHeaders: true})
 	addressed := envoytest.BuildCheckRequest(r.Clone(context.Background()), body, envoytest.BuildOptions{})
 	addressed.Attributes.Source = &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
 		SocketAddress: &corev3.SocketAddress{Address: "10.1.2.3", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 40000}}}}}
@@ -92,6 +97,9 @@ func TestWireDecodeMatchesProto(t *testing.T) {
 			}
 			got := *w.request()
 			want := Input(req)
+			if strings.Contains(name, "underscore") && !got.UnderscoreNames {
+				t.Error("the underscore name is not noted")
+			}
 			normalize(&got)
 			normalize(&want)
 			if !reflect.DeepEqual(got, want) {
