@@ -157,13 +157,13 @@ func (p *Policy) meaningful(r *Route, name string) bool {
 	}
 	switch name {
 	case "authorization", "cookie", "dpop", "forwarded", "content-type", "content-length", "content-encoding",
-		"transfer-encoding", "last-event-id", "accept", "host", "upgrade", "connection", "traceparent", "tracestate":
+		"transfer-encoding", "last-event-id", "accept", "host", "upgrade", "connection", "traceparent", "tracestate", "x-real-ip":
 		return true
 	}
-	if name == r.credentials.Header {
+	if name == r.credentials.Header { // also where the route forwards it (not in credentialRemove)
 		return true
 	}
-	for _, prefix := range [...]string{"mcp-", "a2a-", "x-a2a-", "x-forwarded-", "x-original-", "x-envoy-", "x-extauthz-", "x-real-ip"} {
+	for _, prefix := range [...]string{"mcp-", "a2a-", "x-a2a-", "x-forwarded-", "x-original-", "x-envoy-", "x-extauthz-"} {
 		if strings.HasPrefix(name, prefix) {
 			return true
 		}

@@ -302,6 +302,12 @@ func withheld(req *Request) bool {
 // upstream that runs JSON-RPC whatever the method (a handler on every
 // method) acts on a PUT's call as on a POST's, so a PUT is no safer.
 func bodyMethod(method string) bool {
+	switch method { // as proxies send them, without folding (every check asks)
+	case "POST":
+		return true
+	case "GET", "HEAD", "DELETE", "OPTIONS", "TRACE":
+		return false
+	}
 	for _, m := range [...]string{"GET", "HEAD", "DELETE", "OPTIONS", "TRACE"} {
 		if strings.EqualFold(method, m) {
 			return false

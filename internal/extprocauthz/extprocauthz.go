@@ -776,6 +776,7 @@ func (st *exchange) unallowedHeaders(status int, eos bool, contentType, media, e
 		// shape, it ends, or is replaced, at the first list.
 		switch {
 		case (media == "text/event-stream" || media == "application/json") && unreadable(encoding, contentType) != "":
+			// Not read: replaced below.
 		case media == "text/event-stream":
 			st.handling, st.unallowedID = filterSSE, call.ID
 			st.useFilter(mcpresponse.NewSSEShapeFilter(nil, st.s.maxEvent))
@@ -993,9 +994,7 @@ func (st *exchange) filterJSON(chunk []byte, eos bool) *extprocv3.ProcessingResp
 	out, removed, changed, err := mcpresponse.Filter(x.Call.Method, body, x.Keep)
 	switch {
 	case err != nil:
-		st.act(failure(reasonUnparsable))
-		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "list response could not be filtered: replaced by an error",
-			slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+		st.failed(reasonUnparsable, "list response could not be filtered: replaced by an error", err)
 		out = mcpresponse.FilterFailure(x.Call.ID)
 	case removed > 0:
 		st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: removed})
@@ -1015,23 +1014,19 @@ func (st *exchange) filterSSE(chunk []byte, eos bool) []byte {
 	out, err := st.sse.Chunk(chunk, eos)
 	if err != nil {
 		st.failedSSE = true
-		var method string
 		lists := st.sse.FiltersLists()
 		reason := reasonUnparsable
 		if x := st.x; x != nil {
-			method = x.Call.Method
 			// A POST's answer to a call that is no list is read by its
 			// events' shape for lists alone: its failure names no list.
-			lists = lists && (st.req.Method != "POST" || mcpresponse.IsListMethod(method))
+			lists = lists && (st.req.Method != "POST" || mcpresponse.IsListMethod(x.Call.Method))
 			if !lists {
 				reason = reasonUnreadableEvent
 			}
 		} else {
 			reason = reasonNotAllowed // a list on the stream of a request not allowed
 		}
-		st.act(failure(reason))
-		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "event stream could not be filtered: ended with an error",
-			slog.String("route", st.route()), slog.String("method", method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+		st.failed(reason, "event stream could not be filtered: ended with an error", err)
 		return mcpresponse.Event(failureBody(lists, st.callID()))
 	}
 	switch {
@@ -1078,9 +1073,7 @@ func (st *exchange) readAnswer(chunk []byte, eos bool) *extprocv3.ProcessingResp
 		out, removed, changed, err = mcpresponse.FilterAnswerByShape(body, x.Keep)
 		switch {
 		case err != nil:
-			st.act(failure(reasonUnreadableJSON))
-			st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "answer could not be read for the lists it carries: replaced by an error",
-				slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+			st.failed(reasonUnreadableJSON, "answer could not be read for the lists it carries: replaced by an error", err)
 			out = mcpresponse.EventFailure(x.Call.ID)
 			return st.bodyReply(out, eos, contentLength(len(out)))
 		case removed > 0:
@@ -1096,6 +1089,19 @@ func (st *exchange) readAnswer(chunk []byte, eos bool) *extprocv3.ProcessingResp
 	return st.bodyReply(out, eos, contentLength(len(out)))
 }
 
+// failed records that an answer could not be read as the filters must
+// (reason) and logs why, with the route and the call's method: the
+// caller replaces the answer, or ends the stream, with an error.
+func (st *exchange) failed(reason, msg string, err error) {
+	st.act(failure(reason))
+	var method string
+	if st.x != nil {
+		method = st.x.Call.Method
+	}
+	st.s.log.LogAttrs(st.ctx, slog.LevelWarn, msg, slog.String("route", st.route()), slog.String("method", method),
+		slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+}
+
 // refuseRequests reads a whole JSON answer for the server's requests the
 // caller's rules refuse (st.refused), and returns what replaces it when it
 // carries one, or cannot be read exactly: a JSON-RPC error for the call
@@ -1107,9 +1113,7 @@ func (st *exchange) refuseRequests(body []byte, lists bool) (out []byte, refused
 	x := st.x
 	switch method, err := mcpresponse.RefusedRequestIn(body, st.refused); {
 	case err != nil:
-		st.act(failure(reasonUnreadableJSON))
-		st.s.log.LogAttrs(st.ctx, slog.LevelWarn, "answer could not be read for the server's requests: replaced by an error",
-			slog.String("route", x.Route()), slog.String("method", x.Call.Method), slog.String("request_id", st.req.RequestID), slog.String("error", err.Error()))
+		st.failed(reasonUnreadableJSON, "answer could not be read for the server's requests: replaced by an error", err)
 		return failureBody(lists, x.Call.ID), true
 	case method != "":
 		st.act(check.ResponseAction{Outcome: ActionRequestDropped, Status: 200, Reason: reasonRefusedRequest, Dropped: 1})

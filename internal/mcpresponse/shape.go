@@ -138,17 +138,14 @@ func FilterAnswerByShape(body []byte, keep Predicate) (out []byte, removed int, 
 	if i >= len(body) || body[i] != '[' {
 		return FilterByShape(body, keep)
 	}
-	var elements []valueSpan
-	if err := jsonrpc.WalkStrict(body, 1, func(_ int, key []byte, start, end int) {
-		if key == nil {
-			elements = append(elements, valueSpan{start, end})
-		}
-	}); err != nil {
-		return nil, 0, false, fmt.Errorf("%w: %w", ErrUnreadable, err)
+	// The batch's elements, read strictly as RefusedRequestIn reads them.
+	elements, err := newRequestReader(0).valuesOf(body)
+	if err != nil {
+		return nil, 0, false, err
 	}
 	w := newShapeWalk()
 	for _, e := range elements {
-		switch method, err := w.listMethod(body[e.start:e.end]); {
+		switch method, err := w.listMethod(e); {
 		case err != nil:
 			return nil, 0, false, err
 		case method != "":
