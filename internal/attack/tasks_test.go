@@ -397,6 +397,52 @@ func TestTasksProtoFieldNames(t *testing.T) {
 	})
 }
 
+// TestTasksResourceNames: A2A v0.3's gRPC binding names a task by
+// resource name (GetTaskRequest{name: "tasks/T"},
+// CreateTaskPushNotificationConfigRequest{parent: "tasks/T"}, ...). No
+// JSON-RPC method has these members, but an agent decoding JSON-RPC params
+// into that binding's messages with protobuf JSON (unknown fields
+// discarded) acts on the task they name. Bob binds a task id of his own in
+// params.id and names alice's task in a resource name.
+func TestTasksResourceNames(t *testing.T) {
+	s, alice, bob, task := aliceHoldsATask(t, a2aTasksYAML)
+	op := func(id int, method, params string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
+	}
+	refused := []struct{ name, body, id string }{
+		{"GetTask by name", op(2, "GetTask", `{"id":"bobs-own","name":"tasks/`+task+`"}`), "2"},
+		{"tasks/get by name", op(3, "tasks/get", `{"id":"bobs-own","name":"tasks/`+task+`"}`), "3"},
+		{"CancelTask by name, without params.id", op(4, "CancelTask", `{"name":"tasks/`+task+`"}`), "4"},
+		{"tasks/resubscribe by name", op(5, "tasks/resubscribe", `{"id":"bobs-own","name":"tasks/`+task+`"}`), "5"},
+		{"a configuration by its resource name", op(6, "tasks/pushNotificationConfig/get", `{"id":"bobs-own","name":"tasks/`+task+`/pushNotificationConfigs/cfg-1"}`), "6"},
+		{"a configuration created under a parent", op(7, "tasks/pushNotificationConfig/set", `{"taskId":"bobs-own","parent":"tasks/`+task+`","pushNotificationConfig":{"url":"https://bob.example/hook"}}`), "7"},
+		{"configurations listed under a parent", op(8, "ListTaskPushNotificationConfigs", `{"task_id":"bobs-own","parent":"tasks/`+task+`"}`), "8"},
+		{"a parent, escaped", op(9, "GetTask", `{"id":"bobs-own","par\u0065nt":"tasks/`+task+`"}`), "9"},
+		{"a name that is no string", op(10, "GetTask", `{"id":"bobs-own","name":["tasks/`+task+`"]}`), "10"},
+		{"a parent on a message send", op(11, "message/send", `{"parent":"tasks/`+task+`","message":{"messageId":"m","role":"user","parts":[]}}`), "11"},
+		{"a string id", `{"jsonrpc":"2.0","id":"x-12","method":"GetTask","params":{"id":"bobs-own","name":"tasks/` + task + `"}}`, `"x-12"`},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			v := s.check(t, raw{Headers: bob, Body: tc.body})
+			v.wantInvalidRequest(t, tc.id)
+			if !strings.Contains(v.Body, "params.name or params.parent") {
+				t.Fatalf("refusal %s does not say why", v.Body)
+			}
+		})
+	}
+	t.Run("a null name is no name", func(t *testing.T) {
+		if v := s.check(t, raw{Headers: alice, Body: op(20, "GetTask", `{"id":"`+task+`","name":null}`)}); !v.Allowed {
+			t.Fatalf("alice: %d %s", v.Status, v.Body)
+		}
+	})
+	t.Run("bob's own task by params.id", func(t *testing.T) {
+		if v := s.check(t, raw{Headers: bob, Body: op(21, "GetTask", `{"id":"bobs-own"}`)}); !v.Allowed {
+			t.Fatalf("bob: %d %s", v.Status, v.Body)
+		}
+	})
+}
+
 // TestTasksOperationNamesItsTask: a task operation the service cannot tie
 // to a task is refused, not let through unchecked: bob names alice's task
 // where the service reads nothing (positional params, a field of no

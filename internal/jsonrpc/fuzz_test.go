@@ -21,6 +21,7 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"context_id":"c","task_id":"t"}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t","taskId":"u"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"GetTaskPushNotificationConfig","params":{"task_id":"t","id":"c"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","name":null,"p\u0061rent":"tasks/u"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"context_id":"c","contextId":null}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"referenceTaskIds":["a","b\u0000",""]}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"reference_task_ids":["\ud83d\ude00"],"referenceTaskIds":null}}}`,
@@ -166,6 +167,15 @@ func assertStrictAgrees(t *testing.T, body []byte, got Request) {
 	}
 	if got.RuleName() != name {
 		t.Fatalf("Parse(%q) rule name %q, strict reads %q", body, got.RuleName(), name)
+	}
+	if _, a2a := ClassifyA2A(want); a2a {
+		// The v0.3 gRPC binding's resource names would name a task the
+		// service does not read.
+		for _, k := range []string{"name", "parent"} {
+			if v := params.get(k); v != nil && v.kind != null {
+				t.Fatalf("Parse accepted %q, an A2A request with params.%s", body, k)
+			}
+		}
 	}
 	for _, s := range []string{got.Method, got.Name, got.URI} {
 		for _, c := range []byte(s) {

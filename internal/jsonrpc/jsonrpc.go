@@ -416,9 +416,20 @@ func (s *scanner) request(r *Request) error {
 	if r.Method != "completion/complete" {
 		r.CompletedPrompt, r.CompletedTemplate = "", "" // params.ref means nothing to other methods
 	}
-	if r.Tenant != "" {
+	// The members below mean something to A2A methods only (a tool's or
+	// prompt's name is MCP's): the method is classified only when one is
+	// there, which keeps the lookup off the common path.
+	resourceNamed := s.present(fParent) || s.present(fName) && !NameMirrored(r.Method)
+	if r.Tenant != "" || resourceNamed {
 		if _, a2a := ClassifyA2A(r.Method); !a2a {
 			r.Tenant = "" // nor params.tenant to methods that are not A2A's
+		} else if resourceNamed {
+			// The A2A v0.3 gRPC binding names a task in resource names
+			// (name: "tasks/T", parent: "tasks/T"). No JSON-RPC method
+			// has them, but an agent decoding params into that binding's
+			// messages (protobuf JSON, unknown fields discarded) would act
+			// on the task they name, not on the params.id the service binds.
+			return errResourceName
 		}
 	}
 	if hasControl(r.Method) || hasControl(r.Name) || hasControl(r.URI) ||
@@ -750,6 +761,7 @@ var (
 		tooMany: invalid("params.notifications subscribes to more than " + strconv.Itoa(MaxReferenceTaskIDs) + " tasks"),
 	}
 	errListEncoding = invalid("a listed id or URI escapes an unpaired surrogate")
+	errResourceName = invalid("an A2A request names no task or resource in params.name or params.parent (the v0.3 gRPC binding's resource names): name the task in params.id")
 )
 
 // listErrors are the refusals of one array of strings Parse reads.

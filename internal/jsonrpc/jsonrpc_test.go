@@ -607,6 +607,9 @@ func TestParseRefusalReasons(t *testing.T) {
 		{"ListTasks contextId and context_id", `{"jsonrpc":"2.0","id":"g","method":"ListTasks","params":{"contextId":"a","context_id":"b"}}`, "params names the context twice"},
 		{"references spelled twice", `{"jsonrpc":"2.0","id":"g","method":"SendMessage","params":{"message":{"referenceTaskIds":[],"reference_task_ids":["b"]}}}`, "referenced tasks twice"},
 		{"a reference that is no string", `{"jsonrpc":"2.0","id":"g","method":"SendMessage","params":{"message":{"referenceTaskIds":[{"id":"b"}]}}}`, "must be an array of strings"},
+		{"a v0.3 gRPC resource name", `{"jsonrpc":"2.0","id":"g","method":"GetTask","params":{"id":"a","name":"tasks/b"}}`, "params.name or params.parent"},
+		{"a v0.3 gRPC parent", `{"jsonrpc":"2.0","id":"g","method":"tasks/pushNotificationConfig/list","params":{"id":"a","parent":"tasks/b"}}`, "params.name or params.parent"},
+		{"a parent on a message send", `{"jsonrpc":"2.0","id":"g","method":"SendMessage","params":{"parent":"tasks/b","message":{}}}`, "params.name or params.parent"},
 		{"too many references", `{"jsonrpc":"2.0","id":"g","method":"SendMessage","params":{"message":{"referenceTaskIds":[` + strings.Repeat(`"t",`, MaxReferenceTaskIDs) + `"t"]}}}`, "more than 64 tasks"},
 	}
 	for _, tt := range tests {

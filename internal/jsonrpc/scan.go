@@ -67,6 +67,7 @@ const (
 	fParamsContextID       // params.contextId (A2A ListTasks' filter)
 	fParamsContextIDSnake  // params.context_id
 	fParamsTenant          // params.tenant (A2A v1.0: whose tasks and contexts the call acts on)
+	fParent                // params.parent (the A2A v0.3 gRPC binding's task, which no JSON-RPC method has)
 	fConfiguration         // params.configuration (A2A message sends)
 	fRef                   // params.ref (MCP completion/complete)
 	fRefType               // params.ref.type: ref/prompt or ref/resource
@@ -206,6 +207,7 @@ var (
 		{key: "contextId", field: fParamsContextID},
 		{key: "context_id", field: fParamsContextIDSnake},
 		{key: "tenant", field: fParamsTenant},
+		{key: "parent", field: fParent},
 		{key: "configuration", field: fConfiguration, child: configurationNode},
 		{key: "ref", field: fRef, child: refNode},
 		{key: "notifications", field: fNotifications, child: notificationsNode},

@@ -136,7 +136,7 @@ var structObjects = []struct {
 	members []string
 }{
 	{nil, []string{"jsonrpc", "method", "id", "params", "result", "error"}},
-	{[]string{"params"}, []string{"name", "uri", "_meta", "protocolVersion", "capabilities", "arguments", "message", "id", "taskId", "task_id", "contextId", "context_id"}},
+	{[]string{"params"}, []string{"name", "uri", "_meta", "protocolVersion", "capabilities", "arguments", "message", "id", "taskId", "task_id", "contextId", "context_id", "parent"}},
 	{[]string{"params", "message"}, []string{"contextId", "context_id", "taskId", "task_id", "referenceTaskIds", "reference_task_ids"}},
 	{[]string{"params", "capabilities"}, []string{"elicitation"}},
 	{[]string{"params", "capabilities", "elicitation"}, []string{"url"}},
