@@ -46,6 +46,7 @@ func TestForwardAuth(t *testing.T) {
 			t.Run("a request line and a Host naming different hosts never pass", e.testTwoHosts)
 			t.Run("a DPoP-bound token passes with the SDK's proofs, never as a bearer token", e.testDPoP)
 			t.Run("underscore spellings of the service's headers never reach the server", e.testUnderscoreNames)
+			t.Run("a body in a transfer coding other than chunked never reaches the service or the server", e.testTransferCodings)
 		})
 	}
 }
@@ -242,15 +243,25 @@ func (e *feEnv) testTwoHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := net.Dial("tcp", u.Host)
+	status, body := rawHTTP(t, u.Host, "POST http://other.e2e.test/mcp HTTP/1.1\r\nHost: "+u.Host+"\r\nAuthorization: Bearer "+tok+
+		"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n"+
+		"Content-Length: "+strconv.Itoa(len(initializeBody))+"\r\n\r\n"+initializeBody)
+	if strings.Contains(body, "serverInfo") {
+		t.Fatalf("the upstream answered: %d %s", status, body)
+	}
+}
+
+// rawHTTP writes request, as it is, on a new connection to addr and
+// returns the answer's status and body: for requests net/http would not
+// send.
+func rawHTTP(t *testing.T, addr, request string) (int, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, err = io.WriteString(conn, "POST http://other.e2e.test/mcp HTTP/1.1\r\nHost: "+u.Host+"\r\nAuthorization: Bearer "+tok+
-		"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n"+
-		"Content-Length: "+strconv.Itoa(len(initializeBody))+"\r\n\r\n"+initializeBody)
-	if err != nil {
+	if _, err := io.WriteString(conn, request); err != nil {
 		t.Fatal(err)
 	}
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -259,9 +270,40 @@ func (e *feEnv) testTwoHosts(t *testing.T) {
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
-	if strings.Contains(string(body), "serverInfo") {
-		t.Fatalf("the upstream answered: %d %s", res.StatusCode, body)
+	return res.StatusCode, string(body)
+}
+
+// testTransferCodings: a body in a transfer coding other than chunked
+// alone (gzip, chunked; chunked twice) is one the service and the server
+// could read differently: the service is asked with the bytes the proxy
+// decoded, and a server that undoes the gzip reads another message. Each
+// proxy refuses such a request itself (501) before any check, so neither
+// the service nor the server reads it; the same message chunked alone
+// passes.
+func (e *feEnv) testTransferCodings(t *testing.T) {
+	tok := e.token(t, nil)
+	u, err := url.Parse(e.base)
+	if err != nil {
+		t.Fatal(err)
 	}
+	request := func(te string) string {
+		return "POST /mcp HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + tok +
+			"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\n" +
+			"Transfer-Encoding: " + te + "\r\n\r\n" + strconv.FormatInt(int64(len(initializeBody)), 16) + "\r\n" + initializeBody + "\r\n0\r\n\r\n"
+	}
+	for _, te := range []string{"gzip, chunked", "deflate, chunked", "identity, chunked", "chunked, chunked", "gzip"} {
+		t.Run(te, func(t *testing.T) {
+			status, body := rawHTTP(t, u.Host, request(te))
+			if status != http.StatusNotImplemented || strings.Contains(body, "serverInfo") {
+				t.Errorf("status %d, want the proxy's 501: %s", status, body)
+			}
+		})
+	}
+	t.Run("chunked alone", func(t *testing.T) {
+		if status, body := rawHTTP(t, u.Host, request("chunked")); status != http.StatusOK || !strings.Contains(body, "serverInfo") {
+			t.Fatalf("status %d, want the server's answer: %s", status, body)
+		}
+	})
 }
 
 func (e *feEnv) testErrors(t *testing.T) {
