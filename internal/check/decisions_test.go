@@ -98,6 +98,8 @@ func TestMCPRules(t *testing.T) {
 		code     int    // JSON-RPC error code; 0 for none
 		www      string // substring of WWW-Authenticate
 		upstream map[string]string
+		// withID: a -32600 for a body that was read, answered with its id.
+		withID bool
 	}{
 		{name: "delete tool with write scope", body: call("tools/call", `{"name":"delete_file","arguments":{}}`), headers: bearer(writer), status: 200},
 		{name: "delete tool without write scope", body: call("tools/call", `{"name":"delete_file"}`), headers: bearer(reader), status: 403, code: -32000,
@@ -127,7 +129,14 @@ func TestMCPRules(t *testing.T) {
 			headers: bearer(reader), status: 400, code: jsonrpc.CodeInvalidRequest},
 		{name: "token in _meta when allowed", host: "meta.example.com", body: call("tools/call", `{"name":"x","_meta":{"authorization":"Bearer `+reader+`"}}`), status: 200, upstream: map[string]string{"X-User-Id": "rita"}},
 		{name: "token in arguments._metadata", host: "meta.example.com", body: call("tools/call", `{"name":"x","arguments":{"_metadata":{"authorization":"Bearer `+admin+`"}}}`), status: 200, upstream: map[string]string{"X-User-Id": "ada"}},
-		{name: "header wins over _meta", host: "meta.example.com", body: call("tools/call", `{"name":"x","_meta":{"authorization":"Bearer `+reader+`"}}`), headers: map[string]string{"Authorization": "Bearer not.a.jwt"}, status: 401},
+		// The upstream of such a route reads the token in the body, which
+		// goes on as it is: it must be the one verified.
+		{name: "a header token and another in _meta", host: "meta.example.com", body: call("tools/call", `{"name":"x","_meta":{"authorization":"Bearer `+reader+`"}}`), headers: map[string]string{"Authorization": "Bearer not.a.jwt"}, status: 400, code: jsonrpc.CodeInvalidRequest, withID: true},
+		{name: "a valid header token and a forged one in _meta", host: "meta.example.com", body: call("tools/call", `{"name":"x","_meta":{"authorization":"Bearer `+admin+`x"}}`), headers: bearer(reader), status: 400, code: jsonrpc.CodeInvalidRequest, withID: true},
+		{name: "a valid header token and another in arguments._metadata", host: "meta.example.com", body: call("tools/call", `{"name":"x","arguments":{"_metadata":{"authorization":"Bearer `+admin+`"}}}`), headers: bearer(reader), status: 400, code: jsonrpc.CodeInvalidRequest, withID: true},
+		{name: "two different tokens in the body", host: "meta.example.com", body: call("tools/call", `{"name":"x","_meta":{"authorization":"Bearer `+reader+`"},"arguments":{"_metadata":{"authorization":"Bearer `+admin+`"}}}`), status: 400, code: jsonrpc.CodeInvalidRequest, withID: true},
+		{name: "the header's token in _meta too", host: "meta.example.com", body: call("tools/call", `{"name":"x","_meta":{"authorization":"Bearer `+reader+`"}}`), headers: bearer(reader), status: 200, upstream: map[string]string{"X-User-Id": "rita"}},
+		{name: "the same token in both body places", host: "meta.example.com", body: call("tools/call", `{"name":"x","_meta":{"authorization":"`+reader+`"},"arguments":{"_metadata":{"authorization":"`+reader+`"}}}`), status: 200, upstream: map[string]string{"X-User-Id": "rita"}},
 		{name: "token in _meta ignored where not allowed", body: call("tools/call", `{"name":"x","_meta":{"authorization":"Bearer `+reader+`"}}`), status: 401},
 	}
 	for _, tt := range tests {
@@ -153,7 +162,7 @@ func TestMCPRules(t *testing.T) {
 				// A request whose body was read is answered with its own id;
 				// one that could not be read, with null.
 				wantID := "null"
-				if strings.Contains(string(tt.body), `"id":"req-1"`) && tt.code != jsonrpc.CodeParseError && tt.code != jsonrpc.CodeInvalidRequest && tt.name != "malformed Mcp-Name" {
+				if strings.Contains(string(tt.body), `"id":"req-1"`) && (tt.withID || tt.code != jsonrpc.CodeParseError && tt.code != jsonrpc.CodeInvalidRequest && tt.name != "malformed Mcp-Name") {
 					wantID = `"req-1"`
 				}
 				if string(e.ID) != wantID {

@@ -34,6 +34,9 @@ type Call struct {
 	Tenant string
 	// metaToken is a bearer token found in params._meta (opt-in per route).
 	metaToken string
+	// metaTokensDiffer: the call carries two different tokens, in
+	// params._meta and in params.arguments._metadata.
+	metaTokensDiffer bool
 	// taskRefs are every task id the call names (params.taskId, params.id,
 	// params.message.taskId): an upstream reads one of them (tasks.go).
 	taskRefs [3]string
@@ -184,7 +187,7 @@ func readCall(r *Route, req *Request) (Call, *rpcDenial) {
 		c.ContextID = rpc.ContextID
 		c.TaskID = firstNonEmpty(rpc.TaskID, rpc.ParamsID)
 		c.Skill, c.Tenant = rpc.Skill, rpc.Tenant
-		c.metaToken = rpc.MetaAuthorization
+		c.metaToken, c.metaTokensDiffer = rpc.MetaAuthorization, rpc.MetaAuthorizationsDiffer
 		c.taskRefs = [3]string{rpc.ParamsTaskID, rpc.ParamsID, rpc.TaskID}
 		c.refTasks, c.listContext, c.pushConfig = rpc.ReferenceTaskIDs, rpc.ParamsContextID, rpc.PushConfig
 		c.relatedTask = rpc.RelatedTaskID

@@ -245,12 +245,27 @@ func (e *evaluation) credential() *denial {
 	}
 	r := e.route
 	token, scheme, err := credential.Find(e.req.Headers, r.credentials)
-	if errors.Is(err, credential.ErrMissing) && r.tokenInMeta && e.call.metaToken != "" {
-		// Opt-in: some agent frameworks put the token in the tool call.
-		token, err = credential.Check(metaBearer(e.call.metaToken))
+	if r.tokenInMeta && e.call.metaToken != "" {
+		// Opt-in: some agent frameworks put the token in the tool call,
+		// and their servers read it there. The body goes upstream as it
+		// is, so the token in it must be the one verified.
+		if e.call.metaTokensDiffer {
+			return headerDenial("the call carries two different tokens, in params._meta.authorization and params.arguments._metadata.authorization")
+		}
+		switch {
+		case errors.Is(err, credential.ErrMissing):
+			token, err = credential.Check(metaBearer(e.call.metaToken))
+		case err == nil && metaBearer(e.call.metaToken) != token:
+			return headerDenial("the token in the call's params differs from the request's credential")
+		}
 	}
 	if err != nil {
 		return e.badCredential(err)
+	}
+	if r.forwardAuthorization && credential.Elsewhere(e.req.Headers, r.credentials, token) {
+		// Forwarded, every place a credential can be in reaches the
+		// upstream, which may read another than the one verified.
+		return headerDenial("the request carries a different credential in another place (Authorization, " + r.credentials.Places() + ")")
 	}
 	e.token, e.scheme = token, scheme
 	e.rec.add("found", func() string { return fmt.Sprintf("bearer token of %d bytes", len(token)) })

@@ -75,6 +75,51 @@ func Find(h Headers, src Source) (string, Scheme, error) {
 	return "", Bearer, ErrMissing
 }
 
+// Elsewhere reports whether a place a credential is read from (the
+// Authorization header, src's header and cookie) holds one other than
+// token, the one Find took: where the request goes upstream with its
+// credentials, the upstream may read that one instead.
+func Elsewhere(h Headers, src Source, token string) bool {
+	if src.Header == "" && src.Cookie == "" {
+		return false // Authorization is the only place, and token is its
+	}
+	other := func(v string) bool {
+		v = strings.TrimSpace(v)
+		if t, ok := parseScheme(v, "bearer"); ok {
+			v = t
+		} else if t, ok := parseScheme(v, "dpop"); ok {
+			v = t
+		}
+		return strings.TrimSpace(v) != token
+	}
+	if v := h.Get("authorization"); v != "" && other(v) {
+		return true
+	}
+	if src.Header != "" {
+		if v := h.Get(src.Header); strings.TrimSpace(v) != "" && other(v) {
+			return true
+		}
+	}
+	if src.Cookie != "" {
+		if v, ok := cookie(h.Get("cookie"), src.Cookie); ok && other(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// Places names the places src adds to Authorization, for a refusal.
+func (src Source) Places() string {
+	var places []string
+	if src.Header != "" {
+		places = append(places, "the "+src.Header+" header")
+	}
+	if src.Cookie != "" {
+		places = append(places, "the "+src.Cookie+" cookie")
+	}
+	return strings.Join(places, ", ")
+}
+
 // parseScheme splits "<scheme> <token>", the lower-case scheme matched
 // case-insensitively.
 func parseScheme(v, scheme string) (string, bool) {

@@ -101,6 +101,11 @@ type Request struct {
 	// frameworks put in the tool call. It is a secret: never log it
 	// (LogValue and String leave it out).
 	MetaAuthorization string
+	// MetaAuthorizationsDiffer: params._meta.authorization and
+	// params.arguments._metadata.authorization both carry a token, and not
+	// the same one. MetaAuthorization is then the first, and an upstream
+	// reading the second acts on a token nobody verified.
+	MetaAuthorizationsDiffer bool
 
 	// A2A. Every id is also read under its proto field name (context_id,
 	// task_id, reference_task_ids), which protobuf JSON parsers accept
@@ -473,11 +478,17 @@ func (s *scanner) request(r *Request) error {
 	if sp := s.spans[fArguments]; sp.kind == object {
 		r.ArgumentsStart, r.ArgumentsEnd = int(sp.start), int(sp.end)
 	}
-	if r.MetaAuthorization == "" && s.spans[fMetadata].kind == object {
+	if s.spans[fMetadata].kind == object && s.spans[fMetadataAuthorization].kind != absent {
 		// Tool arguments are the tool's own: a _metadata member of another
 		// shape is not ours to refuse.
-		if r.MetaAuthorization, ok = s.text(fMetadataAuthorization); !ok {
+		metadata, ok := s.text(fMetadataAuthorization)
+		if !ok {
 			return ErrInvalidRequest
+		}
+		if r.MetaAuthorization == "" {
+			r.MetaAuthorization = metadata
+		} else if metadata != "" && metadata != r.MetaAuthorization {
+			r.MetaAuthorizationsDiffer = true
 		}
 	}
 	return nil

@@ -78,9 +78,21 @@ func TestParse(t *testing.T) {
 			want: Request{Method: "tools/call", ID: []byte(`3`), Name: "write_file", MetaAuthorization: "Bearer abc.def.ghi"},
 		},
 		{
-			name: "_meta.authorization wins over arguments._metadata",
+			name: "_meta.authorization wins over arguments._metadata, which differs",
 			body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"w",
 				"arguments":{"_metadata":{"authorization":"second"}},"_meta":{"authorization":"first"}}}`,
+			want: Request{Method: "tools/call", ID: []byte(`3`), Name: "w", MetaAuthorization: "first", MetaAuthorizationsDiffer: true},
+		},
+		{
+			name: "the same token in _meta and arguments._metadata",
+			body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"w",
+				"arguments":{"_metadata":{"authorization":"same"}},"_meta":{"authorization":"same"}}}`,
+			want: Request{Method: "tools/call", ID: []byte(`3`), Name: "w", MetaAuthorization: "same"},
+		},
+		{
+			name: "an empty arguments._metadata.authorization beside _meta's",
+			body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"w",
+				"arguments":{"_metadata":{"authorization":""}},"_meta":{"authorization":"first"}}}`,
 			want: Request{Method: "tools/call", ID: []byte(`3`), Name: "w", MetaAuthorization: "first"},
 		},
 		{
