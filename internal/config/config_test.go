@@ -134,6 +134,13 @@ routes: [{name: r, issuers: [a]}]
 			want: []string{"elicitations.state_key_env or state_key_file: required with redis"},
 		},
 		{
+			name: "exchange with the inbound token in the body or forwarded",
+			doc: "issuers: [{name: a, secret: s}]\n" +
+				"exchanges: [{name: x, token_endpoint: 'https://sts.example/token', client_auth: {method: none, client_id: c}}]\n" +
+				"routes: [{name: r, issuers: [a], mcp: {token_in_meta: true}, forward_authorization: true, exchange: {sts: x, audience: [https://b.example]}}]\n",
+			want: []string{"mcp.token_in_meta cannot be combined with exchange", "forward_authorization cannot be combined with exchange"},
+		},
+		{
 			name: "two state keys",
 			doc:  "issuers: [{name: a, secret: s}]\nelicitations: {state_key_env: K, state_key_file: k}\nroutes: [{name: r, issuers: [a]}]\n",
 			want: []string{"state_key_env and state_key_file exclude each other"},

@@ -249,6 +249,11 @@ func (v *validator) routeExchanges(routes []Route, stss map[string]bool) {
 		if r.ForwardAuthorization {
 			v.add("routes[%d] (%s): forward_authorization cannot be combined with exchange: the inbound token never reaches the upstream", i, r.Name)
 		}
+		if r.MCP.TokenInMeta {
+			// The token in the body goes upstream as sent: the service
+			// cannot swap it for the exchanged one.
+			v.add("routes[%d] (%s): mcp.token_in_meta cannot be combined with exchange: the inbound token never reaches the upstream, and one in the body would", i, r.Name)
+		}
 	}
 }
 
