@@ -111,14 +111,15 @@ func auditTarget(method, name string) (string, string) {
 	return name, kind
 }
 
-// targetKind says what a call's name is: a tool, a prompt or a resource.
+// targetKind says what a call's name is: a tool, a prompt or a resource
+// (any method named by a resource URI, a skill's or a directory's too).
 func targetKind(method string) string {
-	switch method {
-	case "tools/call":
+	switch {
+	case method == "tools/call":
 		return "tool"
-	case "prompts/get":
+	case method == "prompts/get":
 		return "prompt"
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+	case jsonrpc.IsURIMethod(method):
 		return "resource"
 	}
 	return ""

@@ -406,3 +406,42 @@ func TestAuditCopiesOnlyKeptArguments(t *testing.T) {
 		t.Errorf("a kept record allocated %d bytes, want the arguments copied, not the %d-byte request", per, len(req.Body))
 	}
 }
+
+// TestAuditURIMethodsDropQuery: every method named by a resource URI
+// (jsonrpc.IsURIMethod) leaves the URI's query out of its audit record,
+// where a presigned URL carries its credential, and names it a resource.
+func TestAuditURIMethodsDropQuery(t *testing.T) {
+	for _, method := range []string{"resources/read", "resources/subscribe", "skills/get", "resources/directory/read"} {
+		t.Run(method, func(t *testing.T) {
+			clk := newClock()
+			p := compileLimited(t, clk, 10)
+			out := &lockedBuffer{}
+			w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 1}, audit.Options{Stdout: out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl, err := New(p, Options{Now: clk.Now, Audit: w, RateLimiter: ratelimit.New(ratelimit.Options{Clock: clk.Now})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &fixture{pl: pl, clock: clk}
+			const secret = "presigned-URI-SECRET-789"
+			tok := f.hs(t, map[string]any{"sub": "bob"})
+			v := pl.Check(context.Background(), call("mcp.example.com", tok, nil,
+				`{"jsonrpc":"2.0","id":6,"method":"`+method+`","params":{"uri":"https://files.example.com/x/?X-Amz-Signature=`+secret+`"}}`))
+			if v.Outcome != Allowed {
+				t.Fatalf("%v (%s)", v.Outcome, v.Description)
+			}
+			if err := w.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			rec := out.b.String()
+			if strings.Contains(rec, secret) {
+				t.Errorf("the record holds the URI's query:\n%s", rec)
+			}
+			if !strings.Contains(rec, `"target":"https://files.example.com/x/"`) || !strings.Contains(rec, `"resource"`) {
+				t.Errorf("the record does not name the resource without its query:\n%s", rec)
+			}
+		})
+	}
+}
