@@ -2,9 +2,11 @@ package check
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/extauthz/extauthz/internal/config"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/ratelimit"
 )
 
@@ -89,7 +91,7 @@ func (e *evaluation) limitKey(k ratelimit.Kind) ratelimit.Key {
 	case ratelimit.KindSubject:
 		return ratelimit.Key{Value: e.grant.Subject}
 	case ratelimit.KindSubjectTool:
-		return ratelimit.Key{Value: e.grant.Subject, Qualifier: e.call.Name}
+		return ratelimit.Key{Value: e.grant.Subject, Qualifier: countedName(e.call.Method, e.call.Name)}
 	case ratelimit.KindClient:
 		// A client id names a client of its issuer: another issuer's token
 		// may carry the same azp, and must not spend this client's budget.
@@ -106,4 +108,15 @@ func (e *evaluation) limitKey(k ratelimit.Kind) ratelimit.Key {
 		return ratelimit.Key{Value: e.req.SourcePrincipal}
 	}
 	return ratelimit.Key{}
+}
+
+// countedName is the name a subject_tool limit counts a call under: a
+// resource URI without its query, which a file or object server ignores,
+// so that ?x=1, ?x=2, ... read one resource on one budget, not each on its
+// own.
+func countedName(method, name string) string {
+	if jsonrpc.IsURIMethod(method) {
+		name, _, _ = strings.Cut(name, "?")
+	}
+	return name
 }

@@ -386,3 +386,58 @@ routes:
 		})
 	}
 }
+
+// TestSubjectToolLimitOnAResourceIgnoresItsQuery: a subject_tool limit on
+// a resource counts its URI without the query, which a file or object
+// server ignores: ?x=0, ?x=1, ... read the same resource on one budget.
+func TestSubjectToolLimitOnAResourceIgnoresItsQuery(t *testing.T) {
+	clk := newClock()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`issuers: [{name: dev, algorithms: [HS256], secret: %s}]
+routes:
+- name: files
+  default: true
+  issuers: [dev]
+  protocol: mcp
+  rules:
+  - name: reports
+    methods: [resources/read, skills/get]
+    names: ["https://files.example.com/*"]
+    limits: [{key: subject_tool, requests: 1, per: 1h}]
+`, secret)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pl, err := New(p, Options{Now: clk.Now, RateLimiter: ratelimit.New(ratelimit.Options{Clock: clk.Now})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{pl: pl, clock: clk}
+	tok := f.hs(t, nil)
+	read := func(method, uri string) Outcome {
+		return pl.Check(context.Background(), call("files.example.com", tok, nil,
+			`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{"uri":"`+uri+`"}}`)).Outcome
+	}
+	for _, tc := range []struct {
+		name, method, uri string
+		want              Outcome
+	}{
+		{"the first read", "resources/read", "https://files.example.com/payroll.pdf", Allowed},
+		{"the second", "resources/read", "https://files.example.com/payroll.pdf", RateLimited},
+		{"with a made-up query", "resources/read", "https://files.example.com/payroll.pdf?x=0", RateLimited},
+		{"with another", "resources/read", "https://files.example.com/payroll.pdf?x=1&y=2", RateLimited},
+		{"another resource", "resources/read", "https://files.example.com/budget.pdf", Allowed},
+		{"a skill, with a query", "skills/get", "https://files.example.com/s/SKILL.md?v=1", Allowed},
+		{"the skill again, with another", "skills/get", "https://files.example.com/s/SKILL.md?v=2", RateLimited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := read(tc.method, tc.uri); got != tc.want {
+				t.Fatalf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
