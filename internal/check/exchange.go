@@ -40,16 +40,16 @@ type agentExchange struct {
 }
 
 // matches reports whether the caller is this agent: its azp/client_id or
-// a subject of its token's act chain, read in its issuer's namespace
-// (identityPolicy.names), or its mTLS principal.
-func (a *agentExchange) matches(ip *identityPolicy, g *Grant, principal string) bool {
+// its token's current actor (actor, Grant.currentActor), read in its
+// issuer's namespace (identityPolicy.names), or its mTLS principal. Prior
+// actors, nested deeper in act, are informational only (RFC 8693 section
+// 4.1): an agent that was handed the delegation is not the one before it.
+func (a *agentExchange) matches(ip *identityPolicy, g *Grant, principal, actor string) bool {
 	if ip.names(a.clientIDs, g.Issuer, g.ClientID) {
 		return true
 	}
-	for _, s := range g.Actors {
-		if ip.names(a.actSubjects, g.Issuer, s) {
-			return true
-		}
+	if actor != "" && ip.names(a.actSubjects, g.Issuer, actor) {
+		return true
 	}
 	if principal == "" {
 		return false
@@ -171,14 +171,14 @@ func (re *routeExchange) needed(call *Call, headersTrusted bool) bool {
 
 // targetFor picks the tool's override for MCP tools/call (tool is the
 // tool's name when one applies), then the calling agent's over it.
-func (re *routeExchange) targetFor(ip *identityPolicy, call *Call, g *Grant, principal string) (target exchange.Target, consent bool, tool string) {
-	target, _, consent, tool = re.pickTarget(ip, call, g, principal)
+func (re *routeExchange) targetFor(ip *identityPolicy, call *Call, g *Grant, principal, actor string) (target exchange.Target, consent bool, tool string) {
+	target, _, consent, tool = re.pickTarget(ip, call, g, principal, actor)
 	return target, consent, tool
 }
 
 // pickTarget is targetFor, also saying which override won ("route",
 // "tool", "agent #i"), for Explain.
-func (re *routeExchange) pickTarget(ip *identityPolicy, call *Call, g *Grant, principal string) (target exchange.Target, by string, consent bool, tool string) {
+func (re *routeExchange) pickTarget(ip *identityPolicy, call *Call, g *Grant, principal, actor string) (target exchange.Target, by string, consent bool, tool string) {
 	target, by = re.target, "route"
 	if call.Method == "tools/call" {
 		for _, t := range re.tools {
@@ -189,7 +189,7 @@ func (re *routeExchange) pickTarget(ip *identityPolicy, call *Call, g *Grant, pr
 		}
 	}
 	for i := range re.agents {
-		if re.agents[i].matches(ip, g, principal) {
+		if re.agents[i].matches(ip, g, principal, actor) {
 			return target.Override(re.agents[i].override), "agent #" + strconv.Itoa(i), consent, tool
 		}
 	}
@@ -215,7 +215,7 @@ func (e *evaluation) applyExchange() *denial {
 		// by a header (or unknown) must not get the route's default one.
 		return &denial{outcome: Malformed, desc: desc, rpcCode: jsonrpc.CodeInvalidRequest}
 	}
-	target, needsConsent, tool := re.targetFor(&e.p.ident, call, g, e.req.SourcePrincipal)
+	target, needsConsent, tool := re.targetFor(&e.p.ident, call, g, e.req.SourcePrincipal, g.currentActor(e.actor != ""))
 	e.v.ExchangeAudience = strings.Join(target.Audience, " ") // for the audit record
 	if needsConsent && !e.st.hasConsent(ctx, g.Subject, consentKey(r, tool)) {
 		e.rec.add("consent required", func() string { return tool })
@@ -223,7 +223,7 @@ func (e *evaluation) applyExchange() *denial {
 	}
 	if e.st.readOnly {
 		e.rec.add("not run", func() string {
-			_, by, _, _ := re.pickTarget(&e.p.ident, call, g, e.req.SourcePrincipal)
+			_, by, _, _ := re.pickTarget(&e.p.ident, call, g, e.req.SourcePrincipal, g.currentActor(e.actor != ""))
 			return fmt.Sprintf("explain never calls the STS; audience %v resource %v by the %s override", target.Audience, target.Resource, by)
 		})
 		return nil

@@ -504,3 +504,18 @@ func isSet(hs []Header, name string) bool {
 	}
 	return false
 }
+
+// currentActor is the token's current actor (RFC 8693 section 4.1): the
+// outermost act subject, or the one inside it when peerActor says the
+// outermost is the workload the peer stage named (withActor), which the
+// token did not. "" when the token names none.
+func (g *Grant) currentActor(peerActor bool) string {
+	i := 0
+	if peerActor {
+		i = 1
+	}
+	if i < len(g.Actors) {
+		return g.Actors[i]
+	}
+	return ""
+}

@@ -363,9 +363,17 @@ func routeReason(req *Request) string {
 }
 
 // lineageCaller is who sent req, as lineage trust reads it: a client id
-// that reads as another issuer's (identityPolicy.names) is none.
-func (p *Policy) lineageCaller(g *Grant, req *Request) lineage.Caller {
-	c := lineage.Caller{IssuerName: g.Issuer, HasAct: len(g.Actors) > 0, Principal: req.SourcePrincipal}
+// that reads as another issuer's (identityPolicy.names) is none. peerActor
+// says the grant's outermost actor is the workload the peer stage named
+// (withActor), which no token exchange put there: the token vouches for
+// a delegation only by an act of its own, and the workload is judged by
+// its principal.
+func (p *Policy) lineageCaller(g *Grant, req *Request, peerActor bool) lineage.Caller {
+	acts := len(g.Actors)
+	if peerActor {
+		acts--
+	}
+	c := lineage.Caller{IssuerName: g.Issuer, HasAct: acts > 0, Principal: req.SourcePrincipal}
 	if g.ClientID != "" {
 		if ns, err := p.ident.namespace(g.Issuer, g.ClientID); err == nil {
 			c.ClientID, c.Namespace = g.ClientID, ns
@@ -380,7 +388,7 @@ func (p *Policy) lineageCaller(g *Grant, req *Request) lineage.Caller {
 // whoever asks first.
 func (e *evaluation) deriveLineage(noMint bool) (lineage.Result, error) {
 	p, r, g, req, call := e.p, e.route, e.grant, e.req, &e.call
-	trusted := r.trust.Trusted(p.lineageCaller(g, req))
+	trusted := r.trust.Trusted(p.lineageCaller(g, req, e.actor != ""))
 	// Derive reads inbound headers only from a trusted caller, and a
 	// signed token only once verified: most requests look up none.
 	var in lineage.Inbound

@@ -339,7 +339,7 @@ func (x *Exchange) Reauthorization(ctx context.Context) ([]byte, bool) {
 		// bound to this caller on this route.
 		_, _ = pl.state.shared.DropSession(ctx, call.MCPSession)
 	}
-	_, _, tool := re.targetFor(&x.p.ident, call, g, "")
+	_, _, tool := re.targetFor(&x.p.ident, call, g, "", "") // only the tool is read
 	pending, err := st.beginElicitation(ctx, g.Issuer, g.Subject, call.MCPSession, consentKey(r, tool), re.authorizeURL)
 	if err != nil {
 		return nil, false

@@ -5,10 +5,12 @@ package lineage
 //
 //	{"sub":"alice","act":{"sub":"agent-b","act":{"sub":"agent-a"}}} -> [agent-b agent-a]
 //
-// It follows at most MaxActors levels. A level that is not an object ends the
-// chain; a level whose sub is missing or unusable in a header (see ValidID)
-// is skipped. The result is nil when there is no act claim. It allocates, so
-// compute it once per verified token, not per request.
+// It follows at most MaxActors levels. A level that is not an object, or
+// whose sub is missing or unusable in a header (see ValidID), ends the
+// chain: skipping it would move the actors below it up a place, and show a
+// prior actor as the current one. The result is nil when there is no act
+// claim or its outermost level ends it. It allocates, so compute it once
+// per verified token, not per request.
 func ActChain(claims map[string]any) []string {
 	return ActChainOf(claims["act"])
 }
@@ -18,21 +20,16 @@ func ActChain(claims map[string]any) []string {
 func ActChainOf(act any) []string {
 	first, _ := act.(map[string]any)
 	n := 0
-	for act, i := first, 0; act != nil && i < MaxActors; i++ {
-		if actor(act) != "" {
-			n++
-		}
+	for act, i := first, 0; act != nil && i < MaxActors && actor(act) != ""; i++ {
+		n++
 		act, _ = act["act"].(map[string]any)
 	}
 	if n == 0 {
 		return nil
 	}
 	chain := make([]string, 0, n)
-	for act, i := first, 0; act != nil && i < MaxActors; i++ {
-		if sub := actor(act); sub != "" {
-			chain = append(chain, sub)
-		}
-		act, _ = act["act"].(map[string]any)
+	for act := first; len(chain) < n; act, _ = act["act"].(map[string]any) {
+		chain = append(chain, actor(act))
 	}
 	return chain
 }

@@ -28,10 +28,13 @@ func TestActChain(t *testing.T) {
 		{"other act members ignored", `{"act":{"sub":"agent-b","iss":"https://idp","act":{"sub":"agent-a","client_id":"x"}}}`, []string{"agent-b", "agent-a"}},
 		{"act is not an object", `{"act":"agent-a"}`, nil},
 		{"nested act not an object ends the chain", `{"act":{"sub":"agent-b","act":["agent-a"]}}`, []string{"agent-b"}},
-		{"level without sub skipped", `{"act":{"iss":"x","act":{"sub":"agent-a"}}}`, []string{"agent-a"}},
-		{"non-string sub skipped", `{"act":{"sub":42,"act":{"sub":"agent-a"}}}`, []string{"agent-a"}},
-		{"sub unusable in a header skipped", `{"act":{"sub":"a,b","act":{"sub":"x\ny","act":{"sub":"agent-a"}}}}`, []string{"agent-a"}},
-		{"empty sub skipped", `{"act":{"sub":""}}`, nil},
+		// A level the chain cannot carry ends it: the prior actors below
+		// it never move up to stand for the current one.
+		{"an outermost level without sub ends the chain", `{"act":{"iss":"x","act":{"sub":"agent-a"}}}`, nil},
+		{"a non-string sub ends the chain", `{"act":{"sub":42,"act":{"sub":"agent-a"}}}`, nil},
+		{"an outermost sub unusable in a header ends the chain", `{"act":{"sub":"a,b","act":{"sub":"agent-a"}}}`, nil},
+		{"an inner sub unusable in a header ends the chain there", `{"act":{"sub":"agent-c","act":{"sub":"x\ny","act":{"sub":"agent-a"}}}}`, []string{"agent-c"}},
+		{"empty sub", `{"act":{"sub":""}}`, nil},
 		{"bounded depth", `{"act":` + deep + `}`, want32},
 	}
 	for _, tt := range tests {
