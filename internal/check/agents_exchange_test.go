@@ -56,6 +56,10 @@ routes:
 		{"agent by azp beats the tool", jwt.MapClaims{"azp": "research-agent"}, "", "github_issue", "https://research-files.example.com", "repo"},
 		{"agent by client_id", jwt.MapClaims{"client_id": "research-agent"}, "", "read_file", "https://research-files.example.com", "files"},
 		{"agent by act subject", jwt.MapClaims{"act": map[string]any{"sub": "planner-agent"}}, "", "github_issue", "https://planner-files.example.com", "plan"},
+		// Only the current actor counts (RFC 8693 section 4.1): prior
+		// actors nested inside it are informational.
+		{"the act subject acting, another before it", jwt.MapClaims{"act": map[string]any{"sub": "planner-agent", "act": map[string]any{"sub": "helper-agent"}}}, "", "read_file", "https://planner-files.example.com", "plan"},
+		{"the act subject before the one acting", jwt.MapClaims{"act": map[string]any{"sub": "helper-agent", "act": map[string]any{"sub": "planner-agent"}}}, "", "read_file", "https://files.example.com", "files"},
 		{"agent by SPIFFE principal", nil, "spiffe://mesh.example.com/ns/agents/sa/writer", "read_file", "https://mesh-files.example.com", "files"},
 		{"a principal outside the prefix", nil, "spiffe://mesh.example.com/ns/agents-evil/sa/x", "read_file", "https://files.example.com", "files"},
 		// Client ids and act subjects are their issuer's names: another

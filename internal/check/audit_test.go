@@ -53,10 +53,10 @@ func auditSchema(t *testing.T) *jsonschema.Resolved {
 	return rs
 }
 
-// TestAuditRecords: each decision writes one record with what the
-// decision was about, valid against the schema; a denial tells the client
-// its decision id; the records hold no token, secret or argument value.
-func TestAuditRecords(t *testing.T) {
+// auditedFixture is a pipeline on limitedConfig(1) writing every record
+// to out, through w.
+func auditedFixture(t *testing.T) (*fixture, *audit.Writer, *lockedBuffer) {
+	t.Helper()
 	clk := newClock()
 	p := compileLimited(t, clk, 1)
 	out := &lockedBuffer{}
@@ -68,7 +68,14 @@ func TestAuditRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{pl: pl, clock: clk}
+	return &fixture{pl: pl, clock: clk}, w, out
+}
+
+// TestAuditRecords: each decision writes one record with what the
+// decision was about, valid against the schema; a denial tells the client
+// its decision id; the records hold no token, secret or argument value.
+func TestAuditRecords(t *testing.T) {
+	f, w, out := auditedFixture(t)
 	const argSecret = "sk-live-ARGUMENT-SECRET-123"
 	alice := f.hs(t, map[string]any{"azp": "agent-app"})
 	expired := f.hs(t, map[string]any{"exp": t0.Add(-2 * time.Hour).Unix()})
@@ -127,7 +134,7 @@ func TestAuditRecords(t *testing.T) {
 			}, false},
 	}
 	for _, c := range cases {
-		v := pl.Check(context.Background(), c.req)
+		v := f.pl.Check(context.Background(), c.req)
 		if v.Outcome != c.outcome {
 			t.Fatalf("%s: %v (%s)", c.name, v.Outcome, v.Description)
 		}
@@ -413,18 +420,8 @@ func TestAuditCopiesOnlyKeptArguments(t *testing.T) {
 func TestAuditURIMethodsDropQuery(t *testing.T) {
 	for _, method := range []string{"resources/read", "resources/subscribe", "skills/get", "resources/directory/read"} {
 		t.Run(method, func(t *testing.T) {
-			clk := newClock()
-			p := compileLimited(t, clk, 10)
-			out := &lockedBuffer{}
-			w, err := audit.New(context.Background(), audit.Config{Sink: audit.SinkStdout, SampleAllowed: 1}, audit.Options{Stdout: out})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pl, err := New(p, Options{Now: clk.Now, Audit: w, RateLimiter: ratelimit.New(ratelimit.Options{Clock: clk.Now})})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := &fixture{pl: pl, clock: clk}
+			f, w, out := auditedFixture(t)
+			pl := f.pl
 			const secret = "presigned-URI-SECRET-789"
 			tok := f.hs(t, map[string]any{"sub": "bob"})
 			v := pl.Check(context.Background(), call("mcp.example.com", tok, nil,

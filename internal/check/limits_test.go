@@ -240,7 +240,13 @@ func TestRateLimitsRedisKilled(t *testing.T) {
 // the test ends.
 func compileLimited(t *testing.T, clk *clock, burst int) *Policy {
 	t.Helper()
-	cfg, err := config.Parse([]byte(limitedConfig(burst)))
+	return compileOn(t, clk, limitedConfig(burst))
+}
+
+// compileOn compiles doc on clk's time, closed when the test ends.
+func compileOn(t *testing.T, clk *clock, doc string) *Policy {
+	t.Helper()
+	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +398,7 @@ routes:
 // server ignores: ?x=0, ?x=1, ... read the same resource on one budget.
 func TestSubjectToolLimitOnAResourceIgnoresItsQuery(t *testing.T) {
 	clk := newClock()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`issuers: [{name: dev, algorithms: [HS256], secret: %s}]
+	p := compileOn(t, clk, fmt.Sprintf(`issuers: [{name: dev, algorithms: [HS256], secret: %s}]
 routes:
 - name: files
   default: true
@@ -403,15 +409,7 @@ routes:
     methods: [resources/read, skills/get]
     names: ["https://files.example.com/*"]
     limits: [{key: subject_tool, requests: 1, per: 1h}]
-`, secret)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(t.Context(), cfg, Deps{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+`, secret))
 	pl, err := New(p, Options{Now: clk.Now, RateLimiter: ratelimit.New(ratelimit.Options{Clock: clk.Now})})
 	if err != nil {
 		t.Fatal(err)
