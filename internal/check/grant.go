@@ -505,17 +505,22 @@ func isSet(hs []Header, name string) bool {
 	return false
 }
 
-// currentActor is the token's current actor (RFC 8693 section 4.1): the
-// outermost act subject, or the one inside it when peerActor says the
-// outermost is the workload the peer stage named (withActor), which the
-// token did not. "" when the token names none.
-func (g *Grant) currentActor(peerActor bool) string {
-	i := 0
-	if peerActor {
-		i = 1
+// tokenActors is the act chain the token itself names, outermost first:
+// Actors without its outermost when peerActor says that one is the
+// workload the peer stage named (withActor), which no token exchange put
+// there.
+func (g *Grant) tokenActors(peerActor bool) []string {
+	if peerActor && len(g.Actors) > 0 {
+		return g.Actors[1:]
 	}
-	if i < len(g.Actors) {
-		return g.Actors[i]
+	return g.Actors
+}
+
+// currentActor is the token's current actor (RFC 8693 section 4.1), the
+// first of tokenActors; "" when the token names none.
+func (g *Grant) currentActor(peerActor bool) string {
+	if a := g.tokenActors(peerActor); len(a) > 0 {
+		return a[0]
 	}
 	return ""
 }

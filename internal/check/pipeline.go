@@ -363,17 +363,12 @@ func routeReason(req *Request) string {
 }
 
 // lineageCaller is who sent req, as lineage trust reads it: a client id
-// that reads as another issuer's (identityPolicy.names) is none. peerActor
-// says the grant's outermost actor is the workload the peer stage named
-// (withActor), which no token exchange put there: the token vouches for
-// a delegation only by an act of its own, and the workload is judged by
-// its principal.
+// that reads as another issuer's (identityPolicy.names) is none. The token
+// vouches for a delegation only by an act of its own (Grant.tokenActors):
+// a workload the peer stage made the outermost actor is judged by its
+// principal.
 func (p *Policy) lineageCaller(g *Grant, req *Request, peerActor bool) lineage.Caller {
-	acts := len(g.Actors)
-	if peerActor {
-		acts--
-	}
-	c := lineage.Caller{IssuerName: g.Issuer, HasAct: acts > 0, Principal: req.SourcePrincipal}
+	c := lineage.Caller{IssuerName: g.Issuer, HasAct: len(g.tokenActors(peerActor)) > 0, Principal: req.SourcePrincipal}
 	if g.ClientID != "" {
 		if ns, err := p.ident.namespace(g.Issuer, g.ClientID); err == nil {
 			c.ClientID, c.Namespace = g.ClientID, ns

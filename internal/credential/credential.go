@@ -83,6 +83,8 @@ func Elsewhere(h Headers, src Source, token string) bool {
 	if src.Header == "" && src.Cookie == "" {
 		return false // Authorization is the only place, and token is its
 	}
+	// other compares a place's value, with its scheme if any, as Find
+	// reads it (parseScheme leaves no space before the token).
 	other := func(v string) bool {
 		v = strings.TrimSpace(v)
 		if t, ok := parseScheme(v, "bearer"); ok {
@@ -90,7 +92,7 @@ func Elsewhere(h Headers, src Source, token string) bool {
 		} else if t, ok := parseScheme(v, "dpop"); ok {
 			v = t
 		}
-		return strings.TrimSpace(v) != token
+		return v != token
 	}
 	if v := h.Get("authorization"); v != "" && other(v) {
 		return true

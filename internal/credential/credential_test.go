@@ -137,3 +137,33 @@ func FuzzCookiePairsCoverNetHTTP(f *testing.F) {
 		}
 	})
 }
+
+// TestElsewhere: another place holds another credential only when its
+// value, read as Find reads that place, is not the token Find took.
+func TestElsewhere(t *testing.T) {
+	src := Source{Header: "x-api-token", Cookie: "at"}
+	tests := []struct {
+		name string
+		h    hdr
+		src  Source
+		want bool
+	}{
+		{"Authorization alone", hdr{"authorization": "Bearer tok"}, src, false},
+		{"no other place configured", hdr{"authorization": "Bearer tok", "x-api-token": "other"}, Source{}, false},
+		{"the same token in every place", hdr{"authorization": "bearer  tok", "x-api-token": " Bearer tok ", "cookie": "a=1; at=tok"}, src, false},
+		{"DPoP scheme, same token", hdr{"authorization": "DPoP tok", "x-api-token": "tok"}, src, false},
+		{"a blank header", hdr{"authorization": "Bearer tok", "x-api-token": "  "}, src, false},
+		{"other cookies only", hdr{"authorization": "Bearer tok", "cookie": "theme=dark"}, src, false},
+		{"another token in the header", hdr{"authorization": "Bearer tok", "x-api-token": "other"}, src, true},
+		{"another token in the cookie", hdr{"x-api-token": "tok", "cookie": "at=other"}, src, true},
+		{"another scheme's credential in Authorization", hdr{"authorization": "Basic dXNlcg==", "x-api-token": "tok"}, src, true},
+		{"a longer token sharing the prefix", hdr{"authorization": "Bearer tok", "x-api-token": "tokx"}, src, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Elsewhere(tt.h, tt.src, "tok"); got != tt.want {
+				t.Fatalf("Elsewhere = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
