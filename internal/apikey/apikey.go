@@ -49,8 +49,14 @@ import (
 var (
 	ErrMalformed  = errors.New("API key is malformed")
 	ErrUnknownKey = errors.New("API key is not valid")
-	ErrExpired    = errors.New("API key is expired")
-	ErrRoute      = errors.New("API key is not accepted on this route")
+	// ErrWrongSecret is "<id>.<secret>" whose id is on file with another
+	// secret. Unlike ErrUnknownKey, which may be another kind of
+	// credential, it is final: the caller must not try the credential
+	// elsewhere (an introspection endpoint), where the secret would go.
+	// It reads as ErrUnknownKey does.
+	ErrWrongSecret = errors.New("API key is not valid")
+	ErrExpired     = errors.New("API key is expired")
+	ErrRoute       = errors.New("API key is not accepted on this route")
 )
 
 // ErrBusy means too many Argon2id verifications are running: a 503, not a
@@ -421,7 +427,7 @@ func rawClaims(e Entry) (map[string]any, error) {
 }
 
 // Lookup returns the claims of the presented key on route. A denial is
-// one of ErrMalformed, ErrUnknownKey, ErrRevoked, ErrExpired, ErrRoute (401); ErrBusy
+// one of ErrMalformed, ErrUnknownKey, ErrWrongSecret, ErrRevoked, ErrExpired, ErrRoute (401); ErrBusy
 // or a context error means the check could not be made (503).
 //
 // The returned Claims' Raw is shared and must not be modified. ExpiresAt
@@ -478,18 +484,21 @@ func (s *Store) Lookup(ctx context.Context, presented, route string) (*jwtauth.C
 // in memo, a miss in miss, each bounded on its own.
 func (s *Store) human(ctx context.Context, idx *index, presented string, d [sha256.Size]byte) (*key, error) {
 	id, secret, ok := strings.Cut(presented, ".")
-	if !ok || secret == "" {
+	if !ok {
 		return nil, ErrUnknownKey
 	}
 	k := idx.byID[id]
-	if k == nil {
+	switch {
+	case k == nil:
 		return nil, ErrUnknownKey
+	case secret == "":
+		return nil, ErrWrongSecret
 	}
 	if m, ok := idx.memo.Get(d); ok {
 		return m, nil
 	}
 	if _, ok := idx.miss.Get(d); ok {
-		return nil, ErrUnknownKey
+		return nil, ErrWrongSecret
 	}
 	if err := s.sem.Acquire(ctx, 1); err != nil {
 		return nil, ErrBusy
@@ -499,7 +508,7 @@ func (s *Store) human(ctx context.Context, idx *index, presented string, d [sha2
 	until := s.opts.Now().Add(s.opts.CacheTTL)
 	if !match {
 		idx.miss.Add(d, struct{}{}, until)
-		return nil, ErrUnknownKey
+		return nil, ErrWrongSecret
 	}
 	idx.memo.Add(d, k, until)
 	return k, nil

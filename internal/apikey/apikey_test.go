@@ -107,14 +107,14 @@ func TestLookup(t *testing.T) {
 		{"prefix but wrong length", billing[:len(billing)-1], "mcp-a", apikey.ErrMalformed, ""},
 		{"prefix but not base64url", billing[:len(billing)-1] + "!", "mcp-a", apikey.ErrMalformed, ""},
 		{"human secret with its id", "human.correct horse battery staple", "mcp-a", nil, "alice"},
-		{"human secret, wrong secret", "human.correct horse battery stapl", "mcp-a", apikey.ErrUnknownKey, ""},
+		{"human secret, wrong secret", "human.correct horse battery stapl", "mcp-a", apikey.ErrWrongSecret, ""},
 		{"human secret, other id", "billing.correct horse battery staple", "mcp-a", apikey.ErrUnknownKey, ""},
 		{"human secret without id", "correct horse battery staple", "mcp-a", apikey.ErrUnknownKey, ""},
-		{"human id, empty secret", "human.", "mcp-a", apikey.ErrUnknownKey, ""},
+		{"human id, empty secret", "human.", "mcp-a", apikey.ErrWrongSecret, ""},
 		{"empty id, human's secret", ".correct horse battery staple", "mcp-a", apikey.ErrUnknownKey, ""},
-		{"human secret with a dot added", "human.correct horse battery staple.", "mcp-a", apikey.ErrUnknownKey, ""},
-		{"human secret with a NUL added", "human.correct horse battery staple\x00", "mcp-a", apikey.ErrUnknownKey, ""},
-		{"human id, plain legacy key as its secret", "human." + legacy, "mcp-a", apikey.ErrUnknownKey, ""},
+		{"human secret with a dot added", "human.correct horse battery staple.", "mcp-a", apikey.ErrWrongSecret, ""},
+		{"human secret with a NUL added", "human.correct horse battery staple\x00", "mcp-a", apikey.ErrWrongSecret, ""},
+		{"human id, plain legacy key as its secret", "human." + legacy, "mcp-a", apikey.ErrWrongSecret, ""},
 		{"plain legacy key", legacy, "mcp-a", nil, "legacy-agent"},
 		{"empty", "", "mcp-a", apikey.ErrMalformed, ""},
 		{"too long", strings.Repeat("k", 2000), "mcp-a", apikey.ErrMalformed, ""},
@@ -446,7 +446,7 @@ func TestWrongSecretFlood(t *testing.T) {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	for i := range 10_000 {
-		if _, err := s.Lookup(t.Context(), fmt.Sprintf("alice.wrong-%d", i), ""); !errors.Is(err, apikey.ErrUnknownKey) {
+		if _, err := s.Lookup(t.Context(), fmt.Sprintf("alice.wrong-%d", i), ""); !errors.Is(err, apikey.ErrWrongSecret) {
 			t.Fatalf("wrong secret %d: %v", i, err)
 		}
 	}
@@ -454,8 +454,8 @@ func TestWrongSecretFlood(t *testing.T) {
 		t.Errorf("after the flood the valid key needs Argon2id again: %v", err)
 	}
 	// The latest misses are remembered too: repeating one costs nothing.
-	if _, err := s.Lookup(done, "alice.wrong-9999", ""); !errors.Is(err, apikey.ErrUnknownKey) {
-		t.Errorf("a repeated wrong secret: %v, want ErrUnknownKey from memory", err)
+	if _, err := s.Lookup(done, "alice.wrong-9999", ""); !errors.Is(err, apikey.ErrWrongSecret) {
+		t.Errorf("a repeated wrong secret: %v, want ErrWrongSecret from memory", err)
 	}
 	if _, err := s.Lookup(done, "alice.never-tried", ""); !errors.Is(err, apikey.ErrBusy) {
 		t.Errorf("a new secret with a done context: %v, want ErrBusy (the probe works)", err)

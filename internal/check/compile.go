@@ -106,6 +106,10 @@ type Route struct {
 	resourceMetadata     string
 	forwardAuthorization bool
 	credentials          credential.Source
+	// keyHeader: credentials.Header is an API-key issuer's. What is read
+	// there is an API key or a JWT verified here, never introspected: a
+	// mistyped key is its owner's secret (credentialVerifier.verify).
+	keyHeader bool
 	// senderConstrained is config.SenderDPoP or SenderMTLS when the route
 	// takes only tokens bound that way (binding.go).
 	senderConstrained string
@@ -400,7 +404,7 @@ func apiKeyHeader(r *Route, rc config.Route, issuers map[string]config.Issuer) e
 		if r.credentials.Header != "" && r.credentials.Header != h {
 			return fmt.Errorf("route %s: credentials.header %s and the API-key header %s of issuer %s: a route reads one alternative header", rc.Name, r.credentials.Header, h, name)
 		}
-		r.credentials.Header = h
+		r.credentials.Header, r.keyHeader = h, true
 	}
 	return nil
 }

@@ -55,13 +55,17 @@ type dependencyError struct {
 	err        error
 }
 
+// errKeyHeaderJWT refuses a JWT read from an API-key header on a route
+// that introspects its JWTs.
+var errKeyHeaderJWT = errors.New("the API-key header holds a token this route introspects: send it in Authorization")
+
 func (e *dependencyError) Error() string { return e.desc }
 func (e *dependencyError) Unwrap() error { return e.err }
 
 // Verify verifies token on route r with the issuer its kind chooses, and
 // counts the outcome by kind.
-func (c *credentialVerifier) Verify(ctx context.Context, token string, r *Route) (*jwtauth.Claims, error) {
-	kind, claims, err := c.verify(ctx, token, r, false)
+func (c *credentialVerifier) Verify(ctx context.Context, token string, r *Route, inKeyHeader bool) (*jwtauth.Claims, error) {
+	kind, claims, err := c.verify(ctx, token, r, inKeyHeader, false)
 	c.observe(kind, outcomeOf(err))
 	return claims, err
 }
@@ -69,8 +73,8 @@ func (c *credentialVerifier) Verify(ctx context.Context, token string, r *Route)
 // VerifyNoStore is Verify for Explain: an introspection answer is read
 // from the cache or asked for without being cached
 // (introspect.Introspector.IntrospectNoStore), and nothing is counted.
-func (c *credentialVerifier) VerifyNoStore(ctx context.Context, token string, r *Route) (*jwtauth.Claims, error) {
-	_, claims, err := c.verify(ctx, token, r, true)
+func (c *credentialVerifier) VerifyNoStore(ctx context.Context, token string, r *Route, inKeyHeader bool) (*jwtauth.Claims, error) {
+	_, claims, err := c.verify(ctx, token, r, inKeyHeader, true)
 	return claims, err
 }
 
@@ -86,8 +90,10 @@ func outcomeOf(err error) string {
 }
 
 // verify verifies token and says which kind of issuer judged it; noStore
-// leaves the introspection cache as it is.
-func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route, noStore bool) (string, *jwtauth.Claims, error) {
+// leaves the introspection cache as it is. A token read from the route's
+// API-key header (inKeyHeader) is never introspected: what a client puts
+// there is meant as a key, and a mistyped one is its owner's secret.
+func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route, inKeyHeader, noStore bool) (string, *jwtauth.Claims, error) {
 	issuers, audiences := r.issuers, r.audiences
 	if strings.HasPrefix(token, apikey.Prefix) {
 		claims, err := c.apiKey(ctx, token, issuers, r.Name, audiences)
@@ -97,9 +103,11 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route,
 	if !isJWT {
 		// A key without the prefix (a human-chosen <id>.<secret>, a plain
 		// key kept from before): the route's key issuers know it, and it
-		// must never go on to an introspection endpoint.
+		// must never go on to an introspection endpoint. An id on file
+		// with another secret is refused here (apikey.ErrWrongSecret); an
+		// unknown one may be an opaque token.
 		claims, err := c.apiKey(ctx, token, issuers, r.Name, audiences)
-		if !errors.Is(err, apikey.ErrUnknownKey) && !errors.Is(err, apikey.ErrMalformed) {
+		if inKeyHeader || !errors.Is(err, apikey.ErrUnknownKey) && !errors.Is(err, apikey.ErrMalformed) {
 			return "api_keys", claims, err
 		}
 	}
@@ -130,6 +138,10 @@ func (c *credentialVerifier) verify(ctx context.Context, token string, r *Route,
 	}
 	if in == nil {
 		return "jwt", nil, jwtauth.ErrMalformed
+	}
+	if inKeyHeader {
+		// A JWT the route introspects (always): not from this header.
+		return "introspection", nil, errKeyHeaderJWT
 	}
 	look := in.Introspect
 	if noStore {

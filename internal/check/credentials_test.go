@@ -59,7 +59,16 @@ issuers:
       client_auth: {method: client_secret_basic, client_id: %s, client_secret_env: AS_SECRET}
   - name: keys
     api_keys: {file: %s, header: x-api-key}
+  - name: opaque-always
+    issuer: %s/always
+    introspection:
+      endpoint: %s
+      always: true
+      client_auth: {method: client_secret_basic, client_id: %s, client_secret_env: AS_SECRET}
 routes:
+  - name: strict
+    hosts: [strict.example.com]
+    issuers: [dev, opaque-always, keys]
   - name: tools
     hosts: [tools.example.com]
     issuers: [dev, opaque, keys]
@@ -73,7 +82,7 @@ routes:
   - name: jwt-only
     default: true
     issuers: [dev]
-`, secret, as.URL, as.IntrospectURL, introspecttest.ClientID, keys)
+`, secret, as.URL, as.IntrospectURL, introspecttest.ClientID, keys, as.URL, as.IntrospectURL, introspecttest.ClientID)
 	f, err := config.Parse([]byte(cfgDoc))
 	if err != nil {
 		t.Fatal(err)
@@ -103,16 +112,51 @@ const humanSecret = "Tr0ub4dor-and-3-more-words"
 // TestHumanKeyNeverIntrospected: a key without the ek_ prefix (a
 // human-chosen <id>.<secret>) is verified by the route's key issuer, on a
 // route that also introspects opaque tokens, and never sent to the
-// introspection endpoint.
+// introspection endpoint: neither with a wrong secret for its id, nor
+// whatever is read from the API-key header, which holds keys or JWTs
+// verified here. The same token may be refused in that header and valid
+// in Authorization: neither verdict is served for the other.
 func TestHumanKeyNeverIntrospected(t *testing.T) {
 	f := newCredFixture(t)
-	presented := "alice-cli." + humanSecret
-	v := f.pl.Check(t.Context(), hostReq("tools.example.com", Headers{"authorization": "Bearer " + presented}))
-	if v.Outcome != Allowed || v.Grant == nil || !strings.HasSuffix(v.Grant.Subject, "alice") {
-		t.Fatalf("%v (%s), grant %+v", v.Outcome, v.Description, v.Grant)
+	f.as.Set("opaque-erin", map[string]any{"sub": "erin"})
+	hs := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"sub": "alice", "exp": t0.Add(time.Hour).Unix()})
+	bearer := func(tok string) Headers { return Headers{"authorization": "Bearer " + tok} }
+	keyHeader := func(tok string) Headers { return Headers{"x-api-key": tok} }
+	tests := []struct {
+		name    string
+		host    string
+		h       Headers
+		want    Outcome
+		subject string
+		calls   int // introspections of the token the step presents, after it
+	}{
+		{"the key", "tools.example.com", bearer("alice-cli." + humanSecret), Allowed, "keys:alice", 0},
+		{"the key in its header", "tools.example.com", keyHeader("alice-cli." + humanSecret), Allowed, "keys:alice", 0},
+		{"its id, a wrong secret", "tools.example.com", bearer("alice-cli.Tr0ub4dor-and-3-more-word"), InvalidToken, "", 0},
+		{"its id, an empty secret", "tools.example.com", bearer("alice-cli."), InvalidToken, "", 0},
+		{"a mistyped id in the key header", "tools.example.com", keyHeader("alice-ci." + humanSecret), InvalidToken, "", 0},
+		{"an opaque token in the key header", "tools.example.com", keyHeader("opaque-erin"), InvalidToken, "", 0},
+		{"the opaque token in Authorization: not the header's refusal", "tools.example.com", bearer("opaque-erin"), Allowed, "opaque:erin", 1},
+		{"the opaque token in the key header again: not Authorization's grant", "tools.example.com", keyHeader("opaque-erin"), InvalidToken, "", 1},
+		{"a JWT in the key header, verified here", "tools.example.com", keyHeader(hs), Allowed, "dev:alice", 0},
+		{"a JWT in the key header of a route that introspects JWTs", "strict.example.com", keyHeader(hs), InvalidToken, "", 0},
 	}
-	if n := f.as.Calls(presented); n != 0 {
-		t.Fatalf("the key was sent to the introspection endpoint %d times", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := f.pl.Check(t.Context(), hostReq(tt.host, tt.h))
+			if v.Outcome != tt.want || (tt.want == Allowed && v.Grant.Subject != tt.subject) {
+				t.Fatalf("%v (%s), grant %+v; want %v as %q", v.Outcome, v.Description, v.Grant, tt.want, tt.subject)
+			}
+			for _, tok := range tt.h {
+				tok = strings.TrimPrefix(tok, "Bearer ")
+				if n := f.as.Calls(tok); n != tt.calls {
+					t.Errorf("the token was introspected %d times, want %d", n, tt.calls)
+				}
+				if strings.Contains(v.Description, tok) {
+					t.Errorf("the denial shows the credential: %s", v.Description)
+				}
+			}
+		})
 	}
 }
 

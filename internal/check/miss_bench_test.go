@@ -148,7 +148,7 @@ func BenchmarkNewGrant(b *testing.B) {
 			}
 		}
 		tok := strings.TrimPrefix(req.Headers["authorization"], "Bearer ")
-		c, err := p.verifier.Verify(b.Context(), tok, r)
+		c, err := p.verifier.Verify(b.Context(), tok, r, false)
 		if err != nil {
 			b.Fatal(err)
 		}

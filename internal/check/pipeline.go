@@ -453,17 +453,40 @@ func sameLineage(a, b *lineage.Result) bool {
 		a.Trusted == b.Trusted && a.FromSigned == b.FromSigned && a.Signed == b.Signed && slices.Equal(a.ActorChain, b.ActorChain)
 }
 
+// presented is a credential as the request presents it.
+type presented struct {
+	token string
+	// inKeyHeader: read from the route's API-key header (Route.keyHeader),
+	// where it is verified as an API key or a JWT only.
+	inKeyHeader bool
+	// actor, when set, is the workload presenting the token for its user.
+	actor string
+}
+
+// verdictKey is where the verdict on a credential is cached: the token,
+// with what else decides the verdict. A token read from the API-key header
+// may be refused there and valid in Authorization, and the grant of a
+// token a workload presents names the workload.
+func verdictKey(r *Route, token string, inKeyHeader bool, actor string) cache.Key {
+	switch {
+	case inKeyHeader:
+		return cache.NewKey(r.keyPrefix, token, actor, "\x00key-header")
+	case actor != "":
+		return cache.NewKey(r.keyPrefix, token, actor)
+	}
+	return cache.NewKey(r.keyPrefix, token)
+}
+
 // verify runs the expensive part: signature and claims, then the grant,
 // written to dst (the caller's, so that a miss allocates no entry: the
 // cache keeps the grant, never the entry).
-// actor, when set, is the workload presenting the token for its user.
 // readOnly (Explain) verifies without caching an introspection answer.
-func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, actor string, readOnly bool, dst *cached) {
+func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, c presented, readOnly bool, dst *cached) {
 	verify := p.verifier.Verify
 	if readOnly {
 		verify = p.verifier.VerifyNoStore
 	}
-	claims, err := verify(ctx, token, r)
+	claims, err := verify(ctx, c.token, r, c.inKeyHeader)
 	if err != nil {
 		// Declared here, broken costs an allocation only on failure.
 		var broken *dependencyError
@@ -479,8 +502,8 @@ func (pl *Pipeline) verify(ctx context.Context, p *Policy, r *Route, token, acto
 		}
 		return
 	}
-	if actor != "" {
-		claims = withActor(claims, actor)
+	if c.actor != "" {
+		claims = withActor(claims, c.actor)
 	}
 	g, err := p.newGrant(r, claims)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extauthz/extauthz/internal/cache"
 	"github.com/extauthz/extauthz/internal/canon"
 	"github.com/extauthz/extauthz/internal/credential"
 	"github.com/extauthz/extauthz/internal/elicit"
@@ -143,12 +142,12 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 			p.grantPolicy(g, r, &jwtauth.Claims{Raw: id.Claims.asMap()})
 		}
 	default:
-		token, _, err := credential.Find(req.Headers, r.credentials)
+		token, _, place, err := credential.Find(req.Headers, r.credentials)
 		if err != nil {
 			return nil, ErrNotAllowed
 		}
 		var found cached
-		entry, hit := pl.lookup(cache.NewKey(r.keyPrefix, token), &found, now)
+		entry, hit := pl.lookup(verdictKey(r, token, r.keyHeader && place == credential.InHeader, ""), &found, now)
 		if !hit || entry.grant == nil {
 			return nil, ErrNotAllowed
 		}

@@ -60,8 +60,10 @@ type evaluation struct {
 	grant *Grant
 	hit   bool // the grant (or refusal) came from the cache
 	// scheme is how token was presented (binding); beside hit, in its
-	// padding.
-	scheme credential.Scheme
+	// padding, with inKeyHeader: the token was read from the route's
+	// API-key header (Route.keyHeader).
+	scheme      credential.Scheme
+	inKeyHeader bool
 	// v is the answer once a stage gave one directly (answered), else the
 	// allow the later stages add headers to.
 	v        Verdict
@@ -244,7 +246,7 @@ func (e *evaluation) credential() *denial {
 		return nil // the workload is the caller (peerIdentity)
 	}
 	r := e.route
-	token, scheme, err := credential.Find(e.req.Headers, r.credentials)
+	token, scheme, place, err := credential.Find(e.req.Headers, r.credentials)
 	if r.tokenInMeta && e.call.metaToken != "" {
 		// Opt-in: some agent frameworks put the token in the tool call,
 		// and their servers read it there. The body goes upstream as it
@@ -267,7 +269,7 @@ func (e *evaluation) credential() *denial {
 		// upstream, which may read another than the one verified.
 		return headerDenial("the request carries a different credential in another place (Authorization, " + r.credentials.Places() + ")")
 	}
-	e.token, e.scheme = token, scheme
+	e.token, e.scheme, e.inKeyHeader = token, scheme, r.keyHeader && place == credential.InHeader
 	e.rec.add("found", func() string { return fmt.Sprintf("bearer token of %d bytes", len(token)) })
 	return nil
 }
@@ -293,10 +295,7 @@ func (e *evaluation) identify() *denial {
 		return nil // the workload is the caller (peerIdentity)
 	}
 	r := e.route
-	key := cache.NewKey(r.keyPrefix, e.token)
-	if e.actor != "" {
-		key = cache.NewKey(r.keyPrefix, e.token, e.actor) // the grant names the workload
-	}
+	key := verdictKey(r, e.token, e.inKeyHeader, e.actor)
 	var found cached
 	entry, hit := e.lookup(key, &found)
 	if !hit {
@@ -307,7 +306,7 @@ func (e *evaluation) identify() *denial {
 		}
 		e.ctx, e.budget = e.withBudget(e.ctx) // see budget.go
 		entry = &found
-		e.pl.verify(e.ctx, e.p, r, e.token, e.actor, e.st.readOnly, entry)
+		e.pl.verify(e.ctx, e.p, r, presented{token: e.token, inKeyHeader: e.inKeyHeader, actor: e.actor}, e.st.readOnly, entry)
 		entry.routeKey = r.keyPrefix
 		if entry.outcome == Unavailable {
 			// A broken dependency is not a property of the token.

@@ -39,23 +39,33 @@ const (
 	DPoP                 // RFC 9449: with a proof of the key it is bound to
 )
 
-// Find returns the token and its scheme, bounded in size but not yet checked against the
+// Place is where Find found the token: what may be read there can depend
+// on it (an API-key issuer's header holds API keys).
+type Place uint8
+
+const (
+	InAuthorization Place = iota
+	InHeader              // the Source's header
+	InCookie              // the Source's cookie
+)
+
+// Find returns the token, its scheme and where it was, bounded in size but not yet checked against the
 // b64token syntax: Syntax does that, and callers run it before they verify
 // a token they have not seen before (a token answered from a cache of
 // verified ones passed it already, which keeps the hot path from scanning
 // every byte twice). A present but unusable Authorization header is an
 // error, not a reason to look elsewhere: the header always wins.
-func Find(h Headers, src Source) (string, Scheme, error) {
+func Find(h Headers, src Source) (string, Scheme, Place, error) {
 	if v := h.Get("authorization"); v != "" {
 		if tok, ok := parseScheme(v, "bearer"); ok {
 			tok, err := check(tok)
-			return tok, Bearer, err
+			return tok, Bearer, InAuthorization, err
 		}
 		if tok, ok := parseScheme(v, "dpop"); ok {
 			tok, err := check(tok)
-			return tok, DPoP, err
+			return tok, DPoP, InAuthorization, err
 		}
-		return "", Bearer, ErrMissing // another scheme (Basic, ...): not ours
+		return "", Bearer, InAuthorization, ErrMissing // another scheme (Basic, ...): not ours
 	}
 	if src.Header != "" {
 		if v := strings.TrimSpace(h.Get(src.Header)); v != "" {
@@ -63,16 +73,16 @@ func Find(h Headers, src Source) (string, Scheme, error) {
 				v = tok
 			}
 			tok, err := check(v)
-			return tok, Bearer, err
+			return tok, Bearer, InHeader, err
 		}
 	}
 	if src.Cookie != "" {
 		if v, ok := cookie(h.Get("cookie"), src.Cookie); ok {
 			tok, err := check(v)
-			return tok, Bearer, err
+			return tok, Bearer, InCookie, err
 		}
 	}
-	return "", Bearer, ErrMissing
+	return "", Bearer, InAuthorization, ErrMissing
 }
 
 // Elsewhere reports whether a place a credential is read from (the

@@ -20,35 +20,36 @@ func TestFind(t *testing.T) {
 		want    string
 		wantErr error
 		scheme  Scheme
+		place   Place
 	}{
-		{"bearer", hdr{"authorization": "Bearer " + tok}, Source{}, tok, nil, Bearer},
-		{"scheme case-insensitive", hdr{"authorization": "bEaReR " + tok}, Source{}, tok, nil, Bearer},
-		{"extra spaces", hdr{"authorization": "Bearer   " + tok + " "}, Source{}, tok, nil, Bearer},
-		{"missing", hdr{}, Source{}, "", ErrMissing, Bearer},
-		{"basic is not ours", hdr{"authorization": "Basic dXNlcjpwYXNz"}, Source{}, "", ErrMissing, Bearer},
-		{"bearer without token", hdr{"authorization": "Bearer "}, Source{}, "", ErrMalformed, Bearer},
-		{"no space after scheme", hdr{"authorization": "Bearer" + tok}, Source{}, "", ErrMissing, Bearer},
-		{"two headers joined by envoy", hdr{"authorization": "Bearer a.b.c,Bearer d.e.f"}, Source{}, "", ErrMalformed, Bearer},
-		{"control characters", hdr{"authorization": "Bearer a.b\r\nx-user-id: x"}, Source{}, "", ErrMalformed, Bearer},
-		{"padding then data", hdr{"authorization": "Bearer ab=c"}, Source{}, "", ErrMalformed, Bearer},
-		{"too large", hdr{"authorization": "Bearer " + strings.Repeat("a", MaxTokenSize+1)}, Source{}, "", ErrTooLarge, Bearer},
-		{"alternative header bare", hdr{"x-api-token": tok}, Source{Header: "x-api-token"}, tok, nil, Bearer},
-		{"alternative header bearer", hdr{"x-api-token": "Bearer " + tok}, Source{Header: "x-api-token"}, tok, nil, Bearer},
-		{"authorization wins over header", hdr{"authorization": "Bearer a.b.c", "x-api-token": tok}, Source{Header: "x-api-token"}, "a.b.c", nil, Bearer},
-		{"cookie", hdr{"cookie": "theme=dark; sess=" + tok + "; x=1"}, Source{Cookie: "sess"}, tok, nil, Bearer},
-		{"cookie absent", hdr{"cookie": "theme=dark"}, Source{Cookie: "sess"}, "", ErrMissing, Bearer},
-		{"cookie not configured", hdr{"cookie": "sess=" + tok}, Source{}, "", ErrMissing, Bearer},
-		{"dpop scheme", hdr{"authorization": "DPoP " + tok}, Source{}, tok, nil, DPoP},
-		{"dpop scheme case-insensitive", hdr{"authorization": "dpop " + tok}, Source{}, tok, nil, DPoP},
-		{"dpop without token", hdr{"authorization": "DPoP "}, Source{}, "", ErrMalformed, DPoP},
-		{"dpop and bearer joined by envoy", hdr{"authorization": "DPoP a.b.c,Bearer d.e.f"}, Source{}, "", ErrMalformed, DPoP},
-		{"dpop in the alternative header is a bearer token", hdr{"x-api-token": "DPoP " + tok}, Source{Header: "x-api-token"}, "", ErrMalformed, Bearer},
+		{"bearer", hdr{"authorization": "Bearer " + tok}, Source{}, tok, nil, Bearer, InAuthorization},
+		{"scheme case-insensitive", hdr{"authorization": "bEaReR " + tok}, Source{}, tok, nil, Bearer, InAuthorization},
+		{"extra spaces", hdr{"authorization": "Bearer   " + tok + " "}, Source{}, tok, nil, Bearer, InAuthorization},
+		{"missing", hdr{}, Source{}, "", ErrMissing, Bearer, InAuthorization},
+		{"basic is not ours", hdr{"authorization": "Basic dXNlcjpwYXNz"}, Source{}, "", ErrMissing, Bearer, InAuthorization},
+		{"bearer without token", hdr{"authorization": "Bearer "}, Source{}, "", ErrMalformed, Bearer, InAuthorization},
+		{"no space after scheme", hdr{"authorization": "Bearer" + tok}, Source{}, "", ErrMissing, Bearer, InAuthorization},
+		{"two headers joined by envoy", hdr{"authorization": "Bearer a.b.c,Bearer d.e.f"}, Source{}, "", ErrMalformed, Bearer, InAuthorization},
+		{"control characters", hdr{"authorization": "Bearer a.b\r\nx-user-id: x"}, Source{}, "", ErrMalformed, Bearer, InAuthorization},
+		{"padding then data", hdr{"authorization": "Bearer ab=c"}, Source{}, "", ErrMalformed, Bearer, InAuthorization},
+		{"too large", hdr{"authorization": "Bearer " + strings.Repeat("a", MaxTokenSize+1)}, Source{}, "", ErrTooLarge, Bearer, InAuthorization},
+		{"alternative header bare", hdr{"x-api-token": tok}, Source{Header: "x-api-token"}, tok, nil, Bearer, InHeader},
+		{"alternative header bearer", hdr{"x-api-token": "Bearer " + tok}, Source{Header: "x-api-token"}, tok, nil, Bearer, InHeader},
+		{"authorization wins over header", hdr{"authorization": "Bearer a.b.c", "x-api-token": tok}, Source{Header: "x-api-token"}, "a.b.c", nil, Bearer, InAuthorization},
+		{"cookie", hdr{"cookie": "theme=dark; sess=" + tok + "; x=1"}, Source{Cookie: "sess"}, tok, nil, Bearer, InCookie},
+		{"cookie absent", hdr{"cookie": "theme=dark"}, Source{Cookie: "sess"}, "", ErrMissing, Bearer, InAuthorization},
+		{"cookie not configured", hdr{"cookie": "sess=" + tok}, Source{}, "", ErrMissing, Bearer, InAuthorization},
+		{"dpop scheme", hdr{"authorization": "DPoP " + tok}, Source{}, tok, nil, DPoP, InAuthorization},
+		{"dpop scheme case-insensitive", hdr{"authorization": "dpop " + tok}, Source{}, tok, nil, DPoP, InAuthorization},
+		{"dpop without token", hdr{"authorization": "DPoP "}, Source{}, "", ErrMalformed, DPoP, InAuthorization},
+		{"dpop and bearer joined by envoy", hdr{"authorization": "DPoP a.b.c,Bearer d.e.f"}, Source{}, "", ErrMalformed, DPoP, InAuthorization},
+		{"dpop in the alternative header is a bearer token", hdr{"x-api-token": "DPoP " + tok}, Source{Header: "x-api-token"}, "", ErrMalformed, Bearer, InHeader},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, scheme, err := findChecked(tt.h, tt.src)
-			if !errors.Is(err, tt.wantErr) || got != tt.want || scheme != tt.scheme {
-				t.Fatalf("Find = %q, %v, %v; want %q, %v, %v", got, scheme, err, tt.want, tt.scheme, tt.wantErr)
+			got, scheme, place, err := findChecked(tt.h, tt.src)
+			if !errors.Is(err, tt.wantErr) || got != tt.want || scheme != tt.scheme || place != tt.place {
+				t.Fatalf("Find = %q, %v, %v, %v; want %q, %v, %v, %v", got, scheme, place, err, tt.want, tt.scheme, tt.place, tt.wantErr)
 			}
 		})
 	}
@@ -58,7 +59,7 @@ func FuzzFind(f *testing.F) {
 	f.Add("Bearer a.b.c", "sess=x")
 	f.Add("bearer\t=", "")
 	f.Fuzz(func(t *testing.T, auth, cookie string) {
-		tok, _, err := findChecked(hdr{"authorization": auth, "cookie": cookie}, Source{Cookie: "sess"})
+		tok, _, _, err := findChecked(hdr{"authorization": auth, "cookie": cookie}, Source{Cookie: "sess"})
 		if err == nil && (tok == "" || strings.ContainsAny(tok, " \r\n\t,;")) {
 			t.Fatalf("accepted unusable token %q", tok)
 		}
@@ -67,15 +68,15 @@ func FuzzFind(f *testing.F) {
 
 // findChecked is Find followed by Syntax, as the pipeline runs them for a
 // token it has not seen.
-func findChecked(h Headers, src Source) (string, Scheme, error) {
-	tok, scheme, err := Find(h, src)
+func findChecked(h Headers, src Source) (string, Scheme, Place, error) {
+	tok, scheme, place, err := Find(h, src)
 	if err != nil {
-		return "", scheme, err
+		return "", scheme, place, err
 	}
 	if err := Syntax(tok); err != nil {
-		return "", scheme, err
+		return "", scheme, place, err
 	}
-	return tok, scheme, nil
+	return tok, scheme, place, nil
 }
 
 func TestCookieNamed(t *testing.T) {
