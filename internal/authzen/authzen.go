@@ -9,7 +9,9 @@
 // identical requests make one call (single flight). A PDP that cannot be
 // reached, answers late, errs or answers something that is not a decision
 // makes the request Unavailable (503 with Retry-After), never allowed; after
-// repeated failures a breaker stops calling it for a while.
+// repeated failures of the PDP itself a breaker stops calling it for a
+// while. A PDP that refuses to decide one request (a 4xx) denies that
+// request only.
 package authzen
 
 import (
@@ -34,6 +36,7 @@ import (
 	"github.com/extauthz/extauthz/internal/bounded"
 	"github.com/extauthz/extauthz/internal/breaker"
 	"github.com/extauthz/extauthz/internal/cache"
+	"github.com/extauthz/extauthz/internal/jsonrpc"
 	"github.com/extauthz/extauthz/internal/oauthclient"
 )
 
@@ -78,18 +81,17 @@ type Request struct {
 	Context  map[string]any `json:"context,omitempty"`
 }
 
-// response is an Access Evaluation response. decision is required.
-type response struct {
-	Decision *bool          `json:"decision"`
-	Context  map[string]any `json:"context,omitempty"`
-}
-
 // Decision is the PDP's answer.
 type Decision struct {
 	Allowed bool
 	// Reason is the PDP's reason_admin, if it gave one as a string or
-	// an {"en": ...} object: for logs and explanations, not for callers.
+	// an {"en": ...} object, or the status it refused with: for logs and
+	// explanations, not for callers.
 	Reason string
+	// Refused says the PDP would not decide this request: it answered a
+	// 4xx other than 408 and 429. Allowed is false; such a denial is not
+	// cached.
+	Refused bool
 	// Cached says the decision came from the cache.
 	Cached bool
 }
@@ -128,9 +130,11 @@ type Config struct {
 	// disables caching.
 	CacheTTL  time.Duration
 	CacheSize int
-	// MaxResponseBytes bounds the PDP's answer.
+	// MaxResponseBytes bounds the PDP's answer; at most
+	// jsonrpc.MaxBodySize, what the strict reader reads.
 	MaxResponseBytes int64
-	// BreakerThreshold failures in a row stop calls for BreakerCooldown.
+	// BreakerThreshold failures of the PDP in a row (no answer in time,
+	// 5xx, 408, 429) stop calls for BreakerCooldown.
 	BreakerThreshold int
 	BreakerCooldown  time.Duration
 }
@@ -167,6 +171,7 @@ func (c Config) Validate() (Config, error) {
 	if c.MaxResponseBytes <= 0 {
 		c.MaxResponseBytes = DefaultMaxResponseBytes
 	}
+	c.MaxResponseBytes = min(c.MaxResponseBytes, jsonrpc.MaxBodySize)
 	if c.BreakerThreshold <= 0 {
 		c.BreakerThreshold = DefaultBreakerThreshold
 	}
@@ -194,9 +199,11 @@ type Options struct {
 	Logger     *slog.Logger
 }
 
-// Stats are a Client's counters.
+// Stats are a Client's counters: calls made, cache hits, calls that gave
+// no decision, calls the PDP refused to decide (a 4xx), calls the breaker
+// refused.
 type Stats struct {
-	Calls, Hits, Failures, Rejected uint64
+	Calls, Hits, Failures, Refusals, Rejected uint64
 }
 
 // Client asks one PDP. It is safe for concurrent use.
@@ -210,7 +217,7 @@ type Client struct {
 	group   singleflight.Group
 	breaker *breaker.Breaker
 
-	calls, hits, failures, rejected atomic.Uint64
+	calls, hits, failures, refusals, rejected atomic.Uint64
 }
 
 // New returns a client for the PDP c describes.
@@ -243,7 +250,7 @@ func New(c Config, o Options) (*Client, error) {
 
 // Stats returns the counters.
 func (c *Client) Stats() Stats {
-	return Stats{Calls: c.calls.Load(), Hits: c.hits.Load(), Failures: c.failures.Load(), Rejected: c.rejected.Load()}
+	return Stats{Calls: c.calls.Load(), Hits: c.hits.Load(), Failures: c.failures.Load(), Refusals: c.refusals.Load(), Rejected: c.rejected.Load()}
 }
 
 // Evaluate asks for a decision on r. The error, if any, is an
@@ -297,7 +304,7 @@ func (c *Client) EvaluateNoStore(ctx context.Context, r Request) (Decision, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	d, _, err := c.call(ctx, body, now)
+	d, _, _, err := c.call(ctx, body, now)
 	if err != nil {
 		return Decision{}, &UnavailableError{RetryAfter: minRetryAfter, reason: "PDP failed", cause: err}
 	}
@@ -316,9 +323,22 @@ func (c *Client) flight(k cache.Key, body []byte) (Decision, error) {
 	c.calls.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
 	defer cancel()
-	d, ttl, err := c.call(ctx, body, start)
+	d, ttl, h, err := c.call(ctx, body, start)
 	now := c.now()
-	c.breaker.Record(now, err == nil)
+	switch h {
+	case up:
+		c.breaker.Record(now, true)
+	case down:
+		c.breaker.Record(now, false)
+	default:
+		// Neither opens nor closes it; a probe it was may go out again.
+		c.breaker.Abandon()
+	}
+	if d.Refused {
+		c.refusals.Add(1)
+		c.log.Warn("authzen: the PDP refused to decide", "endpoint", bounded.Redact(c.cfg.Endpoint), "reason", d.Reason)
+		return d, nil
+	}
 	if err != nil {
 		c.failures.Add(1)
 		ue := &UnavailableError{RetryAfter: minRetryAfter, reason: "PDP failed", cause: err}
@@ -334,51 +354,142 @@ func (c *Client) flight(k cache.Key, body []byte) (Decision, error) {
 	return d, nil
 }
 
+// health is what one call showed of the PDP, for the breaker, which every
+// request to the PDP shares: only what shows the PDP itself failing may
+// open it, never what one user's request made of the answer.
+type health int
+
+const (
+	// unknown: no call was made, or the answer was neither a decision nor
+	// a refusal (unreadable, too large, a redirect). Something answered,
+	// so the PDP is not shown down, and one user's request may be what
+	// made the answer unreadable (a PDP echoing the arguments past
+	// MaxResponseBytes); but the PDP is not shown deciding either, so a
+	// probe answered so does not close the breaker.
+	unknown health = iota
+	// up: the PDP decided, or refused to decide this request (a 4xx):
+	// it read the request and answered.
+	up
+	// down: no answer in time or at all, or one saying the PDP is failing
+	// or overloaded (5xx, 408, 429).
+	down
+)
+
 // call POSTs one evaluation and reads the decision and how long it may be
-// cached.
-func (c *Client) call(ctx context.Context, body []byte, now time.Time) (Decision, time.Duration, error) {
+// cached. A 4xx other than 408 and 429 is the PDP refusing to decide what
+// this request carried (an argument it rejects; or this service's
+// credentials or endpoint, which the log shows): retrying will not change
+// it, so it is a denial, Refused, and not an error.
+func (c *Client) call(ctx context.Context, body []byte, now time.Time) (Decision, time.Duration, health, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Endpoint, bytes.NewReader(body))
 	if err != nil {
-		return Decision{}, 0, errors.New("cannot build the request")
+		return Decision{}, 0, unknown, errors.New("cannot build the request")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("X-Request-ID", rand.Text())
 	if err := c.auth.Apply(url.Values{}, req.Header, c.cfg.Endpoint, now); err != nil {
-		return Decision{}, 0, err
+		return Decision{}, 0, unknown, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return Decision{}, 0, bounded.ScrubURLError(err)
+		return Decision{}, 0, down, bounded.ScrubURLError(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	switch code := resp.StatusCode; {
+	case code == http.StatusOK:
+	case code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests:
 		bounded.Drain(resp.Body)
-		return Decision{}, 0, fmt.Errorf("PDP answered HTTP %d", resp.StatusCode)
+		return Decision{}, 0, down, fmt.Errorf("PDP answered HTTP %d", code)
+	case code >= 400:
+		bounded.Drain(resp.Body)
+		return Decision{Refused: true, Reason: "HTTP " + strconv.Itoa(code)}, 0, up, nil
+	default:
+		bounded.Drain(resp.Body)
+		return Decision{}, 0, unknown, fmt.Errorf("PDP answered HTTP %d", code)
 	}
 	raw, err := bounded.Read(resp.Body, c.cfg.MaxResponseBytes)
+	if errors.Is(err, bounded.ErrTooLarge) {
+		return Decision{}, 0, unknown, fmt.Errorf("reading the PDP's answer: %w", err)
+	}
 	if err != nil {
-		return Decision{}, 0, fmt.Errorf("reading the PDP's answer: %w", err)
+		return Decision{}, 0, down, fmt.Errorf("reading the PDP's answer: %w", err)
 	}
-	var r response
-	if err := json.Unmarshal(raw, &r); err != nil || r.Decision == nil {
-		return Decision{}, 0, errors.New("the PDP's answer holds no boolean decision")
+	d, ok := decode(raw)
+	if !ok {
+		return Decision{}, 0, unknown, errors.New("the PDP's answer holds no boolean decision, or not one every JSON parser reads alike")
 	}
-	d := Decision{Allowed: *r.Decision, Reason: reason(r.Context)}
-	return d, cacheTTL(c.cfg.CacheTTL, resp.Header.Values("Cache-Control")), nil
+	return d, cacheTTL(c.cfg.CacheTTL, resp.Header.Values("Cache-Control")), up, nil
 }
 
-// reason reads reason_admin: a string, or an object of translations.
-func reason(ctx map[string]any) string {
-	switch r := ctx["reason_admin"].(type) {
-	case string:
-		return r
-	case map[string]any:
-		if s, ok := r["en"].(string); ok {
-			return s
+// decode reads an Access Evaluation response: an object with a boolean
+// decision and an optional context object. It reads it as every JSON
+// parser does, or not at all (ok false): the document is strict JSON
+// (jsonrpc.WalkStrict: no member twice at any depth, valid UTF-8), and no
+// member's name equals decision or context only under case folding, which
+// encoding/json would read as that member where other parsers would not
+// ({"decision": false, "Decision": true}). Inside context, reason_admin
+// and its en are read by their exact names, as a map is: a name in
+// another case is another member, and the reason is only for logs.
+func decode(raw []byte) (d Decision, ok bool) {
+	if i := jsonrpc.SkipSpace(raw, 0); i >= len(raw) || raw[i] != '{' {
+		return Decision{}, false
+	}
+	var decision, ctxObject []byte
+	bad := false
+	take := func(key []byte, name string, dst *[]byte, value []byte) {
+		switch is, ambiguous := jsonrpc.KeyIs(key, name); {
+		case ambiguous:
+			bad = true
+		case is:
+			*dst = value
 		}
 	}
-	return ""
+	err := jsonrpc.WalkStrict(raw, 1, func(_ int, key []byte, start, end int) {
+		take(key, "decision", &decision, raw[start:end])
+		take(key, "context", &ctxObject, raw[start:end])
+	})
+	if err != nil || bad {
+		return Decision{}, false
+	}
+	switch string(decision) {
+	case "true":
+		d.Allowed = true
+	case "false":
+	default:
+		return Decision{}, false
+	}
+	switch {
+	case ctxObject == nil || string(ctxObject) == "null":
+	case ctxObject[0] == '{':
+		d.Reason = reason(ctxObject)
+	default:
+		return Decision{}, false
+	}
+	return d, true
+}
+
+// reason reads reason_admin from a context object WalkStrict accepted: a
+// string, or an object of translations.
+func reason(ctxObject []byte) string {
+	r := member(ctxObject, "reason_admin")
+	if len(r) > 0 && r[0] == '{' {
+		r = member(r, "en")
+	}
+	s, _ := jsonrpc.StringValue(r)
+	return s
+}
+
+// member is the value of the member of object named name exactly, nil if
+// none. object is one WalkStrict accepted: no name is there twice.
+func member(object []byte, name string) []byte {
+	var v []byte
+	_ = jsonrpc.WalkStrict(object, 1, func(_ int, key []byte, start, end int) {
+		if string(key) == name {
+			v = object[start:end]
+		}
+	})
+	return v
 }
 
 // cacheTTL is the configured TTL as the PDP's Cache-Control allows it.

@@ -206,9 +206,9 @@ func TestUnavailable(t *testing.T) {
 		name  string
 		setup func(*authzenpdp.PDP)
 	}{
+		// A 4xx is a refusal, a denial: TestBreakerCountsOnlyPDPFailures.
 		{"server error", func(p *authzenpdp.PDP) { p.Status.Store(500) }},
-		{"unauthorized", func(p *authzenpdp.PDP) { p.Status.Store(401) }},
-		{"not found", func(p *authzenpdp.PDP) { p.Status.Store(404) }},
+		{"rate limited", func(p *authzenpdp.PDP) { p.Status.Store(429) }},
 		{"redirect", func(p *authzenpdp.PDP) {
 			// To a PDP that allows everything: not followed.
 			other := authzenpdp.Start(func(authzenpdp.Request) (bool, map[string]any) { return true, nil })

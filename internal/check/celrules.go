@@ -228,6 +228,9 @@ func (e *evaluation) rulePDP(ru *rule) (authzen.Decision, error) {
 		if err != nil {
 			return ru.name + ": " + err.Error()
 		}
+		if d.Refused {
+			return ru.name + ": the PDP refused to decide: " + d.Reason
+		}
 		return fmt.Sprintf("%s: the PDP decided %v (cached: %v) %s", ru.name, d.Allowed, d.Cached, d.Reason)
 	})
 	return d, err

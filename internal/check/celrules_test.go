@@ -2,12 +2,14 @@ package check
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/extauthz/extauthz/internal/authzen"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
 	"github.com/extauthz/extauthz/internal/policy"
 	"github.com/extauthz/extauthz/internal/testing/authzenpdp"
@@ -152,6 +154,39 @@ func TestCELPDPDown(t *testing.T) {
 	}
 	if ra, ok := header(v.ResponseHeaders, "retry-after"); !ok || ra == "" {
 		t.Errorf("no Retry-After: %v", v.ResponseHeaders)
+	}
+}
+
+// TestPDPBreakerTrippedByOneUsersInput: the PDP's breaker is shared by
+// every user of the rule, so a PDP refusing what one user sent (a 4xx)
+// denies that user's call and does not count against it: however often
+// mallory sends arguments the PDP rejects, alice's calls are still
+// decided.
+func TestPDPBreakerTrippedByOneUsersInput(t *testing.T) {
+	f, pdp := celFixture(t)
+	pdp.Answer = func(r authzenpdp.Request, w http.ResponseWriter) bool {
+		args, _ := r.Context["arguments"].(map[string]any)
+		if _, ok := args["amount"].(float64); !ok {
+			w.WriteHeader(http.StatusBadRequest)
+			return true
+		}
+		return false
+	}
+	mallory := f.rpcReq(t, "POST", "ws.example.com", celCall("pay_invoice", `{"amount": "all of it"}`), nil)
+	mallory.Headers["authorization"] = "Bearer " + f.hs(t, jwt.MapClaims{"sub": "mallory"})
+	var outcomes []Outcome
+	for range authzen.DefaultBreakerThreshold + 1 {
+		outcomes = append(outcomes, f.pl.Check(t.Context(), mallory).Outcome)
+	}
+	if slices.ContainsFunc(outcomes, func(o Outcome) bool { return o != Forbidden }) {
+		t.Errorf("mallory's calls: %v, want all forbidden", outcomes)
+	}
+	v := f.pl.Check(t.Context(), f.rpcReq(t, "POST", "ws.example.com", celCall("pay_invoice", `{"amount": 50}`), nil))
+	if v.Outcome != Allowed {
+		t.Fatalf("alice's call: %v (%s), want allowed", v.Outcome, v.Description)
+	}
+	if n := pdp.Calls.Load(); n != authzen.DefaultBreakerThreshold+2 {
+		t.Errorf("PDP calls = %d, want %d", n, authzen.DefaultBreakerThreshold+2)
 	}
 }
 

@@ -125,7 +125,7 @@ func (rt *Route) authorize(g *Grant, method, name string) (o Outcome, desc, scop
 // decided). A deny rule's when narrows what it matches; an allow rule's is
 // one more requirement. An expression that fails denies (PolicyError); a
 // decision point that cannot decide makes the call Unavailable, its
-// Retry-After in e.pol.
+// Retry-After in e.pol, and one that refuses to decide it denies it.
 func (rt *Route) authorizeFor(e *evaluation, g *Grant, method, name string) (o Outcome, desc, scope string, by int) {
 	meanings := jsonrpc.Meanings(method, rt.rpcProtocol())
 	if e != nil {
@@ -193,6 +193,10 @@ func (rt *Route) apply(e *evaluation, g *Grant, i int) (o Outcome, desc, scope s
 				e.pol.retryAfter = ue.RetryAfter
 			}
 			return Unavailable, "the policy decision point could not decide", "", true
+		}
+		if d.Refused {
+			// A 4xx: the PDP will not decide what this call carries.
+			return Forbidden, "the policy decision point refused to decide this call", "", true
 		}
 		if !d.Allowed {
 			return Forbidden, "the policy decision point denies this call", "", true

@@ -50,6 +50,11 @@ type PDP struct {
 	Calls atomic.Int64
 	// Status, if not 0 or 200, is answered instead of a decision.
 	Status atomic.Int32
+	// Answer, if set, may answer one request instead of the policy, as a
+	// PDP rejecting what one user's request carried does, or answering it
+	// late or unreadably: it reports whether it answered. Set it before
+	// the first request.
+	Answer func(Request, http.ResponseWriter) bool
 	// Body, if set, is answered verbatim (with 200) instead of a decision.
 	Body atomic.Pointer[string]
 	// CacheControl, if set, is sent as the Cache-Control header.
@@ -128,6 +133,9 @@ func (p *PDP) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if s := p.Status.Load(); s != 0 && s != http.StatusOK {
 		w.WriteHeader(int(s))
+		return
+	}
+	if p.Answer != nil && p.Answer(req, w) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -153,7 +153,7 @@ func TestOPADecides(t *testing.T) {
 
 // TestOPAFailureNeverAllows: a PDP that fails, or answers anything but a
 // boolean decision, makes a call the policy would allow fail with 503 and
-// Retry-After.
+// Retry-After; one that refuses to decide it (a 4xx) denies it.
 func TestOPAFailureNeverAllows(t *testing.T) {
 	// A policy whose result is the path itself: OPA evaluates it, the
 	// adapter refuses to read a string as a decision.
@@ -166,6 +166,7 @@ func TestOPAFailureNeverAllows(t *testing.T) {
 	}{
 		{"PDP error", "", 500, ""},
 		{"PDP unavailable", "", 503, ""},
+		{"PDP rate limiting", "", 429, ""},
 		{"PDP not found", "", 404, ""},
 		{"not JSON", "", 0, "<html>ok</html>"},
 		{"empty object", "", 0, "{}"},
@@ -187,6 +188,12 @@ func TestOPAFailureNeverAllows(t *testing.T) {
 				pdp.Body.Store(&tt.body)
 			}
 			v := pl.Check(t.Context(), toolCall(t, caller{sub: "alice"}, "read_file", `{"path":"/workspace/corp:alice/notes.txt"}`))
+			if tt.status == 404 {
+				if v.Outcome != check.Forbidden || v.Status() != 403 {
+					t.Fatalf("outcome %v (%d, %s), want forbidden (403)", v.Outcome, v.Status(), v.Description)
+				}
+				return
+			}
 			if v.Outcome != check.Unavailable || v.Status() != 503 {
 				t.Fatalf("outcome %v (%d, %s), want unavailable (503)", v.Outcome, v.Status(), v.Description)
 			}
