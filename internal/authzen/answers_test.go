@@ -46,7 +46,8 @@ func answerBody(s string) func(*authzenpdp.PDP) {
 
 // TestBreakerCountsOnlyPDPFailures: the breaker is shared by every request
 // to the PDP, so only what shows the PDP itself failing counts against it:
-// no answer in time, 5xx, 408, 429. A 4xx is the PDP refusing to decide
+// no answer in time, 5xx, 408, 429, and 401, 403, 407 (this service's own
+// credentials refused, for everyone). Another 4xx is the PDP refusing to decide
 // one request: that request is denied, and the next user's is decided. An
 // unreadable answer is no decision (Unavailable), but it came, and it may
 // be one user's request that made it unreadable (a PDP echoing the
@@ -60,8 +61,9 @@ func TestBreakerCountsOnlyPDPFailures(t *testing.T) {
 		trips   bool
 	}{
 		{"400 for what mallory sent", status(http.StatusBadRequest), true, false},
-		{"401", status(http.StatusUnauthorized), true, false},
-		{"403", status(http.StatusForbidden), true, false},
+		{"401: our credentials refused", status(http.StatusUnauthorized), false, true},
+		{"403: our credentials refused", status(http.StatusForbidden), false, true},
+		{"407: our proxy credentials refused", status(http.StatusProxyAuthRequired), false, true},
 		{"404", status(http.StatusNotFound), true, false},
 		{"413", status(http.StatusRequestEntityTooLarge), true, false},
 		{"422", status(http.StatusUnprocessableEntity), true, false},

@@ -89,8 +89,8 @@ type Decision struct {
 	// explanations, not for callers.
 	Reason string
 	// Refused says the PDP would not decide this request: it answered a
-	// 4xx other than 408 and 429. Allowed is false; such a denial is not
-	// cached.
+	// 4xx other than 401, 403, 407, 408 and 429. Allowed is false; such a
+	// denial is not cached.
 	Refused bool
 	// Cached says the decision came from the cache.
 	Cached bool
@@ -134,7 +134,7 @@ type Config struct {
 	// jsonrpc.MaxBodySize, what the strict reader reads.
 	MaxResponseBytes int64
 	// BreakerThreshold failures of the PDP in a row (no answer in time,
-	// 5xx, 408, 429) stop calls for BreakerCooldown.
+	// 5xx, 401, 403, 407, 408, 429) stop calls for BreakerCooldown.
 	BreakerThreshold int
 	BreakerCooldown  time.Duration
 }
@@ -371,15 +371,15 @@ const (
 	// it read the request and answered.
 	up
 	// down: no answer in time or at all, or one saying the PDP is failing
-	// or overloaded (5xx, 408, 429).
+	// or overloaded (5xx, 408, 429) or refuses this service (refusesUs).
 	down
 )
 
 // call POSTs one evaluation and reads the decision and how long it may be
-// cached. A 4xx other than 408 and 429 is the PDP refusing to decide what
-// this request carried (an argument it rejects; or this service's
-// credentials or endpoint, which the log shows): retrying will not change
-// it, so it is a denial, Refused, and not an error.
+// cached. A 4xx other than 408, 429 and refusesUs is the PDP refusing to
+// decide what this request carried (an argument it rejects, a resource it
+// does not know): retrying will not change it, so it is a denial, Refused,
+// and not an error.
 func (c *Client) call(ctx context.Context, body []byte, now time.Time) (Decision, time.Duration, health, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Endpoint, bytes.NewReader(body))
 	if err != nil {
@@ -398,7 +398,7 @@ func (c *Client) call(ctx context.Context, body []byte, now time.Time) (Decision
 	defer resp.Body.Close()
 	switch code := resp.StatusCode; {
 	case code == http.StatusOK:
-	case code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests:
+	case code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || refusesUs(code):
 		bounded.Drain(resp.Body)
 		return Decision{}, 0, down, fmt.Errorf("PDP answered HTTP %d", code)
 	case code >= 400:
@@ -420,6 +420,14 @@ func (c *Client) call(ctx context.Context, body []byte, now time.Time) (Decision
 		return Decision{}, 0, unknown, errors.New("the PDP's answer holds no boolean decision, or not one every JSON parser reads alike")
 	}
 	return d, cacheTTL(c.cfg.CacheTTL, resp.Header.Values("Cache-Control")), up, nil
+}
+
+// refusesUs: the PDP (or a proxy before it) refuses this service's own
+// credentials, the same for every request: no user's input causes it, and
+// the PDP decides nothing for anyone until an operator mends it, so it
+// counts as the PDP down (503), not as a denial of one call.
+func refusesUs(code int) bool {
+	return code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusProxyAuthRequired
 }
 
 // decode reads an Access Evaluation response: an object with a boolean
