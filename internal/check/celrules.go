@@ -69,6 +69,11 @@ func (p *Policy) compileRulePolicies(r *Route, rc config.Route, d Deps) error {
 				}
 			}
 			r.allClaims = r.allClaims || all
+			for _, h := range prg.Headers() {
+				if !slices.Contains(r.ruleHeaders, h) && !listHeader(h) {
+					r.ruleHeaders = append(r.ruleHeaders, h)
+				}
+			}
 			if prg.IdentityOnly() {
 				r.identityRules = append(r.identityRules, i)
 			} else if slices.Contains(prg.Reads(), policy.VarJWT) {

@@ -566,3 +566,55 @@ func TestDecisionPointInputs(t *testing.T) {
 		t.Fatalf("the PDP was asked %+v: want one request with the lineage", reqs)
 	}
 }
+
+// TestRepeatedRuleHeader: a rule denying a tenant by its header is not
+// escaped by sending the header twice, which the rule would see as
+// "blocked,blocked" and the upstream as blocked. A header a rule reads by
+// name is refused when the front end saw it repeated; a list header, and a
+// repeated header no rule reads, are not.
+func TestRepeatedRuleHeader(t *testing.T) {
+	f := newFixture(t, `
+  - name: tenants
+    hosts: [tenants.example.com]
+    issuers: [dev]
+    protocol: mcp
+    rules:
+      - name: blocked tenant
+        methods: [tools/call]
+        action: deny
+        when: request.headers["x-tenant"] == "blocked"
+      - name: json clients
+        methods: [tools/call]
+        when: request.headers["accept"].contains("application/json")
+`)
+	tests := []struct {
+		name     string
+		headers  Headers
+		repeated []string
+		want     Outcome
+	}{
+		{"one tenant header", Headers{"x-tenant": "acme"}, nil, Allowed},
+		{"the blocked tenant", Headers{"x-tenant": "blocked"}, nil, Forbidden},
+		{"the blocked tenant twice", Headers{"x-tenant": "blocked,blocked"}, []string{"x-tenant"}, Malformed},
+		{"another tenant and the blocked one", Headers{"x-tenant": "acme,blocked"}, []string{"x-tenant"}, Malformed},
+		{"a list header repeated", Headers{"x-tenant": "acme", "accept": "application/json,text/event-stream"}, []string{"accept"}, Allowed},
+		{"a header no rule reads repeated", Headers{"x-tenant": "acme", "x-other": "a,b"}, []string{"x-other"}, Allowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := Headers{"accept": "application/json, text/event-stream"}
+			for k, v := range tt.headers {
+				h[k] = v
+			}
+			req := f.rpcReq(t, "POST", "tenants.example.com", celCall("whoami", `{}`), h)
+			req.Repeated = tt.repeated
+			v := f.pl.Check(t.Context(), req)
+			if v.Outcome != tt.want {
+				t.Fatalf("outcome %v (%s), want %v", v.Outcome, v.Description, tt.want)
+			}
+			if tt.want == Malformed && (v.Status() != 400 || !strings.Contains(v.Description, "x-tenant")) {
+				t.Errorf("status %d (%s), want 400 naming the header", v.Status(), v.Description)
+			}
+		})
+	}
+}

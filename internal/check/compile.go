@@ -106,6 +106,10 @@ type Route struct {
 	resourceMetadata     string
 	forwardAuthorization bool
 	credentials          credential.Source
+	// ruleHeaders are the request headers the route's rule expressions
+	// read by name (policy.Program.Headers): each is refused when sent
+	// more than once (repeatedRuleHeader).
+	ruleHeaders []string
 	// keyHeader: credentials.Header is an API-key issuer's. What is read
 	// there is an API key or a JWT verified here, never introspected: a
 	// mistyped key is its owner's secret (credentialVerifier.verify).

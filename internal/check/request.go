@@ -28,6 +28,12 @@ type Request struct {
 	// them), so that the pipeline reads the names only then
 	// (underscoreHeader).
 	UnderscoreNames bool
+	// Repeated names the headers the proxy sent more than once, where the
+	// front end can tell (a header list, not a map Envoy already merged):
+	// a rule reading one of them by name sees its values joined, while
+	// the upstream may read any one of them (repeatedRuleHeader). Nil on
+	// nearly every request.
+	Repeated []string
 	// ClientCertForm says how ClientCert spells the client certificate
 	// (beside BodyPartial, in its padding: a Request is allocated per
 	// check).
@@ -93,8 +99,9 @@ func (h Headers) Mentions(name, word string) bool { return containsFold(h[name],
 // with "," ("; " for Cookie, RFC 6265 section 5.4), invalid UTF-8 replaced
 // by "!" but in Mcp-Session-Id. Every front end that receives a header
 // list (ext_authz's raw header map, ext_proc's headers) reads it through
-// Add, so that they see one request alike.
-func (h Headers) Add(key, value string) {
+// Add, so that they see one request alike. It returns the lower-case name
+// and whether the header was there already.
+func (h Headers) Add(key, value string) (name string, repeated bool) {
 	k := strings.ToLower(key)
 	// A session id keeps its bytes: as "!" it would pass as the visible
 	// ASCII id it must be, and be bound, while the upstream reads the raw
@@ -109,6 +116,8 @@ func (h Headers) Add(key, value string) {
 			sep = "; "
 		}
 		value = prev + sep + value
+		repeated = true
 	}
 	h[k] = value
+	return k, repeated
 }

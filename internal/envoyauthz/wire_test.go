@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,11 @@ func TestWireDecodeMatchesProto(t *testing.T) {
 			want := Input(req)
 			if strings.Contains(name, "underscore") && !got.UnderscoreNames {
 				t.Error("the underscore name is not noted")
+			}
+			// X-Multi is sent twice: a raw header map shows it, a merged
+			// one cannot.
+			if raw := req.GetAttributes().GetRequest().GetHttp().GetHeaderMap() != nil; raw != slices.Equal(got.Repeated, []string{"x-multi"}) {
+				t.Errorf("repeated %q from a raw header map: %v", got.Repeated, raw)
 			}
 			normalize(&got)
 			normalize(&want)

@@ -52,7 +52,7 @@ func TestClientCert(t *testing.T) {
 				hdr.Add("X-Forwarded-Client-Cert", l)
 			}
 			var in check.Request
-			in.Headers, _ = headerMap(hdr)
+			in.Headers, _, _ = headerMap(hdr)
 			setClientCert(&in, tc.trusted)
 			if got := in.ClientCertThumbprint(); got != tc.want {
 				t.Errorf("ClientCertThumbprint() = %q, want %q", got, tc.want)
@@ -87,7 +87,7 @@ func TestClientCertFromPeer(t *testing.T) {
 			got := make(chan string, 1)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				var in check.Request
-				in.Headers, _ = headerMap(r.Header)
+				in.Headers, _, _ = headerMap(r.Header)
 				h.describePeer(&in, r, h.trusted(r.RemoteAddr))
 				got <- in.ClientCertThumbprint()
 			}))

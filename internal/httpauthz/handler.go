@@ -128,7 +128,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Protocol:  r.Proto,
 		RequestID: r.Header.Get("X-Request-Id"),
 	}
-	in.Headers, in.UnderscoreNames = headerMap(r.Header)
+	in.Headers, in.UnderscoreNames, in.Repeated = headerMap(r.Header)
 	h.describePeer(&in, r, trusted)
 	if o.forwarded && r.URL.RawQuery != "" {
 		if route, _ := routeParam(r.URL.RawQuery); route != "" {

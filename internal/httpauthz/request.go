@@ -467,7 +467,7 @@ func clientNamesRoute(checkQuery, originalURI string) bool {
 // headerMap converts the request headers to the pipeline's form: lower-case
 // names, repeated values joined with ","; underscores says a name holds
 // "_" (check.Request.UnderscoreNames: Caddy and Traefik pass them on).
-func headerMap(hdr http.Header) (m check.Headers, underscores bool) {
+func headerMap(hdr http.Header) (m check.Headers, underscores bool, repeated []string) {
 	m = make(check.Headers, len(hdr))
 	for k, vs := range hdr {
 		lk, ok := lowerNames[k]
@@ -485,9 +485,10 @@ func headerMap(hdr http.Header) (m check.Headers, underscores bool) {
 				sep = "; " // as Envoy and HTTP/2 join cookies
 			}
 			m[lk] = strings.Join(vs, sep)
+			repeated = append(repeated, lk)
 		}
 	}
-	return m, underscores
+	return m, underscores, repeated
 }
 
 // lowerNames are the lower-case forms of the headers forward-auth requests

@@ -131,7 +131,7 @@ func TestRouteParam(t *testing.T) {
 }
 
 func TestHeaderMap(t *testing.T) {
-	m, underscores := headerMap(http.Header{
+	m, underscores, repeated := headerMap(http.Header{
 		"Authorization":  {"Bearer x"},
 		"X-Custom-Name":  {"a", "b"},
 		"Mcp-Session-Id": {"s"},
@@ -140,7 +140,10 @@ func TestHeaderMap(t *testing.T) {
 	if underscores {
 		t.Error("no name holds an underscore")
 	}
-	if _, underscores := headerMap(http.Header{"X_custom": {"a"}}); !underscores {
+	if !slices.Equal(repeated, []string{"x-custom-name"}) {
+		t.Errorf("repeated %q, want x-custom-name only", repeated)
+	}
+	if _, underscores, _ := headerMap(http.Header{"X_custom": {"a"}}); !underscores {
 		t.Error("X_custom holds an underscore")
 	}
 	want := map[string]string{"authorization": "Bearer x", "x-custom-name": "a,b", "mcp-session-id": "s"}

@@ -157,6 +157,7 @@ type Program struct {
 	claims         []string // jwt claims read by name, sorted
 	allClaims      bool     // jwt is read in a way that names no claim
 	readsArguments bool
+	headers        []string // request headers read by name, lower-cased, sorted
 	cost           cost.Estimate
 	tracked        bool // the runtime cost limit is tracked (see Compile)
 	paths          []string
@@ -231,7 +232,7 @@ func (e *Env) Compile(expr string) (*Program, error) {
 // keeps more claims or evaluates per request.
 func (p *Program) analyse(a *celast.AST) {
 	read := map[string]bool{}
-	claims := map[string]bool{}
+	claims, headers := map[string]bool{}, map[string]bool{}
 	root := celast.NavigateAST(a)
 	for _, n := range celast.MatchDescendants(root, celast.KindMatcher(celast.IdentKind)) {
 		name := n.AsIdent()
@@ -252,6 +253,13 @@ func (p *Program) analyse(a *celast.AST) {
 			if !ok || parent.Kind() != celast.SelectKind || parent.AsSelect().FieldName() == "arguments" {
 				p.readsArguments = true
 			}
+		case VarRequest:
+			if ok && parent.Kind() == celast.SelectKind && parent.AsSelect().FieldName() == "headers" {
+				gp, hasGP := parent.Parent()
+				if h, named := claimName(parent, gp, hasGP); named {
+					headers[strings.ToLower(h)] = true
+				}
+			}
 		}
 	}
 	for _, v := range variables {
@@ -263,6 +271,10 @@ func (p *Program) analyse(a *celast.AST) {
 		p.claims = append(p.claims, c)
 	}
 	slices.Sort(p.claims)
+	for h := range headers {
+		p.headers = append(p.headers, h)
+	}
+	slices.Sort(p.headers)
 }
 
 // addPath records the field path a variable is read through
@@ -409,6 +421,13 @@ func (p *Program) IdentityOnly() bool {
 	}
 	return true
 }
+
+// Headers returns the request headers the expression reads by name
+// (request.headers["x-tenant"], "x-tenant" in request.headers), lower-cased:
+// a header sent more than once reaches the expression as its values joined
+// with ",", which no comparison with one value matches, while the upstream
+// may read either. A header read by a computed name is not listed.
+func (p *Program) Headers() []string { return p.headers }
 
 // ReadsArguments reports whether the expression reads mcp.arguments: it
 // needs the whole body.

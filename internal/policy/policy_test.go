@@ -226,6 +226,30 @@ func TestReads(t *testing.T) {
 	}
 }
 
+// TestHeadersRead: the headers an expression reads by name, which the
+// pipeline refuses to decide on when sent more than once.
+func TestHeadersRead(t *testing.T) {
+	env := newEnv(t, Options{})
+	tests := []struct{ name, expr, headers string }{
+		{"by index", `request.headers["x-tenant"] == "acme"`, "x-tenant"},
+		{"upper case reads the lower-case name", `request.headers["X-Tenant"] != "blocked"`, "x-tenant"},
+		{"by field", `request.headers.tenant == "acme"`, "tenant"},
+		{"presence", `"x-debug" in request.headers || has(request.headers.trace)`, "trace x-debug"},
+		{"several, once each", `request.headers["b"] == "1" && request.headers["a"] == "2" && request.headers["b"] != "3"`, "a b"},
+		{"by a computed name: not listed", `request.headers[jwt.h] == "x"`, ""},
+		{"iterated: not listed", `request.headers.exists(k, k == "x")`, ""},
+		{"other request fields", `request.method == "POST" && request.path == "/mcp"`, ""},
+		{"no request", `jwt.a == "x"`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := strings.Join(compile(t, env, tt.expr).Headers(), " "); got != tt.headers {
+				t.Errorf("Headers = %q, want %q", got, tt.headers)
+			}
+		})
+	}
+}
+
 func TestCanCall(t *testing.T) {
 	env := newEnv(t, Options{})
 	tests := []struct {
