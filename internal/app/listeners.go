@@ -69,7 +69,7 @@ func opsHandler(pl *check.Pipeline, m *metrics.Metrics, ready func() bool) http.
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if !ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready: key sets still loading or the shared store unreachable")
+			fmt.Fprintln(w, "not ready: key sets still loading, revocations not read from the shared store yet, or the shared store unreachable")
 			return
 		}
 		fmt.Fprintln(w, "ready")

@@ -306,9 +306,12 @@ type core struct {
 	draining atomic.Bool          // set on SIGTERM: not ready, still answering
 }
 
-// ready is what /readyz and gRPC health say.
+// ready is what /readyz and gRPC health say: not before the key sets have
+// loaded and, with a shared store, the revocations have been read from it
+// once (whatever redis.required_for_ready says: a replica that has not
+// read them refuses every identified caller).
 func (k *core) ready() bool {
-	return !k.draining.Load() && k.pipeline.Policy().Ready() &&
+	return !k.draining.Load() && k.pipeline.Ready() &&
 		(k.store == nil || !k.cfg.Redis.RequiredForReady || k.store.Ready())
 }
 
@@ -414,8 +417,18 @@ func (k *core) observe() {
 }
 
 // follow keeps this replica in step with the others through the shared
-// store: their revocations and invalidations, and their reloads.
+// store: their revocations and invalidations, and their reloads. It first
+// reads the revocations the others made: briefly before serving, so that
+// a replica starting beside a healthy Redis admits its first callers, then
+// in the background until Redis answers, since the bus may never connect.
 func (k *core) follow(bg context.Context) {
+	// Long enough for both reads from a Redis that answers.
+	first, cancel := context.WithTimeout(bg, 2*k.store.OpTimeout())
+	loaded := k.pipeline.LoadRevocations(first)
+	cancel()
+	if !loaded {
+		go k.pipeline.LoadRevocations(bg)
+	}
 	if k.reload != nil {
 		k.reload.publish = func() { _ = k.store.Publish(bg, shared.Event{Kind: shared.EventConfig, At: time.Now()}) }
 	}

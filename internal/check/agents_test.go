@@ -530,7 +530,7 @@ func TestTaskRulesNameTheToolAcrossReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return pl, agentMint(t)
+		return mustLoad(t, pl), agentMint(t)
 	}
 	a, mint := replica()
 	b, _ := replica()

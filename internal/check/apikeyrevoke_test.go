@@ -68,8 +68,21 @@ routes:
 }
 
 // replica compiles the configuration as the service does (one revocation
-// set across reloads) and builds a pipeline on it, sharing st (nil: none).
+// set across reloads) and builds a pipeline on it, sharing st (nil: none),
+// with the shared tier's revocations read, as the service reads them
+// before it is ready.
 func (f *revokeFixture) replica(t testing.TB, st *shared.Store) *Pipeline {
+	t.Helper()
+	pl := f.unloadedReplica(t, st)
+	if st != nil {
+		mustLoad(t, pl)
+	}
+	return pl
+}
+
+// unloadedReplica is replica before it read the shared tier's
+// revocations: a replica just started.
+func (f *revokeFixture) unloadedReplica(t testing.TB, st *shared.Store) *Pipeline {
 	t.Helper()
 	p, err := Compile(t.Context(), f.cfg, Deps{Now: f.clock.Now, APIKeyRevocations: apikey.NewRevocations(f.clock.Now)})
 	if err != nil {

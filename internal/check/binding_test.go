@@ -155,9 +155,11 @@ routes: [{name: agent, default: true, issuers: [dev]}]
 		if err != nil {
 			t.Fatal(err)
 		}
-		return pl
+		return mustLoad(t, pl)
 	}
-	a, b, down := replica(srv.Addr), replica(srv.Addr), replica("127.0.0.1:1")
+	// down read the revocations before Redis went down: a replica that
+	// never did refuses every token earlier (TestReplicaStartedWithoutRedisWaitsForRevocations).
+	a, b, down := replica(srv.Addr), replica(srv.Addr), replica(srv.Addr)
 	bound := mint.hs(t, jwt.MapClaims{"cnf": map[string]any{"jkt": client.Thumbprint(t)}})
 	p := client.Proof(t, nil, jwt.MapClaims{"jti": "once", "htm": "POST", "htu": "https://agent.example.com/a2a", "iat": t0.Unix(), "ath": dpop.AccessTokenHash(bound)})
 	req := func() *Request { return agentReq(Headers{"authorization": "DPoP " + bound, "dpop": p}) }
@@ -167,6 +169,7 @@ routes: [{name: agent, default: true, issuers: [dev]}]
 	if v := b.Check(t.Context(), req()); v.Outcome != InvalidToken || !strings.Contains(v.Description, "used before") {
 		t.Fatalf("second replica: %v (%s), want the replay refused", v.Outcome, v.Description)
 	}
+	srv.Kill()
 	if v := down.Check(t.Context(), req()); v.Outcome != Unavailable || !strings.Contains(v.Description, "DPoP replay check") {
 		t.Fatalf("replica without Redis: %v (%s), want Unavailable", v.Outcome, v.Description)
 	}

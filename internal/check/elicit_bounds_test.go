@@ -183,7 +183,7 @@ func TestSharedElicitationsBoundedPerUser(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	sts := ststest.New(t, ststest.Options{Clients: []ststest.Client{{ID: "extauthz", Method: "client_secret_post", Secret: "s"}}})
 	doc := consentDoc(sts.TokenURL, false) + "elicitations: {max_entries: 8, max_per_subject: 2}\n"
-	pl := newPipeline(t, doc, Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }}, Options{Shared: st})
+	pl := mustLoad(t, newPipeline(t, doc, Deps{HTTPClient: sts.Client(), Getenv: func(string) string { return "s" }}, Options{Shared: st}))
 	tok := testtoken.HMAC(t, "HS256", secret, jwt.MapClaims{"iss": "https://a.example.com", "sub": "mallory",
 		"iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(time.Hour).Unix()})
 	for i := range 50 {

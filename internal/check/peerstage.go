@@ -82,10 +82,14 @@ func (e *evaluation) peerIdentity() *denial {
 	if g == nil {
 		return &denial{outcome: entry.outcome, desc: entry.description}
 	}
+	e.hit = hit // a refusal below came from the cache too, as identify's does
+	if d := e.pl.state.notLoaded(); d != nil {
+		return d
+	}
 	if e.pl.state.isRevoked(g) {
 		return &denial{outcome: InvalidToken, desc: "peer identity is revoked"}
 	}
-	e.grant, e.hit = g, hit
+	e.grant = g
 	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}
 	return nil
 }

@@ -12,7 +12,9 @@
 //	call        the JSON-RPC call is read exactly, or refused
 //	peer        the mTLS workload identity, on routes with peer issuers
 //	credential  the credential (JWT, opaque token, API key) is found
-//	identity    the credential is verified once and its grant cached
+//	identity    the credential is verified once and its grant cached; no
+//	            grant (nor the peer's) passes before the shared tier's
+//	            revocations are read (503, see LoadRevocations)
 //	authorize   required scopes, then the route's rules (first match;
 //	            globs, claims, CEL, AuthZEN)
 //	session     an MCP session belongs to the user who first used it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -67,6 +68,9 @@ var (
 	ErrNoRoute    = errors.New("check: no route for this request")
 	ErrNotAllowed = errors.New("check: the request was not allowed")
 	ErrOverloaded = errors.New("check: too many checks in progress")
+	// errNotLoadedResponse is ErrNotAllowed before the revocations are
+	// read (LoadRevocations), saying why.
+	errNotLoadedResponse = fmt.Errorf("%w: %s", ErrNotAllowed, errNotLoaded)
 )
 
 // ForResponse returns the allowed request req is, for processing its
@@ -155,6 +159,11 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 	}
 	if !g.scopeOK || pl.state.isRevoked(g) {
 		return nil, ErrNotAllowed
+	}
+	if !pl.state.loaded.Load() {
+		// Whether the user is revoked cannot be told yet: the response is
+		// processed as nobody's, as a refused request's is.
+		return nil, errNotLoadedResponse
 	}
 	x := &Exchange{pl: pl, p: p, route: r, grant: g, Call: call}
 	if call.Method != "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
+	"github.com/extauthz/extauthz/internal/shared"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
@@ -42,6 +43,13 @@ routes:
 
 func responsePipeline(t *testing.T, doc string, deps Deps) (*Pipeline, *clock) {
 	t.Helper()
+	return responsePipelineWith(t, doc, deps, nil)
+}
+
+// responsePipelineWith is responsePipeline on the shared tier st (nil:
+// none).
+func responsePipelineWith(t *testing.T, doc string, deps Deps, st *shared.Store) (*Pipeline, *clock) {
+	t.Helper()
 	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +61,7 @@ func responsePipeline(t *testing.T, doc string, deps Deps) (*Pipeline, *clock) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	pl, err := New(p, Options{Now: clk.Now})
+	pl, err := New(p, Options{Now: clk.Now, Shared: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,3 +43,25 @@ func (pl *Pipeline) HandleEvent(ctx context.Context, ev shared.Event) {
 		pl.state.resync(ctx)
 	}
 }
+
+// LoadRevocations reads the revocations of subjects and API keys from the
+// shared tier, retrying while Redis does not answer, until it has read
+// them once or ctx ends; it reports whether they are read. Until then the
+// pipeline admits no identified caller (503) and is not Ready: a replica
+// started while Redis is down knows of no revocation another replica
+// made. The bus reads them too when it connects (EventResync), but may
+// never connect (pub/sub refused, say), so the service also runs this
+// from the start. Without a shared tier there is nothing to read.
+func (pl *Pipeline) LoadRevocations(ctx context.Context) bool {
+	if !pl.state.loaded.Load() {
+		pl.state.resync(ctx)
+	}
+	return pl.state.loaded.Load()
+}
+
+// Ready reports whether the pipeline can decide every request: the
+// policy's key sets have loaded (Policy.Ready) and the revocations have
+// been read (LoadRevocations).
+func (pl *Pipeline) Ready() bool {
+	return pl.state.loaded.Load() && pl.Policy().Ready()
+}

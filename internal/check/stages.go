@@ -321,6 +321,9 @@ func (e *evaluation) identify() *denial {
 		return &denial{outcome: entry.outcome, desc: entry.description}
 	}
 	g := entry.grant
+	if d := e.pl.state.notLoaded(); d != nil {
+		return d
+	}
 	if e.pl.state.isRevoked(g) {
 		if g.APIKeyID != "" {
 			return &denial{outcome: InvalidToken, desc: "API key is revoked"}

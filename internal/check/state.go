@@ -62,6 +62,11 @@ type state struct {
 	// every grant made from a key is checked against it too, on cache hits
 	// and under later policies.
 	apiKeys *apikey.Revocations
+	// loaded is set once both revocation sets have been read from the
+	// shared tier (resync), at once without one. Until then no identified
+	// caller is admitted (notLoaded): the revocations other replicas made
+	// are not known here.
+	loaded atomic.Bool
 }
 
 func newState(p *Policy, o Options) (*state, error) {
@@ -78,6 +83,8 @@ func newState(p *Policy, o Options) (*state, error) {
 		initURL:      initURL, shared: o.Shared, sessionIdle: p.sessionIdle,
 		log: o.Logger, now: o.Now, apiKeys: p.verifier.revoked,
 	}
+	// A single replica holds every revocation there is.
+	s.loaded.Store(o.Shared == nil)
 	s.elicitations.SetPerSubject(p.elicitPerUser)
 	if o.ElicitationKey != nil {
 		if err := s.elicitations.SetStateKey(o.ElicitationKey); err != nil {
@@ -466,6 +473,20 @@ func (s *state) isRevoked(g *Grant) bool {
 	return ok && !g.IssuedAt().After(at)
 }
 
+// errNotLoaded is the description of the denial of an identified caller
+// before the revocations are read (state.loaded).
+const errNotLoaded = "this replica has not read the revocations from the shared store yet: retry later"
+
+// notLoaded refuses an identified caller (503) while this replica has not
+// read the revocations: whether the caller is revoked cannot be told. It
+// costs one atomic load once they are read (the verdict cache's hit path).
+func (s *state) notLoaded() *denial {
+	if s.loaded.Load() {
+		return nil
+	}
+	return &denial{outcome: Unavailable, desc: errNotLoaded}
+}
+
 // Retries of a catch-up Redis did not answer: from resyncRetryMin,
 // doubling up to resyncRetryMax.
 const (
@@ -474,10 +495,13 @@ const (
 )
 
 // resync catches up with the revocations another replica made while this
-// one was not listening. A read Redis does not answer is retried until it
-// succeeds or ctx ends: the bus replays nothing, so a skipped catch-up
-// would accept the revoked users and keys here until their tokens expire.
-// Events that follow wait meanwhile, as they must.
+// one was not listening, or (the first time, see LoadRevocations) before it
+// started. A read Redis does not answer is retried until it succeeds or
+// ctx ends: the bus replays nothing, so a skipped catch-up would accept
+// the revoked users and keys here until their tokens expire. Events that
+// follow wait meanwhile, as they must. The first success marks the
+// revocations loaded. Concurrent runs are harmless: both sets only ever
+// take later revocations.
 func (s *state) resync(ctx context.Context) {
 	if s.shared == nil {
 		return
@@ -499,10 +523,11 @@ func (s *state) resync(ctx context.Context) {
 			}
 		}
 		if subjects && keys {
+			s.loaded.Store(true)
 			return
 		}
 		if wait == resyncRetryMin {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "redis bus: revocations made while away not read yet; retrying")
+			s.log.LogAttrs(ctx, slog.LevelWarn, "redis: revocations made by other replicas not read yet; retrying")
 		}
 		t := time.NewTimer(wait)
 		select {

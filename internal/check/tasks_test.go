@@ -216,7 +216,7 @@ func TestReferencedTasksAcrossReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return pl
+		return mustLoad(t, pl)
 	}
 	a, b := replica(), replica()
 	mint := agentMint(t)

@@ -27,15 +27,20 @@ type Options struct {
 	// the readiness check.
 	Args func(port int) []string
 	TLS  *tls.Config
+	// Persist keeps the data across Kill and Restart: every write is
+	// appended to a file in Dir and synced before it is answered, so a
+	// killed server comes back with what it had.
+	Persist bool
 }
 
 // Server is a redis-server process the test owns and may kill.
 type Server struct {
-	Addr string
-	port int
-	dir  string
-	args []string
-	tls  *tls.Config
+	Addr    string
+	port    int
+	dir     string
+	args    []string
+	tls     *tls.Config
+	persist bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -67,6 +72,19 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// StartPersistent runs a server until the test ends whose data survive
+// Kill and Restart (Options.Persist).
+func StartPersistent(t testing.TB) *Server {
+	t.Helper()
+	Need(t)
+	s, err := Launch(Options{Dir: t.TempDir(), Persist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
 // Launch starts a server and waits until it answers; the caller kills it.
 func Launch(o Options) (*Server, error) {
 	port, err := FreePort()
@@ -78,7 +96,7 @@ func Launch(o Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: o.Dir, tls: o.TLS,
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: o.Dir, tls: o.TLS, persist: o.Persist,
 		args: []string{"--port", strconv.Itoa(port)}}
 	if o.Args != nil {
 		s.args = o.Args(port)
@@ -100,7 +118,11 @@ func (s *Server) Restart() error {
 	defer s.mu.Unlock()
 	for range 20 {
 		s.out.Reset()
-		args := append([]string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.dir}, s.args...)
+		persistence := []string{"--appendonly", "no"}
+		if s.persist {
+			persistence = []string{"--appendonly", "yes", "--appendfsync", "always"}
+		}
+		args := append(append([]string{"--bind", "127.0.0.1", "--save", "", "--dir", s.dir}, persistence...), s.args...)
 		cmd := exec.Command("redis-server", args...)
 		cmd.Stdout, cmd.Stderr = &s.out, &s.out
 		if err := cmd.Start(); err != nil {
