@@ -99,7 +99,9 @@ const errOrphanResume = "Last-Event-ID needs Mcp-Session-Id: a stream is resumed
 // case and with or without "_", counts. It is bound as Mcp-Session-Id is, on routes that may
 // front an MCP server. A query naming the session more than once, in one
 // spelling or both, is ambiguous (the servers differ in which they read),
-// and so is a query that cannot be read: ok is false.
+// and so is a query that cannot be read, and an id that is not visible
+// ASCII, as Mcp-Session-Id must be (decoded, "%00" would name an id no
+// header can): ok is false.
 func legacySessionID(r *Route, req *Request) (sid string, ok bool) {
 	if r.protocol != jsonrpc.ProtocolMCP && r.protocol != jsonrpc.ProtocolUnknown {
 		return "", true
@@ -120,10 +122,23 @@ func legacySessionID(r *Route, req *Request) (sid string, ok bool) {
 			names += len(vs)
 		}
 	}
-	return sid, names <= 1
+	return sid, names <= 1 && visibleASCII(sid)
 }
 
-const errLegacySession = "the query names the session more than once, or cannot be read"
+// visibleASCII: every byte of s is 0x21-0x7E.
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	errLegacySession = "the query names the session more than once, names one that is not visible ASCII, or cannot be read"
+	errTwoSessions   = "Mcp-Session-Id and the query's session id name different sessions: the server may run the call in either"
+)
 
 // bindSession enforces that an MCP session is used only by the user who
 // first used it (or a delegate of theirs). Its owner's DELETE ends it.

@@ -429,19 +429,25 @@ func (e *evaluation) session() *denial {
 	if d := e.bindRequestState(); d != nil {
 		return d
 	}
+	// The query's session id is read whether or not the header names one:
+	// an HTTP+SSE server routes a message by the query alone, and would
+	// run it in the session the query names, whatever the header says.
+	querySID, ok := legacySessionID(r, e.req)
+	switch {
+	case !ok:
+		return &denial{outcome: Malformed, desc: errLegacySession, rpcCode: jsonrpc.CodeInvalidRequest}
+	case querySID != "" && sid != "" && querySID != sid:
+		return &denial{outcome: Malformed, desc: errTwoSessions, rpcCode: jsonrpc.CodeInvalidRequest}
+	}
 	legacy := false
 	if sid == "" {
 		if resumesOutsideSession(r, e.req) {
 			return &denial{outcome: Malformed, desc: errOrphanResume, rpcCode: jsonrpc.CodeInvalidRequest}
 		}
-		var ok bool
-		if sid, ok = legacySessionID(r, e.req); !ok {
-			return &denial{outcome: Malformed, desc: errLegacySession, rpcCode: jsonrpc.CodeInvalidRequest}
-		}
-		if sid == "" {
+		if querySID == "" {
 			return nil
 		}
-		legacy = true
+		sid, legacy = querySID, true
 	}
 	// response_path routes bind a session at its birth (response.go); an
 	// HTTP+SSE session is born in an event of its stream, which is not
