@@ -94,11 +94,8 @@ func (e *evaluation) reauthorizes(call *Call) bool {
 }
 
 // CreatesTask reports whether an answer to method may create a task: MCP
-// tools/call (with params.task) and A2A message sends.
+// tools/call (with params.task) and A2A message sends, streaming ones too,
+// in every spelling of the vocabulary (taskUses).
 func CreatesTask(method string) bool {
-	switch method {
-	case "tools/call", "message/send", "SendMessage":
-		return true
-	}
-	return false
+	return method == "tools/call" || taskUses[method] == taskSend
 }

@@ -868,16 +868,18 @@ func responseBodyReply(c *extprocv3.CommonResponse) *extprocv3.ProcessingRespons
 // responseBody processes one body message of the answer.
 func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	chunk, eos := b.GetBody(), b.GetEndOfStream()
-	if !eos && st.respMode == filterv3.ProcessingMode_BUFFERED_PARTIAL && (st.handling == filterJSON || st.handling == filterSSE) {
-		// BUFFERED_PARTIAL: a list larger than Envoy's buffer comes here
-		// cut short, and the rest would go to the client unseen. Answer
-		// with the failure instead (Envoy still holds the headers).
+	if !eos && st.respMode == filterv3.ProcessingMode_BUFFERED_PARTIAL && st.readsWhole() {
+		// BUFFERED_PARTIAL: an answer larger than Envoy's buffer comes
+		// here cut short, and the rest would go to the client unseen (a
+		// list's hidden entries, a refused server request). Answer with
+		// the failure instead (Envoy still holds the headers).
+		lists := st.handling != readAnswer
 		st.act(failure(reasonPartialMode))
 		st.handling = dropBody
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(200)},
 			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header("content-type", "application/json")}},
-			Body:    mcpresponse.FilterFailure(st.callID()),
+			Body:    failureBody(lists, st.callID()),
 		}}}
 	}
 	switch st.handling {
@@ -910,6 +912,16 @@ func (st *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		return st.bodyReply(chunk, eos, nil)
 	}
 	return responseBodyReply(nil)
+}
+
+// readsWhole: the handling must see the whole answer before any of it
+// may pass (a list filtered, an answer read for what it carries).
+func (st *exchange) readsWhole() bool {
+	switch st.handling {
+	case filterJSON, filterSSE, readAnswer, refuseLists:
+		return true
+	}
+	return false
 }
 
 // bodyReply answers a body message with out in its place: a
