@@ -151,6 +151,39 @@ func TestReplicasShareState(t *testing.T) {
 		}
 	})
 
+	t.Run("invalidating a token's session on one replica drops its exchanged tokens on both", func(t *testing.T) {
+		for _, c := range []struct{ name, mcpSession string }{
+			{"in an MCP session", "s-login"},
+			{"without an MCP session", ""},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				login := "login-" + c.name
+				tok := testtoken.HMAC(t, "HS256", reloadSecret, map[string]any{"sub": "dave", "sid": login, "iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+				for _, rep := range []*server{r.a, r.b} { // B is served the token A got, and caches it
+					if got := httpStatus(rep.call(t, tok, c.mcpSession, "tools/call", `{"name":"read_file"}`)); got != 200 {
+						t.Fatalf("before: %d", got)
+					}
+				}
+				if code, out := runCmd3(t, nil, "admin", "--addr", r.a.adminAddr, "invalidate-session", login); code != 0 {
+					t.Fatalf("invalidate-session on A: %s", out)
+				}
+				// The STS refuses the session from now on: a token still
+				// cached anywhere would be served without asking it.
+				r.sts.SetFailure("https://backend.example.com", ststest.Failure{Code: "invalid_grant", Description: "session ended"})
+				defer r.sts.SetFailure("https://backend.example.com", ststest.Failure{})
+				for _, rep := range []*server{r.a, r.b} {
+					deadline := time.Now().Add(time.Second)
+					for httpStatus(rep.call(t, tok, c.mcpSession, "tools/call", `{"name":"read_file"}`)) == 200 {
+						if time.Now().After(deadline) {
+							t.Fatal("a replica still serves the exchanged token a second after the session was invalidated")
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
+			})
+		}
+	})
+
 	t.Run("an elicitation started on one replica completes on the other", func(t *testing.T) {
 		resp := r.a.call(t, alice, "s-1", "tools/call", `{"name":"calendar_add"}`)
 		var body struct {

@@ -89,7 +89,7 @@ func compileExchanges(f *config.File, d Deps) (map[string]*exchange.Exchanger, e
 			SubjectTokenType: x.SubjectTokenType, RequestedTokenType: x.RequestedTokenType,
 			ActorTokenFile: x.ActorTokenFile, ActorTokenType: x.ActorTokenType,
 			Timeout: x.Timeout.D(), SafetyMargin: x.SafetyMargin.D(), RefreshAhead: x.RefreshAhead.D(),
-			BreakerFailures: x.BreakerFailures, BreakerCooldown: x.BreakerCooldown.D(), CacheSize: x.CacheSize,
+			BreakerFailures: x.BreakerFailures, BreakerCooldown: x.BreakerCooldown.D(), CacheSize: x.CacheSize, CachePerSubject: x.CachePerSubject,
 			Budget: f.Limits.CheckDeadline.D(), MaxWaiting: f.Limits.MaxWaitingPerDependency,
 		}, exchangeOptions(d))
 		if err != nil {
@@ -228,7 +228,7 @@ func (e *evaluation) applyExchange() *denial {
 		})
 		return nil
 	}
-	tok, err := re.ex.Exchange(ctx, e.token, target, exchange.Owner{Subject: g.Subject, Session: call.MCPSession})
+	tok, err := re.ex.Exchange(ctx, e.token, target, exchange.Owner{Subject: g.Subject, Session: call.MCPSession, TokenSession: g.Session})
 	if err != nil {
 		kind := exchange.KindOf(err)
 		e.rec.add(kind.String(), err.Error)

@@ -204,7 +204,9 @@ type Invalidated struct {
 
 // InvalidateSession drops the cached verdicts of tokens of a session (the
 // session claim), and the session's exchanged tokens and pending
-// elicitations, here and (with a shared tier) on every replica. MCP session
+// elicitations, here and (with a shared tier) on every replica. id may be a
+// token's session or an MCP session: an exchanged token is filed under both
+// (exchange.Owner), and dropped by either. MCP session
 // bindings stay until they expire: dropping one would only let somebody
 // else claim a session the upstream still serves.
 func (pl *Pipeline) InvalidateSession(ctx context.Context, id string) Invalidated {

@@ -322,9 +322,13 @@ func (rt *Route) authorizeAnyName(g *Grant, method string) (Outcome, bool) {
 // route that exchanges tokens: the in-session re-authorization the
 // exchange stage answers with when the token service asks for the user
 // (a -32042 URL elicitation when the session declared it, the isError tool
-// result for tools/call, the A2A error for A2A). The exchanged tokens of
-// the caller's session are dropped first, here and in the shared tier, so
-// that the call retried after the user authorized gets a fresh one. It
+// result for tools/call, the A2A error for A2A). The caller's exchanged
+// tokens of the call's MCP session, or of none without one, are dropped
+// first, here and in the shared tier (with the caller's elicitations
+// there), so that the call retried after the user authorized gets a fresh
+// one. Only the
+// caller's: on a route without session binding the session id is anybody's
+// to name. It
 // reports false when there is nothing to answer with (no exchange or
 // authorize_url on the route, a notification, a call that is not MCP
 // tools/call without URL elicitation): the refusal then passes as sent.
@@ -342,10 +346,8 @@ func (x *Exchange) Reauthorization(ctx context.Context) ([]byte, bool) {
 	for _, ex := range x.p.exchangers {
 		ex.DropOwnSession(g.Subject, call.MCPSession)
 	}
-	if pl.state.shared != nil && call.MCPSession != "" {
-		// The shared tier keys tokens by session only; the session is
-		// bound to this caller on this route.
-		_, _ = pl.state.shared.DropSession(ctx, call.MCPSession)
+	if pl.state.shared != nil {
+		_, _ = pl.state.shared.DropOwnSession(ctx, g.Subject, call.MCPSession)
 	}
 	_, _, tool := re.targetFor(&x.p.ident, call, g, "", "") // only the tool is read
 	pending, err := st.beginElicitation(ctx, g.Issuer, g.Subject, call.MCPSession, consentKey(r, tool), re.authorizeURL)

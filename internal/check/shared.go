@@ -21,8 +21,12 @@ func (a sharedTokens) GetToken(ctx context.Context, key string) ([]byte, bool, e
 	return a.s.GetToken(ctx, key)
 }
 
+func (a sharedTokens) DeleteToken(ctx context.Context, key string) error {
+	return a.s.DeleteToken(ctx, key)
+}
+
 func (a sharedTokens) PutToken(ctx context.Context, key string, o exchange.Owner, token []byte, ttl time.Duration) error {
-	return a.s.PutToken(ctx, key, shared.Owner{Subject: o.Subject, Session: o.Session}, token, ttl)
+	return a.s.PutToken(ctx, key, shared.Owner{Subject: o.Subject, Session: o.Session, TokenSession: o.TokenSession}, token, ttl)
 }
 
 // HandleEvent applies an invalidation another replica published. It never

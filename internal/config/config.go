@@ -117,6 +117,10 @@ type Exchange struct {
 	BreakerFailures    int            `yaml:"breaker_failures"`
 	BreakerCooldown    Duration       `yaml:"breaker_cooldown"`
 	CacheSize          int            `yaml:"cache_size"`
+	// CachePerSubject bounds one user's exchanged tokens in the cache: a
+	// user's new one beyond it replaces the user's own oldest, so one user
+	// cannot push everybody else's out (0: 100; at most cache_size/4).
+	CachePerSubject int `yaml:"cache_per_subject"`
 }
 
 // ExchangeClient is the client authentication at the STS.

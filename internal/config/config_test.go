@@ -141,6 +141,13 @@ routes: [{name: r, issuers: [a]}]
 			want: []string{"mcp.token_in_meta cannot be combined with exchange", "forward_authorization cannot be combined with exchange"},
 		},
 		{
+			name: "negative exchange cache bound per subject",
+			doc: "issuers: [{name: a, secret: s}]\n" +
+				"exchanges: [{name: x, token_endpoint: 'https://sts.example/token', cache_per_subject: -1, client_auth: {method: none, client_id: c}}]\n" +
+				"routes: [{name: r, issuers: [a], exchange: {sts: x, audience: [https://b.example]}}]\n",
+			want: []string{"exchanges[0].cache_per_subject: must not be negative"},
+		},
+		{
 			name: "two state keys",
 			doc:  "issuers: [{name: a, secret: s}]\nelicitations: {state_key_env: K, state_key_file: k}\nroutes: [{name: r, issuers: [a]}]\n",
 			want: []string{"state_key_env and state_key_file exclude each other"},

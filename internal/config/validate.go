@@ -199,6 +199,9 @@ func (v *validator) exchanges(list []Exchange) map[string]bool {
 		if (x.TokenEndpoint == "") == (x.Issuer == "") {
 			v.add("%s: exactly one of token_endpoint and issuer (discovery) is required", p)
 		}
+		if x.CachePerSubject < 0 {
+			v.add("%s.cache_per_subject: must not be negative", p)
+		}
 		if x.TokenEndpoint != "" {
 			v.url(p+".token_endpoint", x.TokenEndpoint)
 		}

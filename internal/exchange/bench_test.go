@@ -76,12 +76,16 @@ func BenchmarkExchangedTokenMemory(b *testing.B) {
 	e := newExchanger(b, c, sts, func(cfg *exchange.Config) { cfg.CacheSize = n + warm })
 	ctx := context.Background()
 	subject := subjectToken(b, c, "alice", nil)
-	exchangeFor := func(session string) exchange.Token {
-		tok, err := e.Exchange(ctx, subject, docsAPI, exchange.Owner{Subject: "alice", Session: session})
+	// One user per session: a user holds at most CachePerSubject tokens.
+	exchangeFor := func(o exchange.Owner) exchange.Token {
+		tok, err := e.Exchange(ctx, subject, docsAPI, o)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return tok
+	}
+	owner := func(session string) exchange.Owner {
+		return exchange.Owner{Subject: "user-" + session, Session: session}
 	}
 	heap := func() uint64 {
 		runtime.GC()
@@ -94,16 +98,17 @@ func BenchmarkExchangedTokenMemory(b *testing.B) {
 	// the test STS remembers (ststest keeps 1,000): from here on the STS
 	// holds as much as before.
 	for i := range warm {
-		exchangeFor("warm-" + strconv.Itoa(i))
+		exchangeFor(owner("warm-" + strconv.Itoa(i)))
 	}
 	before := heap()
 	var length int
 	for i := range n {
-		length += len(exchangeFor(strconv.Itoa(i)).Value)
+		length += len(exchangeFor(owner(strconv.Itoa(i))).Value)
 	}
 	per := float64(int64(heap())-int64(before)) / n
+	seven := owner("7")
 	for b.Loop() {
-		exchangeFor("7")
+		exchangeFor(seven)
 	}
 	if got := sts.Calls(); got != n+warm {
 		b.Fatalf("STS calls = %d, want %d: a cached token was not used", got, n+warm)

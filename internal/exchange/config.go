@@ -114,6 +114,10 @@ type Config struct {
 	BreakerCooldown time.Duration
 	// CacheSize bounds the exchanged tokens kept (default 10000).
 	CacheSize int
+	// CachePerSubject bounds those of one user (Owner.Subject): a user's
+	// new one beyond it replaces the user's own oldest (default
+	// DefaultCachePerSubject; never more than a quarter of CacheSize).
+	CachePerSubject int
 }
 
 // Options are the Exchanger's dependencies. Zero values get defaults: an
@@ -139,6 +143,9 @@ type Options struct {
 type SharedTokens interface {
 	GetToken(ctx context.Context, key string) ([]byte, bool, error)
 	PutToken(ctx context.Context, key string, o Owner, token []byte, ttl time.Duration) error
+	// DeleteToken forgets the token under key (one its owner's newer ones
+	// replaced).
+	DeleteToken(ctx context.Context, key string) error
 }
 
 // Target is what the exchanged token is for: a route's default or, for an
@@ -190,11 +197,13 @@ func (t Target) Validate() error {
 }
 
 // Owner is whom an exchanged token belongs to, for clean-up: the user (the
-// subject token's subject) and the MCP session, "" when there is none. The
-// session is part of the cache key, so ending a session drops exactly its
-// tokens and a token never crosses sessions.
+// subject token's subject), the MCP session, and the session the subject
+// token names (its session_id or sid claim), "" when there is none. The
+// MCP session is part of the cache key, so ending a session drops exactly
+// its tokens and a token never crosses sessions; the token's session is
+// the subject token's own, so it needs no place in the key.
 type Owner struct {
-	Subject, Session string
+	Subject, Session, TokenSession string
 }
 
 // Token is an exchanged token.

@@ -14,6 +14,10 @@
 // Exchanged tokens are cached under a SHA-256 digest of the subject token
 // with the STS, the target, the actor and the MCP session, until they
 // expire minus a safety margin; the raw subject token is never stored.
+// The MCP session in the key is the client's to choose, so each user
+// (Owner.Subject) holds at most CachePerSubject entries, a new one beyond
+// that replacing the user's own oldest: no user's flood of made-up sessions
+// pushes another user's tokens out.
 // Concurrent misses for one key make one STS call. A request that finds a
 // token close to the end of its use starts a background exchange with its
 // own subject token and goes on with the cached one, so under steady
@@ -65,6 +69,7 @@ type Exchanger struct {
 	auth     *oauthclient.Auth
 	actor    *actorSource // nil without an actor token
 	cache    *cache.Cache[*entry]
+	owners   *owners
 	group    singleflight.Group
 	breaker  *breaker.Breaker
 	resolver endpointResolver
@@ -130,6 +135,7 @@ func New(cfg Config, opts Options) (*Exchanger, error) {
 		onCall:   opts.OnCall,
 		shared:   opts.Shared,
 	}
+	e.owners = newOwners(cc.CachePerSubject, cc.CacheSize, func(k cache.Key) bool { _, ok := c.Peek(k); return ok })
 	if cc.MaxWaiting > 0 {
 		e.waiting = semaphore.NewWeighted(int64(cc.MaxWaiting))
 	}
@@ -271,7 +277,7 @@ func (e *Exchanger) flight(k cache.Key, req *request, o Owner) *entry {
 		e.logFailure(err, req, o)
 		ent := &entry{err: err, owner: o}
 		if (err.Kind == Unauthorized || err.Kind == Forbidden) && e.cfg.NegativeTTL > 0 {
-			e.cache.Add(k, ent, now.Add(e.cfg.NegativeTTL))
+			e.put(k, ent, now.Add(e.cfg.NegativeTTL))
 		} else if err.Kind != Unavailable {
 			// A refresh learnt the subject token or target is refused now:
 			// stop handing out the token exchanged earlier.
@@ -293,8 +299,28 @@ func (e *Exchanger) flight(k cache.Key, req *request, o Owner) *entry {
 	// its refusal must find it in the shared tier too, or the refused
 	// token would be stored there afterwards and handed out again.
 	e.toShared(k, o, tok, deadline, refreshAt)
-	e.cache.Add(k, ent, deadline)
+	e.put(k, ent, deadline)
 	return ent
+}
+
+// put caches ent under k until deadline, within its owner's bound: the
+// owner's oldest entries beyond it go, from the shared tier too, so that a
+// user's flood of made-up sessions does not pile up there until the tokens
+// expire.
+func (e *Exchanger) put(k cache.Key, ent *entry, deadline time.Time) {
+	e.cache.Add(k, ent, deadline)
+	drop := e.owners.add(ent.owner.Subject, k)
+	for _, old := range drop {
+		e.cache.Remove(old)
+	}
+	if e.shared == nil || len(drop) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.base, e.cfg.Timeout)
+	defer cancel()
+	for _, old := range drop {
+		_ = e.shared.DeleteToken(ctx, hex.EncodeToString(old[:]))
+	}
 }
 
 // sharedToken is an exchanged token as the shared tier holds it (sealed by
@@ -325,7 +351,7 @@ func (e *Exchanger) fromShared(k cache.Key, o Owner) *entry {
 	}
 	ent := &entry{token: newToken(st.Value, st.Type, st.Scope, st.ExpiresAt), owner: o}
 	ent.refreshAt.Store(st.RefreshAt.UnixNano())
-	e.cache.Add(k, ent, st.Deadline)
+	e.put(k, ent, st.Deadline)
 	e.sharedHits.Add(1)
 	return ent
 }
@@ -415,23 +441,25 @@ func (e *Exchanger) logFailure(err *Error, req *request, o Owner) {
 	e.log.LogAttrs(context.Background(), level, "token exchange failed", attrs...)
 }
 
-// DropSession forgets the exchanged tokens of an MCP session (its DELETE)
-// and returns how many. It walks the cache: not for the hot path.
+// DropSession forgets the exchanged tokens of a session, an MCP session
+// (its DELETE) or the session their subject token names (a logout), and
+// returns how many. It walks the cache: not for the hot path.
 func (e *Exchanger) DropSession(session string) int {
 	if session == "" {
 		return 0
 	}
-	return e.cache.RemoveFunc(func(ent *entry) bool { return ent.owner.Session == session })
+	return e.cache.RemoveFunc(func(ent *entry) bool { return ent.owner.Session == session || ent.owner.TokenSession == session })
 }
 
 // DropOwnSession forgets the tokens exchanged for subject in an MCP
-// session (its owner's DELETE) and returns how many: nobody else's, even
-// in a session of the same id on another route.
+// session (its owner's DELETE), or in none when session is "", and returns
+// how many: nobody else's, even in a session of the same id on another
+// route.
 func (e *Exchanger) DropOwnSession(subject, session string) int {
-	if subject == "" || session == "" {
+	if subject == "" {
 		return 0
 	}
-	return e.cache.RemoveFunc(func(ent *entry) bool { return ent.owner == Owner{Subject: subject, Session: session} })
+	return e.cache.RemoveFunc(func(ent *entry) bool { return ent.owner.Subject == subject && ent.owner.Session == session })
 }
 
 // DropSubject forgets every exchanged token of a user and returns how many.

@@ -709,6 +709,7 @@ func TestDrop(t *testing.T) {
 		{aliceToken, exchange.Owner{Subject: "alice", Session: "a2"}},
 		{aliceToken, exchange.Owner{Subject: "alice"}},
 		{bobToken, exchange.Owner{Subject: "bob", Session: "b1"}},
+		{bobToken, exchange.Owner{Subject: "bob", Session: "b2", TokenSession: "login-b"}},
 	}
 	fill := func() {
 		for _, o := range owners {
@@ -724,6 +725,9 @@ func TestDrop(t *testing.T) {
 	if n := e.DropOwnSession("alice", "a1"); n != 1 {
 		t.Errorf("DropOwnSession(alice, a1) = %d, want 1", n)
 	}
+	if n := e.DropOwnSession("alice", ""); n != 1 { // her token of no session
+		t.Errorf(`DropOwnSession(alice, "") = %d, want 1`, n)
+	}
 	fill()
 	if n := e.DropSession(""); n != 0 {
 		t.Errorf(`DropSession("") = %d`, n)
@@ -735,6 +739,14 @@ func TestDrop(t *testing.T) {
 	fill()
 	if got := sts.Calls() - calls; got != 1 {
 		t.Errorf("refill after DropSession made %d calls, want 1", got)
+	}
+	// The subject token's session is dropped as an MCP session is, but
+	// not by a DELETE, which names an MCP session only.
+	if n := e.DropOwnSession("bob", "login-b"); n != 0 {
+		t.Errorf("DropOwnSession(bob, login-b) = %d, want 0", n)
+	}
+	if n := e.DropSession("login-b"); n != 1 {
+		t.Errorf("DropSession(login-b) = %d, want 1", n)
 	}
 	if n := e.DropSubject("alice"); n != 3 {
 		t.Errorf("DropSubject(alice) = %d, want 3", n)
@@ -1007,6 +1019,13 @@ func (s *sharedHook) GetToken(_ context.Context, key string) ([]byte, bool, erro
 	return b, ok, nil
 }
 
+func (s *sharedHook) DeleteToken(_ context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, key)
+	return nil
+}
+
 func (s *sharedHook) PutToken(_ context.Context, key string, o exchange.Owner, token []byte, _ time.Duration) error {
 	s.put(o)
 	s.mu.Lock()
@@ -1080,5 +1099,47 @@ func TestSharedTierKeepsSTSsApart(t *testing.T) {
 	}
 	if exchange.KindOf(err) != exchange.Forbidden || strict.Calls() != 1 {
 		t.Errorf("err = %v (kind %v), strict STS calls = %d; want its refusal", err, exchange.KindOf(err), strict.Calls())
+	}
+}
+
+// TestSharedTierBoundPerUser: the tokens a user's newer ones replace in
+// the cache (beyond CachePerSubject) are deleted from the shared tier too,
+// so a flood of made-up sessions keeps no more of them there than here.
+func TestSharedTierBoundPerUser(t *testing.T) {
+	cases := []struct {
+		name       string
+		perSubject int
+		flood      int
+	}{
+		{"within the bound", 4, 3},
+		{"beyond the bound", 4, 20},
+		{"a bound of one", 1, 5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newClock()
+			sts := newSTS(t, clk, ststest.Options{})
+			shared := &sharedHook{m: map[string][]byte{}, put: func(exchange.Owner) {}}
+			e, err := exchange.New(exchange.Config{
+				TokenEndpoint: sts.TokenURL, CachePerSubject: c.perSubject,
+				Auth: exchange.ClientAuth{Method: exchange.AuthClientSecretBasic, ClientID: ststest.DefaultClient.ID, ClientSecret: ststest.DefaultClient.Secret},
+			}, exchange.Options{HTTPClient: sts.Client(), Now: clk.Now, Shared: shared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(e.Close)
+			subject := subjectToken(t, clk, "bob", nil)
+			for i := range c.flood {
+				if _, err := e.Exchange(context.Background(), subject, docsAPI, exchange.Owner{Subject: "bob", Session: fmt.Sprint("s-", i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			shared.mu.Lock()
+			n := len(shared.m)
+			shared.mu.Unlock()
+			if want := min(c.flood, c.perSubject); n != want {
+				t.Fatalf("the shared tier holds %d of bob's tokens, want %d", n, want)
+			}
+		})
 	}
 }

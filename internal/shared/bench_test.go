@@ -146,7 +146,7 @@ func BenchmarkGetToken(b *testing.B) {
 	s := newStore(b, r.Addr, func(c *Config, _ *Options) { c.OpTimeout = time.Second })
 	ctx := context.Background()
 	token := make([]byte, 900) // a typical JWT
-	if err := s.PutToken(ctx, "bench", Owner{"alice", "s"}, token, time.Minute); err != nil {
+	if err := s.PutToken(ctx, "bench", Owner{Subject: "alice", Session: "s"}, token, time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

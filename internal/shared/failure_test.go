@@ -29,12 +29,12 @@ func everyOperation(s *Store) []struct {
 			return err
 		}},
 		{OpPutElicitation, func(ctx context.Context) error {
-			return s.PutElicitation(ctx, "e1", Owner{"alice", "s"}, []byte("{}"), time.Minute)
+			return s.PutElicitation(ctx, "e1", Owner{Subject: "alice", Session: "s"}, []byte("{}"), time.Minute)
 		}},
 		{OpGetElicitation, func(ctx context.Context) error { _, _, err := s.GetElicitation(ctx, "e1"); return err }},
 		{OpDeleteElicitation, func(ctx context.Context) error { return s.DeleteElicitation(ctx, "e1") }},
 		{OpPutToken, func(ctx context.Context) error {
-			return s.PutToken(ctx, "k1", Owner{"alice", "s"}, []byte("token"), time.Minute)
+			return s.PutToken(ctx, "k1", Owner{Subject: "alice", Session: "s"}, []byte("token"), time.Minute)
 		}},
 		{OpGetToken, func(ctx context.Context) error { _, _, err := s.GetToken(ctx, "k1"); return err }},
 		{OpDropSession, func(ctx context.Context) error { _, err := s.DropSession(ctx, "s"); return err }},

@@ -179,8 +179,10 @@ const (
 	OpDeleteElicitation = "delete_elicitation"
 	OpPutToken          = "put_token"
 	OpGetToken          = "get_token"
+	OpDeleteToken       = "delete_token"
 	OpDropSession       = "drop_session"
 	OpDropSubject       = "drop_subject"
+	OpDropOwnSession    = "drop_own_session"
 	OpRevoke            = "revoke"
 	OpRevocations       = "revocations"
 	OpRevokeAPIKey      = "revoke_api_key"
@@ -223,6 +225,7 @@ type Store struct {
 	pToken       string
 	pSession     string
 	pSubject     string
+	pOwn         string
 	pUsed        string
 	revokeKey    string
 	// revokeKeysKey holds the revoked API keys.
@@ -277,6 +280,7 @@ func New(ctx context.Context, c Config, o Options) (*Store, error) {
 		pToken:        c.KeyPrefix + "token:",
 		pSession:      c.KeyPrefix + "session:",
 		pSubject:      c.KeyPrefix + "subject:",
+		pOwn:          c.KeyPrefix + "own:",
 		pUsed:         c.KeyPrefix + "used:",
 		revokeKey:     c.KeyPrefix + "revoked",
 		revokeKeysKey: c.KeyPrefix + "revoked-api-keys",

@@ -322,12 +322,14 @@ func TestDropAcrossStores(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put("token", "t-alice-s1", Owner{"alice", "s1"})
-	put("elicit", "e-alice-s1", Owner{"alice", "s1"})
-	put("token", "t-alice-s2", Owner{"alice", "s2"})
-	put("token", "t-alice", Owner{"alice", ""})
-	put("token", "t-bob-s3", Owner{"bob", "s3"})
-	put("elicit", "e-bob", Owner{"bob", ""})
+	put("token", "t-alice-s1", Owner{Subject: "alice", Session: "s1"})
+	put("elicit", "e-alice-s1", Owner{Subject: "alice", Session: "s1"})
+	put("token", "t-alice-s2", Owner{Subject: "alice", Session: "s2"})
+	put("token", "t-alice", Owner{Subject: "alice", Session: ""})
+	put("token", "t-bob-s3", Owner{Subject: "bob", Session: "s3"})
+	put("elicit", "e-bob", Owner{Subject: "bob", Session: ""})
+	put("token", "t-carol-s4", Owner{Subject: "carol", Session: "s4", TokenSession: "login-1"})
+	put("token", "t-carol", Owner{Subject: "carol", TokenSession: "login-2"})
 
 	present := func(kind, id string) bool {
 		t.Helper()
@@ -361,13 +363,29 @@ func TestDropAcrossStores(t *testing.T) {
 			nil, [][2]string{{"token", "t-alice-s2"}},
 		},
 		{
-			"subject alice", func() (int, error) { return b.DropSubject(ctx, "alice") }, 2,
+			"bob's own in alice's session s2", func() (int, error) { return b.DropOwnSession(ctx, "bob", "s2") }, 0,
+			nil, [][2]string{{"token", "t-alice-s2"}, {"token", "t-alice"}},
+		},
+		{
+			"alice's own of no session", func() (int, error) { return b.DropOwnSession(ctx, "alice", "") }, 1,
+			[][2]string{{"token", "t-alice"}}, [][2]string{{"token", "t-alice-s2"}, {"token", "t-bob-s3"}},
+		},
+		{
+			"subject alice", func() (int, error) { return b.DropSubject(ctx, "alice") }, 1,
 			[][2]string{{"token", "t-alice-s2"}, {"token", "t-alice"}},
 			[][2]string{{"token", "t-bob-s3"}, {"elicit", "e-bob"}},
 		},
 		{
 			"unknown session", func() (int, error) { return b.DropSession(ctx, "nope") }, 0,
 			nil, [][2]string{{"token", "t-bob-s3"}},
+		},
+		{
+			"token session login-1, in MCP session s4", func() (int, error) { return b.DropSession(ctx, "login-1") }, 1,
+			[][2]string{{"token", "t-carol-s4"}}, [][2]string{{"token", "t-carol"}},
+		},
+		{
+			"token session login-2, no MCP session", func() (int, error) { return a.DropSession(ctx, "login-2") }, 1,
+			[][2]string{{"token", "t-carol"}}, [][2]string{{"token", "t-bob-s3"}},
 		},
 		{
 			"subject bob", func() (int, error) { return a.DropSubject(ctx, "bob") }, 2,
@@ -764,4 +782,29 @@ func (s *Store) countBindings(ctx context.Context, subject string) (int, error) 
 		return 0, s.fail(OpBind, err)
 	}
 	return int(n), nil
+}
+
+// TestDeleteToken: a deleted token is gone for every replica; deleting
+// one that is not there is no error.
+func TestDeleteToken(t *testing.T) {
+	r := sharedRedis(t)
+	a, b := newStore(t, r.Addr, nil), newStore(t, r.Addr, nil)
+	ctx := t.Context()
+	if err := a.PutToken(ctx, "k-delete", Owner{Subject: "alice", Session: "s1"}, []byte("tok"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, key string }{
+		{"a stored token", "k-delete"},
+		{"a token not there", "k-never"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := b.DeleteToken(ctx, c.key); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, err := a.GetToken(ctx, c.key); ok || err != nil {
+				t.Fatalf("after DeleteToken: found %v, %v", ok, err)
+			}
+		})
+	}
 }

@@ -8,11 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Owner is whom a stored token or elicitation belongs to: the user and the
-// MCP session ("" when none). The Store indexes values by both, so
-// DropSubject and DropSession find them on any replica.
+// Owner is whom a stored token or elicitation belongs to: the user, the
+// MCP session and, for an exchanged token, the session its subject token
+// names ("" when none). The Store indexes values by each, so DropSubject
+// and DropSession (of either session) find them on any replica, and by
+// the user and MCP session together, for DropOwnSession.
 type Owner struct {
-	Subject, Session string
+	Subject, Session, TokenSession string
 }
 
 // Bounds of one DropSession or DropSubject: batches of dropBatch keys, at
@@ -50,8 +52,12 @@ func (s *Store) put(ctx context.Context, op, key string, o Owner, value []byte, 
 		if o.Session != "" {
 			tagScript.Eval(ctx, p, []string{s.pSession + o.Session}, key, expires, nowArg)
 		}
+		if o.TokenSession != "" && o.TokenSession != o.Session {
+			tagScript.Eval(ctx, p, []string{s.pSession + o.TokenSession}, key, expires, nowArg)
+		}
 		if o.Subject != "" {
 			tagScript.Eval(ctx, p, []string{s.pSubject + o.Subject}, key, expires, nowArg)
+			tagScript.Eval(ctx, p, []string{s.ownTag(o.Subject, o.Session)}, key, expires, nowArg)
 		}
 		return nil
 	})
@@ -116,6 +122,19 @@ func (s *Store) PutToken(ctx context.Context, key string, o Owner, token []byte,
 	return s.put(ctx, OpPutToken, k, o, s.sealer.seal(token, k), ttl)
 }
 
+// DeleteToken forgets the token under key. Deleting one that is not there
+// is not an error. The owners' indexes keep its name until it would have
+// expired, as they do a dropped one's.
+func (s *Store) DeleteToken(ctx context.Context, key string) error {
+	ctx, cancel := s.opContext(ctx)
+	defer cancel()
+	if err := s.rdb.Del(ctx, s.pToken+key).Err(); err != nil {
+		return s.fail(OpDeleteToken, err)
+	}
+	s.observe(OpDeleteToken, ResultOK)
+	return nil
+}
+
 // GetToken returns the token stored under key, opened. A value this
 // replica cannot open (sealed with a key it does not have, or tampered
 // with) is a miss, counted as ResultInvalid.
@@ -138,11 +157,28 @@ func (s *Store) GetToken(ctx context.Context, key string) ([]byte, bool, error) 
 	return token, true, nil
 }
 
-// DropSession deletes every token and elicitation of the MCP session,
-// whichever replica stored them, and returns how many it deleted. Session
+// DropSession deletes every token and elicitation of the session (an MCP
+// session, or a token's: Owner.TokenSession), whichever replica stored them, and returns how many it deleted. Session
 // bindings are not touched: they end only by idle expiry.
 func (s *Store) DropSession(ctx context.Context, session string) (int, error) {
 	return s.drop(ctx, OpDropSession, s.pSession+session)
+}
+
+// DropOwnSession deletes the tokens and elicitations the user holds in the
+// MCP session (session "": those of no MCP session), whichever replica
+// stored them, and returns how many: nobody else's, even in a session of
+// the same id, for a caller who may name any session id.
+func (s *Store) DropOwnSession(ctx context.Context, subject, session string) (int, error) {
+	if subject == "" {
+		return 0, nil
+	}
+	return s.drop(ctx, OpDropOwnSession, s.ownTag(subject, session))
+}
+
+// ownTag is the index of what subject holds in session. The subject is
+// length-prefixed, so no two pairs share a tag.
+func (s *Store) ownTag(subject, session string) string {
+	return s.pOwn + strconv.Itoa(len(subject)) + ":" + subject + session
 }
 
 // DropSubject deletes every token and elicitation of the user, whichever
