@@ -101,12 +101,17 @@ func (s *Store) GetElicitation(ctx context.Context, id string) ([]byte, bool, er
 // DeleteElicitation forgets the elicitation id (completed or replaced).
 // Deleting one that is not there is not an error.
 func (s *Store) DeleteElicitation(ctx context.Context, id string) error {
+	return s.del(ctx, OpDeleteElicitation, s.pElicit+id)
+}
+
+// del deletes key, counted under op; a key that is not there is no error.
+func (s *Store) del(ctx context.Context, op, key string) error {
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
-	if err := s.rdb.Del(ctx, s.pElicit+id).Err(); err != nil {
-		return s.fail(OpDeleteElicitation, err)
+	if err := s.rdb.Del(ctx, key).Err(); err != nil {
+		return s.fail(op, err)
 	}
-	s.observe(OpDeleteElicitation, ResultOK)
+	s.observe(op, ResultOK)
 	return nil
 }
 
@@ -126,13 +131,7 @@ func (s *Store) PutToken(ctx context.Context, key string, o Owner, token []byte,
 // is not an error. The owners' indexes keep its name until it would have
 // expired, as they do a dropped one's.
 func (s *Store) DeleteToken(ctx context.Context, key string) error {
-	ctx, cancel := s.opContext(ctx)
-	defer cancel()
-	if err := s.rdb.Del(ctx, s.pToken+key).Err(); err != nil {
-		return s.fail(OpDeleteToken, err)
-	}
-	s.observe(OpDeleteToken, ResultOK)
-	return nil
+	return s.del(ctx, OpDeleteToken, s.pToken+key)
 }
 
 // GetToken returns the token stored under key, opened. A value this
