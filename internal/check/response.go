@@ -419,6 +419,37 @@ func (x *Exchange) TaskCreatedBy(ctx context.Context, taskID string) bool {
 	return x.pl.state.taskCreated(ctx, bindingKey(bindTask, taskID), x.grant.Subject, tool, x.p.perSubject)
 }
 
+// ContextCreatedBy binds the A2A context the upstream put this exchange's
+// message in, as its answer names it, to the caller, as bindMessageContext
+// binds a context the message names: when the message named none, the
+// agent assigns one, which the check never saw, and anybody who learned it
+// could otherwise list its tasks or talk in it. Same store, key and shared
+// tier (view.bind), first sight only: a context another user holds stays
+// theirs, even when the caller is their delegate. An id that cannot be a
+// session header value is not bound, as by the check. It reports whether
+// the caller holds the context.
+func (x *Exchange) ContextCreatedBy(ctx context.Context, id string) bool {
+	if !x.BindsContexts() {
+		return false
+	}
+	if _, good := x.p.sessionHeaderValue(id); !good {
+		return false
+	}
+	s, g := x.pl.state, x.grant
+	owner, res, d := view{s: s}.bind(ctx, s.sessions, bindingKey(bindContext, id), g.Subject, x.p.perSubject, nil)
+	if so, ok := x.pl.observer.(SessionStatsObserver); ok && d == nil && res == session.Created {
+		so.SessionCreated(x.route.Name)
+	}
+	return d == nil && res.Accepted() && owner == g.Subject
+}
+
+// BindsContexts reports whether the call is an A2A message send on a
+// route that binds sessions, whose answer's context is worth reading
+// (ContextCreatedBy).
+func (x *Exchange) BindsContexts() bool {
+	return x.route.sessionBinding && x.Call.Protocol == jsonrpc.ProtocolA2A && taskUses[x.Call.Method] == taskSend
+}
+
 // sessionUnborn reports whether sid, presented on route r, must be refused
 // because the route binds sessions at birth (response_path) and nobody saw
 // this one created: no live binding here or, with a shared tier, on any

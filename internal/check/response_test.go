@@ -16,12 +16,14 @@ import (
 	"github.com/extauthz/extauthz/internal/config"
 	"github.com/extauthz/extauthz/internal/mcpresponse"
 	"github.com/extauthz/extauthz/internal/shared"
+	"github.com/extauthz/extauthz/internal/testing/redistest"
 	"github.com/extauthz/extauthz/internal/testing/ststest"
 	"github.com/extauthz/extauthz/internal/testing/testtoken"
 )
 
 // responseConfig: an MCP route served through ext_proc with rules on
-// tools, prompts and resources, and one without a response path.
+// tools, prompts and resources, one without a response path, and an A2A
+// agent's with one.
 const responseConfig = `
 issuers: [{name: a, secret: ` + secret + `}]
 routes:
@@ -39,6 +41,7 @@ routes:
     hosts: [plain.example.com]
     protocol: mcp
     issuers: [a]
+  - {name: a2a agent, hosts: [a2a.example.com], protocol: a2a, issuers: [a], response_path: true}
 `
 
 func responsePipeline(t *testing.T, doc string, deps Deps) (*Pipeline, *clock) {
@@ -631,5 +634,80 @@ sessions: {max_per_subject: 3, idle_timeout: 10m}
 		if v := pl.Check(ctx, call(tt.host, reader, nil, tt.body)); v.Outcome != tt.want {
 			t.Errorf("%s: %v %s, want %v", tt.name, v.Outcome, v.Description, tt.want)
 		}
+	}
+}
+
+// TestContextCreatedByAcrossReplicas: the context an agent assigned in its
+// answer is bound through the shared tier, as one a message names: another
+// user is refused it on every replica, an answer naming it on another
+// replica does not take it over, and a shared tier that does not answer
+// binds nothing. A route that binds no sessions binds no contexts.
+func TestContextCreatedByAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	doc := agentDoc(
+		"  - {name: agents, hosts: [agents.example.com], protocol: a2a, issuers: [dex], response_path: true}\n",
+		"  - {name: open, hosts: [open.example.com], protocol: a2a, issuers: [dex], response_path: true, mcp: {session_binding: false}}\n")
+	replica := func() *Pipeline {
+		st, err := shared.New(ctx, shared.Config{Addrs: []string{srv.Addr}, OpTimeout: time.Second}, shared.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		p := compileDoc(t, doc, Deps{Now: newClock().Now})
+		t.Cleanup(p.Close)
+		pl, err := New(p, Options{Now: newClock().Now, Shared: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustLoad(t, pl)
+	}
+	mint := agentMint(t)
+	alice, bob := mint(nil), mint(jwt.MapClaims{"sub": "bob"})
+	const send = `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"messageId":"m1","role":"user","parts":[]}}}`
+	// answered is what the response path does with an answer on host
+	// assigning id to tok's message: whether tok's user holds id.
+	answered := func(t *testing.T, pl *Pipeline, host, tok, id string) bool {
+		t.Helper()
+		if v := pl.Check(ctx, call(host, tok, nil, send)); v.Outcome != Allowed {
+			t.Fatalf("message/send: %v %s", v.Outcome, v.Description)
+		}
+		x, err := pl.ForResponse(ctx, call(host, tok, nil, send), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x.ContextCreatedBy(ctx, id)
+	}
+	list := `{"jsonrpc":"2.0","id":5,"method":"ListTasks","params":{"contextId":"ctx-server-1"}}`
+	a, b := replica(), replica()
+	if !answered(t, a, "agents.example.com", alice, "ctx-server-1") {
+		t.Fatal("alice's assigned context was not bound")
+	}
+	for _, tt := range []struct {
+		name, tok, body string
+		want            Outcome
+	}{
+		{"bob lists it", bob, list, SessionConflict},
+		{"bob sends into it", bob, a2aSend("ctx-server-1"), SessionConflict},
+		{"alice lists it", alice, list, Allowed},
+		{"alice sends into it", alice, a2aSend("ctx-server-1"), Allowed},
+	} {
+		if v := b.Check(ctx, call("agents.example.com", tt.tok, nil, tt.body)); v.Outcome != tt.want {
+			t.Errorf("%s on another replica: %v %s, want %v", tt.name, v.Outcome, v.Description, tt.want)
+		}
+	}
+	if answered(t, b, "agents.example.com", bob, "ctx-server-1") {
+		t.Error("an answer to bob on another replica took alice's context over")
+	}
+	if v := b.Check(ctx, call("agents.example.com", alice, nil, list)); v.Outcome != Allowed {
+		t.Errorf("alice lists her context after bob's answer: %v %s", v.Outcome, v.Description)
+	}
+	if answered(t, a, "open.example.com", alice, "ctx-open") {
+		t.Error("a route that binds no sessions bound a context")
+	}
+	c := replica()
+	srv.Kill()
+	if answered(t, c, "agents.example.com", alice, "ctx-server-2") {
+		t.Error("a context was bound with the shared tier down")
 	}
 }

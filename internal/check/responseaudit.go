@@ -13,7 +13,7 @@ import (
 // answer, as the audit log records it (phase "response").
 type ResponseAction struct {
 	// Outcome names the action: filtered, filter_failure, reauthorized,
-	// session_bound, session_refused, task_bound, request_dropped.
+	// session_bound, session_refused, task_bound, context_bound, request_dropped.
 	Outcome string
 	// Delivered is true when the upstream's answer reached the client
 	// (filtered or as sent), false when it was replaced.

@@ -56,6 +56,11 @@ func (e *evaluation) explainResponse(v *Verdict) {
 	case e.p.taskOwnership && CreatesTask(call.Method):
 		e.rec.add("bind task", func() string { return "a task a JSON answer creates is bound to " + who })
 	}
+	if x := (&Exchange{route: r, Call: *call}); x.BindsContexts() {
+		e.rec.add("bind context", func() string {
+			return "an A2A context the answer puts the message in is bound to " + who + " unless another user holds it"
+		})
+	}
 	if e.grant != nil {
 		// What the response path will keep from the client.
 		x := &Exchange{pl: e.pl, p: e.p, route: r, grant: e.grant, Call: *call}

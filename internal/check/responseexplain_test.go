@@ -26,6 +26,8 @@ func TestExplainResponse(t *testing.T) {
 		{"prompts/list is filtered", call("mcp.example.com", reader, nil, `{"jsonrpc":"2.0","id":1,"method":"prompts/list"}`), "filter list", "prompts/list"},
 		{"initialize binds the session", call("mcp.example.com", reader, nil, initialize), "bind session", "bound to alice at birth"},
 		{"a task is bound", call("mcp.example.com", reader, nil, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","task":{}}}`), "bind task", "alice"},
+		{"an agent's context is bound", call("a2a.example.com", reader, nil, `{"jsonrpc":"2.0","id":2,"method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[]}}}`),
+			"bind context", "bound to alice"},
 		{"a denied request is nobody's", call("mcp.example.com", reader, nil, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_all"}}`), "not processed", "not allowed"},
 		{"a GET stream is filtered by shape", &Request{Method: "GET", Scheme: "https", Host: "mcp.example.com", Path: "/", Headers: Headers{":authority": "mcp.example.com", ":path": "/", ":method": "GET", "authorization": "Bearer " + reader, "accept": "text/event-stream"}}, "filter by shape", "by its shape"},
 		{"a route without a response path", call("plain.example.com", reader, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), "", ""},

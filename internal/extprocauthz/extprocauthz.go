@@ -60,6 +60,7 @@ const (
 	ActionSessionBound    = "session_bound"    // an initialize answer's session was bound
 	ActionSessionRefused  = "session_refused"  // an initialize answer's session could not be bound
 	ActionTaskBound       = "task_bound"       // an answer's new task was bound
+	ActionContextBound    = "context_bound"    // an A2A context an answer assigned was bound
 	ActionNotAllowed      = "not_allowed"      // the request was not allowed: processed as nobody's
 	ActionOverloaded      = "overloaded"       // refused by load shedding
 	ActionProtocolFailure = "protocol_failure" // a message out of order: the stream ends
@@ -247,8 +248,8 @@ const (
 	passThrough  handling = iota
 	filterJSON            // a JSON list result, filtered whole
 	filterSSE             // a list result in an event stream, event by event
-	readTask              // a JSON answer that may create a task
-	readTaskSSE           // an event stream whose response may create a task
+	readTask              // a JSON answer that may create a task or assign a context
+	readTaskSSE           // an event stream whose response may create one
 	readAnswer            // a JSON answer read for the server's requests the rules refuse and the lists it carries
 	refuseLists           // the JSON answer to a request not allowed, refused if it carries a list
 	dropBody              // the answer was replaced: nothing of it leaves
@@ -646,19 +647,19 @@ func (st *exchange) responseHeaders(m *extprocv3.HttpHeaders) *extprocv3.Process
 		} else {
 			st.useFilter(mcpresponse.NewSSEEventFilter(st.s.maxEvent))
 		}
-		if x.BindsTasks() && check.CreatesTask(x.Call.Method) {
-			// Its response may create a task: read from the filtered
-			// events (responseBody).
+		if bindsAnswer(x) {
+			// Its response may create a task or assign a context:
+			// read from the filtered events (responseBody).
 			st.taskEvents, st.responses = mcpresponse.NewReassembler(st.s.maxEvent), newResponseReader()
 		}
 		return st.filterEvents()
 	case readJSON:
 		st.handling = readAnswer
 		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
-	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "application/json":
+	case bindsAnswer(x) && media == "application/json":
 		st.handling = readTask
 		return st.bodyOverride(filterv3.ProcessingMode_BUFFERED, nil)
-	case x.BindsTasks() && check.CreatesTask(x.Call.Method) && media == "text/event-stream":
+	case bindsAnswer(x) && media == "text/event-stream":
 		// Read as it passes, frame by frame, until the response event.
 		st.handling = readTaskSSE
 		st.taskEvents, st.responses = mcpresponse.NewReassembler(st.s.maxEvent), newResponseReader()
@@ -1092,8 +1093,8 @@ func (st *exchange) readAnswer(chunk []byte, eos bool) *extprocv3.ProcessingResp
 			st.act(check.ResponseAction{Outcome: ActionFiltered, Delivered: true, Status: 200, Dropped: removed})
 		}
 	}
-	if x.BindsTasks() && check.CreatesTask(x.Call.Method) {
-		st.bindTask(body)
+	if bindsAnswer(x) {
+		st.bindCreated(body)
 	}
 	if !changed && st.whole {
 		return responseBodyReply(nil) // unchanged
@@ -1134,16 +1135,16 @@ func (st *exchange) refuseRequests(body []byte, lists bool) (out []byte, refused
 	return nil, false
 }
 
-// readTask binds the task a JSON answer created, if any, and passes the
-// answer on unchanged.
+// readTask binds the task a JSON answer created and the context it
+// assigned, if any, and passes the answer on unchanged.
 func (st *exchange) readTask(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
 	if st.whole {
-		st.bindTask(chunk)
+		st.bindCreated(chunk)
 		return responseBodyReply(nil)
 	}
 	// Gathered over several messages, each passing as it comes.
 	if body, complete := st.gather(chunk, eos); complete {
-		st.bindTask(body)
+		st.bindCreated(body)
 		st.handling = passThrough
 	}
 	if st.duplex {
@@ -1158,14 +1159,14 @@ var errResponseRead = errors.New("extprocauthz: the response event was read")
 
 // readTaskEvents reads the events of a stream as its chunks pass
 // unchanged, until the JSON-RPC response the call is answered with: a task
-// it creates is bound, and the rest of the stream is not looked at. An
-// event over the limit ends the reading (the task is then bound on first
-// sight); an unterminated last event is not dispatched by clients, so it
-// is not read either.
+// it creates, and a context it assigns, are bound, and the rest of the
+// stream is not looked at. An event over the limit ends the reading (they
+// are then bound on first sight); an unterminated last event is not
+// dispatched by clients, so it is not read either.
 func (st *exchange) readTaskEvents(chunk []byte, eos bool) {
 	read := func(event []byte) error {
 		if msg := mcpresponse.EventData(event); st.responses.isResponse(msg) {
-			st.bindTask(msg)
+			st.bindCreated(msg)
 			return errResponseRead
 		}
 		return nil
@@ -1182,9 +1183,23 @@ func (st *exchange) readTaskEvents(chunk []byte, eos bool) {
 	}
 }
 
-func (st *exchange) bindTask(body []byte) {
-	if id := taskID(body); id != "" && st.x.TaskCreatedBy(st.ctx, id) {
+// bindsAnswer reports whether an answer to x's call may create what the
+// response path binds to the caller: a task, on a route that binds tasks,
+// or the context an A2A agent put the message in, on one that binds
+// sessions (Exchange.BindsContexts).
+func bindsAnswer(x *check.Exchange) bool {
+	return x.BindsTasks() && check.CreatesTask(x.Call.Method) || x.BindsContexts()
+}
+
+// bindCreated binds to the caller the task an answer created and the A2A
+// context it assigned. An id another user holds stays theirs.
+func (st *exchange) bindCreated(body []byte) {
+	task, context := answerIDs(body)
+	if task != "" && st.x.BindsTasks() && st.x.TaskCreatedBy(st.ctx, task) {
 		st.act(check.ResponseAction{Outcome: ActionTaskBound, Delivered: true, Status: 200})
+	}
+	if context != "" && st.x.ContextCreatedBy(st.ctx, context) {
+		st.act(check.ResponseAction{Outcome: ActionContextBound, Delivered: true, Status: 200})
 	}
 }
 

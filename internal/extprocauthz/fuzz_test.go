@@ -14,8 +14,8 @@ import (
 )
 
 // FuzzTaskID: any answer body is read without panicking, and an id read
-// from it is the one encoding/json (the Go SDK client's decoder) reads:
-// where the two could differ, no id is read.
+// from it (a task's, an A2A context's) is the one encoding/json (the Go
+// SDK client's decoder) reads: where the two could differ, no id is read.
 func FuzzTaskID(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"t1"}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t2"}}`))
@@ -24,15 +24,54 @@ func FuzzTaskID(f *testing.F) {
 	f.Add([]byte(`{"result":{"task":{"id":"a\u00e9"},"kind":"task","id":"b"}}`))
 	f.Add([]byte(`{"result":{"resultType":"task","taskId":"t3","status":"working"}}`))
 	f.Add([]byte(`{"result":{"resultType":"task","taskId":"a","task":{"taskId":"b"}}}`))
+	f.Add([]byte(`{"result":{"kind":"message","contextId":"c1"}}`))
+	f.Add([]byte(`{"result":{"task":{"id":"t1","context_id":"c1"},"message":{"contextId":"c2"}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got := taskID(body)
-		if got == "" {
-			return
+		task, context := answerIDs(body)
+		if want := stdlibTaskID(body); task != "" && task != want {
+			t.Fatalf("%q: task id %q, encoding/json reads %q", body, task, want)
 		}
-		if want := stdlibTaskID(body); got != want {
-			t.Fatalf("%q: task id %q, encoding/json reads %q", body, got, want)
+		if want := stdlibContextID(body); context != "" && context != want {
+			t.Fatalf("%q: context id %q, encoding/json reads %q", body, context, want)
 		}
 	})
+}
+
+// stdlibContextID reads the context of an A2A answer with encoding/json:
+// the one context the result, its task and its message name, "" for two.
+func stdlibContextID(body []byte) string {
+	type contexts struct {
+		ContextID      string `json:"contextId"`
+		ContextIDSnake string `json:"context_id"`
+	}
+	var msg struct {
+		Result *struct {
+			contexts
+			Task    *contexts `json:"task"`
+			Message *contexts `json:"message"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Result == nil {
+		return ""
+	}
+	r := msg.Result
+	all := []*contexts{&r.contexts, r.Task, r.Message}
+	context := ""
+	for _, c := range all {
+		if c == nil {
+			continue
+		}
+		for _, v := range []string{c.ContextID, c.ContextIDSnake} {
+			switch {
+			case v == "":
+			case context == "":
+				context = v
+			case v != context:
+				return ""
+			}
+		}
+	}
+	return context
 }
 
 // stdlibTaskID is how taskID was first written, with encoding/json, which

@@ -2,41 +2,59 @@ package extprocauthz
 
 import "github.com/extauthz/extauthz/internal/jsonrpc"
 
-// taskID is the id of the task a JSON-RPC answer created: MCP's
+// answerIDs reads what an answer to a call created, in one walk.
+//
+// task is the id of the task a JSON-RPC answer created: MCP's
 // CreateTaskResult (result.task.taskId, MCP 2025-11-25; result.resultType
 // "task" with result.taskId in the 2026-07-28 tasks extension, SEP-2663),
 // A2A 0.3's Task result (result.kind "task", result.id) or A2A 1.0's
 // (result.task.id). An answer in both MCP shapes naming two tasks names
 // none.
-// "" when the answer created none or is not one JSON-RPC result.
+//
+// context is the A2A context the answer puts the caller's message in,
+// which the agent assigns when the message named none: the contextId of
+// A2A 0.3's Task or Message result (result.contextId) or of A2A 1.0's
+// (result.task or result.message; context_id is its proto field name,
+// which ProtoJSON readers take too). An answer naming two contexts names
+// none.
+//
+// Both are "" when the answer created none or is not one JSON-RPC result.
 //
 // The answer is read by jsonrpc.WalkStrict, as the request was: a
 // document clients could read differently gives no id (a repeated key,
-// one equal to a member read here only under case folding, an escaped
-// lone surrogate in the id, a member that is not a string). The task is
-// then bound on first sight, as without the response path.
-func taskID(body []byte) string {
+// one equal to a member read here only under case folding, contextId
+// beside context_id, an escaped lone surrogate in an id, a member that is
+// not a string). The task and the context are then bound on first sight,
+// as without the response path.
+func answerIDs(body []byte) (task, context string) {
 	w := taskWalk{body: body}
 	if jsonrpc.WalkStrict(body, 3, w.visit) != nil || w.ambiguous || !w.result.ok {
-		return ""
+		return "", ""
 	}
 	r := &w.result
 	// As encoding/json decoded these members into strings: absent or
 	// null is "", any other type refuses the whole answer.
-	var vals [6]string
-	for i, s := range []span{r.taskTaskID, r.taskID, r.kind, r.id, r.resultType, r.resultTaskID} {
+	var vals [12]string
+	for i, s := range []span{r.taskTaskID, r.taskID, r.kind, r.id, r.resultType, r.resultTaskID,
+		r.context.camel, r.context.snake, r.taskContext.camel, r.taskContext.snake, r.messageContext.camel, r.messageContext.snake} {
 		if !s.present() {
 			continue
 		}
 		v, ok := jsonrpc.StringValue(s.raw(body))
 		if !ok {
-			return ""
+			return "", ""
 		}
 		vals[i] = v
 	}
 	if r.task.present() && body[r.task.start] != '{' {
-		return ""
+		return "", ""
 	}
+	return createdTask(vals[:6]), assignedContext(vals[6:])
+}
+
+// createdTask picks the task of answerIDs from the members read, in
+// answerIDs' order.
+func createdTask(vals []string) string {
 	switch taskTaskID, taskID, kind, id, resultType, resultTaskID := vals[0], vals[1], vals[2], vals[3], vals[4], vals[5]; {
 	case resultType == "task" && resultTaskID != "":
 		if taskTaskID != "" && taskTaskID != resultTaskID {
@@ -51,6 +69,23 @@ func taskID(body []byte) string {
 		return id
 	}
 	return ""
+}
+
+// assignedContext is the one context the members read name, "" when they
+// name none or two. Where one is read under both names, visit has already
+// refused the answer.
+func assignedContext(vals []string) string {
+	context := ""
+	for _, v := range vals {
+		switch {
+		case v == "":
+		case context == "":
+			context = v
+		case v != context:
+			return ""
+		}
+	}
+	return context
 }
 
 // responseReader tells a JSON-RPC response (result or error) from a
@@ -93,11 +128,18 @@ func (s span) present() bool { return s.end > s.start }
 
 func (s span) raw(body []byte) []byte { return body[s.start:s.end] }
 
-// taskMembers are the members taskID reads of one object at depth 2 (a
-// candidate result) and of its task member.
+// contextMembers are an object's context id, under either of its names.
+type contextMembers struct{ camel, snake span }
+
+// taskMembers are the members answerIDs reads of one object at depth 2 (a
+// candidate result) and of its task and message members.
 type taskMembers struct {
 	kind, id, task     span
 	taskTaskID, taskID span
+	// context is the result's own (A2A 0.3), taskContext and
+	// messageContext its task's and message's (A2A 1.0); in pending3,
+	// context is the depth-3 object's.
+	context, taskContext, messageContext contextMembers
 	// resultType and resultTaskID are the 2026-07-28 CreateTaskResult's,
 	// members of the result itself.
 	resultType, resultTaskID span
@@ -105,7 +147,7 @@ type taskMembers struct {
 	ok                       bool
 }
 
-// taskWalk collects, during jsonrpc.WalkStrict, what taskID reads. A value
+// taskWalk collects, during jsonrpc.WalkStrict, what answerIDs reads. A value
 // is visited after what it holds, so the members of each depth are kept
 // pending until the member holding them is visited.
 type taskWalk struct {
@@ -139,17 +181,37 @@ func (w *taskWalk) visit(depth int, key []byte, start, end int) {
 		case w.member(key, "id", v, &p.id, &p.ambiguous):
 		case w.member(key, "resultType", v, &p.resultType, &p.ambiguous):
 		case w.member(key, "taskId", v, &p.resultTaskID, &p.ambiguous):
+		case w.contextMember(key, v, &p.context, &p.ambiguous):
 		case w.member(key, "task", v, &p.task, &p.ambiguous):
-			p.taskTaskID, p.taskID = w.pending3.taskTaskID, w.pending3.taskID
+			p.taskTaskID, p.taskID, p.taskContext = w.pending3.taskTaskID, w.pending3.taskID, w.pending3.context
+			p.ambiguous = p.ambiguous || w.pending3.ambiguous
+		case w.member(key, "message", v, new(span), &p.ambiguous):
+			// Only the message's context is read, not the message.
+			p.messageContext = w.pending3.context
 			p.ambiguous = p.ambiguous || w.pending3.ambiguous
 		}
 		w.pending3 = taskMembers{}
 	case 3:
 		p := &w.pending3
-		if !w.member(key, "taskId", v, &p.taskTaskID, &p.ambiguous) {
-			w.member(key, "id", v, &p.taskID, &p.ambiguous)
+		switch {
+		case w.member(key, "taskId", v, &p.taskTaskID, &p.ambiguous):
+		case w.member(key, "id", v, &p.taskID, &p.ambiguous):
+		default:
+			w.contextMember(key, v, &p.context, &p.ambiguous)
 		}
 	}
+}
+
+// contextMember is member for a context id, under either of its names:
+// ProtoJSON readers take both, so an object naming both is ambiguous.
+func (w *taskWalk) contextMember(key []byte, v span, dst *contextMembers, ambiguous *bool) bool {
+	if w.member(key, "contextId", v, &dst.camel, ambiguous) || w.member(key, "context_id", v, &dst.snake, ambiguous) {
+		if dst.camel.present() && dst.snake.present() {
+			*ambiguous = true
+		}
+		return true
+	}
+	return false
 }
 
 // member records v in dst when key is want, and reports whether it was

@@ -47,8 +47,49 @@ func TestTaskID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := taskID([]byte(tt.body)); got != tt.want {
-				t.Errorf("taskID = %q, want %q", got, tt.want)
+			if got, _ := answerIDs([]byte(tt.body)); got != tt.want {
+				t.Errorf("task id = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAnswerContextID: the A2A context an answer assigned, as a Task or a
+// Message, in v0.3's shape and v1.0's; none from a document clients could
+// read differently, or that names two contexts.
+func TestAnswerContextID(t *testing.T) {
+	tests := []struct {
+		name, body, task, context string
+	}{
+		{name: "v0.3 task", body: `{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t1","contextId":"c1"}}`, task: "t1", context: "c1"},
+		{name: "v0.3 message", body: `{"jsonrpc":"2.0","id":1,"result":{"kind":"message","messageId":"m1","contextId":"c1"}}`, context: "c1"},
+		{name: "v1.0 task", body: `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t1","contextId":"c1"}}}`, task: "t1", context: "c1"},
+		{name: "v1.0 message", body: `{"jsonrpc":"2.0","id":1,"result":{"message":{"messageId":"m1","contextId":"c1"}}}`, context: "c1"},
+		{name: "v1.0 proto field name", body: `{"result":{"task":{"id":"t1","context_id":"c1"}}}`, task: "t1", context: "c1"},
+		{name: "members in any order", body: `{"result":{"contextId":"c1","id":"t1","kind":"task"},"id":1}`, task: "t1", context: "c1"},
+		{name: "escaped id", body: `{"result":{"message":{"contextId":"c\/1"}}}`, context: "c/1"},
+		{name: "null is absent", body: `{"result":{"task":{"id":"t1","contextId":null}}}`, task: "t1"},
+		{name: "no context", body: `{"result":{"kind":"task","id":"t1"}}`, task: "t1"},
+		{name: "the same context twice over", body: `{"result":{"contextId":"c1","task":{"contextId":"c1"}}}`, context: "c1"},
+		{name: "two contexts", body: `{"result":{"task":{"id":"t1","contextId":"c1"},"message":{"contextId":"c2"}}}`, task: "t1"},
+		{name: "a context deeper in result", body: `{"result":{"x":{"message":{"contextId":"c1"}}}}`},
+		{name: "a context outside result", body: `{"contextId":"c1","result":{"kind":"task","id":"t1"}}`, task: "t1"},
+		{name: "an error", body: `{"error":{"code":1,"message":"m","data":{"contextId":"c1"}}}`},
+		{name: "message not an object", body: `{"result":{"message":"c1","contextId":"c1"}}`, context: "c1"},
+
+		{name: "duplicate contextId", body: `{"result":{"kind":"task","id":"t1","contextId":"c1","contextId":"c2"}}`},
+		{name: "case-folded contextId", body: `{"result":{"kind":"task","id":"t1","contextId":"c1","ContextId":"c2"}}`},
+		{name: "case-folded context_id", body: `{"result":{"task":{"id":"t1","Context_Id":"c1"}}}`},
+		{name: "contextId and context_id", body: `{"result":{"task":{"id":"t1","contextId":"c1","context_id":"c1"}}}`},
+		{name: "case-folded message", body: `{"result":{"Message":{"contextId":"c1"}}}`},
+		{name: "contextId not a string", body: `{"result":{"kind":"task","id":"t1","contextId":1}}`},
+		{name: "lone surrogate", body: `{"result":{"message":{"contextId":"\ud800"}}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			task, context := answerIDs([]byte(tt.body))
+			if task != tt.task || context != tt.context {
+				t.Errorf("answerIDs = %q, %q, want %q, %q", task, context, tt.task, tt.context)
 			}
 		})
 	}

@@ -138,7 +138,7 @@ func New() *Metrics {
 		}, []string{"listener"}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "response_path_total",
-			Help: "What the response path (ext_proc) did, by route and action (filtered, filter_failure, reauthorized, session_bound, session_refused, task_bound, not_allowed, overloaded, protocol_failure, stream_opened, injected, request_dropped).",
+			Help: "What the response path (ext_proc) did, by route and action (filtered, filter_failure, reauthorized, session_bound, session_refused, task_bound, context_bound, not_allowed, overloaded, protocol_failure, stream_opened, injected, request_dropped).",
 		}, []string{"route", "action"}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "handler_panics_total",
