@@ -226,3 +226,44 @@ func TestStrictDecision(t *testing.T) {
 		})
 	}
 }
+
+// TestPDPRetryAfter: a PDP that asks to be left alone (429 or 503 with
+// Retry-After) has the caller told to wait that long, within bounds; one
+// that asks nothing, the least wait.
+func TestPDPRetryAfter(t *testing.T) {
+	tests := []struct {
+		name  string
+		code  int
+		after string
+		want  time.Duration
+	}{
+		{"429 asking 7s", http.StatusTooManyRequests, "7", 7 * time.Second},
+		{"503 asking 20s", http.StatusServiceUnavailable, "20", 20 * time.Second},
+		{"429 asking an hour: the ceiling", http.StatusTooManyRequests, "3600", maxRetryAfter},
+		{"429 asking nonsense", http.StatusTooManyRequests, "soon", minRetryAfter},
+		{"500 asking nothing", http.StatusInternalServerError, "", minRetryAfter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pdp := authzenpdp.Start(todoPolicy)
+			defer pdp.Close()
+			forMallory(func(w http.ResponseWriter) {
+				if tt.after != "" {
+					w.Header().Set("Retry-After", tt.after)
+				}
+				w.WriteHeader(tt.code)
+			})(pdp)
+			c := newClient(t, Config{Endpoint: pdp.Endpoint(), BreakerThreshold: 10}, nil)
+			for _, eval := range []func(context.Context, Request) (Decision, error){c.Evaluate, c.EvaluateNoStore} {
+				d, err := eval(context.Background(), malloryReads())
+				var ue *UnavailableError
+				if d.Allowed || !errors.As(err, &ue) {
+					t.Fatalf("%+v, %v; want unavailable", d, err)
+				}
+				if ue.RetryAfter != tt.want {
+					t.Fatalf("retry after %v, want %v", ue.RetryAfter, tt.want)
+				}
+			}
+		})
+	}
+}

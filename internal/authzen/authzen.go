@@ -306,7 +306,7 @@ func (c *Client) EvaluateNoStore(ctx context.Context, r Request) (Decision, erro
 	defer cancel()
 	d, _, _, err := c.call(ctx, body, now)
 	if err != nil {
-		return Decision{}, &UnavailableError{RetryAfter: minRetryAfter, reason: "PDP failed", cause: err}
+		return Decision{}, &UnavailableError{RetryAfter: askedRetry(err), reason: "PDP failed", cause: err}
 	}
 	return d, nil
 }
@@ -341,9 +341,9 @@ func (c *Client) flight(k cache.Key, body []byte) (Decision, error) {
 	}
 	if err != nil {
 		c.failures.Add(1)
-		ue := &UnavailableError{RetryAfter: minRetryAfter, reason: "PDP failed", cause: err}
+		ue := &UnavailableError{RetryAfter: askedRetry(err), reason: "PDP failed", cause: err}
 		if ok, wait := c.breaker.Peek(now); !ok {
-			ue.RetryAfter = clampRetry(wait)
+			ue.RetryAfter = max(ue.RetryAfter, clampRetry(wait))
 		}
 		c.log.Warn("authzen: no decision", "endpoint", bounded.Redact(c.cfg.Endpoint), "error", err)
 		return Decision{}, ue
@@ -400,7 +400,7 @@ func (c *Client) call(ctx context.Context, body []byte, now time.Time) (Decision
 	case code == http.StatusOK:
 	case code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || refusesUs(code):
 		bounded.Drain(resp.Body)
-		return Decision{}, 0, down, fmt.Errorf("PDP answered HTTP %d", code)
+		return Decision{}, 0, down, &statusError{code: code, retryAfter: bounded.RetryAfter(resp.Header.Get("Retry-After"), now, minRetryAfter, maxRetryAfter)}
 	case code >= 400:
 		bounded.Drain(resp.Body)
 		return Decision{Refused: true, Reason: "HTTP " + strconv.Itoa(code)}, 0, up, nil
@@ -527,6 +527,26 @@ func cacheTTL(ttl time.Duration, cacheControl []string) time.Duration {
 
 // clampRetry rounds a wait up to whole seconds within the Retry-After
 // bounds.
+// statusError is a PDP answering that it cannot decide now (5xx, 408,
+// 429) or will not for this service (refusesUs), with the Retry-After it
+// asked for, if any (429 and 503 may carry one).
+type statusError struct {
+	code       int
+	retryAfter time.Duration
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("PDP answered HTTP %d", e.code) }
+
+// askedRetry is how long the caller should wait after err: what the PDP
+// asked for, at least minRetryAfter.
+func askedRetry(err error) time.Duration {
+	var se *statusError
+	if errors.As(err, &se) {
+		return max(se.retryAfter, minRetryAfter)
+	}
+	return minRetryAfter
+}
+
 func clampRetry(d time.Duration) time.Duration {
 	secs := math.Ceil(d.Seconds())
 	return min(max(time.Duration(secs)*time.Second, minRetryAfter), maxRetryAfter)

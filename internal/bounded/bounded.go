@@ -2,7 +2,8 @@
 // a file named in configuration) with a size limit, so that a peer or a
 // misconfigured path cannot make the service read without end, names
 // URLs in its errors without the credentials or query they may carry, and
-// keeps a call's answer to the server asked (NoRedirects).
+// keeps a call's answer to the server asked (NoRedirects), and reads how
+// long a server asks to be left alone (RetryAfter) within bounds.
 package bounded
 
 import (
@@ -13,6 +14,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // ErrTooLarge reports a body or file longer than its limit.
@@ -113,4 +117,24 @@ func ScrubURLError(err error) error {
 		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
 	}
 	return err
+}
+
+// RetryAfter reads an HTTP Retry-After (delay-seconds or an HTTP-date,
+// RFC 9110 section 10.2.3) at now, clamped to [lo, hi]: a server cannot
+// make the service wait without end, nor hammer it at once. It is 0 when
+// v is absent, negative or unreadable.
+func RetryAfter(v string, now time.Time, lo, hi time.Duration) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	} else {
+		return 0
+	}
+	return min(max(d, lo), hi)
 }

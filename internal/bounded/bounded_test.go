@@ -130,3 +130,31 @@ func TestNoRedirects(t *testing.T) {
 		})
 	}
 }
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		in   string
+		want time.Duration
+	}{
+		{"absent", "", 0},
+		{"unreadable", "junk", 0},
+		{"negative", "-1", 0},
+		{"a fraction", "1.5", 0},
+		{"zero is the floor", "0", time.Second},
+		{"seconds", "42", 42 * time.Second},
+		{"padded", " 42 ", 42 * time.Second},
+		{"beyond the ceiling", "999999", 5 * time.Minute},
+		{"beyond 32 bits", "99999999999", 0},
+		{"a date ahead", "Fri, 15 Jan 2027 08:00:30 GMT", 30 * time.Second},
+		{"a date past", "Fri, 15 Jan 2027 07:00:00 GMT", time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RetryAfter(tt.in, now, time.Second, 5*time.Minute); got != tt.want {
+				t.Errorf("RetryAfter(%q) = %v, want %v", tt.in, got, tt.want)
+			}
+		})
+	}
+}

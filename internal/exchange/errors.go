@@ -3,7 +3,6 @@ package exchange
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -239,21 +238,3 @@ const (
 	maxRetryAfter     = 5 * time.Minute
 	defaultRetryAfter = 5 * time.Second
 )
-
-// parseRetryAfter reads an HTTP Retry-After (delay-seconds or HTTP-date),
-// clamped to [minRetryAfter, maxRetryAfter]; 0 when absent or unreadable.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
-		d = time.Duration(secs) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	} else {
-		return 0
-	}
-	return min(max(d, minRetryAfter), maxRetryAfter)
-}

@@ -105,25 +105,3 @@ func TestCacheKeyDistinct(t *testing.T) {
 		t.Error("cache key is not deterministic")
 	}
 }
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
-	tests := []struct {
-		in   string
-		want time.Duration
-	}{
-		{"", 0},
-		{"junk", 0},
-		{"-1", 0},
-		{"0", time.Second},
-		{"42", 42 * time.Second},
-		{"999999", 5 * time.Minute},
-		{"Fri, 15 Jan 2027 08:00:30 GMT", 30 * time.Second},
-		{"Fri, 15 Jan 2027 07:00:00 GMT", time.Second},
-	}
-	for _, tc := range tests {
-		if got := parseRetryAfter(tc.in, now); got != tc.want {
-			t.Errorf("parseRetryAfter(%q) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}

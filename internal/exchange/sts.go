@@ -123,7 +123,7 @@ func parseResponse(status int, h http.Header, body []byte, requested string, now
 		}
 		switch {
 		case status >= 500 || status == http.StatusTooManyRequests:
-			e.RetryAfter = parseRetryAfter(h.Get("Retry-After"), now)
+			e.RetryAfter = bounded.RetryAfter(h.Get("Retry-After"), now, minRetryAfter, maxRetryAfter)
 			e.reason = "STS failed"
 			if status == http.StatusTooManyRequests {
 				e.reason = "STS is rate limiting"
@@ -136,7 +136,7 @@ func parseResponse(status int, h http.Header, body []byte, requested string, now
 				e.reason = "STS refused this service's request"
 				if !healthy {
 					e.reason = "STS failed"
-					e.RetryAfter = parseRetryAfter(h.Get("Retry-After"), now)
+					e.RetryAfter = bounded.RetryAfter(h.Get("Retry-After"), now, minRetryAfter, maxRetryAfter)
 				}
 			}
 			return outcome{err: e, healthy: healthy}

@@ -2,8 +2,6 @@ package introspect
 
 import (
 	"errors"
-	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -34,24 +32,6 @@ func (e *UnavailableError) Unwrap() error { return e.cause }
 
 func unavailable(reason string, cause error) *UnavailableError {
 	return &UnavailableError{reason: reason, cause: cause}
-}
-
-// parseRetryAfter reads a Retry-After header given in seconds or as an
-// HTTP date; 0 when absent or unreadable.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil {
-		if n < 0 {
-			return 0
-		}
-		return clampRetry(time.Duration(min(n, int(maxRetryAfter/time.Second))) * time.Second)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return clampRetry(t.Sub(now))
-	}
-	return 0
 }
 
 func clampRetry(d time.Duration) time.Duration {

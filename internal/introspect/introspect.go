@@ -476,7 +476,7 @@ func (in *Introspector) call(ctx context.Context, token string) (*entry, time.Du
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		bounded.Drain(resp.Body)
-		return nil, parseRetryAfter(resp.Header.Get("Retry-After"), in.now()),
+		return nil, bounded.RetryAfter(resp.Header.Get("Retry-After"), in.now(), minRetryAfter, maxRetryAfter),
 			unavailable(fmt.Sprintf("introspection endpoint answered status %d", resp.StatusCode), nil)
 	}
 	body, err := bounded.Read(resp.Body, in.cfg.MaxResponseBytes)
