@@ -55,23 +55,15 @@ func stdlibContextID(body []byte) string {
 		return ""
 	}
 	r := msg.Result
-	all := []*contexts{&r.contexts, r.Task, r.Message}
-	context := ""
-	for _, c := range all {
-		if c == nil {
-			continue
-		}
-		for _, v := range []string{c.ContextID, c.ContextIDSnake} {
-			switch {
-			case v == "":
-			case context == "":
-				context = v
-			case v != context:
-				return ""
-			}
+	var vals []string
+	for _, c := range []*contexts{&r.contexts, r.Task, r.Message} {
+		if c != nil {
+			vals = append(vals, c.ContextID, c.ContextIDSnake)
 		}
 	}
-	return context
+	// The rule for several names of one context is the package's own
+	// (assignedContext); what this reference reads differently is the JSON.
+	return assignedContext(vals)
 }
 
 // stdlibTaskID is how taskID was first written, with encoding/json, which
