@@ -443,11 +443,12 @@ func (x *Exchange) ContextCreatedBy(ctx context.Context, id string) bool {
 	return d == nil && res.Accepted() && owner == g.Subject
 }
 
-// BindsContexts reports whether the call is an A2A message send on a
-// route that binds sessions, whose answer's context is worth reading
-// (ContextCreatedBy).
+// BindsContexts reports whether the call is an A2A message send naming no
+// context on a route that binds sessions, whose answer's context is worth
+// reading (ContextCreatedBy): the agent assigns one. A message naming its
+// context had it bound by the check (bindMessageContext).
 func (x *Exchange) BindsContexts() bool {
-	return x.route.sessionBinding && x.Call.Protocol == jsonrpc.ProtocolA2A && taskUses[x.Call.Method] == taskSend
+	return x.route.sessionBinding && x.Call.Protocol == jsonrpc.ProtocolA2A && taskUses[x.Call.Method] == taskSend && x.Call.ContextID == ""
 }
 
 // sessionUnborn reports whether sid, presented on route r, must be refused

@@ -683,6 +683,11 @@ func TestContextCreatedByAcrossReplicas(t *testing.T) {
 	if !answered(t, a, "agents.example.com", alice, "ctx-server-1") {
 		t.Fatal("alice's assigned context was not bound")
 	}
+	// A message naming its context had it bound by the check: its answer
+	// is not read for one.
+	if x, err := a.ForResponse(ctx, call("agents.example.com", alice, nil, a2aSend("ctx-alice-own")), nil); err != nil || x.BindsContexts() {
+		t.Errorf("a message naming its context: %v, answer read for a context %v", err, err == nil && x.BindsContexts())
+	}
 	for _, tt := range []struct {
 		name, tok, body string
 		want            Outcome
