@@ -83,11 +83,8 @@ func (e *evaluation) peerIdentity() *denial {
 		return &denial{outcome: entry.outcome, desc: entry.description}
 	}
 	e.hit = hit // a refusal below came from the cache too, as identify's does
-	if d := e.pl.state.notLoaded(); d != nil {
+	if d := e.pl.state.admit(g, "peer identity"); d != nil {
 		return d
-	}
-	if e.pl.state.isRevoked(g) {
-		return &denial{outcome: InvalidToken, desc: "peer identity is revoked"}
 	}
 	e.grant = g
 	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove}

@@ -157,13 +157,16 @@ func (pl *Pipeline) forResponse(ctx context.Context, p *Policy, req *Request, id
 		}
 		g = entry.grant
 	}
-	if !g.scopeOK || pl.state.isRevoked(g) {
+	if !g.scopeOK {
 		return nil, ErrNotAllowed
 	}
-	if !pl.state.loaded.Load() {
-		// Whether the user is revoked cannot be told yet: the response is
-		// processed as nobody's, as a refused request's is.
-		return nil, errNotLoadedResponse
+	if d := pl.state.admit(g, "token"); d != nil {
+		// Revoked, or whether the user is cannot be told yet: the
+		// response is processed as nobody's, as a refused request's is.
+		if d.outcome == Unavailable {
+			return nil, errNotLoadedResponse
+		}
+		return nil, ErrNotAllowed
 	}
 	x := &Exchange{pl: pl, p: p, route: r, grant: g, Call: call}
 	if call.Method != "" {

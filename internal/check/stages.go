@@ -321,14 +321,12 @@ func (e *evaluation) identify() *denial {
 		return &denial{outcome: entry.outcome, desc: entry.description}
 	}
 	g := entry.grant
-	if d := e.pl.state.notLoaded(); d != nil {
-		return d
+	what := "token"
+	if g.APIKeyID != "" {
+		what = "API key"
 	}
-	if e.pl.state.isRevoked(g) {
-		if g.APIKeyID != "" {
-			return &denial{outcome: InvalidToken, desc: "API key is revoked"}
-		}
-		return &denial{outcome: InvalidToken, desc: "token is revoked"}
+	if d := e.pl.state.admit(g, what); d != nil {
+		return d
 	}
 	e.grant = g
 	e.v = Verdict{Outcome: Allowed, Route: r.Name, Grant: g, CacheHit: hit, Set: g.set, Remove: g.remove, HeadersID: grantHeaders}

@@ -477,14 +477,19 @@ func (s *state) isRevoked(g *Grant) bool {
 // before the revocations are read (state.loaded).
 const errNotLoaded = "this replica has not read the revocations from the shared store yet: retry later"
 
-// notLoaded refuses an identified caller (503) while this replica has not
-// read the revocations: whether the caller is revoked cannot be told. It
-// costs one atomic load once they are read (the verdict cache's hit path).
-func (s *state) notLoaded() *denial {
-	if s.loaded.Load() {
-		return nil
+// admit refuses the caller g identifies while this replica has not read
+// the revocations (503: whether the caller is revoked cannot be told), and
+// when g is revoked (401, naming the credential: what). Every stage and
+// path that admits a grant asks it, fresh or cached; once the revocations
+// are read it costs one atomic load more than isRevoked.
+func (s *state) admit(g *Grant, what string) *denial {
+	if !s.loaded.Load() {
+		return &denial{outcome: Unavailable, desc: errNotLoaded}
 	}
-	return &denial{outcome: Unavailable, desc: errNotLoaded}
+	if s.isRevoked(g) {
+		return &denial{outcome: InvalidToken, desc: what + " is revoked"}
+	}
+	return nil
 }
 
 // Retries of a catch-up Redis did not answer: from resyncRetryMin,
