@@ -2,6 +2,7 @@ package check
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -94,13 +95,25 @@ func (h Headers) Get(name string) string { return h[name] }
 // without allocating.
 func (h Headers) Mentions(name, word string) bool { return containsFold(h[name], word) }
 
+// AddHeader adds one entry of a proxy's header list to r.Headers
+// (Headers.Add) and notes what the pipeline reads of the names: a name
+// holding "_" (UnderscoreNames) and a name already there (Repeated). Every
+// front end that receives a header list (ext_authz's raw header map,
+// ext_proc's headers) reads it through AddHeader, so that they see one
+// request alike.
+func (r *Request) AddHeader(key, value string) {
+	name, repeated := r.Headers.Add(key, value)
+	if repeated && !slices.Contains(r.Repeated, name) {
+		r.Repeated = append(r.Repeated, name)
+	}
+	r.UnderscoreNames = r.UnderscoreNames || strings.IndexByte(key, '_') >= 0
+}
+
 // Add adds one entry of a proxy's header list as Envoy merges a header
 // map: the name lower-cased, a repeated header joined to the earlier value
 // with "," ("; " for Cookie, RFC 6265 section 5.4), invalid UTF-8 replaced
-// by "!" but in Mcp-Session-Id. Every front end that receives a header
-// list (ext_authz's raw header map, ext_proc's headers) reads it through
-// Add, so that they see one request alike. It returns the lower-case name
-// and whether the header was there already.
+// by "!" but in Mcp-Session-Id. It returns the lower-case name and whether
+// the header was there already (Request.AddHeader).
 func (h Headers) Add(key, value string) (name string, repeated bool) {
 	k := strings.ToLower(key)
 	// A session id keeps its bytes: as "!" it would pass as the visible

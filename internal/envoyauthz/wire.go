@@ -3,7 +3,6 @@ package envoyauthz
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -213,10 +212,7 @@ func (w *wireRequest) request() *check.Request {
 	in := &w.in
 	if len(in.Headers) == 0 && len(w.rawHdr) > 0 {
 		for _, h := range w.rawHdr {
-			if name, again := in.Headers.Add(h.key, h.value); again && !slices.Contains(in.Repeated, name) {
-				in.Repeated = append(in.Repeated, name)
-			}
-			in.UnderscoreNames = in.UnderscoreNames || strings.IndexByte(h.key, '_') >= 0
+			in.AddHeader(h.key, h.value)
 		}
 	}
 	h := in.Headers

@@ -373,7 +373,8 @@ func (st *exchange) handle(in *extprocv3.ProcessingRequest) (*extprocv3.Processi
 }
 
 // requestHeaders fills the request as Envoy's ext_authz front end does
-// (check.Headers.Add: lower-case names, repeated headers joined), with
+// (check.Request.AddHeader: lower-case names, repeated headers joined and
+// noted), with
 // the pseudo-headers as attributes. The values point into the message,
 // which gRPC decoded into memory of its own and nothing modifies.
 func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
@@ -387,7 +388,7 @@ func (st *exchange) requestHeaders(hm *corev3.HeaderMap) {
 		if raw := hv.GetRawValue(); len(raw) > 0 {
 			v = unsafe.String(unsafe.SliceData(raw), len(raw))
 		}
-		h.Add(hv.GetKey(), v)
+		st.req.AddHeader(hv.GetKey(), v)
 	}
 	st.req.Method, st.req.Scheme, st.req.Host, st.req.Path = h[":method"], h[":scheme"], h[":authority"], h[":path"]
 	if st.req.Scheme == "" {
