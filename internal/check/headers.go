@@ -90,13 +90,11 @@ func (p *Policy) ambiguousHeader(r *Route, req *Request) *denial {
 	if v, ok := h[hMCPSession]; ok {
 		// MCP: a session id is visible ASCII (0x21-0x7E); a comma is
 		// visible, but here it joins two ids.
-		for i := 0; i < len(v); i++ {
-			switch c := v[i]; {
-			case c == ',':
-				return headerDenial("mcp-session-id has more than one value")
-			case c < 0x21 || c > 0x7e:
-				return headerDenial("mcp-session-id is not visible ASCII")
-			}
+		switch {
+		case strings.IndexByte(v, ',') >= 0:
+			return headerDenial("mcp-session-id has more than one value")
+		case !visibleASCII(v):
+			return headerDenial("mcp-session-id is not visible ASCII")
 		}
 	}
 	if v, ok := h[hPartialBody]; ok && v != "true" && v != "false" {

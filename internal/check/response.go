@@ -450,8 +450,11 @@ func (x *Exchange) ContextCreatedBy(ctx context.Context, id string) bool {
 // context on a route that binds sessions, whose answer's context is worth
 // reading (ContextCreatedBy): the agent assigns one. A message naming its
 // context had it bound by the check (bindMessageContext).
-func (x *Exchange) BindsContexts() bool {
-	return x.route.sessionBinding && x.Call.Protocol == jsonrpc.ProtocolA2A && taskUses[x.Call.Method] == taskSend && x.Call.ContextID == ""
+func (x *Exchange) BindsContexts() bool { return x.route.bindsContexts(&x.Call) }
+
+// bindsContexts is BindsContexts for call on r.
+func (r *Route) bindsContexts(call *Call) bool {
+	return r.sessionBinding && call.Protocol == jsonrpc.ProtocolA2A && taskUses[call.Method] == taskSend && call.ContextID == ""
 }
 
 // sessionUnborn reports whether sid, presented on route r, must be refused

@@ -56,7 +56,7 @@ func (e *evaluation) explainResponse(v *Verdict) {
 	case e.p.taskOwnership && CreatesTask(call.Method):
 		e.rec.add("bind task", func() string { return "a task a JSON answer creates is bound to " + who })
 	}
-	if x := (&Exchange{route: r, Call: *call}); x.BindsContexts() {
+	if r.bindsContexts(call) {
 		e.rec.add("bind context", func() string {
 			return "an A2A context the answer puts the message in is bound to " + who + " unless another user holds it"
 		})
