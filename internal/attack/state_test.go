@@ -515,7 +515,8 @@ func TestStateLegacySSESession(t *testing.T) {
 // TestStateLegacySSEEndToEnd: the Go SDK's HTTP+SSE server behind the
 // Envoy-like proxy. Alice opens her stream (straight to the server: the
 // proxy buffers answers) and posts her messages through the proxy; bob's
-// message posted to her endpoint is refused and never reaches her session.
+// message posted to her endpoint, bare or beside an Mcp-Session-Id of his
+// own, is refused and never reaches her session.
 func TestStateLegacySSEEndToEnd(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
 	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return server }, &mcp.SSEOptions{DisableLocalhostProtection: true})
@@ -576,6 +577,15 @@ func TestStateLegacySSEEndToEnd(t *testing.T) {
 	post(alice, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	if got := post(bob, `{"jsonrpc":"2.0","id":99,"method":"ping"}`); got != http.StatusForbidden {
 		t.Fatalf("bob's message into alice's session: %d, want 403", got)
+	}
+	// Bob again, with an Mcp-Session-Id of his own, which the service
+	// would bind and check while the server runs the message in the
+	// session its query names: refused, never run in alice's (her stream's
+	// next answer below is her own).
+	beside := bearer(bob)
+	beside.Set("Mcp-Session-Id", "bob-own-session")
+	if got, _, _ := s.viaEnvoy(t, http.MethodPost, endpoint, beside, `{"jsonrpc":"2.0","id":98,"method":"ping"}`); got != http.StatusBadRequest {
+		t.Fatalf("bob's message into alice's session beside a header session of his own: %d, want 400", got)
 	}
 	if got := post(alice, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); got != http.StatusAccepted {
 		t.Fatalf("alice's ping: %d", got)
