@@ -2,16 +2,11 @@ package extprocauthz_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/extauthz/extauthz/internal/check"
-	"github.com/extauthz/extauthz/internal/envoyauthz"
 	"github.com/extauthz/extauthz/internal/extprocauthz"
 	"github.com/extauthz/extauthz/internal/testing/envoytest"
 	"github.com/extauthz/extauthz/internal/testing/pipelinetest"
@@ -34,25 +29,7 @@ issuers:
 routes:
   - {name: agent, hosts: [agent.example.com], protocol: a2a, issuers: [corp], response_path: true}
 %s`, secret, more)
-	pl := pipelinetest.New(t, doc, check.Deps{}, check.Options{})
-	c := &counter{n: map[string]int{}, opened: make(chan struct{}, 4)}
-	f := &fixture{authz: envoyauthz.NewServer(pl), pl: pl, counted: c}
-	f.proc = extprocauthz.NewServer(pl, extprocauthz.Options{Observer: c})
-	gs := grpc.NewServer(envoyauthz.ServerOptions()...)
-	envoyauthz.Register(gs, f.authz)
-	extprocauthz.Register(gs, f.proc)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	f.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.conn.Close() })
-	return f
+	return serve(t, pipelinetest.New(t, doc, check.Deps{}, check.Options{}))
 }
 
 // TestA2AStreamingSendBindsItsTask: docs/extproc.md binds the task an A2A

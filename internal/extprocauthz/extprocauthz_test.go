@@ -122,8 +122,17 @@ routes:
       - {name: writes, methods: [tools/call], names: ["delete_*"], scopes: ["files:write"]}
 `, secret, sts.TokenURL)
 	pl := pipelinetest.New(t, doc, check.Deps{Getenv: func(string) string { return "sts-secret" }, HTTPClient: sts.Client()}, opts)
+	f := serve(t, pl)
+	f.sts = sts
+	return f
+}
+
+// serve runs ext_authz and ext_proc for pl on one gRPC server listening on
+// 127.0.0.1, as Envoy reaches them, and counts what the response path does.
+func serve(t *testing.T, pl *check.Pipeline) *fixture {
+	t.Helper()
 	c := &counter{n: map[string]int{}, opened: make(chan struct{}, 4)}
-	f := &fixture{authz: envoyauthz.NewServer(pl), pl: pl, sts: sts, counted: c}
+	f := &fixture{authz: envoyauthz.NewServer(pl), pl: pl, counted: c}
 	f.proc = extprocauthz.NewServer(pl, extprocauthz.Options{Observer: c})
 	gs := grpc.NewServer(envoyauthz.ServerOptions()...)
 	envoyauthz.Register(gs, f.authz)
